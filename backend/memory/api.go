@@ -1,0 +1,124 @@
+package memory
+
+// This file holds the agent- and gateway-facing shapes of the memory API
+// (SPEC §4.3). Field names are the wire names used by the gateway (docs/PROTOCOL.md).
+
+// Search defaults from SPEC §4.3.
+const (
+	DefaultMaxResults = 6
+	DefaultMinScore   = 0.35
+	// MaxSnippetChars caps SearchResult.Snippet (characters, not bytes).
+	MaxSnippetChars = 700
+)
+
+// Layer names (SPEC §4.1, §5.2).
+const (
+	LayerGlobal  = "global"
+	LayerRole    = "role"
+	LayerSession = "session"
+)
+
+// SearchOptions are the memory_search arguments. Zero values mean the SPEC
+// defaults (MaxResults 6, MinScore 0.35); a negative MinScore means "no floor".
+type SearchOptions struct {
+	Query      string  `json:"query"`
+	MaxResults int     `json:"maxResults,omitempty"`
+	MinScore   float64 `json:"minScore,omitempty"`
+}
+
+// SearchResult is one ranked chunk. Path is workspace-relative with forward
+// slashes (e.g. "MEMORY.md", "memory/2024-05-01.md", "memory/global/decisions.md").
+// Lines are 1-based and inclusive. Score is the hybrid score in [0,1].
+type SearchResult struct {
+	Path      string  `json:"path"`
+	StartLine int     `json:"startLine"`
+	EndLine   int     `json:"endLine"`
+	Score     float64 `json:"score"`
+	Snippet   string  `json:"snippet"`
+	Source    string  `json:"source"` // "memory"
+	Layer     string  `json:"layer"`  // LayerGlobal | LayerRole | LayerSession
+	Role      string  `json:"role,omitempty"`
+}
+
+// SearchResponse is the memory_search result.
+type SearchResponse struct {
+	Results  []SearchResult `json:"results"`
+	Provider string         `json:"provider"`
+	Model    string         `json:"model"`
+}
+
+// GetOptions are the memory_get arguments. From is a 1-based line number
+// (0 = start); Lines is a line count (0 = to the end).
+type GetOptions struct {
+	Path  string `json:"path"`
+	From  int    `json:"from,omitempty"`
+	Lines int    `json:"lines,omitempty"`
+}
+
+// GetResponse is the memory_get result.
+type GetResponse struct {
+	Path string `json:"path"`
+	Text string `json:"text"`
+}
+
+// ImportRequest asks to store one note in memory. Name is a file name (no
+// directories); ".txt" notes are stored as ".md". Layer is LayerRole (default:
+// the main role's memory) or LayerGlobal.
+type ImportRequest struct {
+	Name    string `json:"name"`
+	Content string `json:"content"`
+	Layer   string `json:"layer,omitempty"`
+}
+
+// ImportResult says where an imported note landed and how many chunks it made.
+type ImportResult struct {
+	Path   string `json:"path"`
+	Bytes  int    `json:"bytes"`
+	Chunks int    `json:"chunks"`
+}
+
+// FileInfo describes one indexed memory file.
+type FileInfo struct {
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	MTime  int64  `json:"mtime"` // Unix ms
+	Chunks int    `json:"chunks"`
+	Layer  string `json:"layer"`
+	Role   string `json:"role,omitempty"`
+}
+
+// Progress counts files during a sync.
+type Progress struct {
+	Done  int `json:"done"`
+	Total int `json:"total"`
+}
+
+// Index states reported by Status.
+const (
+	StateIndexing    = "indexing"
+	StateReady       = "ready"
+	StateKeywordOnly = "keyword-only"
+	StateError       = "error"
+)
+
+// Status is what `atrium memory status` and memory.status report (SPEC §4.2).
+type Status struct {
+	State     string    `json:"state"`
+	Workspace string    `json:"workspace"`
+	Layout    string    `json:"layout"` // "openclaw" | "atrium" | "mixed" | "empty"
+	Files     int       `json:"files"`
+	Chunks    int       `json:"chunks"`
+	Dirty     int       `json:"dirty"`
+	Provider  string    `json:"provider"`
+	Model     string    `json:"model"`
+	Dims      int       `json:"dims"`
+	LastSync  int64     `json:"lastSync"` // Unix ms, 0 = never
+	LastError string    `json:"lastError,omitempty"`
+	Progress  *Progress `json:"progress,omitempty"`
+}
+
+// ChangeEvent is delivered to Options.OnChange after the index changed.
+type ChangeEvent struct {
+	Paths  []string `json:"paths"`
+	Reason string   `json:"reason"` // "index" | "import" | "delete"
+}
