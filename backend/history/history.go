@@ -1,0 +1,328 @@
+// Package history stores chat messages in Atrium's state database
+// ($ATRIUM_HOME/state.db, SPEC §1) and pages through them (SPEC §3
+// history.profile, §6 "History in two domains").
+//
+// This walking skeleton keeps the profile-scoped timeline (by profileId) and
+// per-session reads used to build a model's context. The wire shape of a
+// Message is the one in docs/PROTOCOL.md. Per SPEC §3 a user message is
+// stored when it is sent and an assistant message only when its run ends
+// (final, cancelled or error).
+package history
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Message roles stored in history.
+const (
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+)
+
+// ErrorCancelled is the Message.Error of an assistant message whose run was
+// cancelled; Content then holds the partial text.
+const ErrorCancelled = "cancelled"
+
+// Paging limits for Profile and Session.
+const (
+	DefaultLimit = 50
+	MaxLimit     = 500
+)
+
+// Sentinel errors.
+var (
+	// ErrInvalid: a message is missing a required field or has an unknown role.
+	ErrInvalid = errors.New("invalid message")
+	// ErrNotFound: the message (or the paging cursor) does not exist.
+	ErrNotFound = errors.New("message not found")
+)
+
+// Source points at the memory lines an answer was based on. Lines are
+// 1-based and inclusive; Path is workspace-relative with forward slashes.
+type Source struct {
+	Path      string `json:"path"`
+	StartLine int    `json:"startLine"`
+	EndLine   int    `json:"endLine"`
+}
+
+// Message is one chat message (docs/PROTOCOL.md "Message"). TS is Unix
+// milliseconds. RunID links a message to the run that answered it (user
+// message) or produced it (assistant message). Error is set on assistant
+// messages whose run failed (the failure text) or was cancelled
+// (ErrorCancelled); Content then holds whatever text had arrived.
+type Message struct {
+	ID        string   `json:"id"`
+	ProfileID string   `json:"profileId"`
+	SessionID string   `json:"sessionId"`
+	RunID     string   `json:"runId,omitempty"`
+	Role      string   `json:"role"`
+	Content   string   `json:"content"`
+	TS        int64    `json:"ts"`
+	Sources   []Source `json:"sources,omitempty"`
+	Error     string   `json:"error,omitempty"`
+}
+
+// Page is one page of a profile's timeline, oldest message first.
+// NextBefore, when not empty, is the cursor for the next older page (pass it
+// as before); it is empty when there is nothing older.
+type Page struct {
+	Messages   []Message `json:"messages"`
+	NextBefore string    `json:"nextBefore,omitempty"`
+}
+
+// Store reads and writes chat history. It is safe for concurrent use.
+type Store struct {
+	db *sql.DB
+}
+
+// migrations are applied in order, once each; version = index+1.
+var migrations = []string{
+	`CREATE TABLE IF NOT EXISTS history_messages (
+		seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+		id         TEXT    NOT NULL UNIQUE,
+		profile_id TEXT    NOT NULL,
+		session_id TEXT    NOT NULL,
+		run_id     TEXT    NOT NULL DEFAULT '',
+		role       TEXT    NOT NULL,
+		content    TEXT    NOT NULL,
+		ts         INTEGER NOT NULL,
+		sources    TEXT    NOT NULL DEFAULT '',
+		error      TEXT    NOT NULL DEFAULT ''
+	);
+	CREATE INDEX IF NOT EXISTS history_messages_profile ON history_messages(profile_id, ts, seq);
+	CREATE INDEX IF NOT EXISTS history_messages_session ON history_messages(session_id, ts, seq);`,
+}
+
+// Open creates or upgrades the history tables (history_*) in db and returns
+// a Store. It is idempotent: opening the same database again applies only
+// missing migrations. db is typically from statedb.Open; the caller closes it.
+func Open(db *sql.DB) (*Store, error) {
+	if db == nil {
+		return nil, errors.New("open history: nil database")
+	}
+	ctx := context.Background()
+	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS history_schema (
+		version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL DEFAULT (unixepoch()))`); err != nil {
+		return nil, fmt.Errorf("open history: create schema table: %w", err)
+	}
+	for i, stmt := range migrations {
+		if err := migrate(ctx, db, i+1, stmt); err != nil {
+			return nil, fmt.Errorf("open history: migration %d: %w", i+1, err)
+		}
+	}
+	return &Store{db: db}, nil
+}
+
+func migrate(ctx context.Context, db *sql.DB, version int, stmt string) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM history_schema WHERE version = ?`, version).Scan(&n); err != nil {
+		return err
+	}
+	if n > 0 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, stmt); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO history_schema(version) VALUES (?)`, version); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// Validate reports (as ErrInvalid) what is wrong with m, if anything: ID,
+// ProfileID and SessionID are required, Role must be "user" or "assistant"
+// and TS must be positive.
+func Validate(m Message) error {
+	var missing []string
+	if m.ID == "" {
+		missing = append(missing, "id")
+	}
+	if m.ProfileID == "" {
+		missing = append(missing, "profileId")
+	}
+	if m.SessionID == "" {
+		missing = append(missing, "sessionId")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: missing %s", ErrInvalid, strings.Join(missing, ", "))
+	}
+	if m.Role != RoleUser && m.Role != RoleAssistant {
+		return fmt.Errorf("%w: role %q (want %q or %q)", ErrInvalid, m.Role, RoleUser, RoleAssistant)
+	}
+	if m.TS <= 0 {
+		return fmt.Errorf("%w: ts %d must be a positive Unix time in milliseconds", ErrInvalid, m.TS)
+	}
+	return nil
+}
+
+// Append stores m. It is idempotent by ID: appending a message whose ID is
+// already stored does nothing and returns nil (the first version wins).
+// Errors: ErrInvalid (see Validate), or a wrapped database error.
+func (s *Store) Append(ctx context.Context, m Message) error {
+	if err := Validate(m); err != nil {
+		return fmt.Errorf("append message: %w", err)
+	}
+	sources := ""
+	if len(m.Sources) > 0 {
+		b, err := json.Marshal(m.Sources)
+		if err != nil {
+			return fmt.Errorf("append message %s: encode sources: %w", m.ID, err)
+		}
+		sources = string(b)
+	}
+	_, err := s.db.ExecContext(ctx, `INSERT INTO history_messages
+		(id, profile_id, session_id, run_id, role, content, ts, sources, error)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`,
+		m.ID, m.ProfileID, m.SessionID, m.RunID, m.Role, m.Content, m.TS, sources, m.Error)
+	if err != nil {
+		return fmt.Errorf("append message %s: %w", m.ID, err)
+	}
+	return nil
+}
+
+const cols = `seq, id, profile_id, session_id, run_id, role, content, ts, sources, error`
+
+func scanMessage(rows interface{ Scan(...any) error }) (Message, int64, error) {
+	var (
+		m       Message
+		seq     int64
+		sources string
+	)
+	if err := rows.Scan(&seq, &m.ID, &m.ProfileID, &m.SessionID, &m.RunID, &m.Role, &m.Content, &m.TS, &sources, &m.Error); err != nil {
+		return Message{}, 0, err
+	}
+	if sources != "" {
+		if err := json.Unmarshal([]byte(sources), &m.Sources); err != nil {
+			return Message{}, 0, fmt.Errorf("decode sources of message %s: %w", m.ID, err)
+		}
+	}
+	return m, seq, nil
+}
+
+// Get returns the message with the given id, or ErrNotFound.
+func (s *Store) Get(ctx context.Context, id string) (Message, error) {
+	row := s.db.QueryRowContext(ctx, `SELECT `+cols+` FROM history_messages WHERE id = ?`, id)
+	m, _, err := scanMessage(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Message{}, fmt.Errorf("get message %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Message{}, fmt.Errorf("get message %s: %w", id, err)
+	}
+	return m, nil
+}
+
+// Delete removes the message with the given id and reports whether it existed.
+func (s *Store) Delete(ctx context.Context, id string) (bool, error) {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM history_messages WHERE id = ?`, id)
+	if err != nil {
+		return false, fmt.Errorf("delete message %s: %w", id, err)
+	}
+	n, _ := res.RowsAffected()
+	return n > 0, nil
+}
+
+func clampLimit(limit int) int {
+	switch {
+	case limit <= 0:
+		return DefaultLimit
+	case limit > MaxLimit:
+		return MaxLimit
+	}
+	return limit
+}
+
+// Profile returns up to limit messages of profileID's timeline, oldest first.
+// With before empty it returns the newest page; with before set to a message
+// id (normally the previous Page.NextBefore) it returns the page of messages
+// just older than that message. Messages are ordered by TS, then by the order
+// they were stored. limit <= 0 means DefaultLimit; it is capped at MaxLimit.
+// An unknown cursor, or one from another profile, is ErrNotFound.
+func (s *Store) Profile(ctx context.Context, profileID, before string, limit int) (Page, error) {
+	limit = clampLimit(limit)
+	var (
+		rows *sql.Rows
+		err  error
+	)
+	if before == "" {
+		rows, err = s.db.QueryContext(ctx, `SELECT `+cols+` FROM history_messages
+			WHERE profile_id = ? ORDER BY ts DESC, seq DESC LIMIT ?`, profileID, limit+1)
+	} else {
+		var ts, seq int64
+		err = s.db.QueryRowContext(ctx, `SELECT ts, seq FROM history_messages WHERE id = ? AND profile_id = ?`,
+			before, profileID).Scan(&ts, &seq)
+		if errors.Is(err, sql.ErrNoRows) {
+			return Page{}, fmt.Errorf("profile %s history before %s: cursor: %w", profileID, before, ErrNotFound)
+		}
+		if err != nil {
+			return Page{}, fmt.Errorf("profile %s history before %s: %w", profileID, before, err)
+		}
+		rows, err = s.db.QueryContext(ctx, `SELECT `+cols+` FROM history_messages
+			WHERE profile_id = ? AND (ts < ? OR (ts = ? AND seq < ?))
+			ORDER BY ts DESC, seq DESC LIMIT ?`, profileID, ts, ts, seq, limit+1)
+	}
+	if err != nil {
+		return Page{}, fmt.Errorf("profile %s history: %w", profileID, err)
+	}
+	msgs, err := collect(rows)
+	if err != nil {
+		return Page{}, fmt.Errorf("profile %s history: %w", profileID, err)
+	}
+	page := Page{Messages: msgs}
+	if len(msgs) > limit {
+		page.Messages = msgs[:limit]
+	}
+	reverse(page.Messages)
+	if len(msgs) > limit {
+		page.NextBefore = page.Messages[0].ID
+	}
+	return page, nil
+}
+
+// Session returns the newest limit messages of one session, oldest first
+// (for building a model's context). limit <= 0 means DefaultLimit; it is
+// capped at MaxLimit. An unknown session yields an empty slice.
+func (s *Store) Session(ctx context.Context, sessionID string, limit int) ([]Message, error) {
+	limit = clampLimit(limit)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+cols+` FROM history_messages
+		WHERE session_id = ? ORDER BY ts DESC, seq DESC LIMIT ?`, sessionID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("session %s history: %w", sessionID, err)
+	}
+	msgs, err := collect(rows)
+	if err != nil {
+		return nil, fmt.Errorf("session %s history: %w", sessionID, err)
+	}
+	reverse(msgs)
+	return msgs, nil
+}
+
+func collect(rows *sql.Rows) ([]Message, error) {
+	defer rows.Close()
+	msgs := []Message{}
+	for rows.Next() {
+		m, _, err := scanMessage(rows)
+		if err != nil {
+			return nil, err
+		}
+		msgs = append(msgs, m)
+	}
+	return msgs, rows.Err()
+}
+
+func reverse(m []Message) {
+	for i, j := 0, len(m)-1; i < j; i, j = i+1, j-1 {
+		m[i], m[j] = m[j], m[i]
+	}
+}

@@ -1,0 +1,222 @@
+package history_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/atrium-dev/atrium/backend/history"
+	"github.com/atrium-dev/atrium/backend/statedb"
+)
+
+func openStore(t *testing.T) (*history.Store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "state.db")
+	db, err := statedb.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	st, err := history.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, path
+}
+
+func msg(i int, session string) history.Message {
+	role := history.RoleUser
+	if i%2 == 1 {
+		role = history.RoleAssistant
+	}
+	return history.Message{
+		ID: fmt.Sprintf("m%02d", i), ProfileID: "main", SessionID: session,
+		RunID: fmt.Sprintf("r%02d", i/2), Role: role, Content: fmt.Sprintf("text %d", i),
+		TS: 1_700_000_000_000 + int64(i/3), // several messages share a timestamp
+	}
+}
+
+func ids(ms []history.Message) []string {
+	out := []string{}
+	for _, m := range ms {
+		out = append(out, m.ID)
+	}
+	return out
+}
+
+func TestOpenIsIdempotentAndPersists(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	ctx := context.Background()
+	for round := range 3 {
+		db, err := statedb.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := history.Open(db)
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if err := st.Append(ctx, msg(round, "s1")); err != nil {
+			t.Fatal(err)
+		}
+		page, err := st.Profile(ctx, "main", "", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Messages) != round+1 {
+			t.Fatalf("round %d: %d messages after reopen", round, len(page.Messages))
+		}
+		var versions int
+		if err := db.QueryRow(`SELECT COUNT(*) FROM history_schema`).Scan(&versions); err != nil || versions != 1 {
+			t.Fatalf("schema versions = %d, %v", versions, err)
+		}
+		db.Close()
+	}
+}
+
+func TestAppendValidatesAndIsIdempotent(t *testing.T) {
+	st, _ := openStore(t)
+	ctx := context.Background()
+	good := history.Message{ID: "a", ProfileID: "main", SessionID: "s", Role: "user", Content: "hi", TS: 5,
+		Sources: []history.Source{{Path: "MEMORY.md", StartLine: 1, EndLine: 3}}}
+	tests := []struct {
+		name  string
+		edit  func(*history.Message)
+		valid bool
+	}{
+		{"ok", func(*history.Message) {}, true},
+		{"no id", func(m *history.Message) { m.ID = "" }, false},
+		{"no profile", func(m *history.Message) { m.ProfileID = "" }, false},
+		{"no session", func(m *history.Message) { m.SessionID = "" }, false},
+		{"bad role", func(m *history.Message) { m.Role = "tool" }, false},
+		{"zero ts", func(m *history.Message) { m.TS = 0 }, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := good
+			tc.edit(&m)
+			err := st.Append(ctx, m)
+			if tc.valid != (err == nil) {
+				t.Fatalf("err = %v, want valid=%v", err, tc.valid)
+			}
+			if !tc.valid && !errors.Is(err, history.ErrInvalid) {
+				t.Fatalf("err = %v, want ErrInvalid", err)
+			}
+		})
+	}
+	dup := good
+	dup.Content = "changed"
+	if err := st.Append(ctx, dup); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.Get(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Content != "hi" || len(got.Sources) != 1 || got.Sources[0].EndLine != 3 {
+		t.Fatalf("got %+v", got)
+	}
+	page, _ := st.Profile(ctx, "main", "", 0)
+	if len(page.Messages) != 1 {
+		t.Fatalf("duplicate stored: %v", ids(page.Messages))
+	}
+	if _, err := st.Get(ctx, "nope"); !errors.Is(err, history.ErrNotFound) {
+		t.Fatalf("Get unknown: %v", err)
+	}
+	if ok, err := st.Delete(ctx, "a"); !ok || err != nil {
+		t.Fatalf("Delete = %v, %v", ok, err)
+	}
+	if ok, _ := st.Delete(ctx, "a"); ok {
+		t.Fatal("second Delete reported true")
+	}
+}
+
+func TestProfilePaging(t *testing.T) {
+	st, _ := openStore(t)
+	ctx := context.Background()
+	for i := range 11 {
+		if err := st.Append(ctx, msg(i, fmt.Sprintf("s%d", i%2))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Another profile must never show up.
+	other := msg(99, "s0")
+	other.ProfileID = "writer"
+	if err := st.Append(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+
+	var pages [][]string
+	before := ""
+	for {
+		page, err := st.Profile(ctx, "main", before, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages = append(pages, ids(page.Messages))
+		if page.NextBefore == "" {
+			break
+		}
+		before = page.NextBefore
+	}
+	want := [][]string{{"m07", "m08", "m09", "m10"}, {"m03", "m04", "m05", "m06"}, {"m00", "m01", "m02"}}
+	if fmt.Sprint(pages) != fmt.Sprint(want) {
+		t.Fatalf("pages = %v, want %v", pages, want)
+	}
+
+	// Exactly one full page: no cursor.
+	page, err := st.Profile(ctx, "main", "m03", 3)
+	if err != nil || fmt.Sprint(ids(page.Messages)) != "[m00 m01 m02]" || page.NextBefore != "" {
+		t.Fatalf("page = %+v, %v", page, err)
+	}
+
+	if _, err := st.Profile(ctx, "main", "unknown", 3); !errors.Is(err, history.ErrNotFound) {
+		t.Fatalf("unknown cursor: %v", err)
+	}
+	if _, err := st.Profile(ctx, "main", "m99", 3); !errors.Is(err, history.ErrNotFound) {
+		t.Fatalf("cursor of another profile: %v", err)
+	}
+	empty, err := st.Profile(ctx, "nobody", "", 3)
+	if err != nil || empty.Messages == nil || len(empty.Messages) != 0 {
+		t.Fatalf("empty profile = %+v, %v", empty, err)
+	}
+	b, _ := json.Marshal(empty)
+	if string(b) != `{"messages":[]}` {
+		t.Fatalf("empty page JSON = %s", b)
+	}
+}
+
+func TestSession(t *testing.T) {
+	st, _ := openStore(t)
+	ctx := context.Background()
+	for i := range 9 {
+		if err := st.Append(ctx, msg(i, fmt.Sprintf("s%d", i%3))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := st.Session(ctx, "s1", 2)
+	if err != nil || fmt.Sprint(ids(got)) != "[m04 m07]" {
+		t.Fatalf("Session = %v, %v", ids(got), err)
+	}
+	got, err = st.Session(ctx, "none", 2)
+	if err != nil || len(got) != 0 {
+		t.Fatalf("Session(none) = %v, %v", got, err)
+	}
+}
+
+func TestMessageJSONShape(t *testing.T) {
+	m := history.Message{ID: "1", ProfileID: "main", SessionID: "s", RunID: "r", Role: "assistant", Content: "c", TS: 7,
+		Sources: []history.Source{{Path: "a.md", StartLine: 1, EndLine: 2}}, Error: "cancelled"}
+	b, _ := json.Marshal(m)
+	want := `{"id":"1","profileId":"main","sessionId":"s","runId":"r","role":"assistant","content":"c","ts":7,"sources":[{"path":"a.md","startLine":1,"endLine":2}],"error":"cancelled"}`
+	if string(b) != want {
+		t.Fatalf("JSON = %s\nwant  %s", b, want)
+	}
+	b, _ = json.Marshal(history.Message{ID: "1", ProfileID: "main", SessionID: "s", Role: "user", Content: "c", TS: 7})
+	if string(b) != `{"id":"1","profileId":"main","sessionId":"s","role":"user","content":"c","ts":7}` {
+		t.Fatalf("JSON = %s", b)
+	}
+}

@@ -1,0 +1,175 @@
+// Package model talks to language-model servers for Atrium's agents
+// (SPEC §6 "Models").
+//
+// It defines a small provider-neutral request/response shape (Message, Tool,
+// Request, Response), the streaming Provider interface, an OpenAI-compatible
+// chat-completions client (NewOpenAI: OpenAI, Ollama's /v1, llama.cpp server,
+// vLLM, LM Studio, DeepSeek) and Detect, which decides which model to use from
+// explicit configuration, the environment or a local Ollama.
+//
+// The built-in "offline" provider, which answers from memory search when no
+// model is configured, lives in package chat because it needs memory search.
+//
+// Every failure of a provider is an error that matches one of the sentinels
+// below with errors.Is (ErrUnavailable, ErrRejected, ErrBadResponse,
+// ErrIncomplete, ErrTimeout) or wraps the context's error when the caller
+// cancelled; its text is meant to be shown to a person as is.
+package model
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Provider names used in Config.Provider and returned by Provider.Name.
+const (
+	ProviderOpenAI  = "openai"
+	ProviderOllama  = "ollama"
+	ProviderOffline = "offline"
+)
+
+// Message roles.
+const (
+	RoleSystem    = "system"
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+	RoleTool      = "tool"
+)
+
+// Message is one turn of the conversation sent to a model.
+//
+// Role is RoleSystem, RoleUser, RoleAssistant or RoleTool. An assistant turn
+// that called tools carries them in ToolCalls; the answer to a call is a
+// RoleTool message whose ToolCallID names the call and whose Name is the tool.
+type Message struct {
+	Role       string     `json:"role"`
+	Content    string     `json:"content"`
+	ToolCalls  []ToolCall `json:"toolCalls,omitempty"`
+	ToolCallID string     `json:"toolCallId,omitempty"`
+	Name       string     `json:"name,omitempty"`
+}
+
+// ToolCall is one function call requested by the model. Arguments is the
+// argument text exactly as the model produced it: normally a JSON object, but
+// it is not validated here (a model may emit broken JSON; the caller decides
+// what to do with it).
+type ToolCall struct {
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// Tool describes a function the model may call. Parameters is a JSON schema
+// object describing the arguments.
+type Tool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// Request is one model call. Model overrides the provider's configured model
+// when not empty. Tools may be empty (no tool use offered).
+type Request struct {
+	Model    string    `json:"model,omitempty"`
+	Messages []Message `json:"messages"`
+	Tools    []Tool    `json:"tools,omitempty"`
+}
+
+// Delta is one streamed increment: answer text (Content) or the model's
+// visible reasoning (Reasoning). Deltas are increments, not cumulative text.
+type Delta struct {
+	Content   string
+	Reasoning string
+}
+
+// Usage counts tokens as reported by the server (zero when it did not say).
+type Usage struct {
+	PromptTokens     int `json:"promptTokens"`
+	CompletionTokens int `json:"completionTokens"`
+}
+
+// Response is the complete result of one streamed model call: the full
+// answer text (the concatenation of every Delta.Content), the tool calls the
+// model asked for (assembled from streamed pieces, in order), the server's
+// finish reason ("stop", "tool_calls", "length", ...) and token usage.
+type Response struct {
+	Content      string     `json:"content"`
+	ToolCalls    []ToolCall `json:"toolCalls,omitempty"`
+	FinishReason string     `json:"finishReason"`
+	Usage        Usage      `json:"usage"`
+}
+
+// Provider is a streaming chat model.
+//
+// Stream sends req and calls onDelta (from the calling goroutine, in order)
+// for every piece of text as it arrives, then returns the complete Response.
+// On failure it returns the partial Response gathered so far together with an
+// error that matches one of the package sentinels, or wraps ctx's error when
+// ctx was cancelled. Stream never blocks past ctx, and implementations bound
+// the wait for a silent server with their own timeouts.
+//
+// A Provider is safe for concurrent use by several runs.
+type Provider interface {
+	// Name is the provider kind, e.g. "openai", "ollama", "offline".
+	Name() string
+	// Model is the model name used when Request.Model is empty.
+	Model() string
+	Stream(ctx context.Context, req Request, onDelta func(Delta)) (Response, error)
+}
+
+// Sentinel errors. Provider errors match exactly one of them with errors.Is.
+var (
+	// ErrUnavailable: the model server cannot be reached (connection refused,
+	// unknown host, TLS failure) or answered with HTTP 429 or 5xx.
+	ErrUnavailable = errors.New("model server unavailable")
+	// ErrRejected: the server refused the request with HTTP 4xx (bad key,
+	// unknown model, malformed request). The error text carries the server's
+	// own message.
+	ErrRejected = errors.New("model server rejected the request")
+	// ErrBadResponse: the server answered, but not with an OpenAI
+	// chat-completions event stream (wrong content type, garbage lines, chunks
+	// that are not JSON, an error object inside the stream).
+	ErrBadResponse = errors.New("bad response from model server")
+	// ErrIncomplete: the event stream ended before its final "[DONE]" (the
+	// connection was cut mid-answer).
+	ErrIncomplete = errors.New("model stream ended early")
+	// ErrTimeout: the server sent no response headers within the header
+	// timeout, or went silent between chunks for longer than the idle timeout.
+	ErrTimeout = errors.New("model server timed out")
+	// ErrConfig: Detect was given a configuration it cannot use (for example
+	// an unknown provider name).
+	ErrConfig = errors.New("invalid model configuration")
+)
+
+// Error is the error type returned by providers in this package. Error()
+// is a complete human-readable sentence (for example "model server at
+// http://127.0.0.1:9 is unreachable: connection refused"); errors.Is matches
+// Kind (one of the sentinels) and anything Err wraps (such as
+// context.Canceled).
+type Error struct {
+	Kind error  // one of ErrUnavailable, ErrRejected, ErrBadResponse, ErrIncomplete, ErrTimeout, ErrConfig
+	Msg  string // human-readable description without the cause
+	Err  error  // underlying cause, may be nil
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	if e.Err == nil {
+		return e.Msg
+	}
+	return e.Msg + ": " + e.Err.Error()
+}
+
+// Unwrap returns the kind and the cause so that errors.Is matches both.
+func (e *Error) Unwrap() []error {
+	if e.Err == nil {
+		return []error{e.Kind}
+	}
+	return []error{e.Kind, e.Err}
+}
+
+func newErr(kind error, cause error, format string, args ...any) *Error {
+	return &Error{Kind: kind, Msg: fmt.Sprintf(format, args...), Err: cause}
+}
