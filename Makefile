@@ -1,0 +1,84 @@
+# Atrium — `make run` builds and runs the app; `make test` runs every test.
+# Both install what they need on a fresh Debian machine (apt packages when run
+# as root, npm packages with `npm ci`, Go modules) and otherwise print the
+# exact command to run.
+
+SHELL        := /bin/bash
+.SHELLFLAGS  := -eu -o pipefail -c
+GO           ?= go
+BIN          := bin/atrium
+DESKTOP_TAGS := desktop,production,webkit2_41
+VERSION      := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS      := -X main.version=$(VERSION)
+CHROMIUM     ?= /usr/bin/chromium
+
+# Debian packages: cgo toolchain + SQLite headers (sqlite-vec), the Wails
+# window (GTK, WebKitGTK 4.1), headless Chromium for UI tests, Xvfb and
+# ImageMagick for window screenshots, a CJK font so Chinese renders.
+APT_PKGS := build-essential pkg-config libsqlite3-dev libgtk-3-dev libwebkit2gtk-4.1-dev \
+            chromium xvfb xauth x11-utils xdotool imagemagick fonts-wqy-microhei
+
+FRONTEND_SRC := $(shell find frontend/src frontend/index.html frontend/package.json frontend/vite.config.ts -type f 2>/dev/null)
+
+.DEFAULT_GOAL := help
+.PHONY: help run serve desktop test test-go test-frontend bench screenshot deps deps-system deps-frontend frontend clean
+
+help: ## Show this help
+	@echo "Atrium make targets:"
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-12s %s\n", $$1, $$2}'
+
+run: desktop ## Build and run the app (window if there is a display, else the UI at http://127.0.0.1:18789)
+	./$(BIN)
+
+serve: desktop ## Build and run the gateway + UI without a window
+	./$(BIN) serve
+
+desktop: deps frontend ## Build the desktop binary (Wails window + CLI) into bin/atrium
+	$(GO) build -tags $(DESKTOP_TAGS) -ldflags "$(LDFLAGS)" -o $(BIN) .
+
+test: deps frontend test-frontend test-go ## Run all tests (Go unit, integration, end-to-end in headless Chromium; frontend unit)
+
+test-go:
+	$(GO) vet ./...
+	$(GO) vet -tags $(DESKTOP_TAGS) . ./app/...
+	ATRIUM_CHROMIUM=$(CHROMIUM) $(GO) test -count=1 -timeout 30m ./...
+
+test-frontend: deps-frontend
+	cd frontend && npm run check && npm test
+
+bench: deps frontend ## Run the Go benchmarks (results go in docs/BENCHMARKS.md)
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./backend/...
+
+screenshot: desktop ## Screenshot the desktop window under Xvfb with a Chinese note found by search (out/window.png)
+	bash build/screenshot.sh $(BIN) out/window.png
+
+deps: deps-system deps-frontend
+	$(GO) mod download
+
+deps-system:
+	@missing=""; for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "Installing Debian packages:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	  else \
+	    echo "Missing system packages:$$missing"; \
+	    echo "Install them with:  sudo apt-get install -y --no-install-recommends$$missing"; \
+	    exit 1; \
+	  fi; \
+	fi
+
+deps-frontend: frontend/node_modules/.package-lock.json
+
+frontend/node_modules/.package-lock.json: frontend/package.json frontend/package-lock.json
+	@command -v npm >/dev/null || { echo "npm is missing: install Node.js 20 (apt-get install -y nodejs npm)"; exit 1; }
+	cd frontend && npm ci --no-audit --no-fund
+	touch $@
+
+frontend: frontend/dist/index.html ## Build the UI (frontend/dist)
+
+frontend/dist/index.html: frontend/node_modules/.package-lock.json $(FRONTEND_SRC)
+	cd frontend && npm run build
+
+clean: ## Remove build output
+	rm -rf bin out frontend/dist/assets frontend/dist/index.html

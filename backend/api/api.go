@@ -1,0 +1,176 @@
+// Package api binds the gateway's methods (docs/PROTOCOL.md, SPEC §3 method
+// table) to the services that implement them: it decodes params, calls the
+// service, and maps the service's sentinel errors to protocol error codes.
+// It holds no state of its own.
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/atrium-dev/atrium/backend/chat"
+	"github.com/atrium-dev/atrium/backend/gateway"
+	"github.com/atrium-dev/atrium/backend/memory"
+)
+
+// Memory is what the memory.* methods need (implemented by *memory.Manager).
+type Memory interface {
+	Search(ctx context.Context, o memory.SearchOptions) (memory.SearchResponse, error)
+	Get(ctx context.Context, o memory.GetOptions) (memory.GetResponse, error)
+	Import(ctx context.Context, r memory.ImportRequest) (memory.ImportResult, error)
+	Files(ctx context.Context) ([]memory.FileInfo, error)
+	Status() memory.Status
+}
+
+// Options names the services to bind. All fields are required.
+type Options struct {
+	Gateway *gateway.Server
+	Memory  Memory
+	Chat    *chat.Service
+	Version string
+	Started time.Time // process start, for health.uptimeMs
+}
+
+// Events lists the events the services emit through the gateway.
+var Events = []string{
+	"tick", "chat.thinking", "chat.chunk", "chat.final", "chat.cancelled",
+	"chat.error", "memory.changed", "memory.progress",
+}
+
+// Register adds every method to the gateway. Call it before the gateway runs.
+func Register(o Options) {
+	g := o.Gateway
+	g.DeclareEvents(Events...)
+
+	g.Handle("health", func(ctx context.Context, c *gateway.Call) (any, error) {
+		return map[string]any{
+			"ok":       true,
+			"version":  o.Version,
+			"uptimeMs": time.Since(o.Started).Milliseconds(),
+			"memory":   map[string]any{"state": o.Memory.Status().State},
+		}, nil
+	})
+
+	g.Handle("memory.search", func(ctx context.Context, c *gateway.Call) (any, error) {
+		var p memory.SearchOptions
+		if err := decode(c, &p); err != nil {
+			return nil, err
+		}
+		if strings.TrimSpace(p.Query) == "" {
+			return nil, gateway.Errorf(gateway.CodeInvalidRequest, "memory.search: query is empty")
+		}
+		res, err := o.Memory.Search(ctx, p)
+		return res, mapErr("memory.search", err)
+	})
+	g.Handle("memory.get", func(ctx context.Context, c *gateway.Call) (any, error) {
+		var p memory.GetOptions
+		if err := decode(c, &p); err != nil {
+			return nil, err
+		}
+		res, err := o.Memory.Get(ctx, p)
+		return res, mapErr("memory.get", err)
+	})
+	g.Handle("memory.import", func(ctx context.Context, c *gateway.Call) (any, error) {
+		var p memory.ImportRequest
+		if err := decode(c, &p); err != nil {
+			return nil, err
+		}
+		res, err := o.Memory.Import(ctx, p)
+		return res, mapErr("memory.import", err)
+	})
+	g.Handle("memory.status", func(ctx context.Context, c *gateway.Call) (any, error) {
+		return o.Memory.Status(), nil
+	})
+	g.Handle("memory.files", func(ctx context.Context, c *gateway.Call) (any, error) {
+		files, err := o.Memory.Files(ctx)
+		if err != nil {
+			return nil, mapErr("memory.files", err)
+		}
+		if files == nil {
+			files = []memory.FileInfo{}
+		}
+		return map[string]any{"files": files}, nil
+	})
+
+	g.Handle("profiles.list", func(ctx context.Context, c *gateway.Call) (any, error) {
+		return map[string]any{"profiles": o.Chat.Profiles()}, nil
+	})
+	g.Handle("chat.send", func(ctx context.Context, c *gateway.Call) (any, error) {
+		var p chat.SendRequest
+		if err := decode(c, &p); err != nil {
+			return nil, err
+		}
+		// The run outlives this request: it belongs to the service, not to
+		// the connection that started it (SPEC §3: a run survives its UI).
+		res, err := o.Chat.Send(context.WithoutCancel(ctx), p)
+		return res, mapErr("chat.send", err)
+	})
+	g.Handle("chat.cancel", func(ctx context.Context, c *gateway.Call) (any, error) {
+		var p chat.CancelRequest
+		if err := decode(c, &p); err != nil {
+			return nil, err
+		}
+		ok, err := o.Chat.Cancel(p)
+		if err != nil {
+			return nil, mapErr("chat.cancel", err)
+		}
+		return map[string]any{"cancelled": ok}, nil
+	})
+	g.Handle("history.profile", func(ctx context.Context, c *gateway.Call) (any, error) {
+		var p struct {
+			ProfileID string `json:"profileId"`
+			Before    string `json:"before"`
+			Limit     int    `json:"limit"`
+		}
+		if err := decode(c, &p); err != nil {
+			return nil, err
+		}
+		if p.ProfileID == "" {
+			return nil, gateway.Errorf(gateway.CodeInvalidRequest, "history.profile: profileId is required")
+		}
+		page, err := o.Chat.History(ctx, p.ProfileID, p.Before, p.Limit)
+		return page, mapErr("history.profile", err)
+	})
+}
+
+// decode unmarshals the call's params; absent params decode as {}.
+func decode(c *gateway.Call, v any) error {
+	if len(c.Params) == 0 || string(c.Params) == "null" {
+		return nil
+	}
+	if err := json.Unmarshal(c.Params, v); err != nil {
+		return gateway.Errorf(gateway.CodeInvalidRequest, "%s: bad params: %v", c.Method, err)
+	}
+	return nil
+}
+
+// mapErr turns a service error into a protocol error (nil stays nil).
+func mapErr(method string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var gerr *gateway.Error
+	if errors.As(err, &gerr) {
+		return gerr
+	}
+	code := gateway.CodeInternal
+	switch {
+	case errors.Is(err, memory.ErrNotFound), errors.Is(err, chat.ErrNotFound):
+		code = gateway.CodeNotFound
+	case errors.Is(err, memory.ErrInvalidPath), errors.Is(err, memory.ErrInvalidInput),
+		errors.Is(err, chat.ErrInvalidInput):
+		code = gateway.CodeInvalidRequest
+	case errors.Is(err, chat.ErrForbidden):
+		code = gateway.CodeForbidden
+	case errors.Is(err, chat.ErrBusy):
+		code = gateway.CodeConflict
+	case errors.Is(err, memory.ErrClosed):
+		code = gateway.CodeUnavailable
+	case errors.Is(err, context.DeadlineExceeded):
+		code = gateway.CodeTimeout
+	}
+	return &gateway.Error{Code: code, Message: method + ": " + err.Error(), Retryable: code == gateway.CodeUnavailable || code == gateway.CodeTimeout}
+}

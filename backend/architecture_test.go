@@ -1,0 +1,148 @@
+// Package backend_test enforces docs/ARCHITECTURE.md: which Atrium package may
+// import which, that backend never imports Wails or the app shell, and that
+// every package has a package doc comment.
+package backend_test
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/atrium-dev/atrium"
+
+// allowed mirrors the table in docs/ARCHITECTURE.md (keys and values are
+// module-relative package paths; "." is the root package).
+var allowed = map[string][]string{
+	"backend/paths":        {},
+	"backend/config":       {"backend/model"},
+	"backend/statedb":      {},
+	"backend/memory/chunk": {},
+	"backend/memory/embed": {"backend/memory/chunk"},
+	"backend/memory/index": {"backend/memory/chunk", "backend/memory/embed"},
+	"backend/memory":       {"backend/memory/chunk", "backend/memory/embed", "backend/memory/index"},
+	"backend/history":      {},
+	"backend/model":        {},
+	"backend/chat":         {"backend/history", "backend/model", "backend/memory"},
+	"backend/gateway":      {},
+	"backend/api":          {"backend/gateway", "backend/memory", "backend/chat", "backend/history"},
+	"backend/atrium": {"backend/paths", "backend/config", "backend/statedb", "backend/memory/chunk",
+		"backend/memory/embed", "backend/memory/index", "backend/memory", "backend/history",
+		"backend/model", "backend/chat", "backend/gateway", "backend/api"},
+	"backend/cli": {"backend/atrium", "backend/paths", "backend/memory"},
+	"backend/e2e": {},
+	"app":         {},
+	"frontend":    {},
+	".":           {"app", "backend/cli", "frontend"},
+}
+
+// pkgInfo is what the test learns about one directory's package.
+type pkgInfo struct {
+	imports map[string]bool // module-relative Atrium imports and raw external imports
+	hasDoc  bool
+	nonTest bool
+}
+
+func TestImportRules(t *testing.T) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkgs := scan(t, root)
+	if len(pkgs) < 10 {
+		t.Fatalf("found only %d packages under %s; is the test running from backend/?", len(pkgs), root)
+	}
+	var dirs []string
+	for d := range pkgs {
+		dirs = append(dirs, d)
+	}
+	sort.Strings(dirs)
+	for _, dir := range dirs {
+		p := pkgs[dir]
+		if dir == "backend" { // this test itself
+			continue
+		}
+		rules, ok := allowed[dir]
+		if !ok {
+			t.Errorf("package %s is not in docs/ARCHITECTURE.md and this test's table", dir)
+			continue
+		}
+		if p.nonTest && !p.hasDoc {
+			t.Errorf("package %s has no package doc comment", dir)
+		}
+		ok2 := map[string]bool{}
+		for _, r := range rules {
+			ok2[r] = true
+		}
+		for imp := range p.imports {
+			if strings.HasPrefix(imp, "github.com/wailsapp/") && strings.HasPrefix(dir, "backend") {
+				t.Errorf("%s imports %s: backend must never import Wails", dir, imp)
+			}
+			if !strings.HasPrefix(imp, module) {
+				continue
+			}
+			rel := strings.TrimPrefix(strings.TrimPrefix(imp, module), "/")
+			if rel == "" {
+				rel = "."
+			}
+			if !ok2[rel] {
+				t.Errorf("%s imports %s, which docs/ARCHITECTURE.md does not allow", dir, rel)
+			}
+		}
+	}
+}
+
+func scan(t *testing.T, root string) map[string]*pkgInfo {
+	t.Helper()
+	pkgs := map[string]*pkgInfo{}
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			name := d.Name()
+			if path != root && (strings.HasPrefix(name, ".") || name == "node_modules" || name == "testdata" || name == "bin" || name == "dist") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly|parser.ParseComments)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, filepath.Dir(path))
+		rel = filepath.ToSlash(rel)
+		p := pkgs[rel]
+		if p == nil {
+			p = &pkgInfo{imports: map[string]bool{}}
+			pkgs[rel] = p
+		}
+		isTest := strings.HasSuffix(path, "_test.go")
+		if !isTest {
+			p.nonTest = true
+			if f.Doc != nil && strings.HasPrefix(f.Doc.Text(), "Package ") || f.Doc != nil && strings.HasPrefix(f.Doc.Text(), "Command ") {
+				p.hasDoc = true
+			}
+		}
+		for _, imp := range f.Imports {
+			p.imports[strings.Trim(imp.Path.Value, `"`)] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "docs", "ARCHITECTURE.md")); err != nil {
+		t.Fatalf("docs/ARCHITECTURE.md: %v", err)
+	}
+	return pkgs
+}

@@ -1,0 +1,226 @@
+// Package atrium is the wiring package: it builds every backend part in
+// order — paths, config, operator token, gateway transport, memory engine,
+// state db and history, model provider, chat service, method bindings — and
+// runs the long-lived ones. Both `atrium serve` and the desktop window start
+// the app through it. It holds no business logic.
+package atrium
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/atrium-dev/atrium/backend/api"
+	"github.com/atrium-dev/atrium/backend/chat"
+	"github.com/atrium-dev/atrium/backend/config"
+	"github.com/atrium-dev/atrium/backend/gateway"
+	"github.com/atrium-dev/atrium/backend/history"
+	"github.com/atrium-dev/atrium/backend/memory"
+	"github.com/atrium-dev/atrium/backend/model"
+	"github.com/atrium-dev/atrium/backend/paths"
+	"github.com/atrium-dev/atrium/backend/statedb"
+)
+
+// Options configures New.
+type Options struct {
+	// Layout is the resolved state dir and workspace (required).
+	Layout paths.Layout
+	// Port on 127.0.0.1; 0 means config.json's gateway.port, else
+	// config.DefaultPort. Use -1 for an ephemeral port (tests).
+	Port int
+	// UI is the built frontend served at "/" (nil: a page saying it is not built).
+	UI fs.FS
+	// Version is reported by health and hello-ok.
+	Version string
+	// AllowedOrigins are extra WebSocket origins (the desktop window's).
+	AllowedOrigins []string
+	// Getenv reads the environment for model detection (default os.Getenv).
+	Getenv func(string) string
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// RescanInterval overrides the memory engine's periodic rescan (0 = its default).
+	RescanInterval time.Duration
+}
+
+// App is a built Atrium backend. Fields are read-only after New.
+type App struct {
+	Layout  paths.Layout
+	Config  config.Config
+	Token   string
+	Gateway *gateway.Server
+	Memory  *memory.Manager
+	History *history.Store
+	Chat    *chat.Service
+	// Model is the detected model configuration and ModelReason why it was chosen.
+	Model       model.Config
+	ModelReason string
+
+	log *slog.Logger
+	db  *sql.DB
+}
+
+// New builds the app. Nothing listens and nothing is indexed until Run.
+func New(ctx context.Context, o Options) (a *App, err error) {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	a = &App{Layout: o.Layout, log: o.Logger}
+	defer func() {
+		if err != nil {
+			a.Close()
+		}
+	}()
+	if err := o.Layout.Ensure(); err != nil {
+		return nil, err
+	}
+	if a.Config, err = config.Load(o.Layout.ConfigFile()); err != nil {
+		return nil, err
+	}
+	if a.Token, err = gateway.LoadOrCreateToken(o.Layout.TokenFile()); err != nil {
+		return nil, fmt.Errorf("operator token: %w", err)
+	}
+
+	port := o.Port
+	switch {
+	case port == 0 && a.Config.Gateway.Port != 0:
+		port = a.Config.Gateway.Port
+	case port == 0:
+		port = config.DefaultPort
+	case port < 0:
+		port = 0
+	}
+	a.Gateway, err = gateway.New(gateway.Options{
+		Addr:           net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+		Token:          a.Token,
+		UI:             o.UI,
+		Version:        o.Version,
+		AllowedOrigins: o.AllowedOrigins,
+		Logger:         o.Logger,
+		Snapshot:       a.snapshot,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+
+	a.Memory, err = memory.Open(memory.Options{
+		Workspace:      o.Layout.Workspace,
+		IndexDir:       o.Layout.IndexDir(),
+		Logger:         o.Logger,
+		RescanInterval: o.RescanInterval,
+		OnChange:       func(ev memory.ChangeEvent) { a.Gateway.Broadcast("memory.changed", ev) },
+		OnProgress:     func(p memory.Progress) { a.Gateway.Broadcast("memory.progress", p) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("memory: %w", err)
+	}
+
+	if a.db, err = statedb.Open(o.Layout.StateDB()); err != nil {
+		return nil, err
+	}
+	if a.History, err = history.Open(a.db); err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+
+	a.Model, a.ModelReason, err = model.Detect(ctx, a.Config.Model, model.DetectOptions{Getenv: o.Getenv})
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	o.Logger.Info("model selected", "provider", a.Model.Provider, "model", a.Model.Model, "baseUrl", a.Model.BaseURL, "reason", a.ModelReason)
+	var provider model.Provider
+	if a.Model.Provider != model.ProviderOffline {
+		provider = model.NewOpenAI(model.OpenAIOptions{BaseURL: a.Model.BaseURL, APIKey: a.Model.APIKey, Model: a.Model.Model})
+	}
+	a.Chat, err = chat.New(chat.Options{
+		History:  a.History,
+		Provider: provider,
+		Memory:   a.Memory,
+		Emit:     a.Gateway.Broadcast,
+		Logger:   o.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("chat: %w", err)
+	}
+
+	api.Register(api.Options{
+		Gateway: a.Gateway,
+		Memory:  a.Memory,
+		Chat:    a.Chat,
+		Version: o.Version,
+		Started: time.Now(),
+	})
+	return a, nil
+}
+
+func (a *App) snapshot() gateway.Snapshot {
+	var s gateway.Snapshot
+	if a.Chat != nil {
+		for _, p := range a.Chat.Profiles() {
+			s.Profiles = append(s.Profiles, p)
+		}
+	}
+	return s
+}
+
+// Listen binds the gateway's port, so URL is known before Run. A port in use
+// is reported with the address.
+func (a *App) Listen() error {
+	if err := a.Gateway.Listen(); err != nil {
+		return fmt.Errorf("gateway listen: %w", err)
+	}
+	return nil
+}
+
+// URL is the UI address with the operator token in the fragment (valid after Listen).
+func (a *App) URL() string { return "http://" + a.Gateway.Addr() + "/#token=" + a.Token }
+
+// WSURL is the gateway WebSocket address (valid after Listen).
+func (a *App) WSURL() string { return "ws://" + a.Gateway.Addr() + "/ws" }
+
+// Run serves the gateway and keeps memory indexed until ctx is done or one
+// of them fails; it then stops the other and returns the first error.
+func (a *App) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 2)
+	go func() { errc <- wrap("memory", a.Memory.Run(ctx)) }()
+	go func() { errc <- wrap("gateway", a.Gateway.Run(ctx)) }()
+	first := <-errc
+	cancel()
+	second := <-errc
+	if first != nil {
+		return first
+	}
+	return second
+}
+
+func wrap(what string, err error) error {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// Close releases everything New opened, in reverse order.
+func (a *App) Close() error {
+	var errs []error
+	if a.Chat != nil {
+		errs = append(errs, a.Chat.Close())
+	}
+	if a.db != nil {
+		errs = append(errs, a.db.Close())
+	}
+	if a.Memory != nil {
+		errs = append(errs, a.Memory.Close())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,268 @@
+// Package cli is the `atrium` command line (SPEC §1): the desktop app (no
+// arguments), `serve`, `memory index|search|get|status`, `version`. It parses
+// flags and environment, builds the app through package atrium, and prints
+// results for people (or JSON with --json). The desktop window itself is
+// injected by main (Options.Desktop), so backend never imports Wails.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
+
+	"github.com/atrium-dev/atrium/backend/atrium"
+	"github.com/atrium-dev/atrium/backend/paths"
+)
+
+// DesktopOptions is what the desktop window needs to show the UI.
+type DesktopOptions struct {
+	UI     fs.FS
+	WSURL  string
+	Token  string
+	Logger *slog.Logger
+}
+
+// Options are main's injections.
+type Options struct {
+	// Version printed by `atrium version` and reported by the gateway.
+	Version string
+	// UI is the built frontend.
+	UI fs.FS
+	// Desktop opens the window and blocks until it closes; nil means this
+	// binary has no window (then `atrium` alone behaves like `atrium serve`).
+	Desktop func(ctx context.Context, o DesktopOptions) error
+	// Stdout, Stderr default to os.Stdout, os.Stderr.
+	Stdout, Stderr io.Writer
+	// Getenv defaults to os.Getenv.
+	Getenv func(string) string
+}
+
+// errUsage marks a command-line mistake (exit status 2).
+var errUsage = errors.New("usage")
+
+// Main runs the command line and returns the process exit status.
+func Main(args []string, o Options) int {
+	if o.Stdout == nil {
+		o.Stdout = os.Stdout
+	}
+	if o.Stderr == nil {
+		o.Stderr = os.Stderr
+	}
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, args, o)
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		fmt.Fprintln(o.Stderr, "atrium:", err)
+		fmt.Fprintln(o.Stderr, "Run 'atrium help' for usage.")
+		return 2
+	default:
+		fmt.Fprintln(o.Stderr, "atrium:", err)
+		return 1
+	}
+}
+
+const usage = `Atrium — a local-first home for a team of AI agents.
+
+Usage:
+  atrium [flags]                       open the desktop window (or serve, when there is no display)
+  atrium serve [flags]                 run the gateway and UI at http://127.0.0.1:18789
+  atrium memory index [flags]          index the workspace's Markdown memory now
+  atrium memory search [flags] QUERY   hybrid (BM25 + vector) search
+  atrium memory get [flags] PATH       print a memory file (--from N --lines M)
+  atrium memory status [flags]         files, chunks, provider, model, last sync
+  atrium version                       print the version
+
+Flags (every command):
+  --workspace DIR   Markdown memory (env ATRIUM_WORKSPACE, default ~/Atrium)
+  --home DIR        state dir (env ATRIUM_HOME, default ~/.atrium)
+  --port N          gateway port on 127.0.0.1 (default 18789)
+  --json            machine-readable output (memory commands)
+`
+
+// common holds the flags every command accepts.
+type common struct {
+	workspace, home string
+	port            int
+	json            bool
+}
+
+func (c *common) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.workspace, "workspace", "", "workspace directory")
+	fs.StringVar(&c.home, "home", "", "state directory")
+	fs.IntVar(&c.port, "port", 0, "gateway port")
+	fs.BoolVar(&c.json, "json", false, "JSON output")
+}
+
+// parse parses flags that may appear before, between or after positional
+// arguments ("atrium memory search 数据库 --json").
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w: %v", errUsage, err)
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+func newFlagSet(name string, o Options) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(o.Stderr)
+	fs.Usage = func() { fmt.Fprint(o.Stderr, usage) }
+	return fs
+}
+
+func run(ctx context.Context, args []string, o Options) error {
+	cmd := ""
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "":
+		return runDesktop(ctx, args, o)
+	case "serve":
+		return runServe(ctx, args, o)
+	case "memory":
+		return runMemory(ctx, args, o)
+	case "version":
+		fmt.Fprintln(o.Stdout, "atrium", o.Version, runtime.Version(), runtime.GOOS+"/"+runtime.GOARCH)
+		return nil
+	case "help":
+		fmt.Fprint(o.Stdout, usage)
+		return nil
+	default:
+		return fmt.Errorf("%w: unknown command %q", errUsage, cmd)
+	}
+}
+
+func (c *common) layout(o Options) (paths.Layout, error) {
+	return paths.Resolve(c.home, c.workspace, o.Getenv)
+}
+
+func newLogger(o Options) *slog.Logger {
+	level := slog.LevelInfo
+	if strings.EqualFold(o.Getenv("ATRIUM_LOG"), "debug") {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(o.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// hasDisplay reports whether a desktop window can be shown.
+func hasDisplay(getenv func(string) string) bool {
+	if runtime.GOOS != "linux" && runtime.GOOS != "freebsd" {
+		return true
+	}
+	return getenv("DISPLAY") != "" || getenv("WAYLAND_DISPLAY") != ""
+}
+
+func runDesktop(ctx context.Context, args []string, o Options) error {
+	if o.Desktop == nil || !hasDisplay(o.Getenv) {
+		fmt.Fprintln(o.Stderr, "atrium: no display found; serving the UI in the browser instead")
+		return runServe(ctx, args, o)
+	}
+	var c common
+	fs := newFlagSet("atrium", o)
+	c.register(fs)
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	log := newLogger(o)
+	a, err := start(ctx, c, o, log, []string{"wails://wails", "wails.localhost", "wails.localhost:*"})
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	runErr := make(chan error, 1)
+	go func() { runErr <- a.Run(ctx) }()
+	winErr := o.Desktop(ctx, DesktopOptions{UI: o.UI, WSURL: a.WSURL(), Token: a.Token, Logger: log})
+	cancel()
+	return errors.Join(winErr, <-runErr)
+}
+
+func runServe(ctx context.Context, args []string, o Options) error {
+	var c common
+	fs := newFlagSet("serve", o)
+	c.register(fs)
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	log := newLogger(o)
+	a, err := start(ctx, c, o, log, nil)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	fmt.Fprintf(o.Stdout, "Atrium %s is running.\n  Open:      %s\n  Workspace: %s\n  State dir: %s\n  Model:     %s (%s)\nPress Ctrl+C to stop.\n",
+		o.Version, a.URL(), a.Layout.Workspace, a.Layout.Home, modelName(a), a.ModelReason)
+	return a.Run(ctx)
+}
+
+func modelName(a *atrium.App) string {
+	if a.Model.Model == "" {
+		return a.Model.Provider
+	}
+	return a.Model.Provider + "/" + a.Model.Model
+}
+
+// start builds the app and binds its port.
+func start(ctx context.Context, c common, o Options, log *slog.Logger, origins []string) (*atrium.App, error) {
+	layout, err := c.layout(o)
+	if err != nil {
+		return nil, err
+	}
+	a, err := atrium.New(ctx, atrium.Options{
+		Layout:         layout,
+		Port:           c.port,
+		UI:             o.UI,
+		Version:        o.Version,
+		AllowedOrigins: origins,
+		Getenv:         o.Getenv,
+		Logger:         log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := a.Listen(); err != nil {
+		a.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}

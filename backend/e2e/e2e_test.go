@@ -1,0 +1,330 @@
+// Package e2e holds the end-to-end test: it builds the real `atrium` binary,
+// runs `atrium serve` on a free port against a temporary workspace and a
+// scripted OpenAI-compatible model server, and drives the real UI in headless
+// Chromium (chromedp): import a note by drag and drop, find it by search,
+// chat with a streamed reply, reload and see the history.
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// repoRoot is the module root, two levels above this package.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{os.Getenv("ATRIUM_CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser"} {
+		if p == "" {
+			continue
+		}
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	t.Skip("e2e: no Chromium found (install Debian's chromium, or set ATRIUM_CHROMIUM); `make test` installs it")
+	return ""
+}
+
+// buildAtrium builds the root package into dir and returns the binary path.
+func buildAtrium(t *testing.T, dir string) string {
+	t.Helper()
+	root := repoRoot(t)
+	if _, err := os.Stat(filepath.Join(root, "frontend", "dist", "index.html")); err != nil {
+		t.Skip("e2e: the UI is not built (frontend/dist/index.html missing); run `make frontend` or `make test`")
+	}
+	bin := filepath.Join(dir, "atrium")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// scriptedModel is an OpenAI-compatible chat-completions server that streams
+// a fixed reply as SSE deltas and records the user messages it was sent.
+type scriptedModel struct {
+	mu       sync.Mutex
+	requests []string // last user message of each request
+}
+
+const modelReply = "你好! The scripted model says hello from Atrium."
+
+func (m *scriptedModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/v1/chat/completions" {
+		http.NotFound(w, r)
+		return
+	}
+	var req struct {
+		Model    string `json:"model"`
+		Stream   bool   `json:"stream"`
+		Messages []struct {
+			Role    string `json:"role"`
+			Content any    `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, "bad json", http.StatusBadRequest)
+		return
+	}
+	last := ""
+	for _, msg := range req.Messages {
+		if msg.Role == "user" {
+			last = fmt.Sprint(msg.Content)
+		}
+	}
+	m.mu.Lock()
+	m.requests = append(m.requests, last)
+	m.mu.Unlock()
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	fl := w.(http.Flusher)
+	words := strings.SplitAfter(modelReply, " ")
+	for i, word := range words {
+		chunk := map[string]any{
+			"id": "chatcmpl-e2e", "object": "chat.completion.chunk", "model": req.Model,
+			"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"content": word}, "finish_reason": nil}},
+		}
+		if i == 0 {
+			chunk["choices"].([]any)[0].(map[string]any)["delta"].(map[string]any)["role"] = "assistant"
+		}
+		b, _ := json.Marshal(chunk)
+		fmt.Fprintf(w, "data: %s\n\n", b)
+		fl.Flush()
+		time.Sleep(40 * time.Millisecond) // let the UI show the stream growing
+	}
+	fmt.Fprint(w, "data: {\"id\":\"chatcmpl-e2e\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n")
+	fmt.Fprint(w, "data: [DONE]\n\n")
+	fl.Flush()
+}
+
+func (m *scriptedModel) sawMessage(s string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range m.requests {
+		if strings.Contains(r, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// startServe runs `atrium serve` and returns the UI URL (with token) it printed.
+func startServe(t *testing.T, bin, home, ws string, port int, env []string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, bin, "serve", "--home", home, "--workspace", ws, "--port", fmt.Sprint(port))
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 10 * time.Second
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.Create(filepath.Join(home, "serve.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := cmd.Wait(); err != nil && !strings.Contains(err.Error(), "signal") {
+			t.Logf("atrium serve exit: %v", err)
+		}
+		logf.Close()
+		if t.Failed() {
+			if b, err := os.ReadFile(logf.Name()); err == nil {
+				t.Logf("atrium serve log:\n%s", b)
+			}
+		}
+	})
+	urlRe := regexp.MustCompile(`http://127\.0\.0\.1:\d+/#token=[0-9a-f]+`)
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sent := false
+		for sc.Scan() {
+			if u := urlRe.FindString(sc.Text()); u != "" && !sent {
+				found <- u
+				sent = true
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case u := <-found:
+		return u
+	case <-time.After(60 * time.Second):
+		t.Fatal("atrium serve did not print its URL within 60 s")
+	}
+	return ""
+}
+
+// js evaluates expr in the page and fails the test on error.
+func js[T any](t *testing.T, ctx context.Context, expr string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		t.Fatalf("evaluate %q: %v", expr, err)
+	}
+	return v
+}
+
+// waitFor polls a JavaScript predicate until it is truthy or the step times out.
+func waitFor(t *testing.T, ctx context.Context, what, predicate string, timeout time.Duration) {
+	t.Helper()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](predicate, chromedp.WithPollingTimeout(timeout), chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
+		body, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText.slice(0, 3000) : ""`))
+		t.Fatalf("waiting for %s: %v\npage text:\n%s", what, err, body)
+	}
+}
+
+func TestUIEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: skipped in -short mode")
+	}
+	chromium := chromiumPath(t)
+	tmp := t.TempDir()
+	bin := buildAtrium(t, tmp)
+	home := filepath.Join(tmp, "home")
+	ws := filepath.Join(tmp, "workspace")
+	if err := os.MkdirAll(filepath.Join(ws, "memory"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "MEMORY.md"), []byte("# Long-term memory\n\nThe user prefers short answers.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+
+	model := &scriptedModel{}
+	modelSrv := httptest.NewServer(model)
+	defer modelSrv.Close()
+
+	url := startServe(t, bin, home, ws, freePort(t), []string{
+		"OPENAI_BASE_URL=" + modelSrv.URL + "/v1",
+		"OPENAI_API_KEY=e2e-test-key",
+		"OPENAI_MODEL=scripted",
+	})
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium),
+		chromedp.NoSandbox,
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(filepath.Join(tmp, "chromium")),
+		chromedp.WindowSize(1280, 900),
+	)
+	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer acancel()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
+		t.Fatalf("navigate: %v", err)
+	}
+	const connected = `document.querySelector('[data-testid=conn-state]')?.textContent.trim() === 'connected'`
+	waitFor(t, ctx, "the UI to connect", connected, 30*time.Second)
+
+	// 1. Drop a note onto the memory panel (a real DragEvent with a File).
+	note := "# 项目备忘 Project memo\n\n星期三的会议决定：把向量索引迁移到 sqlite-vec，代号 QK-7731。\nThe Wednesday meeting moved the vector index to sqlite-vec.\n"
+	noteJSON, _ := json.Marshal(note)
+	js[bool](t, ctx, `(() => {
+		const dt = new DataTransfer();
+		dt.items.add(new File([`+string(noteJSON)+`], "会议纪要-e2e.md", {type: "text/markdown"}));
+		const zone = document.querySelector('[data-testid=memory-dropzone]');
+		for (const type of ["dragenter", "dragover", "drop"]) {
+			zone.dispatchEvent(new DragEvent(type, {bubbles: true, cancelable: true, dataTransfer: dt}));
+		}
+		return true;
+	})()`)
+	waitFor(t, ctx, "the import to finish", `[...document.querySelectorAll('[data-testid=import-result]')].some(e => e.dataset.status === 'ok')`, 30*time.Second)
+	waitFor(t, ctx, "the file list to show the note", `[...document.querySelectorAll('[data-testid=memory-file]')].some(e => e.textContent.includes('会议纪要-e2e'))`, 30*time.Second)
+	if _, err := os.Stat(filepath.Join(ws, "memory", "会议纪要-e2e.md")); err != nil {
+		t.Fatalf("imported note not on disk: %v", err)
+	}
+
+	// 2. Find it by a Chinese search.
+	if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.CSS(`[data-testid=memory-search-input]`), "向量索引迁移\n")); err != nil {
+		t.Fatalf("type search: %v", err)
+	}
+	waitFor(t, ctx, "a search result naming the note",
+		`[...document.querySelectorAll('[data-testid=memory-result]')].some(e => e.querySelector('[data-testid=result-path]')?.textContent.includes('会议纪要-e2e.md') && e.querySelector('[data-testid=result-snippet]')?.textContent.includes('sqlite-vec'))`,
+		20*time.Second)
+	score := js[string](t, ctx, `document.querySelector('[data-testid=memory-result] [data-testid=result-score]').textContent`)
+	if !regexp.MustCompile(`\d\.\d\d`).MatchString(score) {
+		t.Errorf("result score %q is not shown as a number", score)
+	}
+
+	// 3. Chat: the reply streams in from the scripted model.
+	const question = "What did the Wednesday meeting decide?"
+	if err := chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.CSS(`[data-testid=chat-input]`), question),
+		chromedp.Click(chromedp.CSS(`[data-testid=chat-send]`)),
+	); err != nil {
+		t.Fatalf("send chat: %v", err)
+	}
+	// The stream is visible while it grows (a partial reply in the streaming state) ...
+	waitFor(t, ctx, "a streaming assistant message",
+		`[...document.querySelectorAll('[data-testid=chat-message][data-role=assistant]')].some(e => e.dataset.state === 'streaming' && e.textContent.length > 0)`, 20*time.Second)
+	// ... and ends as the final message.
+	const finalReply = `[...document.querySelectorAll('[data-testid=chat-message][data-role=assistant][data-state=final]')].some(e => e.querySelector('[data-testid=chat-message-text]')?.textContent.includes('scripted model says hello'))`
+	waitFor(t, ctx, "the final assistant message", finalReply, 20*time.Second)
+	if !model.sawMessage(question) {
+		t.Errorf("the model server never received the question; got %v", model.requests)
+	}
+
+	// 4. Reload: the history comes back from the server.
+	if err := chromedp.Do(ctx, chromedp.Reload()); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	waitFor(t, ctx, "the UI to reconnect after reload", connected, 30*time.Second)
+	waitFor(t, ctx, "the user message in history",
+		`[...document.querySelectorAll('[data-testid=chat-message][data-role=user]')].some(e => e.textContent.includes(`+"`"+question+"`"+`))`, 20*time.Second)
+	waitFor(t, ctx, "the assistant reply in history", finalReply, 20*time.Second)
+	n := js[int](t, ctx, `document.querySelectorAll('[data-testid=chat-message]').length`)
+	if n != 2 {
+		t.Errorf("after reload the chat shows %d messages, want 2 (no duplicates)", n)
+	}
+}

@@ -1,0 +1,103 @@
+// Package paths owns every file-system location Atrium uses (SPEC §1): the
+// state dir ($ATRIUM_HOME, default ~/.atrium) and the workspace
+// ($ATRIUM_WORKSPACE, default ~/Atrium). No other package builds these paths.
+package paths
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Environment variables read by Resolve.
+const (
+	EnvHome      = "ATRIUM_HOME"
+	EnvWorkspace = "ATRIUM_WORKSPACE"
+)
+
+// Layout is the resolved pair of directories. Both are absolute and cleaned.
+type Layout struct {
+	Home      string // state dir: config.json, state.db, index/, logs/, gateway.token
+	Workspace string // the Markdown memory (source of truth)
+}
+
+// Resolve picks each directory from, in order: the explicit argument (a
+// command-line flag), the environment variable, the default under the user's
+// home directory. getenv defaults to os.Getenv.
+func Resolve(home, workspace string, getenv func(string) string) (Layout, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	pick := func(flag, env, def string) (string, error) {
+		v := flag
+		if v == "" {
+			v = getenv(env)
+		}
+		if v == "" {
+			userHome, err := os.UserHomeDir()
+			if err != nil {
+				return "", fmt.Errorf("no %s set and no user home directory: %w", env, err)
+			}
+			v = filepath.Join(userHome, def)
+		}
+		abs, err := filepath.Abs(v)
+		if err != nil {
+			return "", fmt.Errorf("resolve %s: %w", v, err)
+		}
+		return abs, nil
+	}
+	h, err := pick(home, EnvHome, ".atrium")
+	if err != nil {
+		return Layout{}, err
+	}
+	w, err := pick(workspace, EnvWorkspace, "Atrium")
+	if err != nil {
+		return Layout{}, err
+	}
+	return Layout{Home: h, Workspace: w}, nil
+}
+
+// Ensure creates the state dir (mode 0700) with its subdirectories and the
+// workspace (0755) if missing. A read-only or unwritable state dir is an error
+// that names the directory.
+func (l Layout) Ensure() error {
+	for _, d := range []string{l.Home, l.IndexRoot(), l.LogsDir()} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return fmt.Errorf("create state dir: %w", err)
+		}
+	}
+	if err := os.MkdirAll(l.Workspace, 0o755); err != nil {
+		return fmt.Errorf("create workspace: %w", err)
+	}
+	probe := filepath.Join(l.Home, ".write-test")
+	if err := os.WriteFile(probe, nil, 0o600); err != nil {
+		return fmt.Errorf("state dir %s is not writable: %w", l.Home, err)
+	}
+	return errors.Join(os.Remove(probe))
+}
+
+// ConfigFile is $ATRIUM_HOME/config.json.
+func (l Layout) ConfigFile() string { return filepath.Join(l.Home, "config.json") }
+
+// StateDB is $ATRIUM_HOME/state.db (history and other app state).
+func (l Layout) StateDB() string { return filepath.Join(l.Home, "state.db") }
+
+// TokenFile is $ATRIUM_HOME/gateway.token, the local operator token (mode 0600).
+func (l Layout) TokenFile() string { return filepath.Join(l.Home, "gateway.token") }
+
+// LogsDir is $ATRIUM_HOME/logs.
+func (l Layout) LogsDir() string { return filepath.Join(l.Home, "logs") }
+
+// IndexRoot is $ATRIUM_HOME/index.
+func (l Layout) IndexRoot() string { return filepath.Join(l.Home, "index") }
+
+// IndexDir is the search index of this layout's workspace:
+// $ATRIUM_HOME/index/<first 16 hex of sha256(workspace path)>. Each workspace
+// gets its own index, so switching workspaces never mixes them.
+func (l Layout) IndexDir() string {
+	sum := sha256.Sum256([]byte(l.Workspace))
+	return filepath.Join(l.IndexRoot(), hex.EncodeToString(sum[:8]))
+}
