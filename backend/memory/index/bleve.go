@@ -1,0 +1,203 @@
+package index
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/analysis"
+	"github.com/blevesearch/bleve/v2/analysis/analyzer/custom"
+	"github.com/blevesearch/bleve/v2/analysis/lang/cjk"
+	"github.com/blevesearch/bleve/v2/analysis/token/lowercase"
+	"github.com/blevesearch/bleve/v2/analysis/tokenizer/unicode"
+	"github.com/blevesearch/bleve/v2/mapping"
+	bindex "github.com/blevesearch/bleve_index_api"
+)
+
+// Names used inside the Bleve mapping. The analyzer is built through the
+// index mapping (custom tokenizer/filter/analyzer entries), never through the
+// global Bleve registry.
+const (
+	// AnalyzerName is the text analyzer: unicode word segmentation, CJK
+	// width folding, lower-casing and CJK bigrams that also emit unigrams
+	// (so one-character CJK words and words shorter than a bigram match).
+	AnalyzerName = "atrium_text"
+	bigramFilter = "atrium_cjk_bigram"
+	textField    = "text"
+	// analyzerVersion is stored in the Bleve index; a change recreates it.
+	analyzerVersion = "1"
+)
+
+var (
+	internalGeneration = []byte("atrium.generation")
+	internalAnalyzer   = []byte("atrium.analyzer")
+)
+
+// bleveRuntime keeps a second opener of the same directory from blocking forever.
+func bleveRuntime() map[string]interface{} {
+	return map[string]interface{}{"bolt_timeout": "10s"}
+}
+
+// NewMapping returns the Bleve index mapping used by the Store: BM25 scoring,
+// one indexed (not stored) field "text" analysed by [AnalyzerName].
+func NewMapping() (*mapping.IndexMappingImpl, error) {
+	im := bleve.NewIndexMapping()
+	im.ScoringModel = bindex.BM25Scoring
+	if err := im.AddCustomTokenFilter(bigramFilter, map[string]interface{}{
+		"type":           cjk.BigramName,
+		"output_unigram": true,
+	}); err != nil {
+		return nil, fmt.Errorf("bleve mapping: %w", err)
+	}
+	if err := im.AddCustomAnalyzer(AnalyzerName, map[string]interface{}{
+		"type":          custom.Name,
+		"tokenizer":     unicode.Name,
+		"token_filters": []string{cjk.WidthName, lowercase.Name, bigramFilter},
+	}); err != nil {
+		return nil, fmt.Errorf("bleve mapping: %w", err)
+	}
+	im.DefaultAnalyzer = AnalyzerName
+	fm := bleve.NewTextFieldMapping()
+	fm.Analyzer = AnalyzerName
+	fm.Store = false
+	fm.IncludeInAll = false
+	fm.IncludeTermVectors = false
+	fm.DocValues = false
+	dm := bleve.NewDocumentStaticMapping()
+	dm.AddFieldMappingsAt(textField, fm)
+	im.DefaultMapping = dm
+	im.StoreDynamic = false
+	im.IndexDynamic = false
+	im.DocValuesDynamic = false
+	return im, nil
+}
+
+type bleveDoc struct {
+	Text string `json:"text"`
+}
+
+func docID(id int64) string { return strconv.FormatInt(id, 10) }
+
+// openBleve opens the Bleve index, creating it when missing and moving a
+// corrupt one aside. A Bleve index whose generation differs from the SQLite
+// meta (or with an older analyzer) is recreated; reconcile refills it.
+func (s *Store) openBleve() error {
+	_, statErr := os.Stat(s.blPath)
+	if statErr == nil {
+		idx, err := bleve.OpenUsing(s.blPath, bleveRuntime())
+		if err == nil {
+			gen, gerr := idx.GetInternal(internalGeneration)
+			av, aerr := idx.GetInternal(internalAnalyzer)
+			if gerr == nil && aerr == nil && string(gen) == s.meta.Generation && string(av) == analyzerVersion {
+				s.bl = idx
+				return nil
+			}
+			_ = idx.Close()
+			s.log.Info("memory keyword index belongs to another database generation; rebuilding it from SQLite", "path", s.blPath)
+			if err := os.RemoveAll(s.blPath); err != nil {
+				return fmt.Errorf("open bleve: %w", err)
+			}
+		} else {
+			s.log.Warn("memory keyword index unreadable; moving it aside and rebuilding", "path", s.blPath, "err", err)
+			if merr := moveAside(s.blPath, false); merr != nil {
+				return fmt.Errorf("open bleve: %w (and moving it aside failed: %v)", err, merr)
+			}
+		}
+	} else if !errors.Is(statErr, os.ErrNotExist) {
+		return fmt.Errorf("open bleve: %w", statErr)
+	}
+	m, err := NewMapping()
+	if err != nil {
+		return err
+	}
+	idx, err := bleve.NewUsing(s.blPath, m, bleve.Config.DefaultIndexType, bleve.Config.DefaultKVStore, bleveRuntime())
+	if err != nil {
+		return fmt.Errorf("create bleve: %w", err)
+	}
+	if err := idx.SetInternal(internalAnalyzer, []byte(analyzerVersion)); err != nil {
+		_ = idx.Close()
+		return fmt.Errorf("create bleve: %w", err)
+	}
+	// The generation is written only after a successful refill (reconcile),
+	// so a crash during the refill recreates the index again next time.
+	s.bl = idx
+	s.blFresh = true
+	return nil
+}
+
+// analyze returns the distinct terms of text under the Store's analyzer, in
+// order of first appearance.
+func (s *Store) analyze(text string) []string {
+	an := s.analyzer()
+	if an == nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, tok := range an.Analyze([]byte(text)) {
+		t := string(tok.Term)
+		if t == "" || seen[t] {
+			continue
+		}
+		seen[t] = true
+		out = append(out, t)
+	}
+	return out
+}
+
+func (s *Store) analyzer() analysis.Analyzer {
+	if im, ok := s.bl.Mapping().(*mapping.IndexMappingImpl); ok {
+		return im.AnalyzerNamed(AnalyzerName)
+	}
+	return nil
+}
+
+// refillBleve indexes every SQLite chunk into Bleve (used for a fresh Bleve
+// index) and then records the generation.
+func (s *Store) refillBleve(ctx context.Context) error {
+	rows, err := s.db.QueryContext(ctx, "SELECT id, text FROM chunks ORDER BY id")
+	if err != nil {
+		return fmt.Errorf("refill bleve: %w", err)
+	}
+	defer rows.Close()
+	b := s.bl.NewBatch()
+	n := 0
+	for rows.Next() {
+		var id int64
+		var text string
+		if err := rows.Scan(&id, &text); err != nil {
+			return fmt.Errorf("refill bleve: %w", err)
+		}
+		if err := b.Index(docID(id), bleveDoc{Text: text}); err != nil {
+			return fmt.Errorf("refill bleve: %w", err)
+		}
+		n++
+		if b.Size() >= 1000 {
+			if err := s.bl.Batch(b); err != nil {
+				return fmt.Errorf("refill bleve: %w", err)
+			}
+			b.Reset()
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("refill bleve: %w", err)
+	}
+	if b.Size() > 0 {
+		if err := s.bl.Batch(b); err != nil {
+			return fmt.Errorf("refill bleve: %w", err)
+		}
+	}
+	if _, err := s.db.ExecContext(ctx, "DELETE FROM bleve_journal"); err != nil {
+		return fmt.Errorf("refill bleve: %w", err)
+	}
+	if err := s.bl.SetInternal(internalGeneration, []byte(s.meta.Generation)); err != nil {
+		return fmt.Errorf("refill bleve: %w", err)
+	}
+	if n > 0 {
+		s.log.Info("memory keyword index rebuilt from SQLite", "chunks", n)
+	}
+	return nil
+}

@@ -1,0 +1,461 @@
+// Package index is the derived search index of one Atrium workspace (SPEC §4.2).
+//
+// A Store keeps everything under one directory:
+//
+//	<Dir>/index.db   SQLite (go-sqlite3 + sqlite-vec): files, chunks, meta,
+//	                 embedding_cache, bleve_journal and the vec0 table vec_chunks
+//	<Dir>/bleve/     Bleve full-text index (BM25) over the chunk texts
+//
+// The Markdown workspace is the source of truth; the index can always be thrown
+// away and rebuilt from it. The SQLite file is the primary copy of the index:
+// the Bleve index holds one document per chunk (document id = chunk id in
+// decimal) and is reconciled with SQLite when a Store is opened (a journal of
+// pending Bleve operations is replayed, and a differing document count triggers
+// a full id reconciliation), so a process killed between the SQLite commit and
+// the Bleve batch leaves a state that the next Open repairs.
+//
+// A Store records the embedding provider, model, dimensions and chunking
+// parameters it was built with (table meta). A Store whose meta differs from
+// the Options it was opened with is "incompatible": it can still answer
+// keyword queries, refuses writes, and the caller rebuilds a new index with
+// [OpenStaging] and swaps it in with [Promote]. Vectors of two dimensions never
+// mix.
+//
+// Corrupt or unreadable index files are moved aside (renamed to
+// "<name>.corrupt-<unix>") with a logged message and recreated empty; the
+// caller then re-indexes from the Markdown.
+package index
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	sqlite_vec "github.com/asg017/sqlite-vec-go-bindings/cgo"
+	"github.com/blevesearch/bleve/v2"
+	_ "github.com/mattn/go-sqlite3" // database/sql driver "sqlite3"
+)
+
+// SchemaVersion is the version of the SQLite schema written by this package.
+// A different version in an existing index.db makes the Store incompatible
+// (rebuilt by the caller).
+const SchemaVersion = 1
+
+// File and directory names inside Options.Dir.
+const (
+	DBName     = "index.db"
+	BleveName  = "bleve"
+	StagingDir = "staging"
+)
+
+// Errors returned by the Store. They are wrapped with context; test with errors.Is.
+var (
+	// ErrIncompatible is returned by writes to a Store whose meta (provider,
+	// model, dims, chunking, schema) differs from its Options.
+	ErrIncompatible = errors.New("index: incompatible with the configured embedder or chunking")
+	// ErrClosed is returned by any call on a closed Store.
+	ErrClosed = errors.New("index: closed")
+)
+
+// vecOnce guards the process-wide registration of the sqlite-vec extension.
+// It is the only mutable package-level state.
+var vecOnce sync.Once
+
+// Options configure a Store.
+type Options struct {
+	// Dir is the index directory (required). It is created if missing.
+	Dir string
+	// Provider and Model name the embedder (e.g. "builtin", "builtin-hash-v1").
+	Provider string
+	Model    string
+	// Dims is the embedding dimension (required, > 0).
+	Dims int
+	// Chunking describes the chunking parameters (opaque, e.g. "400/80");
+	// a change makes the Store incompatible.
+	Chunking string
+	// Logger receives structured logs; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Meta is the identity of an index as stored in its meta table.
+type Meta struct {
+	Provider string
+	Model    string
+	Dims     int
+	Chunking string
+	Schema   int
+	// Generation is a random id shared by index.db and its Bleve index; a
+	// mismatch means the Bleve index belongs to another database and is rebuilt.
+	Generation string
+}
+
+// Store is an open index. All methods are safe for concurrent use; writes are
+// serialised internally.
+type Store struct {
+	opts   Options
+	log    *slog.Logger
+	dbPath string
+	blPath string
+
+	db      *sql.DB
+	bl      bleve.Index
+	meta    Meta
+	compt   bool
+	blFresh bool // Bleve index created by this Open; reconcile refills it
+
+	wmu    sync.Mutex // serialises writes
+	closed chan struct{}
+	once   sync.Once
+}
+
+// Open opens or creates the index in opts.Dir. A leftover staging directory
+// from an interrupted rebuild is removed. Corrupt files are moved aside and
+// recreated (logged). The returned Store may be incompatible (see
+// [Store.Compatible]).
+func Open(opts Options) (*Store, error) {
+	if err := checkOptions(&opts); err != nil {
+		return nil, err
+	}
+	if err := os.RemoveAll(filepath.Join(opts.Dir, StagingDir)); err != nil {
+		return nil, fmt.Errorf("open index: remove staging: %w", err)
+	}
+	return openAt(opts, opts.Dir)
+}
+
+// OpenStaging creates a fresh, empty, compatible index in <opts.Dir>/staging
+// (removing any previous staging content) for a rebuild. Fill it, then call
+// [Promote] after closing both the staging Store and the current one.
+func OpenStaging(opts Options) (*Store, error) {
+	if err := checkOptions(&opts); err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(opts.Dir, StagingDir)
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, fmt.Errorf("open staging index: %w", err)
+	}
+	return openAt(opts, dir)
+}
+
+// Promote atomically replaces <dir>/index.db with <dir>/staging/index.db and
+// then swaps the Bleve directories. Both Stores must be closed. If the process
+// dies between the two renames, the next Open notices the generation mismatch
+// and rebuilds the Bleve index from SQLite.
+func Promote(dir string) error {
+	st := filepath.Join(dir, StagingDir)
+	if _, err := os.Stat(filepath.Join(st, DBName)); err != nil {
+		return fmt.Errorf("promote index: %w", err)
+	}
+	for _, suf := range []string{"-wal", "-shm"} {
+		_ = os.Remove(filepath.Join(dir, DBName+suf))
+	}
+	if err := os.Rename(filepath.Join(st, DBName), filepath.Join(dir, DBName)); err != nil {
+		return fmt.Errorf("promote index: %w", err)
+	}
+	old := filepath.Join(dir, BleveName+".old-"+strconv.FormatInt(time.Now().UnixNano(), 10))
+	if _, err := os.Stat(filepath.Join(dir, BleveName)); err == nil {
+		if err := os.Rename(filepath.Join(dir, BleveName), old); err != nil {
+			return fmt.Errorf("promote index: %w", err)
+		}
+	}
+	if err := os.Rename(filepath.Join(st, BleveName), filepath.Join(dir, BleveName)); err != nil {
+		return fmt.Errorf("promote index: %w", err)
+	}
+	_ = os.RemoveAll(old)
+	_ = os.RemoveAll(st)
+	syncDir(dir)
+	return nil
+}
+
+func checkOptions(o *Options) error {
+	if o.Dir == "" {
+		return errors.New("open index: Options.Dir is required")
+	}
+	if o.Dims <= 0 {
+		return fmt.Errorf("open index: Options.Dims must be > 0, got %d", o.Dims)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return nil
+}
+
+func openAt(opts Options, dir string) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("open index: %w", err)
+	}
+	vecOnce.Do(sqlite_vec.Auto)
+	s := &Store{
+		opts:   opts,
+		log:    opts.Logger.With("component", "memory.index", "dir", dir),
+		dbPath: filepath.Join(dir, DBName),
+		blPath: filepath.Join(dir, BleveName),
+		closed: make(chan struct{}),
+	}
+	// Remove leftovers of an interrupted Promote.
+	if olds, _ := filepath.Glob(filepath.Join(dir, BleveName+".old-*")); len(olds) > 0 {
+		for _, o := range olds {
+			_ = os.RemoveAll(o)
+		}
+	}
+	db, meta, err := s.openDB()
+	if err != nil {
+		s.log.Warn("memory index database unreadable; moving it aside and rebuilding", "path", s.dbPath, "err", err)
+		if db != nil {
+			_ = db.Close()
+		}
+		if merr := moveAside(s.dbPath, true); merr != nil {
+			return nil, fmt.Errorf("open index: %w (and moving it aside failed: %v)", err, merr)
+		}
+		db, meta, err = s.openDB()
+		if err != nil {
+			if db != nil {
+				_ = db.Close()
+			}
+			return nil, fmt.Errorf("open index: %w", err)
+		}
+	}
+	s.db, s.meta = db, meta
+	s.compt = meta.Provider == opts.Provider && meta.Model == opts.Model && meta.Dims == opts.Dims &&
+		meta.Chunking == opts.Chunking && meta.Schema == SchemaVersion
+
+	if err := s.openBleve(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	if err := s.reconcile(context.Background()); err != nil {
+		_ = s.bl.Close()
+		_ = db.Close()
+		return nil, fmt.Errorf("open index: reconcile: %w", err)
+	}
+	return s, nil
+}
+
+const schemaSQL = `
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS files(
+  path  TEXT PRIMARY KEY,
+  hash  TEXT NOT NULL,
+  mtime INTEGER NOT NULL,
+  size  INTEGER NOT NULL,
+  layer TEXT NOT NULL,
+  role  TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE IF NOT EXISTS chunks(
+  id         INTEGER PRIMARY KEY AUTOINCREMENT,
+  path       TEXT NOT NULL,
+  start_line INTEGER NOT NULL,
+  end_line   INTEGER NOT NULL,
+  text       TEXT NOT NULL,
+  hash       TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path);
+CREATE TABLE IF NOT EXISTS embedding_cache(
+  provider  TEXT NOT NULL,
+  model     TEXT NOT NULL,
+  dims      INTEGER NOT NULL,
+  hash      TEXT NOT NULL,
+  embedding BLOB NOT NULL,
+  PRIMARY KEY(provider, model, dims, hash)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS bleve_journal(chunk_id INTEGER PRIMARY KEY, op INTEGER NOT NULL);
+`
+
+// Journal operations (bleve_journal.op).
+const (
+	opDelete = 0
+	opIndex  = 1
+)
+
+func (s *Store) openDB() (*sql.DB, Meta, error) {
+	dsn := "file:" + filepath.ToSlash(s.dbPath) +
+		"?_journal_mode=WAL&_synchronous=NORMAL&_busy_timeout=10000&_txlock=immediate&_foreign_keys=1"
+	db, err := sql.Open("sqlite3", dsn)
+	if err != nil {
+		return nil, Meta{}, fmt.Errorf("open sqlite: %w", err)
+	}
+	ctx := context.Background()
+	var qc string
+	if err := db.QueryRowContext(ctx, "PRAGMA quick_check").Scan(&qc); err != nil {
+		return db, Meta{}, fmt.Errorf("check sqlite: %w", err)
+	}
+	if qc != "ok" {
+		return db, Meta{}, fmt.Errorf("check sqlite: %s", qc)
+	}
+	if _, err := db.ExecContext(ctx, schemaSQL); err != nil {
+		return db, Meta{}, fmt.Errorf("create schema: %w", err)
+	}
+	meta, found, err := readMeta(ctx, db)
+	if err != nil {
+		return db, Meta{}, err
+	}
+	if !found {
+		meta = Meta{
+			Provider:   s.opts.Provider,
+			Model:      s.opts.Model,
+			Dims:       s.opts.Dims,
+			Chunking:   s.opts.Chunking,
+			Schema:     SchemaVersion,
+			Generation: newGeneration(),
+		}
+		if err := writeMeta(ctx, db, meta); err != nil {
+			return db, Meta{}, err
+		}
+	}
+	if meta.Dims <= 0 {
+		return db, Meta{}, fmt.Errorf("read meta: invalid dims %d", meta.Dims)
+	}
+	vt := fmt.Sprintf("CREATE VIRTUAL TABLE IF NOT EXISTS vec_chunks USING vec0(embedding float[%d] distance_metric=cosine)", meta.Dims)
+	if _, err := db.ExecContext(ctx, vt); err != nil {
+		return db, Meta{}, fmt.Errorf("create vec table: %w", err)
+	}
+	// Touch every table so that a damaged page surfaces here, not mid-sync.
+	for _, q := range []string{"SELECT count(*) FROM files", "SELECT count(*) FROM chunks", "SELECT count(*) FROM vec_chunks"} {
+		var n int
+		if err := db.QueryRowContext(ctx, q).Scan(&n); err != nil {
+			return db, Meta{}, fmt.Errorf("check sqlite: %w", err)
+		}
+	}
+	return db, meta, nil
+}
+
+func readMeta(ctx context.Context, db *sql.DB) (Meta, bool, error) {
+	rows, err := db.QueryContext(ctx, "SELECT key, value FROM meta")
+	if err != nil {
+		return Meta{}, false, fmt.Errorf("read meta: %w", err)
+	}
+	defer rows.Close()
+	kv := map[string]string{}
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return Meta{}, false, fmt.Errorf("read meta: %w", err)
+		}
+		kv[k] = v
+	}
+	if err := rows.Err(); err != nil {
+		return Meta{}, false, fmt.Errorf("read meta: %w", err)
+	}
+	if len(kv) == 0 {
+		return Meta{}, false, nil
+	}
+	dims, _ := strconv.Atoi(kv["dims"])
+	schema, _ := strconv.Atoi(kv["schema"])
+	return Meta{
+		Provider: kv["provider"], Model: kv["model"], Dims: dims,
+		Chunking: kv["chunking"], Schema: schema, Generation: kv["generation"],
+	}, true, nil
+}
+
+func writeMeta(ctx context.Context, db *sql.DB, m Meta) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("write meta: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck
+	for k, v := range map[string]string{
+		"provider": m.Provider, "model": m.Model, "dims": strconv.Itoa(m.Dims),
+		"chunking": m.Chunking, "schema": strconv.Itoa(m.Schema), "generation": m.Generation,
+	} {
+		if _, err := tx.ExecContext(ctx, "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", k, v); err != nil {
+			return fmt.Errorf("write meta: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("write meta: %w", err)
+	}
+	return nil
+}
+
+func newGeneration() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// moveAside renames a corrupt file or directory to "<path>.corrupt-<unix>".
+// With sqliteSidecars, the -wal and -shm files follow it.
+func moveAside(path string, sqliteSidecars bool) error {
+	if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	dst := path + ".corrupt-" + strconv.FormatInt(time.Now().UnixNano(), 10)
+	if err := os.Rename(path, dst); err != nil {
+		return err
+	}
+	if sqliteSidecars {
+		for _, suf := range []string{"-wal", "-shm"} {
+			if _, err := os.Lstat(path + suf); err == nil {
+				_ = os.Rename(path+suf, dst+suf)
+			}
+		}
+	}
+	return nil
+}
+
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
+}
+
+// Meta returns the identity stored in the index.
+func (s *Store) Meta() Meta { return s.meta }
+
+// Compatible reports whether the stored meta matches the Options (provider,
+// model, dims, chunking, schema). An incompatible Store refuses writes and has
+// no usable vector leg for the configured embedder.
+func (s *Store) Compatible() bool { return s.compt }
+
+// Dir returns the directory holding this Store's files.
+func (s *Store) Dir() string { return filepath.Dir(s.dbPath) }
+
+func (s *Store) isClosed() bool {
+	select {
+	case <-s.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Close closes the SQLite database and the Bleve index. It is idempotent.
+func (s *Store) Close() error {
+	var err error
+	s.once.Do(func() {
+		s.wmu.Lock()
+		defer s.wmu.Unlock()
+		close(s.closed)
+		if s.bl != nil {
+			if e := s.bl.Close(); e != nil {
+				err = fmt.Errorf("close bleve: %w", e)
+			}
+		}
+		if s.db != nil {
+			if e := s.db.Close(); e != nil && err == nil {
+				err = fmt.Errorf("close sqlite: %w", e)
+			}
+		}
+	})
+	return err
+}
+
+// Counts returns the number of indexed files and chunks.
+func (s *Store) Counts(ctx context.Context) (files, chunks int, err error) {
+	if s.isClosed() {
+		return 0, 0, ErrClosed
+	}
+	if err := s.db.QueryRowContext(ctx, "SELECT (SELECT count(*) FROM files), (SELECT count(*) FROM chunks)").Scan(&files, &chunks); err != nil {
+		return 0, 0, fmt.Errorf("count index: %w", err)
+	}
+	return files, chunks, nil
+}

@@ -1,0 +1,467 @@
+package index
+
+import (
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/blevesearch/bleve/v2"
+)
+
+// FileRecord describes one indexed Markdown file.
+type FileRecord struct {
+	Path  string // workspace-relative, forward slashes
+	Hash  string // hex SHA-256 of the file content
+	MTime int64  // modification time, Unix ms
+	Size  int64  // bytes
+	Layer string // "global" | "role" | "session"
+	Role  string // role name for layer "role", else ""
+	// Chunks is the number of stored chunks (filled by Files/File; ignored by PutFile).
+	Chunks int
+}
+
+// ChunkRecord is one chunk to store. Lines are 1-based and inclusive; Hash is
+// the hex SHA-256 of Text; Vector must have Meta().Dims elements and should be
+// L2-normalised.
+type ChunkRecord struct {
+	StartLine int
+	EndLine   int
+	Text      string
+	Hash      string
+	Vector    []float32
+}
+
+// Files lists every indexed file with its chunk count, ordered by path.
+func (s *Store) Files(ctx context.Context) ([]FileRecord, error) {
+	if s.isClosed() {
+		return nil, ErrClosed
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT f.path, f.hash, f.mtime, f.size, f.layer, f.role,
+		(SELECT count(*) FROM chunks c WHERE c.path = f.path) FROM files f ORDER BY f.path`)
+	if err != nil {
+		return nil, fmt.Errorf("list files: %w", err)
+	}
+	defer rows.Close()
+	var out []FileRecord
+	for rows.Next() {
+		var f FileRecord
+		if err := rows.Scan(&f.Path, &f.Hash, &f.MTime, &f.Size, &f.Layer, &f.Role, &f.Chunks); err != nil {
+			return nil, fmt.Errorf("list files: %w", err)
+		}
+		out = append(out, f)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list files: %w", err)
+	}
+	return out, nil
+}
+
+// File returns the record of one path; ok is false when it is not indexed.
+func (s *Store) File(ctx context.Context, path string) (f FileRecord, ok bool, err error) {
+	if s.isClosed() {
+		return f, false, ErrClosed
+	}
+	err = s.db.QueryRowContext(ctx, `SELECT f.path, f.hash, f.mtime, f.size, f.layer, f.role,
+		(SELECT count(*) FROM chunks c WHERE c.path = f.path) FROM files f WHERE f.path = ?`, path).
+		Scan(&f.Path, &f.Hash, &f.MTime, &f.Size, &f.Layer, &f.Role, &f.Chunks)
+	if errors.Is(err, sql.ErrNoRows) {
+		return FileRecord{}, false, nil
+	}
+	if err != nil {
+		return FileRecord{}, false, fmt.Errorf("read file record: %w", err)
+	}
+	return f, true, nil
+}
+
+// CachedEmbeddings returns the cached embeddings of the given chunk hashes for
+// this Store's provider, model and dims (SPEC §4.2 embedding cache). Missing
+// hashes are absent from the map.
+func (s *Store) CachedEmbeddings(ctx context.Context, hashes []string) (map[string][]float32, error) {
+	if s.isClosed() {
+		return nil, ErrClosed
+	}
+	out := make(map[string][]float32, len(hashes))
+	const step = 500
+	for i := 0; i < len(hashes); i += step {
+		part := hashes[i:min(i+step, len(hashes))]
+		args := []any{s.opts.Provider, s.opts.Model, s.opts.Dims}
+		for _, h := range part {
+			args = append(args, h)
+		}
+		rows, err := s.db.QueryContext(ctx, "SELECT hash, embedding FROM embedding_cache WHERE provider = ? AND model = ? AND dims = ? AND hash IN ("+placeholders(len(part))+")", args...)
+		if err != nil {
+			return nil, fmt.Errorf("read embedding cache: %w", err)
+		}
+		for rows.Next() {
+			var h string
+			var blob []byte
+			if err := rows.Scan(&h, &blob); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("read embedding cache: %w", err)
+			}
+			if v := decodeVector(blob); len(v) == s.opts.Dims {
+				out[h] = v
+			}
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("read embedding cache: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// PutFile replaces the chunks of f.Path with chunks in one SQLite transaction
+// (chunks, vectors, embedding cache, journal, and the files row last) followed
+// by one Bleve batch. On a crash between the two, the journal makes the next
+// Open (or the next write) bring Bleve up to date.
+func (s *Store) PutFile(ctx context.Context, f FileRecord, chunks []ChunkRecord) error {
+	if !s.compt {
+		return ErrIncompatible
+	}
+	for i, c := range chunks {
+		if len(c.Vector) != s.meta.Dims {
+			return fmt.Errorf("put file %s: chunk %d has %d dims, index has %d", f.Path, i, len(c.Vector), s.meta.Dims)
+		}
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.isClosed() {
+		return ErrClosed
+	}
+	if err := s.replayJournal(ctx); err != nil {
+		return fmt.Errorf("put file %s: %w", f.Path, err)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("put file %s: %w", f.Path, err)
+	}
+	defer tx.Rollback() //nolint:errcheck
+	oldIDs, err := deleteChunksTx(ctx, tx, f.Path)
+	if err != nil {
+		return fmt.Errorf("put file %s: %w", f.Path, err)
+	}
+	insChunk, err := tx.PrepareContext(ctx, "INSERT INTO chunks(path, start_line, end_line, text, hash) VALUES(?, ?, ?, ?, ?)")
+	if err != nil {
+		return fmt.Errorf("put file %s: %w", f.Path, err)
+	}
+	defer insChunk.Close()
+	insVec, err := tx.PrepareContext(ctx, "INSERT INTO vec_chunks(rowid, embedding) VALUES(?, ?)")
+	if err != nil {
+		return fmt.Errorf("put file %s: %w", f.Path, err)
+	}
+	defer insVec.Close()
+	insCache, err := tx.PrepareContext(ctx, "INSERT OR IGNORE INTO embedding_cache(provider, model, dims, hash, embedding) VALUES(?, ?, ?, ?, ?)")
+	if err != nil {
+		return fmt.Errorf("put file %s: %w", f.Path, err)
+	}
+	defer insCache.Close()
+	insJournal, err := tx.PrepareContext(ctx, "INSERT OR REPLACE INTO bleve_journal(chunk_id, op) VALUES(?, ?)")
+	if err != nil {
+		return fmt.Errorf("put file %s: %w", f.Path, err)
+	}
+	defer insJournal.Close()
+
+	newIDs := make([]int64, len(chunks))
+	for i, c := range chunks {
+		res, err := insChunk.ExecContext(ctx, f.Path, c.StartLine, c.EndLine, c.Text, c.Hash)
+		if err != nil {
+			return fmt.Errorf("put file %s: insert chunk: %w", f.Path, err)
+		}
+		id, err := res.LastInsertId()
+		if err != nil {
+			return fmt.Errorf("put file %s: %w", f.Path, err)
+		}
+		newIDs[i] = id
+		blob := encodeVector(c.Vector)
+		if _, err := insVec.ExecContext(ctx, id, blob); err != nil {
+			return fmt.Errorf("put file %s: insert vector: %w", f.Path, err)
+		}
+		if _, err := insCache.ExecContext(ctx, s.opts.Provider, s.opts.Model, s.opts.Dims, c.Hash, blob); err != nil {
+			return fmt.Errorf("put file %s: cache embedding: %w", f.Path, err)
+		}
+		if _, err := insJournal.ExecContext(ctx, id, opIndex); err != nil {
+			return fmt.Errorf("put file %s: journal: %w", f.Path, err)
+		}
+	}
+	for _, id := range oldIDs {
+		if _, err := insJournal.ExecContext(ctx, id, opDelete); err != nil {
+			return fmt.Errorf("put file %s: journal: %w", f.Path, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO files(path, hash, mtime, size, layer, role) VALUES(?, ?, ?, ?, ?, ?)
+		ON CONFLICT(path) DO UPDATE SET hash = excluded.hash, mtime = excluded.mtime, size = excluded.size,
+		layer = excluded.layer, role = excluded.role`, f.Path, f.Hash, f.MTime, f.Size, f.Layer, f.Role); err != nil {
+		return fmt.Errorf("put file %s: files row: %w", f.Path, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("put file %s: commit: %w", f.Path, err)
+	}
+
+	b := s.bl.NewBatch()
+	for _, id := range oldIDs {
+		b.Delete(docID(id))
+	}
+	for i, c := range chunks {
+		if err := b.Index(docID(newIDs[i]), bleveDoc{Text: c.Text}); err != nil {
+			return fmt.Errorf("put file %s: bleve: %w", f.Path, err)
+		}
+	}
+	return s.applyBatch(ctx, b, append(oldIDs, newIDs...))
+}
+
+// TouchFile records a new mtime and size for an unchanged (same hash) file.
+func (s *Store) TouchFile(ctx context.Context, path string, mtime, size int64) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.isClosed() {
+		return ErrClosed
+	}
+	if _, err := s.db.ExecContext(ctx, "UPDATE files SET mtime = ?, size = ? WHERE path = ?", mtime, size, path); err != nil {
+		return fmt.Errorf("touch file %s: %w", path, err)
+	}
+	return nil
+}
+
+// DeleteFile removes a file and its chunks. Deleting an unknown path is not an error.
+func (s *Store) DeleteFile(ctx context.Context, path string) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.isClosed() {
+		return ErrClosed
+	}
+	if err := s.replayJournal(ctx); err != nil {
+		return fmt.Errorf("delete file %s: %w", path, err)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("delete file %s: %w", path, err)
+	}
+	defer tx.Rollback() //nolint:errcheck
+	ids, err := deleteChunksTx(ctx, tx, path)
+	if err != nil {
+		return fmt.Errorf("delete file %s: %w", path, err)
+	}
+	for _, id := range ids {
+		if _, err := tx.ExecContext(ctx, "INSERT OR REPLACE INTO bleve_journal(chunk_id, op) VALUES(?, ?)", id, opDelete); err != nil {
+			return fmt.Errorf("delete file %s: journal: %w", path, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, "DELETE FROM files WHERE path = ?", path); err != nil {
+		return fmt.Errorf("delete file %s: %w", path, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("delete file %s: commit: %w", path, err)
+	}
+	b := s.bl.NewBatch()
+	for _, id := range ids {
+		b.Delete(docID(id))
+	}
+	return s.applyBatch(ctx, b, ids)
+}
+
+// deleteChunksTx removes the chunks and vectors of path and returns their ids.
+func deleteChunksTx(ctx context.Context, tx *sql.Tx, path string) ([]int64, error) {
+	rows, err := tx.QueryContext(ctx, "SELECT id FROM chunks WHERE path = ?", path)
+	if err != nil {
+		return nil, fmt.Errorf("select chunks: %w", err)
+	}
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("select chunks: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	err = rows.Err()
+	rows.Close()
+	if err != nil {
+		return nil, fmt.Errorf("select chunks: %w", err)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	del, err := tx.PrepareContext(ctx, "DELETE FROM vec_chunks WHERE rowid = ?")
+	if err != nil {
+		return nil, fmt.Errorf("delete vectors: %w", err)
+	}
+	defer del.Close()
+	for _, id := range ids {
+		if _, err := del.ExecContext(ctx, id); err != nil {
+			return nil, fmt.Errorf("delete vectors: %w", err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, "DELETE FROM chunks WHERE path = ?", path); err != nil {
+		return nil, fmt.Errorf("delete chunks: %w", err)
+	}
+	return ids, nil
+}
+
+// applyBatch runs a Bleve batch and then clears the journal rows it covered.
+func (s *Store) applyBatch(ctx context.Context, b *bleve.Batch, ids []int64) error {
+	if b.Size() > 0 {
+		if err := s.bl.Batch(b); err != nil {
+			return fmt.Errorf("bleve batch: %w", err)
+		}
+	}
+	return s.clearJournal(ctx, ids)
+}
+
+func (s *Store) clearJournal(ctx context.Context, ids []int64) error {
+	const step = 500
+	for i := 0; i < len(ids); i += step {
+		part := ids[i:min(i+step, len(ids))]
+		args := make([]any, len(part))
+		for j, id := range part {
+			args[j] = id
+		}
+		if _, err := s.db.ExecContext(ctx, "DELETE FROM bleve_journal WHERE chunk_id IN ("+placeholders(len(part))+")", args...); err != nil {
+			return fmt.Errorf("clear journal: %w", err)
+		}
+	}
+	return nil
+}
+
+// replayJournal applies pending Bleve operations left by an interrupted write.
+// Callers hold wmu (or are Open).
+func (s *Store) replayJournal(ctx context.Context) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT j.chunk_id, j.op, c.text FROM bleve_journal j
+		LEFT JOIN chunks c ON c.id = j.chunk_id`)
+	if err != nil {
+		return fmt.Errorf("replay journal: %w", err)
+	}
+	b := s.bl.NewBatch()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		var op int
+		var text sql.NullString
+		if err := rows.Scan(&id, &op, &text); err != nil {
+			rows.Close()
+			return fmt.Errorf("replay journal: %w", err)
+		}
+		ids = append(ids, id)
+		if op == opIndex && text.Valid {
+			if err := b.Index(docID(id), bleveDoc{Text: text.String}); err != nil {
+				rows.Close()
+				return fmt.Errorf("replay journal: %w", err)
+			}
+		} else {
+			b.Delete(docID(id))
+		}
+	}
+	err = rows.Err()
+	rows.Close()
+	if err != nil {
+		return fmt.Errorf("replay journal: %w", err)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	s.log.Info("memory keyword index: replaying interrupted writes", "ops", len(ids))
+	return s.applyBatch(ctx, b, ids)
+}
+
+// reconcile brings Bleve in line with SQLite after Open.
+func (s *Store) reconcile(ctx context.Context) error {
+	if s.blFresh {
+		return s.refillBleve(ctx)
+	}
+	if err := s.replayJournal(ctx); err != nil {
+		return err
+	}
+	var n int
+	if err := s.db.QueryRowContext(ctx, "SELECT count(*) FROM chunks").Scan(&n); err != nil {
+		return fmt.Errorf("count chunks: %w", err)
+	}
+	dc, err := s.bl.DocCount()
+	if err != nil {
+		return fmt.Errorf("count bleve docs: %w", err)
+	}
+	if int(dc) == n {
+		return nil
+	}
+	s.log.Warn("memory keyword index out of step with SQLite; reconciling", "chunks", n, "docs", dc)
+	// All Bleve ids.
+	req := bleve.NewSearchRequestOptions(bleve.NewMatchAllQuery(), int(dc), 0, false)
+	res, err := s.bl.SearchInContext(ctx, req)
+	if err != nil {
+		return fmt.Errorf("list bleve docs: %w", err)
+	}
+	inBleve := make(map[int64]bool, len(res.Hits))
+	b := s.bl.NewBatch()
+	for _, h := range res.Hits {
+		id, err := strconv.ParseInt(h.ID, 10, 64)
+		if err != nil {
+			b.Delete(h.ID)
+			continue
+		}
+		inBleve[id] = true
+	}
+	rows, err := s.db.QueryContext(ctx, "SELECT id, text FROM chunks")
+	if err != nil {
+		return fmt.Errorf("list chunks: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var text string
+		if err := rows.Scan(&id, &text); err != nil {
+			return fmt.Errorf("list chunks: %w", err)
+		}
+		if inBleve[id] {
+			delete(inBleve, id)
+			continue
+		}
+		if err := b.Index(docID(id), bleveDoc{Text: text}); err != nil {
+			return fmt.Errorf("reindex chunk: %w", err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("list chunks: %w", err)
+	}
+	for id := range inBleve {
+		b.Delete(docID(id))
+	}
+	if b.Size() > 0 {
+		if err := s.bl.Batch(b); err != nil {
+			return fmt.Errorf("bleve batch: %w", err)
+		}
+	}
+	return nil
+}
+
+func placeholders(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	return strings.Repeat("?,", n-1) + "?"
+}
+
+// encodeVector serialises a float32 vector as sqlite-vec's little-endian BLOB.
+func encodeVector(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, f := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(f))
+	}
+	return b
+}
+
+func decodeVector(b []byte) []float32 {
+	if len(b)%4 != 0 {
+		return nil
+	}
+	v := make([]float32, len(b)/4)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return v
+}
