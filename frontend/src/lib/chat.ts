@@ -1,0 +1,347 @@
+// Chat state as a pure reducer: local sends, streamed run events and history pages.
+import { errorText } from './util';
+
+export type Role = 'user' | 'assistant';
+export type MessageState = 'streaming' | 'final' | 'cancelled' | 'error';
+
+export interface Source {
+  path: string;
+  startLine: number;
+  endLine: number;
+}
+
+/** A persisted message as the gateway sends it (history.profile, chat.final). */
+export interface WireMessage {
+  id: string;
+  profileId?: string;
+  sessionId?: string;
+  runId?: string;
+  role: Role;
+  content: string;
+  ts: number;
+  sources?: Source[];
+  error?: unknown;
+}
+
+export interface ChatMessage {
+  /** Stable render key: the server id, or "local:…" / "run:…" before the id is known. */
+  key: string;
+  /** Server message id, once known. */
+  id: string | null;
+  role: Role;
+  content: string;
+  ts: number;
+  state: MessageState;
+  runId?: string;
+  sessionId?: string;
+  sources?: Source[];
+  error?: string;
+  /** The agent accepted the run and nothing streamed yet. */
+  thinking?: boolean;
+  /** Streamed deltas by chunk seq (assistant messages while streaming). */
+  chunks?: Array<[number, string]>;
+  /** A user message whose chat.send has not been acknowledged yet. */
+  pending?: boolean;
+}
+
+export interface ChatState {
+  profileId: string;
+  messages: ChatMessage[];
+  /** The run started by this client that may still be going (drives Cancel). */
+  activeRunId: string | null;
+  /** Runs that reached final / cancelled / error (bounded). */
+  doneRuns: string[];
+  /** This client's chat session (runs of this session can be cancelled from here). */
+  sessionId: string | null;
+}
+
+export type ChatAction =
+  | { type: 'send'; key: string; content: string; ts: number; sessionId?: string | null }
+  | { type: 'sent'; key: string; messageId?: string; runId?: string; sessionId?: string }
+  | { type: 'send-failed'; key: string; error: string }
+  | { type: 'event'; event: string; payload: any; now: number }
+  | { type: 'history'; messages: WireMessage[] }
+  | { type: 'deleted'; messageId: string };
+
+const MAX_DONE_RUNS = 500;
+
+export function initialChat(profileId: string, sessionId: string | null = null): ChatState {
+  return { profileId, messages: [], activeRunId: null, doneRuns: [], sessionId };
+}
+
+export function fromWire(m: WireMessage, state?: MessageState): ChatMessage {
+  const err = m.error !== undefined && m.error !== null && m.error !== '' ? errorText(m.error) : undefined;
+  return {
+    key: m.id,
+    id: m.id,
+    role: m.role === 'user' ? 'user' : 'assistant',
+    content: typeof m.content === 'string' ? m.content : '',
+    ts: typeof m.ts === 'number' ? m.ts : 0,
+    state: state ?? (err ? 'error' : 'final'),
+    runId: m.runId,
+    sessionId: m.sessionId,
+    sources: Array.isArray(m.sources) && m.sources.length > 0 ? m.sources : undefined,
+    error: err,
+  };
+}
+
+function isWireMessage(m: unknown): m is WireMessage {
+  return !!m && typeof m === 'object' && typeof (m as WireMessage).id === 'string' && (m as WireMessage).id !== '';
+}
+
+/** Stable sort by timestamp (insertion order breaks ties). */
+function sorted(list: ChatMessage[]): ChatMessage[] {
+  return list
+    .map((m, i) => [m, i] as const)
+    .sort((a, b) => a[0].ts - b[0].ts || a[1] - b[1])
+    .map(([m]) => m);
+}
+
+function markDone(state: ChatState, runId: string | undefined): ChatState {
+  if (!runId) return state;
+  const doneRuns = state.doneRuns.includes(runId) ? state.doneRuns : [...state.doneRuns, runId].slice(-MAX_DONE_RUNS);
+  const activeRunId = state.activeRunId === runId ? null : state.activeRunId;
+  return { ...state, doneRuns, activeRunId };
+}
+
+function runIndex(list: ChatMessage[], runId: string): number {
+  return list.findIndex((m) => m.role === 'assistant' && m.runId === runId);
+}
+
+function idIndex(list: ChatMessage[], id: string): number {
+  return list.findIndex((m) => m.id === id);
+}
+
+function joinChunks(chunks: Array<[number, string]>): string {
+  return chunks.map(([, d]) => d).join('');
+}
+
+function streamingEntry(runId: string, payload: any, now: number): ChatMessage {
+  return {
+    key: `run:${runId}`,
+    id: null,
+    role: 'assistant',
+    content: '',
+    ts: now,
+    state: 'streaming',
+    runId,
+    sessionId: typeof payload?.sessionId === 'string' ? payload.sessionId : undefined,
+    thinking: true,
+    chunks: [],
+  };
+}
+
+/** Puts a persisted message in place of the run's local entry (or merges it with an existing copy). */
+function settle(list: ChatMessage[], runId: string, wire: WireMessage, state: MessageState): ChatMessage[] {
+  const next = list.slice();
+  const ri = runIndex(next, runId);
+  const ii = idIndex(next, wire.id);
+  const msg = { ...fromWire(wire, state), runId: wire.runId ?? runId };
+  if (ii >= 0) {
+    next[ii] = { ...msg, key: next[ii].key };
+    if (ri >= 0 && ri !== ii) next.splice(ri, 1);
+    return next;
+  }
+  if (ri >= 0) {
+    next[ri] = { ...msg, key: next[ri].key };
+    return next;
+  }
+  next.push(msg);
+  return sorted(next);
+}
+
+function onEvent(state: ChatState, event: string, payload: any, now: number): ChatState {
+  if (!payload || typeof payload !== 'object') return state;
+  if (event === 'message.deleted') {
+    return typeof payload.messageId === 'string' ? reduceChat(state, { type: 'deleted', messageId: payload.messageId }) : state;
+  }
+  if (typeof payload.profileId === 'string' && payload.profileId !== state.profileId) return state;
+  const runId: string | undefined = typeof payload.runId === 'string' && payload.runId ? payload.runId : undefined;
+  if (!runId) return state;
+  const done = state.doneRuns.includes(runId);
+  if (!done && (event === 'chat.thinking' || event === 'chat.chunk') && state.activeRunId !== runId &&
+      state.sessionId && payload.sessionId === state.sessionId) {
+    // A run of our session (e.g. after a reload mid-run): make it cancellable here.
+    state = { ...state, activeRunId: runId };
+  }
+
+  switch (event) {
+    case 'chat.thinking': {
+      if (done) return state;
+      const i = runIndex(state.messages, runId);
+      if (i >= 0) {
+        const cur = state.messages[i];
+        if (cur.state !== 'streaming' || cur.content) return state;
+        const messages = state.messages.slice();
+        messages[i] = { ...cur, thinking: true };
+        return { ...state, messages };
+      }
+      return { ...state, messages: sorted([...state.messages, streamingEntry(runId, payload, now)]) };
+    }
+    case 'chat.chunk': {
+      if (done) return state;
+      const delta = typeof payload.delta === 'string' ? payload.delta : '';
+      let messages = state.messages;
+      let i = runIndex(messages, runId);
+      if (i < 0) {
+        messages = sorted([...messages, streamingEntry(runId, payload, now)]);
+        i = runIndex(messages, runId);
+      }
+      const cur = messages[i];
+      if (cur.state !== 'streaming') return state;
+      const chunks = (cur.chunks ?? []).slice();
+      const seq = typeof payload.seq === 'number' ? payload.seq : (chunks.length ? chunks[chunks.length - 1][0] + 1 : 0);
+      if (chunks.some(([s]) => s === seq)) return messages === state.messages ? state : { ...state, messages };
+      let at = chunks.length;
+      while (at > 0 && chunks[at - 1][0] > seq) at--;
+      chunks.splice(at, 0, [seq, delta]);
+      messages = messages === state.messages ? messages.slice() : messages;
+      messages[i] = { ...cur, chunks, content: joinChunks(chunks), thinking: false };
+      return { ...state, messages };
+    }
+    case 'chat.final': {
+      if (!isWireMessage(payload.message)) {
+        // No message: keep what streamed and mark it final.
+        const i = runIndex(state.messages, runId);
+        if (i < 0) return markDone(state, runId);
+        const messages = state.messages.slice();
+        messages[i] = { ...messages[i], state: 'final', thinking: false, chunks: undefined };
+        return markDone({ ...state, messages }, runId);
+      }
+      return markDone({ ...state, messages: settle(state.messages, runId, payload.message, 'final') }, runId);
+    }
+    case 'chat.cancelled': {
+      if (isWireMessage(payload.message)) {
+        return markDone({ ...state, messages: settle(state.messages, runId, payload.message, 'cancelled') }, runId);
+      }
+      const i = runIndex(state.messages, runId);
+      let messages: ChatMessage[];
+      if (i >= 0) {
+        messages = state.messages.slice();
+        const cur = messages[i];
+        messages[i] = { ...cur, state: cur.state === 'final' ? 'final' : 'cancelled', thinking: false, chunks: undefined };
+      } else {
+        messages = sorted([...state.messages, { ...streamingEntry(runId, payload, now), state: 'cancelled', thinking: false, chunks: undefined }]);
+      }
+      return markDone({ ...state, messages }, runId);
+    }
+    case 'chat.error': {
+      const text = errorText(payload.error) || 'the run failed';
+      const i = runIndex(state.messages, runId);
+      let messages: ChatMessage[];
+      if (i >= 0) {
+        messages = state.messages.slice();
+        const cur = messages[i];
+        if (cur.state === 'final') return markDone(state, runId);
+        messages[i] = { ...cur, state: 'error', error: text, thinking: false, chunks: undefined };
+      } else {
+        messages = sorted([
+          ...state.messages,
+          { ...streamingEntry(runId, payload, now), state: 'error', error: text, thinking: false, chunks: undefined },
+        ]);
+      }
+      return markDone({ ...state, messages }, runId);
+    }
+    default:
+      return state;
+  }
+}
+
+/** Merges a history page: by message id, no duplicates; a persisted reply replaces its run's local entry. */
+export function mergeHistory(state: ChatState, page: WireMessage[]): ChatState {
+  let messages = state.messages.slice();
+  let next = state;
+  for (const m of page) {
+    if (!isWireMessage(m)) continue;
+    if (m.profileId && m.profileId !== state.profileId) continue;
+    const ii = idIndex(messages, m.id);
+    if (ii >= 0) {
+      const cur = messages[ii];
+      const fresh = fromWire(m);
+      const st: MessageState = fresh.state === 'error' ? 'error' : cur.state === 'cancelled' ? 'cancelled' : 'final';
+      messages[ii] = { ...fresh, key: cur.key, state: st };
+      continue;
+    }
+    if (m.role === 'assistant' && m.runId) {
+      const ri = messages.findIndex((x) => x.role === 'assistant' && x.runId === m.runId && x.id === null);
+      if (ri >= 0) {
+        const cur = messages[ri];
+        const fresh = fromWire(m);
+        const st: MessageState = fresh.state === 'error' ? 'error' : cur.state === 'cancelled' ? 'cancelled' : 'final';
+        messages[ri] = { ...fresh, key: cur.key, state: st };
+        next = markDone(next, m.runId);
+        continue;
+      }
+      next = markDone(next, m.runId);
+    }
+    messages.push(fromWire(m));
+  }
+  messages = sorted(messages);
+  return { ...next, messages };
+}
+
+export function reduceChat(state: ChatState, action: ChatAction): ChatState {
+  switch (action.type) {
+    case 'send': {
+      const msg: ChatMessage = {
+        key: action.key,
+        id: null,
+        role: 'user',
+        content: action.content,
+        ts: action.ts,
+        state: 'final',
+        sessionId: action.sessionId ?? undefined,
+        pending: true,
+      };
+      return { ...state, messages: [...state.messages, msg] };
+    }
+    case 'sent': {
+      const i = state.messages.findIndex((m) => m.key === action.key);
+      let messages = state.messages;
+      if (i >= 0) {
+        messages = messages.slice();
+        const dup = action.messageId ? idIndex(messages, action.messageId) : -1;
+        if (dup >= 0 && dup !== i) {
+          // History already brought the persisted copy: drop the local one.
+          messages.splice(i, 1);
+        } else {
+          messages[i] = {
+            ...messages[i],
+            id: action.messageId ?? messages[i].id,
+            runId: action.runId,
+            sessionId: action.sessionId ?? messages[i].sessionId,
+            pending: false,
+          };
+        }
+      }
+      const activeRunId = action.runId && !state.doneRuns.includes(action.runId) ? action.runId : state.activeRunId;
+      return { ...state, messages, activeRunId, sessionId: action.sessionId ?? state.sessionId };
+    }
+    case 'send-failed': {
+      const i = state.messages.findIndex((m) => m.key === action.key);
+      if (i < 0) return state;
+      const messages = state.messages.slice();
+      messages[i] = { ...messages[i], state: 'error', error: action.error, pending: false };
+      return { ...state, messages };
+    }
+    case 'event':
+      return onEvent(state, action.event, action.payload, action.now);
+    case 'history':
+      return mergeHistory(state, action.messages);
+    case 'deleted': {
+      const messages = state.messages.filter((m) => m.id !== action.messageId);
+      return messages.length === state.messages.length ? state : { ...state, messages };
+    }
+  }
+}
+
+/** True while the given run may still produce output. */
+export function isRunActive(state: ChatState, runId: string | null): boolean {
+  return !!runId && !state.doneRuns.includes(runId);
+}
+
+export function formatSource(s: Source): string {
+  return `${s.path}:${s.startLine}-${s.endLine}`;
+}
+
+export const CHAT_EVENTS = ['chat.thinking', 'chat.chunk', 'chat.final', 'chat.cancelled', 'chat.error', 'message.deleted'] as const;

@@ -1,0 +1,153 @@
+// Memory panel helpers: shapes from docs/PROTOCOL.md, formatting and import checks.
+
+export type Layer = 'role' | 'global';
+
+export interface SearchResult {
+  path: string;
+  startLine: number;
+  endLine: number;
+  score: number;
+  snippet: string;
+  source?: string;
+  layer?: string;
+  role?: string;
+}
+
+export interface SearchPayload {
+  results: SearchResult[];
+  provider?: string;
+  model?: string;
+}
+
+export interface MemoryFile {
+  path: string;
+  size: number;
+  mtime: number;
+  chunks: number;
+  layer?: string;
+  role?: string;
+}
+
+export interface MemoryStatus {
+  state: 'indexing' | 'ready' | 'keyword-only' | 'error' | (string & {});
+  workspace?: string;
+  layout?: string;
+  files?: number;
+  chunks?: number;
+  dirty?: boolean | number;
+  provider?: string;
+  model?: string;
+  dims?: number;
+  lastSync?: number;
+  lastError?: string;
+  progress?: { done: number; total: number };
+}
+
+export interface ImportPayload {
+  path: string;
+  bytes: number;
+  chunks: number;
+}
+
+/** Largest file the browser sends to memory.import. */
+export const MAX_IMPORT_BYTES = 4 * 1024 * 1024;
+export const IMPORT_EXTENSIONS = ['.md', '.markdown', '.txt'];
+export const IMPORT_ACCEPT = '.md,.txt,text/markdown,text/plain';
+
+export function formatScore(score: number): string {
+  return Number.isFinite(score) ? score.toFixed(2) : '–';
+}
+
+export function formatLines(startLine: number, endLine: number): string {
+  if (!endLine || endLine === startLine) return `${startLine}`;
+  return `${startLine}-${endLine}`;
+}
+
+export function formatBytes(n: number): string {
+  if (!Number.isFinite(n) || n < 0) return '?';
+  if (n < 1024) return `${n} B`;
+  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KiB`;
+  return `${(n / (1024 * 1024)).toFixed(1)} MiB`;
+}
+
+/** "global", "role: main", or whatever layer the gateway reported. */
+export function layerLabel(layer?: string, role?: string): string {
+  if (layer === 'global') return 'global';
+  if (role) return `role: ${role}`;
+  return layer || 'memory';
+}
+
+export function statusSummary(s: MemoryStatus | null): string {
+  if (!s) return 'memory: unknown';
+  const parts: string[] = [`memory: ${s.state}`];
+  if (s.state === 'indexing' && s.progress && s.progress.total > 0) parts[0] += ` ${s.progress.done}/${s.progress.total}`;
+  if (typeof s.files === 'number') parts.push(`${s.files} files`);
+  if (typeof s.chunks === 'number') parts.push(`${s.chunks} chunks`);
+  const pm = [s.provider, s.model].filter((x) => !!x).join('/');
+  if (pm) parts.push(pm);
+  return parts.join(' · ');
+}
+
+export function hasImportExtension(name: string): boolean {
+  const lower = name.toLowerCase();
+  return IMPORT_EXTENSIONS.some((ext) => lower.endsWith(ext));
+}
+
+export type CheckedFile = { ok: true; content: string } | { ok: false; error: string };
+
+/** Checks a file's name, size and encoding before anything is sent to the gateway. */
+export function checkImport(name: string, bytes: Uint8Array): CheckedFile {
+  if (!hasImportExtension(name)) {
+    return { ok: false, error: `${name}: only .md and .txt files can be imported` };
+  }
+  if (bytes.byteLength > MAX_IMPORT_BYTES) {
+    return { ok: false, error: `${name}: too large (${formatBytes(bytes.byteLength)}; the limit is 4 MiB)` };
+  }
+  let content: string;
+  try {
+    content = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    return { ok: false, error: `${name}: not UTF-8 text (save it as UTF-8 and try again)` };
+  }
+  if (content.includes('\u0000')) {
+    return { ok: false, error: `${name}: looks like a binary file (contains NUL bytes)` };
+  }
+  return { ok: true, content };
+}
+
+/** Reads a File (size checked first, so a huge file is never loaded). */
+export async function readImportFile(file: File): Promise<CheckedFile> {
+  if (!hasImportExtension(file.name)) return checkImport(file.name, new Uint8Array());
+  if (file.size > MAX_IMPORT_BYTES) {
+    return { ok: false, error: `${file.name}: too large (${formatBytes(file.size)}; the limit is 4 MiB)` };
+  }
+  let buf: ArrayBuffer;
+  try {
+    buf = await readBytes(file);
+  } catch (e) {
+    return { ok: false, error: `${file.name}: cannot read the file (${e instanceof Error ? e.message : String(e)})` };
+  }
+  return checkImport(file.name, new Uint8Array(buf));
+}
+
+function readBytes(file: File): Promise<ArrayBuffer> {
+  if (typeof file.arrayBuffer === 'function') return file.arrayBuffer();
+  return new Promise((resolve, reject) => {
+    const r = new FileReader();
+    r.onload = () => resolve(r.result as ArrayBuffer);
+    r.onerror = () => reject(r.error ?? new Error('read failed'));
+    r.readAsArrayBuffer(file);
+  });
+}
+
+/** Splits a text into the parts before, inside and after a 1-based inclusive line range. */
+export function splitLines(text: string, startLine: number, endLine: number): [string, string, string] {
+  if (!startLine || startLine < 1) return [text, '', ''];
+  const lines = text.split('\n');
+  const s = Math.min(startLine, lines.length) - 1;
+  const e = Math.min(Math.max(endLine || startLine, startLine), lines.length);
+  const before = lines.slice(0, s).join('\n');
+  const mid = lines.slice(s, e).join('\n');
+  const after = lines.slice(e).join('\n');
+  return [before ? before + '\n' : '', mid, after ? '\n' + after : ''];
+}

@@ -1,0 +1,2 @@
+// Svelte 5 understands TypeScript in <script lang="ts"> natively; no preprocessing needed.
+export default {};
