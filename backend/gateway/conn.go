@@ -1,0 +1,468 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/google/uuid"
+)
+
+// conn is one WebSocket connection. A reader goroutine (the HTTP handler)
+// reads frames and dispatches requests; a writer goroutine drains the
+// outbound queue in order; every frame goes through the queue.
+type conn struct {
+	s      *Server
+	id     string
+	ws     *websocket.Conn
+	remote string
+	opened time.Time
+	ctx    context.Context // cancelled when the connection ends
+	cancel context.CancelFunc
+
+	// Set during the handshake, read-only afterwards.
+	nonce  string
+	client ClientInfo
+	role   string
+
+	mu          sync.Mutex
+	queue       [][]byte
+	queued      int64 // bytes accepted but not yet written
+	seq         uint64
+	closing     bool
+	dropped     bool // queue discarded; Close already called by closeWith
+	closeCode   websocket.StatusCode
+	closeReason string
+
+	wake       chan struct{}
+	writerDone chan struct{}
+}
+
+func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
+	if !s.originAllowed(r) {
+		s.log.Warn("websocket origin rejected", "origin", r.Header.Get("Origin"), "remote", r.RemoteAddr)
+		http.Error(w, "origin not allowed", http.StatusForbidden)
+		return
+	}
+	s.mu.RLock()
+	closing := s.shuttingDown
+	s.mu.RUnlock()
+	if closing {
+		http.Error(w, "server shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	// The origin was checked above with our own rules.
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+	if err != nil {
+		s.log.Debug("websocket upgrade failed", "remote", r.RemoteAddr, "err", err)
+		return
+	}
+	ws.SetReadLimit(-1) // the limit is enforced in readMessage without closing
+	ctx, cancel := context.WithCancel(r.Context())
+	c := &conn{
+		s:          s,
+		id:         uuid.NewString(),
+		ws:         ws,
+		remote:     r.RemoteAddr,
+		opened:     s.now(),
+		ctx:        ctx,
+		cancel:     cancel,
+		wake:       make(chan struct{}, 1),
+		writerDone: make(chan struct{}),
+	}
+	if !s.addConn(c) {
+		cancel()
+		_ = ws.Close(websocket.StatusGoingAway, "server shutting down")
+		return
+	}
+	defer s.removeConn(c)
+	go c.writeLoop()
+	c.run()
+}
+
+func (c *conn) run() {
+	log := c.s.log.With("connId", c.id)
+	log.Debug("connection opened", "remote", c.remote)
+	if c.handshake() {
+		c.readLoop()
+	}
+	c.s.dropConn(c)
+	c.mu.Lock()
+	closing := c.closing
+	c.mu.Unlock()
+	if closing {
+		// Let the writer flush and finish the close handshake (each of its
+		// phases is bounded by the websocket library).
+		t := time.NewTimer(3 * shutdownGrace)
+		select {
+		case <-c.writerDone:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	c.cancel()
+	<-c.writerDone
+	_ = c.ws.CloseNow()
+	log.Info("connection closed", "dur", c.s.now().Sub(c.opened))
+}
+
+// handshake sends the challenge and processes the connect request. It
+// returns true once the connection is authenticated.
+func (c *conn) handshake() bool {
+	var nb [16]byte
+	_, _ = rand.Read(nb[:])
+	c.nonce = hex.EncodeToString(nb[:])
+	c.sendEvent(EventChallenge, Challenge{Nonce: c.nonce, TS: c.s.now().UnixMilli()})
+
+	timer := time.AfterFunc(c.s.opts.HandshakeTimeout, func() {
+		c.s.log.Info("handshake failed", "connId", c.id, "reason", "timeout")
+		c.closeWith(CloseHandshakeFailed, "handshake timeout: no connect request", true)
+	})
+	typ, data, size, err := c.readMessage()
+	if !timer.Stop() || err != nil {
+		return false
+	}
+	fail := func(code websocket.StatusCode, reason string) bool {
+		c.s.log.Info("handshake failed", "connId", c.id, "reason", reason)
+		c.closeWith(code, reason, true)
+		return false
+	}
+	if size > 0 {
+		return fail(CloseHandshakeFailed, "first frame must be a connect request (frame too large)")
+	}
+	if typ != websocket.MessageText {
+		return fail(CloseHandshakeFailed, "first frame must be a connect request (binary frame)")
+	}
+	req, perr := parseRequest(data)
+	if perr != nil || req.Method != MethodConnect {
+		return fail(CloseHandshakeFailed, "first frame must be a connect request")
+	}
+	var p ConnectParams
+	if err := json.Unmarshal(req.Params, &p); err != nil {
+		c.respond(req.ID, nil, Errorf(CodeInvalidRequest, "bad connect params: %v", err))
+		return fail(CloseHandshakeFailed, "bad connect params")
+	}
+	if !tokenEqual(p.Auth.Token, c.s.opts.Token) {
+		c.respond(req.ID, nil, Errorf(CodeUnauthorized, "missing or wrong token"))
+		return fail(CloseUnauthorized, "unauthorized")
+	}
+	minP, maxP := p.MinProtocol, p.MaxProtocol
+	if minP == 0 {
+		minP = ProtocolVersion
+	}
+	if maxP == 0 {
+		maxP = minP
+	}
+	if minP > ProtocolVersion || maxP < ProtocolVersion {
+		c.respond(req.ID, nil, Errorf(CodeInvalidRequest, "protocol %d-%d not supported; server speaks %d", minP, maxP, ProtocolVersion))
+		return fail(CloseHandshakeFailed, "unsupported protocol version")
+	}
+	switch p.Role {
+	case "":
+		p.Role = RoleOperator
+	case RoleOperator, RoleNode:
+	default:
+		c.respond(req.ID, nil, Errorf(CodeInvalidRequest, "unknown role %q", p.Role))
+		return fail(CloseHandshakeFailed, "unknown role")
+	}
+	c.client, c.role = p.Client, p.Role
+	hello := Hello{
+		Type:     helloType,
+		Protocol: ProtocolVersion,
+		Server:   ServerInfo{Version: c.s.opts.Version, ConnID: c.id},
+		Features: c.s.features(),
+		Snapshot: c.s.snapshot(),
+		Policy: Policy{
+			MaxPayload:       c.s.opts.MaxPayload,
+			MaxBufferedBytes: c.s.opts.MaxBufferedBytes,
+			TickIntervalMs:   c.s.opts.TickInterval.Milliseconds(),
+		},
+	}
+	body, err := json.Marshal(hello)
+	if err != nil {
+		c.respond(req.ID, nil, &Error{Code: CodeInternal, Message: "encode hello-ok: " + err.Error()})
+		return fail(websocket.StatusInternalError, "internal error")
+	}
+	c.respond(req.ID, body, nil)
+	c.s.authenticate(c)
+	c.s.log.Info("connection authenticated", "connId", c.id, "role", c.role, "clientId", c.client.ID,
+		"clientVersion", c.client.Version, "platform", c.client.Platform, "mode", c.client.Mode)
+	go c.tickLoop()
+	return true
+}
+
+// tokenEqual compares in constant time (hashing first hides the length).
+func tokenEqual(got, want string) bool {
+	g, w := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
+	return got != "" && subtle.ConstantTimeCompare(g[:], w[:]) == 1
+}
+
+// readMessage reads one message. When it is larger than MaxPayload it
+// returns the first MaxPayload bytes and the full size (> 0) after
+// discarding the rest; otherwise size is 0.
+func (c *conn) readMessage() (typ websocket.MessageType, data []byte, size int64, err error) {
+	typ, r, err := c.ws.Reader(c.ctx)
+	if err != nil {
+		return 0, nil, 0, fmt.Errorf("next frame: %w", err)
+	}
+	limit := c.s.opts.MaxPayload
+	data, err = io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return 0, nil, 0, fmt.Errorf("read frame: %w", err)
+	}
+	if int64(len(data)) <= limit {
+		return typ, data, 0, nil
+	}
+	rest, err := io.Copy(io.Discard, r)
+	if err != nil {
+		return 0, nil, 0, fmt.Errorf("discard oversized frame: %w", err)
+	}
+	return typ, data[:limit], int64(len(data)) + rest, nil
+}
+
+func (c *conn) readLoop() {
+	for {
+		typ, data, size, err := c.readMessage()
+		if err != nil {
+			c.s.log.Debug("connection read ended", "connId", c.id, "err", err)
+			return
+		}
+		if size > 0 {
+			c.reject(peekID(data), "", Errorf(CodePayloadTooLarge,
+				"frame of %d bytes exceeds maxPayload of %d bytes", size, c.s.opts.MaxPayload))
+			continue
+		}
+		if typ != websocket.MessageText {
+			c.reject("", "", Errorf(CodeInvalidRequest, "binary frames are not supported; send JSON text frames"))
+			continue
+		}
+		req, perr := parseRequest(data)
+		if perr != nil {
+			c.reject(req.ID, req.Method, perr)
+			continue
+		}
+		if req.Method == MethodConnect {
+			c.reject(req.ID, req.Method, Errorf(CodeInvalidRequest, "already connected: connect is only valid as the first frame"))
+			continue
+		}
+		go c.dispatch(req)
+	}
+}
+
+func (c *conn) reject(id, method string, e *Error) {
+	c.s.log.Debug("request rejected", "connId", c.id, "method", method, "code", e.Code, "err", e.Message)
+	c.respond(id, nil, e)
+}
+
+func (c *conn) dispatch(req RequestFrame) {
+	start := c.s.now()
+	call := &Call{ConnID: c.id, Method: req.Method, Params: req.Params, Client: c.client, Role: c.role}
+	payload, e := c.s.call(c.ctx, call)
+	c.respond(req.ID, payload, e)
+	dur := c.s.now().Sub(start)
+	switch {
+	case e == nil:
+		c.s.log.Debug("request served", "connId", c.id, "method", req.Method, "dur", dur)
+	case e.Code == CodeInternal:
+		c.s.log.Error("request failed", "connId", c.id, "method", req.Method, "code", e.Code, "dur", dur, "err", e.Message)
+	default:
+		c.s.log.Debug("request failed", "connId", c.id, "method", req.Method, "code", e.Code, "dur", dur, "err", e.Message)
+	}
+}
+
+// call runs the handler for call.Method with idempotency applied.
+func (s *Server) call(ctx context.Context, call *Call) (json.RawMessage, *Error) {
+	h := s.lookup(call.Method)
+	if h == nil {
+		return nil, Errorf(CodeNotFound, "unknown method %q", call.Method)
+	}
+	key, e := idempotencyKey(call.Params)
+	if e != nil {
+		return nil, e
+	}
+	if key == "" {
+		return s.invoke(ctx, h, call)
+	}
+	entry, leader := s.idem.begin(call.Method, key)
+	if !leader {
+		select {
+		case <-entry.done:
+			return entry.payload, entry.err
+		case <-ctx.Done():
+			return nil, toError(ctx.Err())
+		}
+	}
+	payload, e := s.invoke(ctx, h, call)
+	s.idem.finish(entry, payload, e)
+	return payload, e
+}
+
+// invoke runs h, recovering panics, and encodes its result.
+func (s *Server) invoke(ctx context.Context, h Handler, call *Call) (payload json.RawMessage, gerr *Error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("handler panic", "connId", call.ConnID, "method", call.Method,
+				"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			payload, gerr = nil, &Error{Code: CodeInternal, Message: fmt.Sprintf("internal error in %s", call.Method)}
+		}
+	}()
+	v, err := h(ctx, call)
+	if err != nil {
+		return nil, toError(err)
+	}
+	if v == nil {
+		return json.RawMessage(`{}`), nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, &Error{Code: CodeInternal, Message: fmt.Sprintf("encode %s response: %v", call.Method, err)}
+	}
+	return b, nil
+}
+
+func (c *conn) respond(id string, payload json.RawMessage, e *Error) {
+	c.enqueue(encodeResponse(id, payload, e), nil, nil)
+}
+
+func (c *conn) sendEvent(event string, payload any) bool {
+	nameJSON, body, err := encodeEvent(event, payload)
+	if err != nil {
+		c.s.log.Error("event payload not encodable", "connId", c.id, "event", event, "err", err)
+		return false
+	}
+	return c.sendEventRaw(nameJSON, body)
+}
+
+func (c *conn) sendEventRaw(nameJSON, body []byte) bool {
+	return c.enqueue(nil, nameJSON, body)
+}
+
+// enqueue appends a frame: either a ready frame, or an event built here so
+// that its seq is assigned in queue order. It returns false when the
+// connection is closing or has just been closed for exceeding
+// MaxBufferedBytes.
+func (c *conn) enqueue(frame, eventName, eventBody []byte) bool {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return false
+	}
+	n := int64(len(frame))
+	if frame == nil {
+		n = int64(len(eventName) + len(eventBody) + 64)
+	}
+	if c.queued+n > c.s.opts.MaxBufferedBytes {
+		buffered := c.queued
+		c.mu.Unlock()
+		c.s.log.Warn("slow consumer disconnected", "connId", c.id, "buffered", buffered, "frame", n, "limit", c.s.opts.MaxBufferedBytes)
+		c.closeWith(websocket.StatusPolicyViolation,
+			fmt.Sprintf("slow consumer: send buffer over %d bytes", c.s.opts.MaxBufferedBytes), false)
+		return false
+	}
+	if frame == nil {
+		c.seq++
+		frame = appendEvent(make([]byte, 0, n), eventName, eventBody, c.seq)
+		n = int64(len(frame))
+	}
+	c.queue = append(c.queue, frame)
+	c.queued += n
+	c.mu.Unlock()
+	c.signal()
+	return true
+}
+
+func (c *conn) signal() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// closeWith starts closing the connection with a close code and reason.
+// With flush, frames already queued are written first; without, the queue
+// is discarded and the close frame is sent as soon as the socket allows.
+// Only the first call has an effect.
+func (c *conn) closeWith(code websocket.StatusCode, reason string, flush bool) {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return
+	}
+	c.closing, c.closeCode, c.closeReason = true, code, reason
+	if !flush {
+		c.queue, c.dropped = nil, true
+	}
+	c.mu.Unlock()
+	c.s.dropConn(c)
+	c.signal()
+	if !flush {
+		// The writer may be blocked on a full socket; Close waits (bounded)
+		// for the current frame and then sends the close frame.
+		go func() { _ = c.ws.Close(code, reason) }()
+	}
+}
+
+func (c *conn) writeLoop() {
+	defer close(c.writerDone)
+	for {
+		c.mu.Lock()
+		batch := c.queue
+		c.queue = nil
+		closing, dropped, code, reason := c.closing, c.dropped, c.closeCode, c.closeReason
+		c.mu.Unlock()
+		if dropped {
+			return
+		}
+		if len(batch) == 0 {
+			if closing {
+				_ = c.ws.Close(code, reason)
+				return
+			}
+			select {
+			case <-c.wake:
+				continue
+			case <-c.ctx.Done():
+				return
+			}
+		}
+		for _, f := range batch {
+			if err := c.ws.Write(c.ctx, websocket.MessageText, f); err != nil {
+				c.s.log.Debug("connection write failed", "connId", c.id, "err", err)
+				c.cancel()
+				return
+			}
+			c.mu.Lock()
+			c.queued -= int64(len(f))
+			dropped = c.dropped
+			c.mu.Unlock()
+			if dropped {
+				return
+			}
+		}
+	}
+}
+
+func (c *conn) tickLoop() {
+	t := time.NewTicker(c.s.opts.TickInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+			if !c.sendEvent(EventTick, Tick{TS: c.s.now().UnixMilli()}) {
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,239 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+)
+
+// Protocol constants (docs/PROTOCOL.md).
+const (
+	// ProtocolVersion is the only protocol version this server speaks.
+	ProtocolVersion = 1
+
+	// MethodConnect is the handshake request; it is valid only as the first
+	// frame and cannot be registered with [Server.Handle].
+	MethodConnect = "connect"
+	// EventChallenge is the first frame on every connection: {nonce, ts}.
+	EventChallenge = "connect.challenge"
+	// EventTick is sent every Options.TickInterval after the handshake: {ts}.
+	EventTick = "tick"
+
+	// RoleOperator is the role of the UI, browsers and the CLI; only
+	// operator connections receive [Server.Broadcast] events.
+	RoleOperator = "operator"
+	// RoleNode is the role of paired devices (SPEC §7).
+	RoleNode = "node"
+
+	frameReq   = "req"
+	frameRes   = "res"
+	frameEvent = "event"
+	helloType  = "hello-ok"
+)
+
+// RequestFrame is a client request: {"type":"req","id","method","params"}.
+type RequestFrame struct {
+	Type   string          `json:"type"`
+	ID     string          `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params,omitempty"`
+}
+
+// ResponseFrame answers the request with the same ID. Exactly one of Payload
+// (OK true) and Error (OK false) is set.
+type ResponseFrame struct {
+	Type    string          `json:"type"`
+	ID      string          `json:"id"`
+	OK      bool            `json:"ok"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+	Error   *Error          `json:"error,omitempty"`
+}
+
+// EventFrame is a server push. Seq starts at 1 on each connection and
+// increases by one with every event sent on it.
+type EventFrame struct {
+	Type    string          `json:"type"`
+	Event   string          `json:"event"`
+	Payload json.RawMessage `json:"payload"`
+	Seq     uint64          `json:"seq"`
+}
+
+// Challenge is the payload of [EventChallenge]: a random hex nonce (signed by
+// paired devices, SPEC §7) and the server time in Unix milliseconds.
+type Challenge struct {
+	Nonce string `json:"nonce"`
+	TS    int64  `json:"ts"`
+}
+
+// Tick is the payload of [EventTick]: the server time in Unix milliseconds.
+type Tick struct {
+	TS int64 `json:"ts"`
+}
+
+// ClientInfo describes the connecting program (connect params "client").
+type ClientInfo struct {
+	ID         string `json:"id"`
+	Version    string `json:"version"`
+	Platform   string `json:"platform"`
+	Mode       string `json:"mode"`
+	InstanceID string `json:"instanceId"`
+}
+
+// ConnectAuth carries the credentials of a connect request.
+type ConnectAuth struct {
+	// Token is the local operator token (see [LoadOrCreateToken]).
+	Token string `json:"token,omitempty"`
+}
+
+// ConnectParams are the params of the [MethodConnect] request (SPEC §3).
+// Device is accepted and ignored for now (device pairing is SPEC §7).
+type ConnectParams struct {
+	MinProtocol int             `json:"minProtocol"`
+	MaxProtocol int             `json:"maxProtocol"`
+	Client      ClientInfo      `json:"client"`
+	Role        string          `json:"role"`
+	Scopes      []string        `json:"scopes,omitempty"`
+	Caps        []string        `json:"caps,omitempty"`
+	Commands    []string        `json:"commands,omitempty"`
+	Permissions map[string]any  `json:"permissions,omitempty"`
+	Auth        ConnectAuth     `json:"auth"`
+	Device      json.RawMessage `json:"device,omitempty"`
+}
+
+// Hello is the "hello-ok" payload of a successful connect response.
+type Hello struct {
+	Type     string     `json:"type"` // always "hello-ok"
+	Protocol int        `json:"protocol"`
+	Server   ServerInfo `json:"server"`
+	Features Features   `json:"features"`
+	Snapshot Snapshot   `json:"snapshot"`
+	Policy   Policy     `json:"policy"`
+}
+
+// ServerInfo identifies the server and this connection.
+type ServerInfo struct {
+	Version string `json:"version"`
+	ConnID  string `json:"connId"`
+}
+
+// Features lists the registered methods and declared events, sorted.
+type Features struct {
+	Methods []string `json:"methods"`
+	Events  []string `json:"events"`
+}
+
+// Snapshot is the initial state sent in hello-ok, produced by
+// Options.Snapshot. Elements are opaque to the gateway and encoded as JSON.
+// Nil slices are sent as [].
+type Snapshot struct {
+	Presence []any `json:"presence"`
+	Profiles []any `json:"profiles"`
+}
+
+// Policy advertises the connection limits: MaxPayload and MaxBufferedBytes in
+// bytes, TickIntervalMs in milliseconds.
+type Policy struct {
+	MaxPayload       int64 `json:"maxPayload"`
+	MaxBufferedBytes int64 `json:"maxBufferedBytes"`
+	TickIntervalMs   int64 `json:"tickIntervalMs"`
+}
+
+// appendEvent appends an event frame; nameJSON and payload must be valid JSON.
+func appendEvent(dst, nameJSON, payload []byte, seq uint64) []byte {
+	dst = append(dst, `{"type":"event","event":`...)
+	dst = append(dst, nameJSON...)
+	dst = append(dst, `,"payload":`...)
+	dst = append(dst, payload...)
+	dst = append(dst, `,"seq":`...)
+	dst = strconv.AppendUint(dst, seq, 10)
+	return append(dst, '}')
+}
+
+// encodeResponse builds a response frame. payload is valid JSON (never nil on
+// success); e is nil on success.
+func encodeResponse(id string, payload json.RawMessage, e *Error) []byte {
+	f := ResponseFrame{Type: frameRes, ID: id, OK: e == nil}
+	if e == nil {
+		f.Payload = payload
+	} else {
+		f.Error = e
+	}
+	b, err := json.Marshal(f)
+	if err != nil {
+		// Only reachable if payload is not valid JSON, which invoke prevents.
+		b, _ = json.Marshal(ResponseFrame{Type: frameRes, ID: id, Error: &Error{Code: CodeInternal, Message: "encode response: " + err.Error()}})
+	}
+	return b
+}
+
+// parseRequest decodes a client frame. On failure it returns the request id
+// when it could be read (else "") and an INVALID_REQUEST error.
+func parseRequest(data []byte) (RequestFrame, *Error) {
+	var raw struct {
+		Type   string          `json:"type"`
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return RequestFrame{ID: peekID(data)}, Errorf(CodeInvalidRequest, "frame is not a JSON request object: %v", err)
+	}
+	var req RequestFrame
+	if len(raw.ID) > 0 && string(raw.ID) != "null" {
+		if err := json.Unmarshal(raw.ID, &req.ID); err != nil {
+			return req, Errorf(CodeInvalidRequest, "id must be a string")
+		}
+	}
+	if raw.Type != frameReq {
+		return req, Errorf(CodeInvalidRequest, "type must be %q, got %q", frameReq, raw.Type)
+	}
+	if req.ID == "" {
+		return req, Errorf(CodeInvalidRequest, "missing id")
+	}
+	if raw.Method == "" {
+		return req, Errorf(CodeInvalidRequest, "missing method")
+	}
+	req.Type, req.Method = raw.Type, raw.Method
+	params := bytes.TrimSpace(raw.Params)
+	switch {
+	case len(params) == 0 || string(params) == "null":
+		req.Params = json.RawMessage(`{}`)
+	case params[0] != '{':
+		return req, Errorf(CodeInvalidRequest, "params must be a JSON object")
+	default:
+		req.Params = params
+	}
+	return req, nil
+}
+
+// peekID extracts a top-level string "id" from a possibly truncated or
+// invalid JSON object, or returns "".
+func peekID(data []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return ""
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		key, ok := t.(string)
+		if !ok {
+			return ""
+		}
+		if key == "id" {
+			v, err := dec.Token()
+			if err != nil {
+				return ""
+			}
+			s, _ := v.(string)
+			return s
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return ""
+		}
+	}
+	return ""
+}

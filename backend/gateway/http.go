@@ -1,0 +1,192 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+)
+
+// route dispatches "/ws", "/healthz" and the UI.
+func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	switch p := r.URL.Path; {
+	case p == "/ws":
+		s.serveWS(w, r)
+	case p == "/healthz":
+		s.serveHealth(w, r)
+	case strings.HasPrefix(p, "/ws/") || p == "/api" || strings.HasPrefix(p, "/api/"):
+		http.NotFound(w, r)
+	default:
+		s.serveUI(w, r)
+	}
+}
+
+func (s *Server) serveHealth(w http.ResponseWriter, _ *http.Request) {
+	body, _ := json.Marshal(struct {
+		OK       bool   `json:"ok"`
+		Version  string `json:"version"`
+		UptimeMs int64  `json:"uptimeMs"`
+	}{true, s.opts.Version, s.now().Sub(s.started).Milliseconds()})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// originAllowed applies the WebSocket origin policy documented on
+// Options.AllowedOrigins. A same-origin request is allowed only when the
+// host is an IP literal (LAN mode): a DNS name equal to Host is not enough,
+// which defeats DNS-rebinding pages.
+func (s *Server) originAllowed(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true // not a browser; the token still decides
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	host := u.Hostname()
+	web := u.Scheme == "http" || u.Scheme == "https"
+	if web && isLoopbackHost(host) {
+		return true
+	}
+	if web && strings.EqualFold(u.Host, r.Host) && net.ParseIP(host) != nil {
+		return true
+	}
+	for _, p := range s.opts.AllowedOrigins {
+		target := u.Host
+		if strings.Contains(p, "://") {
+			target = u.Scheme + "://" + u.Host
+		}
+		if ok, _ := path.Match(strings.ToLower(p), strings.ToLower(target)); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func isLoopbackHost(host string) bool {
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// contentType pins the types of common UI assets so that they do not
+// depend on the host's mime database; "" lets http.ServeContent decide.
+func contentType(ext string) string {
+	switch strings.ToLower(ext) {
+	case ".html":
+		return "text/html; charset=utf-8"
+	case ".js", ".mjs":
+		return "text/javascript; charset=utf-8"
+	case ".css":
+		return "text/css; charset=utf-8"
+	case ".json", ".map":
+		return "application/json"
+	case ".webmanifest":
+		return "application/manifest+json"
+	case ".svg":
+		return "image/svg+xml"
+	case ".png":
+		return "image/png"
+	case ".ico":
+		return "image/x-icon"
+	case ".wasm":
+		return "application/wasm"
+	case ".woff2":
+		return "font/woff2"
+	case ".txt":
+		return "text/plain; charset=utf-8"
+	}
+	return ""
+}
+
+const notBuiltPage = `<!doctype html>
+<html><head><meta charset="utf-8"><title>Atrium</title></head>
+<body><h1>Atrium</h1>
+<p>The gateway is running, but the web UI is not built into this binary.
+Build the frontend and rebuild Atrium. The WebSocket endpoint is <code>/ws</code>.</p>
+</body></html>
+`
+
+func (s *Server) serveUI(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	h := w.Header()
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	fsys := s.opts.UI
+	if fsys == nil {
+		h.Set("Content-Type", "text/html; charset=utf-8")
+		h.Set("Cache-Control", "no-cache")
+		_, _ = io.WriteString(w, notBuiltPage)
+		return
+	}
+	name := strings.TrimPrefix(path.Clean("/"+r.URL.Path), "/")
+	if name == "" {
+		name = "index.html"
+	}
+	if !fs.ValidPath(name) {
+		http.NotFound(w, r)
+		return
+	}
+	if st, err := fs.Stat(fsys, name); err == nil && st.IsDir() {
+		name = path.Join(name, "index.html")
+	}
+	if s.serveFile(w, r, fsys, name) {
+		return
+	}
+	if path.Ext(name) != "" {
+		http.NotFound(w, r) // a missing asset must not turn into HTML
+		return
+	}
+	if !s.serveFile(w, r, fsys, "index.html") {
+		http.NotFound(w, r)
+	}
+}
+
+// serveFile serves a regular file and reports whether it existed.
+func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, fsys fs.FS, name string) bool {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		return false
+	}
+	rs, ok := f.(io.ReadSeeker)
+	if !ok {
+		b, err := io.ReadAll(f)
+		if err != nil {
+			s.log.Error("ui file unreadable", "path", name, "err", err)
+			http.Error(w, "internal error", http.StatusInternalServerError)
+			return true
+		}
+		rs = bytes.NewReader(b)
+	}
+	if ct := contentType(path.Ext(name)); ct != "" {
+		w.Header().Set("Content-Type", ct)
+	}
+	switch {
+	case path.Base(name) == "index.html":
+		w.Header().Set("Cache-Control", "no-cache")
+	case strings.HasPrefix(name, "assets/"):
+		w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
+	}
+	http.ServeContent(w, r, name, st.ModTime(), rs)
+	return true
+}

@@ -1,0 +1,502 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"path"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// Defaults for [Options].
+const (
+	DefaultAddr             = "127.0.0.1:18789"
+	DefaultMaxPayload       = 4 << 20  // bytes
+	DefaultMaxBufferedBytes = 16 << 20 // bytes
+	DefaultTickInterval     = 30 * time.Second
+	DefaultHandshakeTimeout = 10 * time.Second
+)
+
+// WebSocket close codes used by the gateway besides the standard 1001
+// (server shutting down) and 1008 (slow consumer).
+const (
+	// CloseUnauthorized follows an UNAUTHORIZED connect response.
+	CloseUnauthorized websocket.StatusCode = 4001
+	// CloseHandshakeFailed: the first frame was not a valid connect
+	// request, or none arrived in time. The close reason says which.
+	CloseHandshakeFailed websocket.StatusCode = 4002
+)
+
+// Options configure a [Server]. Zero values take the documented defaults.
+type Options struct {
+	// Addr is the TCP listen address for [Server.Run]; default
+	// "127.0.0.1:18789". Port 0 picks a free port (see [Server.Addr]).
+	Addr string
+	// Token is the local operator token every connection must present in
+	// connect params auth.token. Required. Compared in constant time.
+	Token string
+	// UI is the embedded web UI served at "/". Paths without a file
+	// extension that match no file get index.html (SPA fallback); missing
+	// files with an extension get 404. Nil serves a short page saying the UI
+	// is not built.
+	UI fs.FS
+	// MaxPayload is the largest accepted inbound frame in bytes; default
+	// 4 MiB. Larger frames get PAYLOAD_TOO_LARGE and are discarded.
+	MaxPayload int64
+	// MaxBufferedBytes bounds each connection's outbound queue in bytes
+	// (frames accepted but not yet written to the socket); default 16 MiB.
+	// A connection that would exceed it is closed with code 1008 and a
+	// "slow consumer" reason.
+	MaxBufferedBytes int64
+	// TickInterval is the period of the "tick" event; default 30 s.
+	TickInterval time.Duration
+	// HandshakeTimeout bounds the wait for the connect request; default 10 s.
+	HandshakeTimeout time.Duration
+	// Version is reported in hello-ok server.version and /healthz.
+	Version string
+	// AllowedOrigins are extra WebSocket Origin patterns (path.Match syntax,
+	// case-insensitive): a pattern containing "://" matches "scheme://host"
+	// (e.g. "wails://wails"), otherwise the origin's host[:port] (e.g.
+	// "wails.localhost"). Loopback http(s) origins (localhost, *.localhost,
+	// 127.0.0.0/8, ::1) are always allowed, as are requests without an
+	// Origin header. The token is required in every case.
+	AllowedOrigins []string
+	// Snapshot returns presence and profiles for hello-ok; optional.
+	Snapshot func() Snapshot
+	// Logger receives structured logs; default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+// Handler serves one request method. The returned value is JSON-encoded as
+// the response payload (nil encodes as {}). A returned error becomes the
+// error response: an *Error anywhere in the chain passes through as is;
+// context.DeadlineExceeded becomes TIMEOUT (retryable); context.Canceled
+// becomes UNAVAILABLE (retryable); anything else becomes INTERNAL with the
+// error text. A panic is recovered, logged and answered with INTERNAL.
+//
+// ctx is cancelled when the connection ends. Handlers run concurrently.
+type Handler func(ctx context.Context, call *Call) (any, error)
+
+// Call is one request as seen by a [Handler].
+type Call struct {
+	// ConnID identifies the connection (a UUID, also in hello-ok).
+	ConnID string
+	// Method is the request method, e.g. "memory.search".
+	Method string
+	// Params is the request's params object ({} when absent).
+	Params json.RawMessage
+	// Client is what the client reported in its connect request.
+	Client ClientInfo
+	// Role is RoleOperator or RoleNode.
+	Role string
+}
+
+// Server is the gateway. Create it with [New], register handlers, then call
+// [Server.Run] or mount [Server.Handler]. All methods are safe for
+// concurrent use.
+type Server struct {
+	opts    Options
+	log     *slog.Logger
+	now     func() time.Time
+	started time.Time
+	handler http.Handler
+	idem    *idemCache
+
+	mu           sync.RWMutex
+	handlers     map[string]Handler
+	events       map[string]struct{}
+	all          map[*conn]struct{} // every open connection
+	authed       map[string]*conn   // authenticated, by connID
+	shuttingDown bool
+	connWG       sync.WaitGroup
+
+	bcastMu sync.Mutex // orders concurrent Broadcast calls
+
+	lnMu    sync.Mutex
+	ln      net.Listener
+	ready   chan struct{}
+	running bool
+}
+
+// New validates opts, applies defaults and returns a Server. It fails when
+// Token is empty, a limit is negative, or an AllowedOrigins pattern is
+// malformed.
+func New(opts Options) (*Server, error) {
+	if opts.Token == "" {
+		return nil, errors.New("gateway: Options.Token is required")
+	}
+	if opts.MaxPayload < 0 || opts.MaxBufferedBytes < 0 || opts.TickInterval < 0 || opts.HandshakeTimeout < 0 {
+		return nil, errors.New("gateway: negative limit in Options")
+	}
+	if opts.Addr == "" {
+		opts.Addr = DefaultAddr
+	}
+	if _, _, err := net.SplitHostPort(opts.Addr); err != nil {
+		return nil, fmt.Errorf("gateway: bad Options.Addr %q: %w", opts.Addr, err)
+	}
+	if opts.MaxPayload == 0 {
+		opts.MaxPayload = DefaultMaxPayload
+	}
+	if opts.MaxBufferedBytes == 0 {
+		opts.MaxBufferedBytes = DefaultMaxBufferedBytes
+	}
+	if opts.TickInterval == 0 {
+		opts.TickInterval = DefaultTickInterval
+	}
+	if opts.HandshakeTimeout == 0 {
+		opts.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	for _, p := range opts.AllowedOrigins {
+		if _, err := path.Match(p, ""); err != nil {
+			return nil, fmt.Errorf("gateway: bad AllowedOrigins pattern %q: %w", p, err)
+		}
+	}
+	opts.AllowedOrigins = slices.Clone(opts.AllowedOrigins)
+	s := &Server{
+		opts:     opts,
+		log:      opts.Logger,
+		now:      opts.Now,
+		started:  opts.Now(),
+		idem:     newIdemCache(opts.Now, IdempotencyWindow, defaultIdemMaxEntries, defaultIdemMaxBytes),
+		handlers: make(map[string]Handler),
+		events:   make(map[string]struct{}),
+		all:      make(map[*conn]struct{}),
+		authed:   make(map[string]*conn),
+		ready:    make(chan struct{}),
+	}
+	s.handler = http.HandlerFunc(s.route)
+	return s, nil
+}
+
+// Handle registers h for method; it is then listed in hello-ok
+// features.methods. Register before serving: connections authenticated
+// earlier do not learn about it. It panics on an empty method, a nil
+// handler, "connect" or a duplicate registration (programming errors).
+func (s *Server) Handle(method string, h Handler) {
+	if method == "" || h == nil {
+		panic("gateway: Handle needs a method name and a handler")
+	}
+	if method == MethodConnect {
+		panic("gateway: the connect method is reserved for the handshake")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, dup := s.handlers[method]; dup {
+		panic("gateway: duplicate handler for " + method)
+	}
+	s.handlers[method] = h
+}
+
+// DeclareEvents lists event names in hello-ok features.events. The built-in
+// "connect.challenge" and "tick" are always listed. Broadcasting an
+// undeclared event still works.
+func (s *Server) DeclareEvents(names ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, n := range names {
+		if n != "" {
+			s.events[n] = struct{}{}
+		}
+	}
+}
+
+func (s *Server) features() Features {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	f := Features{Methods: make([]string, 0, len(s.handlers)), Events: []string{EventChallenge, EventTick}}
+	for m := range s.handlers {
+		f.Methods = append(f.Methods, m)
+	}
+	for e := range s.events {
+		if e != EventChallenge && e != EventTick {
+			f.Events = append(f.Events, e)
+		}
+	}
+	sort.Strings(f.Methods)
+	sort.Strings(f.Events)
+	return f
+}
+
+func (s *Server) lookup(method string) Handler {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.handlers[method]
+}
+
+// Broadcast sends event with payload (JSON-encoded once) to every
+// authenticated operator connection. Events from sequential Broadcast calls
+// arrive in call order on every connection, each with that connection's next
+// seq. It never blocks on a slow client: a connection whose queue would
+// exceed MaxBufferedBytes is disconnected (code 1008). An unencodable
+// payload is logged and not sent.
+func (s *Server) Broadcast(event string, payload any) {
+	nameJSON, body, err := encodeEvent(event, payload)
+	if err != nil {
+		s.log.Error("broadcast payload not encodable", "event", event, "err", err)
+		return
+	}
+	s.bcastMu.Lock()
+	defer s.bcastMu.Unlock()
+	s.mu.RLock()
+	targets := make([]*conn, 0, len(s.authed))
+	for _, c := range s.authed {
+		if c.role == RoleOperator {
+			targets = append(targets, c)
+		}
+	}
+	s.mu.RUnlock()
+	for _, c := range targets {
+		c.sendEventRaw(nameJSON, body)
+	}
+}
+
+// Send sends event with payload to one authenticated connection (operator
+// or node). It fails with a NOT_FOUND *Error when no such connection is
+// open, UNAVAILABLE when it is closing, and INTERNAL when the payload cannot
+// be encoded.
+func (s *Server) Send(connID, event string, payload any) error {
+	s.mu.RLock()
+	c := s.authed[connID]
+	s.mu.RUnlock()
+	if c == nil {
+		return Errorf(CodeNotFound, "no connection %q", connID)
+	}
+	nameJSON, body, err := encodeEvent(event, payload)
+	if err != nil {
+		return &Error{Code: CodeInternal, Message: fmt.Sprintf("encode %s payload: %v", event, err)}
+	}
+	if !c.sendEventRaw(nameJSON, body) {
+		return Errorf(CodeUnavailable, "connection %q is closing", connID)
+	}
+	return nil
+}
+
+func encodeEvent(event string, payload any) (nameJSON, body []byte, err error) {
+	if event == "" {
+		return nil, nil, errors.New("empty event name")
+	}
+	nameJSON, err = json.Marshal(event)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encode event name: %w", err)
+	}
+	if payload == nil {
+		return nameJSON, []byte(`{}`), nil
+	}
+	body, err = json.Marshal(payload)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encode event payload: %w", err)
+	}
+	return nameJSON, body, nil
+}
+
+// Handler returns the HTTP handler: "/ws" (WebSocket gateway), "/healthz"
+// (200 {"ok":true,"version","uptimeMs"}) and the UI at every other path.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Listen binds Options.Addr. It is optional before [Server.Run] (which
+// calls it) and lets callers read [Server.Addr] when using port 0. Calling
+// it again is a no-op.
+func (s *Server) Listen() error {
+	s.lnMu.Lock()
+	defer s.lnMu.Unlock()
+	if s.ln != nil {
+		return nil
+	}
+	ln, err := net.Listen("tcp", s.opts.Addr)
+	if err != nil {
+		return fmt.Errorf("gateway: listen on %s: %w", s.opts.Addr, err)
+	}
+	s.ln = ln
+	close(s.ready)
+	s.log.Info("gateway listening", "addr", ln.Addr().String())
+	return nil
+}
+
+// Ready is closed once the server is listening.
+func (s *Server) Ready() <-chan struct{} { return s.ready }
+
+// Addr returns the bound address ("127.0.0.1:54321") once listening, else "".
+func (s *Server) Addr() string {
+	s.lnMu.Lock()
+	defer s.lnMu.Unlock()
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
+
+// shutdownGrace bounds each phase of a graceful shutdown.
+const shutdownGrace = 5 * time.Second
+
+// Run listens (if [Server.Listen] was not called) and serves until ctx is
+// done, then shuts down gracefully: it stops accepting, closes every
+// WebSocket with code 1001 "server shutting down" after flushing its queue,
+// and waits (bounded) for connections to end. It returns nil after a
+// shutdown caused by ctx, or the error that stopped serving. Run may be
+// called once.
+func (s *Server) Run(ctx context.Context) error {
+	if err := s.Listen(); err != nil {
+		return err
+	}
+	s.lnMu.Lock()
+	if s.running {
+		s.lnMu.Unlock()
+		return errors.New("gateway: Run called twice")
+	}
+	s.running = true
+	ln := s.ln
+	s.lnMu.Unlock()
+
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	var runErr error
+	select {
+	case err := <-served:
+		runErr = fmt.Errorf("gateway: serve: %w", err)
+	case <-ctx.Done():
+	}
+	s.log.Info("gateway shutting down")
+	shCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	conns := s.beginShutdown()
+	for _, c := range conns {
+		c.closeWith(websocket.StatusGoingAway, "server shutting down", true)
+	}
+	if err := srv.Shutdown(shCtx); err != nil && runErr == nil && !errors.Is(err, context.DeadlineExceeded) {
+		runErr = fmt.Errorf("gateway: shutdown: %w", err)
+	}
+	if !s.waitConns(shCtx) {
+		for _, c := range conns {
+			c.cancel() // force: closes the socket without a close handshake
+		}
+		forceCtx, cancel2 := context.WithTimeout(context.Background(), shutdownGrace)
+		defer cancel2()
+		if !s.waitConns(forceCtx) {
+			s.log.Warn("gateway connections still open after shutdown")
+		}
+	}
+	if runErr == nil {
+		if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			runErr = fmt.Errorf("gateway: serve: %w", err)
+		}
+	}
+	s.log.Info("gateway stopped")
+	return runErr
+}
+
+// beginShutdown refuses new connections and returns the open ones.
+func (s *Server) beginShutdown() []*conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.shuttingDown = true
+	out := make([]*conn, 0, len(s.all))
+	for c := range s.all {
+		out = append(out, c)
+	}
+	return out
+}
+
+func (s *Server) waitConns(ctx context.Context) bool {
+	done := make(chan struct{})
+	go func() { s.connWG.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// addConn registers a new connection; false while shutting down.
+func (s *Server) addConn(c *conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.shuttingDown {
+		return false
+	}
+	s.all[c] = struct{}{}
+	s.connWG.Add(1)
+	return true
+}
+
+func (s *Server) authenticate(c *conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.all[c]; ok {
+		s.authed[c.id] = c
+	}
+}
+
+// dropConn removes c from broadcast targets (on close or overflow).
+func (s *Server) dropConn(c *conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.authed[c.id] == c {
+		delete(s.authed, c.id)
+	}
+}
+
+func (s *Server) removeConn(c *conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.all[c]; !ok {
+		return
+	}
+	delete(s.all, c)
+	if s.authed[c.id] == c {
+		delete(s.authed, c.id)
+	}
+	s.connWG.Done()
+}
+
+// numAuthed reports the number of authenticated connections (tests).
+func (s *Server) numAuthed() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.authed)
+}
+
+func (s *Server) snapshot() (snap Snapshot) {
+	if s.opts.Snapshot != nil {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					s.log.Error("snapshot panic", "panic", fmt.Sprint(r))
+					snap = Snapshot{}
+				}
+			}()
+			snap = s.opts.Snapshot()
+		}()
+	}
+	if snap.Presence == nil {
+		snap.Presence = []any{}
+	}
+	if snap.Profiles == nil {
+		snap.Profiles = []any{}
+	}
+	return snap
+}
