@@ -1,0 +1,118 @@
+package model_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/atrium-dev/atrium/backend/model"
+)
+
+// ollamaServer answers GET /api/tags with body (and /v1/models with an
+// OpenAI model list, for the OpenAI-compatible probe).
+func ollamaServer(t *testing.T, tags string) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/api/tags":
+			io.WriteString(w, tags)
+		case "/v1/models":
+			if r.Header.Get("Authorization") != "Bearer sk-list" {
+				http.Error(w, "no key", http.StatusUnauthorized)
+				return
+			}
+			io.WriteString(w, `{"object":"list","data":[{"id":"served-model","object":"model"}]}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+const twoModels = `{"models":[{"name":"qwen2.5:7b","model":"qwen2.5:7b","size":1},{"name":"llama3.2:latest","model":"llama3.2:latest"}]}`
+
+func TestDetect(t *testing.T) {
+	ollama := ollamaServer(t, twoModels)
+	empty := ollamaServer(t, `{"models":[]}`)
+	down := "http://" + closedAddr(t)
+
+	tests := []struct {
+		name      string
+		cfg       model.Config
+		env       map[string]string
+		ollamaURL string
+		want      model.Config
+		why       string
+		err       error
+	}{
+		{name: "explicit offline", cfg: model.Config{Provider: "offline", Model: "x"}, ollamaURL: ollama.URL,
+			want: model.Config{Provider: "offline"}, why: "offline"},
+		{name: "explicit openai complete", cfg: model.Config{Provider: "openai", BaseURL: "https://llm.example/v1/", APIKey: "k", Model: "m"},
+			env:  map[string]string{"OPENAI_API_KEY": "env-key"},
+			want: model.Config{Provider: "openai", BaseURL: "https://llm.example/v1", APIKey: "k", Model: "m"}, why: "config.json"},
+		{name: "explicit fields imply openai, key from env", cfg: model.Config{Model: "gpt-x"},
+			env:  map[string]string{"OPENAI_API_KEY": "env-key"},
+			want: model.Config{Provider: "openai", BaseURL: model.DefaultOpenAIBaseURL, APIKey: "env-key", Model: "gpt-x"}, why: "config.json"},
+		{name: "explicit openai without model asks /models", cfg: model.Config{Provider: "openai", BaseURL: ollama.URL + "/v1", APIKey: "sk-list"},
+			want: model.Config{Provider: "openai", BaseURL: ollama.URL + "/v1", APIKey: "sk-list", Model: "served-model"}, why: "first listed model served-model"},
+		{name: "explicit ollama without model picks first", cfg: model.Config{Provider: "Ollama", BaseURL: ollama.URL},
+			want: model.Config{Provider: "ollama", BaseURL: ollama.URL + "/v1", Model: "qwen2.5:7b"}, why: "first model qwen2.5:7b"},
+		{name: "explicit ollama with model needs no probe", cfg: model.Config{Provider: "ollama", Model: "phi3"}, ollamaURL: down,
+			want: model.Config{Provider: "ollama", BaseURL: down + "/v1", Model: "phi3"}, why: "phi3"},
+		{name: "explicit ollama unreachable", cfg: model.Config{Provider: "ollama"}, ollamaURL: down,
+			want: model.Config{Provider: "offline"}, why: "connection refused", err: model.ErrUnavailable},
+		{name: "unknown provider", cfg: model.Config{Provider: "anthropix"},
+			want: model.Config{Provider: "offline"}, why: "unknown model provider", err: model.ErrConfig},
+		{name: "env key and model", env: map[string]string{"OPENAI_API_KEY": "sk-env", "OPENAI_MODEL": "gpt-4.1"}, ollamaURL: ollama.URL,
+			want: model.Config{Provider: "openai", BaseURL: model.DefaultOpenAIBaseURL, APIKey: "sk-env", Model: "gpt-4.1"}, why: "OPENAI_API_KEY"},
+		{name: "env base url of an unreachable server falls back to default model", env: map[string]string{"OPENAI_BASE_URL": down + "/v1"},
+			want: model.Config{Provider: "openai", BaseURL: down + "/v1", Model: model.DefaultOpenAIModel}, why: "default model"},
+		{name: "local ollama", ollamaURL: ollama.URL,
+			want: model.Config{Provider: "ollama", BaseURL: ollama.URL + "/v1", Model: "qwen2.5:7b"}, why: "found a local Ollama"},
+		{name: "local ollama without models", ollamaURL: empty.URL,
+			want: model.Config{Provider: "offline"}, why: "has no models"},
+		{name: "nothing at all", ollamaURL: down,
+			want: model.Config{Provider: "offline"}, why: "no model configured"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := model.DetectOptions{
+				Getenv:    func(k string) string { return tc.env[k] },
+				OllamaURL: tc.ollamaURL,
+			}
+			if opts.OllamaURL == "" {
+				opts.OllamaURL = down
+			}
+			got, why, err := model.Detect(context.Background(), tc.cfg, opts)
+			if tc.err == nil && err != nil || tc.err != nil && !errors.Is(err, tc.err) {
+				t.Fatalf("err = %v, want %v", err, tc.err)
+			}
+			if got != tc.want {
+				t.Fatalf("config = %+v\nwant     %+v", got, tc.want)
+			}
+			if !strings.Contains(why, tc.why) {
+				t.Fatalf("why = %q, want it to mention %q", why, tc.why)
+			}
+		})
+	}
+}
+
+func TestFromConfig(t *testing.T) {
+	p, err := model.FromConfig(model.Config{Provider: "offline"}, model.OpenAIOptions{})
+	if p != nil || err != nil {
+		t.Fatalf("offline = %v, %v", p, err)
+	}
+	p, err = model.FromConfig(model.Config{Provider: "ollama", BaseURL: "http://h:1/v1", Model: "q"}, model.OpenAIOptions{})
+	if err != nil || p.Name() != "ollama" || p.Model() != "q" || p.(*model.OpenAI).BaseURL() != "http://h:1/v1" {
+		t.Fatalf("ollama = %v, %v", p, err)
+	}
+	if _, err := model.FromConfig(model.Config{Provider: "nope"}, model.OpenAIOptions{}); !errors.Is(err, model.ErrConfig) {
+		t.Fatalf("unknown = %v", err)
+	}
+}

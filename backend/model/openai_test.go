@@ -1,0 +1,463 @@
+package model_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/atrium-dev/atrium/backend/model"
+)
+
+// chunk builds one OpenAI chat.completion.chunk JSON text.
+func chunk(delta string, finish string) string {
+	fr := "null"
+	if finish != "" {
+		fr = fmt.Sprintf("%q", finish)
+	}
+	return fmt.Sprintf(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":%s,"finish_reason":%s}]}`, delta, fr)
+}
+
+func text(s string) string { return chunk(fmt.Sprintf(`{"content":%q}`, s), "") }
+
+// writeSSE writes each payload as one server-sent event and flushes.
+func writeSSE(w http.ResponseWriter, payloads ...string) {
+	for _, p := range payloads {
+		fmt.Fprintf(w, "data: %s\n\n", p)
+	}
+	w.(http.Flusher).Flush()
+}
+
+func startSSE(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+}
+
+// recorded is one request received by a scripted server.
+type recorded struct {
+	Auth string
+	Body map[string]any
+}
+
+// scripted serves the i-th request with handlers[i] and records requests.
+type scripted struct {
+	mu       sync.Mutex
+	requests []recorded
+	srv      *httptest.Server
+}
+
+func newScripted(t *testing.T, handlers ...http.HandlerFunc) *scripted {
+	t.Helper()
+	s := &scripted{}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/chat/completions" || r.Method != http.MethodPost {
+			http.Error(w, "wrong path "+r.URL.Path, http.StatusNotFound)
+			return
+		}
+		var body map[string]any
+		b, _ := io.ReadAll(r.Body)
+		if err := json.Unmarshal(b, &body); err != nil {
+			http.Error(w, "bad json", http.StatusBadRequest)
+			return
+		}
+		s.mu.Lock()
+		i := len(s.requests)
+		s.requests = append(s.requests, recorded{Auth: r.Header.Get("Authorization"), Body: body})
+		s.mu.Unlock()
+		if i >= len(handlers) {
+			http.Error(w, "unexpected request", http.StatusInternalServerError)
+			return
+		}
+		handlers[i](w, r)
+	}))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *scripted) client(opts model.OpenAIOptions) *model.OpenAI {
+	opts.BaseURL = s.srv.URL + "/v1"
+	if opts.Model == "" {
+		opts.Model = "test-model"
+	}
+	return model.NewOpenAI(opts)
+}
+
+func (s *scripted) request(i int) recorded {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.requests[i]
+}
+
+func collectDeltas() (*[]model.Delta, func(model.Delta)) {
+	var ds []model.Delta
+	return &ds, func(d model.Delta) { ds = append(ds, d) }
+}
+
+func TestStreamText(t *testing.T) {
+	s := newScripted(t, func(w http.ResponseWriter, r *http.Request) {
+		startSSE(w)
+		w.Write([]byte(": keep-alive comment\n\n"))
+		writeSSE(w, chunk(`{"role":"assistant","content":""}`, ""), text("Hel"), text("lo, "))
+		writeSSE(w, text("world"), chunk(`{}`, "stop"))
+		writeSSE(w, `{"id":"x","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15}}`, "[DONE]")
+	})
+	c := s.client(model.OpenAIOptions{APIKey: "sk-test", Name: "ollama"})
+	if c.Name() != "ollama" || c.Model() != "test-model" {
+		t.Fatalf("Name/Model = %s/%s", c.Name(), c.Model())
+	}
+	ds, on := collectDeltas()
+	resp, err := c.Stream(context.Background(), model.Request{Messages: []model.Message{
+		{Role: model.RoleSystem, Content: "be nice"}, {Role: model.RoleUser, Content: "hi"}}}, on)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range *ds {
+		got = append(got, d.Content)
+	}
+	if strings.Join(got, "|") != "Hel|lo, |world" {
+		t.Fatalf("deltas = %q", got)
+	}
+	if resp.Content != "Hello, world" || resp.FinishReason != "stop" || resp.Usage != (model.Usage{PromptTokens: 12, CompletionTokens: 3}) {
+		t.Fatalf("resp = %+v", resp)
+	}
+	req := s.request(0)
+	if req.Auth != "Bearer sk-test" {
+		t.Fatalf("auth = %q", req.Auth)
+	}
+	if req.Body["model"] != "test-model" || req.Body["stream"] != true {
+		t.Fatalf("body = %v", req.Body)
+	}
+	if so, _ := req.Body["stream_options"].(map[string]any); so["include_usage"] != true {
+		t.Fatalf("stream_options = %v", req.Body["stream_options"])
+	}
+	if _, ok := req.Body["tools"]; ok {
+		t.Fatal("tools sent without tools")
+	}
+	msgs := req.Body["messages"].([]any)
+	if len(msgs) != 2 || msgs[1].(map[string]any)["content"] != "hi" {
+		t.Fatalf("messages = %v", msgs)
+	}
+}
+
+func TestStreamReasoning(t *testing.T) {
+	s := newScripted(t, func(w http.ResponseWriter, r *http.Request) {
+		startSSE(w)
+		writeSSE(w,
+			chunk(`{"reasoning_content":"Let me think. "}`, ""), // DeepSeek, vLLM, llama.cpp
+			chunk(`{"reasoning":"Still thinking."}`, ""),        // Ollama, OpenRouter
+			text("42"), chunk(`{}`, "stop"), "[DONE]")
+	})
+	ds, on := collectDeltas()
+	resp, err := s.client(model.OpenAIOptions{}).Stream(context.Background(), model.Request{Model: "override",
+		Messages: []model.Message{{Role: "user", Content: "?"}}}, on)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []model.Delta{{Reasoning: "Let me think. "}, {Reasoning: "Still thinking."}, {Content: "42"}}
+	if fmt.Sprint(*ds) != fmt.Sprint(want) {
+		t.Fatalf("deltas = %+v", *ds)
+	}
+	if resp.Content != "42" {
+		t.Fatalf("content = %q", resp.Content)
+	}
+	if s.request(0).Body["model"] != "override" || s.request(0).Auth != "" {
+		t.Fatalf("request = %+v", s.request(0))
+	}
+}
+
+func TestStreamToolCallsThenText(t *testing.T) {
+	s := newScripted(t,
+		func(w http.ResponseWriter, r *http.Request) {
+			startSSE(w)
+			writeSSE(w,
+				chunk(`{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"memory_search","arguments":""}}]}`, ""),
+				chunk(`{"tool_calls":[{"index":0,"function":{"arguments":"{\"que"}}]}`, ""),
+				chunk(`{"tool_calls":[{"index":0,"function":{"arguments":"ry\": \"QK-77"}}]}`, ""),
+				chunk(`{"tool_calls":[{"index":1,"id":"call_b","type":"function","function":{"name":"memory_search","arguments":"{\"query\":"}}]}`, ""),
+				chunk(`{"tool_calls":[{"index":0,"function":{"arguments":"31\"}"}}]}`, ""),
+				chunk(`{"tool_calls":[{"index":1,"function":{"arguments":"\"x\"}"}}]}`, ""),
+				chunk(`{}`, "tool_calls"), "[DONE]")
+		},
+		func(w http.ResponseWriter, r *http.Request) {
+			startSSE(w)
+			writeSSE(w, text("QK-7731 is "), text("the launch code."), chunk(`{}`, "stop"), "[DONE]")
+		})
+	c := s.client(model.OpenAIOptions{})
+	tool := model.Tool{Name: "memory_search", Description: "search memory",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"query":{"type":"string"}},"required":["query"]}`)}
+	msgs := []model.Message{{Role: "user", Content: "what is QK-7731?"}}
+	ds, on := collectDeltas()
+	resp, err := c.Stream(context.Background(), model.Request{Messages: msgs, Tools: []model.Tool{tool}}, on)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(*ds) != 0 || resp.Content != "" || resp.FinishReason != "tool_calls" {
+		t.Fatalf("round 1: deltas %v, resp %+v", *ds, resp)
+	}
+	if len(resp.ToolCalls) != 2 {
+		t.Fatalf("tool calls = %+v", resp.ToolCalls)
+	}
+	tc := resp.ToolCalls[0]
+	if tc.ID != "call_a" || tc.Name != "memory_search" || string(tc.Arguments) != `{"query": "QK-7731"}` {
+		t.Fatalf("call 0 = %+v (%s)", tc, tc.Arguments)
+	}
+	if resp.ToolCalls[1].ID != "call_b" || string(resp.ToolCalls[1].Arguments) != `{"query":"x"}` {
+		t.Fatalf("call 1 = %+v", resp.ToolCalls[1])
+	}
+	// Second round: the assistant's tool calls and the tool results go back.
+	msgs = append(msgs, model.Message{Role: model.RoleAssistant, ToolCalls: resp.ToolCalls},
+		model.Message{Role: model.RoleTool, ToolCallID: "call_a", Name: "memory_search", Content: `{"results":[]}`},
+		model.Message{Role: model.RoleTool, ToolCallID: "call_b", Name: "memory_search", Content: `{"results":[]}`})
+	resp, err = c.Stream(context.Background(), model.Request{Messages: msgs, Tools: []model.Tool{tool}}, on)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Content != "QK-7731 is the launch code." || len(resp.ToolCalls) != 0 || len(*ds) != 2 {
+		t.Fatalf("round 2 = %+v, deltas %v", resp, *ds)
+	}
+	// The wire shape of round 1's tools and round 2's messages.
+	tools := s.request(0).Body["tools"].([]any)
+	fn := tools[0].(map[string]any)["function"].(map[string]any)
+	if tools[0].(map[string]any)["type"] != "function" || fn["name"] != "memory_search" || fn["parameters"].(map[string]any)["type"] != "object" {
+		t.Fatalf("tools = %v", tools)
+	}
+	wire := s.request(1).Body["messages"].([]any)
+	asst := wire[1].(map[string]any)
+	if asst["content"] != nil {
+		t.Fatalf("assistant content = %v, want null", asst["content"])
+	}
+	calls := asst["tool_calls"].([]any)
+	f0 := calls[0].(map[string]any)["function"].(map[string]any)
+	if calls[0].(map[string]any)["id"] != "call_a" || f0["arguments"] != `{"query": "QK-7731"}` {
+		t.Fatalf("assistant tool_calls = %v", calls)
+	}
+	toolMsg := wire[2].(map[string]any)
+	if toolMsg["role"] != "tool" || toolMsg["tool_call_id"] != "call_a" || toolMsg["content"] != `{"results":[]}` {
+		t.Fatalf("tool message = %v", toolMsg)
+	}
+}
+
+func TestStreamNonStreamingJSONAnswer(t *testing.T) {
+	s := newScripted(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"plain"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}`)
+	})
+	ds, on := collectDeltas()
+	resp, err := s.client(model.OpenAIOptions{}).Stream(context.Background(), model.Request{Messages: []model.Message{{Role: "user", Content: "x"}}}, on)
+	if err != nil || resp.Content != "plain" || len(*ds) != 1 {
+		t.Fatalf("resp = %+v, %v", resp, err)
+	}
+}
+
+func TestStreamErrors(t *testing.T) {
+	tests := []struct {
+		name     string
+		handler  http.HandlerFunc
+		kind     error
+		contains []string
+		partial  string
+	}{
+		{
+			name: "http 500 with OpenAI error",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(500)
+				io.WriteString(w, `{"error":{"message":"model crashed","type":"server_error"}}`)
+			},
+			kind: model.ErrUnavailable, contains: []string{"HTTP 500", "model crashed"},
+		},
+		{
+			name: "http 429",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				http.Error(w, "slow down", http.StatusTooManyRequests)
+			},
+			kind: model.ErrUnavailable, contains: []string{"HTTP 429", "slow down"},
+		},
+		{
+			name: "http 404 unknown model (Ollama error string)",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(404)
+				io.WriteString(w, `{"error":"model \"llama9\" not found, try pulling it first"}`)
+			},
+			kind: model.ErrRejected, contains: []string{"HTTP 404", `model "llama9" not found`},
+		},
+		{
+			name: "html body",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/html")
+				io.WriteString(w, "<html><body>It works!</body></html>")
+			},
+			kind: model.ErrBadResponse, contains: []string{"did not answer with an event stream", "text/html", "It works!"},
+		},
+		{
+			name: "garbage line inside the stream",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				startSSE(w)
+				writeSSE(w, text("ok "))
+				io.WriteString(w, "<<<garbage>>>\n\n")
+			},
+			kind: model.ErrBadResponse, contains: []string{"not part of an event stream", "<<<garbage>>>"}, partial: "ok ",
+		},
+		{
+			name: "chunk that is not JSON",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				startSSE(w)
+				writeSSE(w, "{not json")
+			},
+			kind: model.ErrBadResponse, contains: []string{"not valid JSON"},
+		},
+		{
+			name: "error object in the stream",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				startSSE(w)
+				writeSSE(w, text("par"), `{"error":{"message":"context length exceeded"}}`)
+			},
+			kind: model.ErrBadResponse, contains: []string{"reported an error", "context length exceeded"}, partial: "par",
+		},
+		{
+			name: "stream cut before [DONE]",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				startSSE(w)
+				writeSSE(w, text("The answer is"))
+				conn, buf, err := http.NewResponseController(w).Hijack()
+				if err == nil {
+					buf.Flush()
+					conn.Close()
+				}
+			},
+			kind: model.ErrIncomplete, contains: []string{"stopped before it was complete"}, partial: "The answer is",
+		},
+		{
+			name: "stream ends cleanly but without [DONE] or finish_reason",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				startSSE(w)
+				writeSSE(w, text("half"))
+			},
+			kind: model.ErrIncomplete, contains: []string{"[DONE]"}, partial: "half",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newScripted(t, tc.handler)
+			resp, err := s.client(model.OpenAIOptions{}).Stream(context.Background(),
+				model.Request{Messages: []model.Message{{Role: "user", Content: "x"}}}, nil)
+			if !errors.Is(err, tc.kind) {
+				t.Fatalf("err = %v, want %v", err, tc.kind)
+			}
+			for _, want := range tc.contains {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not contain %q", err, want)
+				}
+			}
+			if !strings.Contains(err.Error(), s.srv.URL) {
+				t.Errorf("error %q does not name the server %s", err, s.srv.URL)
+			}
+			if resp.Content != tc.partial {
+				t.Errorf("partial = %q, want %q", resp.Content, tc.partial)
+			}
+		})
+	}
+}
+
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+func TestStreamConnectionRefused(t *testing.T) {
+	addr := closedAddr(t)
+	c := model.NewOpenAI(model.OpenAIOptions{BaseURL: "http://" + addr + "/v1", Model: "m"})
+	_, err := c.Stream(context.Background(), model.Request{Messages: []model.Message{{Role: "user", Content: "x"}}}, nil)
+	if !errors.Is(err, model.ErrUnavailable) {
+		t.Fatalf("err = %v", err)
+	}
+	want := "model server at http://" + addr + " is unreachable: connection refused"
+	if err.Error() != want {
+		t.Fatalf("err = %q, want %q", err, want)
+	}
+}
+
+// blockingServer sends first (if any) and then waits until the client goes
+// away or the test ends.
+func blockingServer(t *testing.T, beforeHeaders bool, first ...string) *scripted {
+	release := make(chan struct{})
+	s := newScripted(t, func(w http.ResponseWriter, r *http.Request) {
+		if !beforeHeaders {
+			startSSE(w)
+			writeSSE(w, first...)
+		}
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	})
+	t.Cleanup(func() { close(release) }) // runs before the server's Close
+	return s
+}
+
+func TestStreamCancelMidStream(t *testing.T) {
+	s := blockingServer(t, false, text("slow "), text("answer"))
+	c := s.client(model.OpenAIOptions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var got []string
+	resp, err := c.Stream(ctx, model.Request{Messages: []model.Message{{Role: "user", Content: "x"}}}, func(d model.Delta) {
+		got = append(got, d.Content)
+		if len(got) == 2 {
+			cancel()
+		}
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if resp.Content != "slow answer" {
+		t.Fatalf("partial = %q", resp.Content)
+	}
+}
+
+func TestStreamTimeouts(t *testing.T) {
+	tests := []struct {
+		name          string
+		beforeHeaders bool
+		opts          model.OpenAIOptions
+		contains      string
+	}{
+		{"no headers", true, model.OpenAIOptions{HeaderTimeout: 50 * time.Millisecond}, "sent no response within 50ms"},
+		{"silent mid-stream", false, model.OpenAIOptions{IdleTimeout: 50 * time.Millisecond}, "went silent for 50ms"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := blockingServer(t, tc.beforeHeaders, text("hi"))
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a hang fails, not stalls
+			defer cancel()
+			_, err := s.client(tc.opts).Stream(ctx, model.Request{Messages: []model.Message{{Role: "user", Content: "x"}}}, nil)
+			if !errors.Is(err, model.ErrTimeout) || !strings.Contains(err.Error(), tc.contains) {
+				t.Fatalf("err = %v", err)
+			}
+		})
+	}
+}
+
+func TestStreamAlreadyCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := model.NewOpenAI(model.OpenAIOptions{BaseURL: "http://" + closedAddr(t)}).Stream(ctx, model.Request{}, nil)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v", err)
+	}
+}
