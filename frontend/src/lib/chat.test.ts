@@ -1,0 +1,219 @@
+import { describe, expect, it } from 'vitest';
+import { initialChat, isRunActive, reduceChat, type ChatAction, type ChatState, type WireMessage } from './chat';
+
+const base = { profileId: 'main', sessionId: 's1', messageId: 'u1' };
+
+function run(state: ChatState, ...actions: ChatAction[]): ChatState {
+  return actions.reduce(reduceChat, state);
+}
+function ev(event: string, payload: Record<string, unknown>, now = 1000): ChatAction {
+  return { type: 'event', event, payload: { ...base, ...payload }, now };
+}
+function wire(id: string, role: 'user' | 'assistant', content: string, ts: number, extra: Partial<WireMessage> = {}): WireMessage {
+  return { id, profileId: 'main', sessionId: 's1', role, content, ts, ...extra };
+}
+
+describe('streaming', () => {
+  it('thinking shows a streaming entry; chunks out of order are assembled by seq', () => {
+    let s = run(initialChat('main'), ev('chat.thinking', { runId: 'r1' }));
+    expect(s.messages).toHaveLength(1);
+    expect(s.messages[0]).toMatchObject({ role: 'assistant', state: 'streaming', thinking: true, content: '' });
+
+    s = run(
+      s,
+      ev('chat.chunk', { runId: 'r1', seq: 3, delta: 'C' }),
+      ev('chat.chunk', { runId: 'r1', seq: 1, delta: 'A' }),
+    );
+    expect(s.messages[0].content).toBe('AC');
+    expect(s.messages[0].thinking).toBe(false);
+    s = run(s, ev('chat.chunk', { runId: 'r1', seq: 2, delta: 'B' }));
+    expect(s.messages[0].content).toBe('ABC');
+    // A repeated chunk (e.g. replayed after a reconnect) is not appended twice.
+    s = run(s, ev('chat.chunk', { runId: 'r1', seq: 2, delta: 'B' }));
+    expect(s.messages[0].content).toBe('ABC');
+    expect(s.messages).toHaveLength(1);
+  });
+
+  it('a chunk without a prior thinking event creates the entry', () => {
+    const s = run(initialChat('main'), ev('chat.chunk', { runId: 'r9', seq: 0, delta: '你好' }));
+    expect(s.messages).toHaveLength(1);
+    expect(s.messages[0]).toMatchObject({ role: 'assistant', state: 'streaming', content: '你好', runId: 'r9' });
+  });
+
+  it('keeps separate runs apart', () => {
+    const s = run(
+      initialChat('main'),
+      ev('chat.chunk', { runId: 'a', seq: 1, delta: 'one' }, 1),
+      ev('chat.chunk', { runId: 'b', seq: 1, delta: 'two' }, 2),
+      ev('chat.chunk', { runId: 'a', seq: 2, delta: '!' }, 3),
+    );
+    expect(s.messages.map((m) => m.content)).toEqual(['one!', 'two']);
+  });
+
+  it('ignores events for other profiles', () => {
+    const s = run(initialChat('main'), ev('chat.chunk', { runId: 'x', seq: 1, delta: 'no', profileId: 'writer' }));
+    expect(s.messages).toHaveLength(0);
+  });
+
+  it('final replaces the streamed text with the persisted message', () => {
+    const s = run(
+      initialChat('main'),
+      ev('chat.chunk', { runId: 'r1', seq: 1, delta: 'partial tex' }),
+      ev('chat.final', {
+        runId: 'r1',
+        message: wire('a1', 'assistant', 'The final answer.', 2000, { runId: 'r1', sources: [{ path: 'memory/x.md', startLine: 3, endLine: 9 }] }),
+      }),
+      ev('chat.chunk', { runId: 'r1', seq: 2, delta: 'late' }),
+    );
+    expect(s.messages).toHaveLength(1);
+    expect(s.messages[0]).toMatchObject({
+      id: 'a1',
+      state: 'final',
+      content: 'The final answer.',
+      sources: [{ path: 'memory/x.md', startLine: 3, endLine: 9 }],
+    });
+    expect(s.doneRuns).toContain('r1');
+  });
+
+  it('a late thinking after final does not resurrect the run', () => {
+    const s = run(
+      initialChat('main'),
+      ev('chat.final', { runId: 'r1', message: wire('a1', 'assistant', 'done', 2000, { runId: 'r1' }) }),
+      ev('chat.thinking', { runId: 'r1' }),
+    );
+    expect(s.messages).toHaveLength(1);
+    expect(s.messages[0].state).toBe('final');
+  });
+
+  it('cancelled keeps the partial text (or the persisted partial message)', () => {
+    let s = run(initialChat('main'), ev('chat.chunk', { runId: 'r1', seq: 1, delta: 'half' }), ev('chat.cancelled', { runId: 'r1' }));
+    expect(s.messages[0]).toMatchObject({ state: 'cancelled', content: 'half' });
+
+    s = run(
+      initialChat('main'),
+      ev('chat.chunk', { runId: 'r2', seq: 1, delta: 'ha' }),
+      ev('chat.cancelled', { runId: 'r2', message: wire('a2', 'assistant', 'half', 2000, { runId: 'r2' }) }),
+    );
+    expect(s.messages).toHaveLength(1);
+    expect(s.messages[0]).toMatchObject({ id: 'a2', state: 'cancelled', content: 'half' });
+  });
+
+  it('error shows the error text, with or without streamed text', () => {
+    let s = run(
+      initialChat('main'),
+      ev('chat.thinking', { runId: 'r1' }),
+      ev('chat.error', { runId: 'r1', error: { code: 'UNAVAILABLE', message: 'model unreachable' } }),
+    );
+    expect(s.messages[0]).toMatchObject({ state: 'error', error: 'UNAVAILABLE: model unreachable', thinking: false });
+
+    s = run(initialChat('main'), ev('chat.error', { runId: 'r3', error: { code: 'INTERNAL', message: 'boom' } }));
+    expect(s.messages).toHaveLength(1);
+    expect(s.messages[0]).toMatchObject({ role: 'assistant', state: 'error' });
+  });
+});
+
+describe('sending and the active run', () => {
+  it('send → sent keys the user message by server id and makes the run active until it ends', () => {
+    let s = run(
+      initialChat('main'),
+      { type: 'send', key: 'local:1', content: 'hi', ts: 500 },
+      { type: 'sent', key: 'local:1', messageId: 'u1', runId: 'r1', sessionId: 's1' },
+    );
+    expect(s.messages[0]).toMatchObject({ id: 'u1', role: 'user', state: 'final', pending: false, runId: 'r1' });
+    expect(s.activeRunId).toBe('r1');
+    expect(s.sessionId).toBe('s1');
+    expect(isRunActive(s, s.activeRunId)).toBe(true);
+    s = run(s, ev('chat.final', { runId: 'r1', message: wire('a1', 'assistant', 'hello', 900, { runId: 'r1' }) }));
+    expect(s.activeRunId).toBeNull();
+    expect(s.messages.map((m) => m.role)).toEqual(['user', 'assistant']);
+  });
+
+  it('a run that ended before chat.send answered does not become active', () => {
+    const s = run(
+      initialChat('main'),
+      { type: 'send', key: 'local:1', content: 'hi', ts: 500 },
+      ev('chat.final', { runId: 'r1', message: wire('a1', 'assistant', 'quick', 900, { runId: 'r1' }) }),
+      { type: 'sent', key: 'local:1', messageId: 'u1', runId: 'r1', sessionId: 's1' },
+    );
+    expect(s.activeRunId).toBeNull();
+  });
+
+  it('a streaming run of our own session (after a reload) becomes cancellable', () => {
+    const s = run(initialChat('main', 's1'), ev('chat.chunk', { runId: 'r7', seq: 1, delta: 'x' }));
+    expect(s.activeRunId).toBe('r7');
+    const other = run(initialChat('main', 's2'), ev('chat.chunk', { runId: 'r7', seq: 1, delta: 'x' }));
+    expect(other.activeRunId).toBeNull();
+  });
+
+  it('send-failed marks the user message as error', () => {
+    const s = run(
+      initialChat('main'),
+      { type: 'send', key: 'local:1', content: 'hi', ts: 500 },
+      { type: 'send-failed', key: 'local:1', error: 'UNAVAILABLE: not connected' },
+    );
+    expect(s.messages[0]).toMatchObject({ state: 'error', error: 'UNAVAILABLE: not connected' });
+  });
+});
+
+describe('history merge', () => {
+  const page: WireMessage[] = [
+    wire('u1', 'user', 'question', 100, { runId: 'r1' }),
+    wire('a1', 'assistant', 'answer', 200, { runId: 'r1' }),
+  ];
+
+  it('merges by id without duplicates, however often it is loaded', () => {
+    let s = run(initialChat('main'), { type: 'history', messages: page });
+    s = run(s, { type: 'history', messages: page }, { type: 'history', messages: [...page].reverse() });
+    expect(s.messages.map((m) => m.id)).toEqual(['u1', 'a1']);
+    expect(s.messages.every((m) => m.state === 'final')).toBe(true);
+  });
+
+  it('dedupes against messages that arrived live', () => {
+    const s = run(
+      initialChat('main'),
+      { type: 'send', key: 'local:1', content: 'question', ts: 100 },
+      { type: 'sent', key: 'local:1', messageId: 'u1', runId: 'r1', sessionId: 's1' },
+      ev('chat.chunk', { runId: 'r1', seq: 1, delta: 'ans' }, 150),
+      ev('chat.final', { runId: 'r1', message: page[1] }),
+      { type: 'history', messages: page },
+    );
+    expect(s.messages.map((m) => m.id)).toEqual(['u1', 'a1']);
+  });
+
+  it('replaces a run that was still streaming when the connection dropped', () => {
+    const s = run(
+      initialChat('main'),
+      ev('chat.chunk', { runId: 'r1', seq: 1, delta: 'ans' }, 150),
+      { type: 'history', messages: page },
+    );
+    expect(s.messages).toHaveLength(2);
+    expect(s.messages[1]).toMatchObject({ id: 'a1', state: 'final', content: 'answer' });
+    expect(s.doneRuns).toContain('r1');
+  });
+
+  it('a user message acknowledged after history already brought it is not duplicated', () => {
+    const s = run(
+      initialChat('main'),
+      { type: 'send', key: 'local:1', content: 'question', ts: 100 },
+      { type: 'history', messages: [page[0]] },
+      { type: 'sent', key: 'local:1', messageId: 'u1', runId: 'r1', sessionId: 's1' },
+    );
+    expect(s.messages.map((m) => m.id)).toEqual(['u1']);
+  });
+
+  it('orders by timestamp and inserts older pages before newer messages', () => {
+    let s = run(initialChat('main'), { type: 'history', messages: [wire('m3', 'user', 'c', 300)] });
+    s = run(s, { type: 'history', messages: [wire('m1', 'user', 'a', 100), wire('m2', 'assistant', 'b', 200)] });
+    expect(s.messages.map((m) => m.id)).toEqual(['m1', 'm2', 'm3']);
+  });
+
+  it('marks persisted errors and removes deleted messages', () => {
+    let s = run(initialChat('main'), {
+      type: 'history',
+      messages: [...page, wire('a2', 'assistant', '', 300, { error: 'model timed out' })],
+    });
+    expect(s.messages[2]).toMatchObject({ state: 'error', error: 'model timed out' });
+    s = run(s, ev('message.deleted', { messageId: 'a1' }));
+    expect(s.messages.map((m) => m.id)).toEqual(['u1', 'a2']);
+  });
+});
