@@ -1,0 +1,204 @@
+// The whole UI against a scripted gateway: checks the data-testid hooks the e2e test relies on.
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { fireEvent, render, screen, waitFor } from '@testing-library/svelte';
+import App from './App.svelte';
+import { GatewayClient } from './lib/gateway';
+import { FakeWebSocket } from './lib/testing/fakeWebSocket';
+
+function setup() {
+  const gw = new GatewayClient({ url: 'ws://test/ws', token: 't', instanceId: 'i', WebSocket: FakeWebSocket, random: () => 0.5 });
+  render(App, { props: { gw } });
+  gw.start();
+  const ws = FakeWebSocket.last();
+  return { gw, ws };
+}
+
+/** Answers every unanswered request for `method` (returns how many). */
+function answer(ws: FakeWebSocket, method: string, payload: unknown, answered: Set<string>): number {
+  let n = 0;
+  for (const f of ws.sent) {
+    if (f.method === method && !answered.has(f.id)) {
+      answered.add(f.id);
+      ws.reply(f, payload);
+      n++;
+    }
+  }
+  return n;
+}
+
+const testid = (id: string) => screen.getByTestId(id);
+
+beforeEach(() => {
+  FakeWebSocket.reset();
+  localStorage.clear();
+});
+afterEach(() => {
+  localStorage.clear();
+});
+
+describe('App', () => {
+  it('connects, loads state, chats with streaming, imports, searches', async () => {
+    const { ws } = setup();
+    await waitFor(() => expect(testid('conn-state').textContent).toBe('connecting'));
+    ws.handshake();
+    await waitFor(() => expect(testid('conn-state').textContent).toBe('connected'));
+
+    const done = new Set<string>();
+    await waitFor(() => expect(ws.sent.some((f) => f.method === 'history.profile')).toBe(true));
+    expect(ws.lastRequest('history.profile').params).toEqual({ profileId: 'main', limit: 50 });
+    answer(ws, 'profiles.list', { profiles: [{ id: 'main', name: 'Main', model: 'scripted' }] }, done);
+    answer(ws, 'history.profile', { messages: [{ id: 'h1', role: 'user', content: '早上好', ts: 1, profileId: 'main', sessionId: 'old' }] }, done);
+    answer(ws, 'memory.status', { state: 'ready', files: 2, chunks: 7, provider: 'local', model: 'mini' }, done);
+    answer(ws, 'memory.files', { files: [{ path: 'memory/a.md', size: 10, mtime: 1, chunks: 1, layer: 'role', role: 'main' }] }, done);
+
+    await waitFor(() => expect(testid('memory-status').textContent).toContain('ready'));
+    expect(testid('memory-status').textContent).toContain('7 chunks');
+    await waitFor(() => expect(screen.getAllByTestId('memory-file')[0].textContent).toContain('memory/a.md'));
+    await waitFor(() => expect(screen.getAllByTestId('chat-message')).toHaveLength(1));
+
+    // Chat: Enter sends.
+    const input = testid('chat-input') as HTMLTextAreaElement;
+    await fireEvent.input(input, { target: { value: 'hello <b>agent</b>' } });
+    await fireEvent.keyDown(input, { key: 'Enter' });
+    await waitFor(() => expect(ws.lastRequest('chat.send')).toBeDefined());
+    const send = ws.lastRequest('chat.send');
+    expect(send.params).toMatchObject({ profileId: 'main', message: 'hello <b>agent</b>' });
+    expect(typeof send.params.idempotencyKey).toBe('string');
+    expect(input.value).toBe('');
+    ws.reply(send, { runId: 'r1', messageId: 'u1', sessionId: 's1' });
+    await waitFor(() => expect(testid('chat-cancel')).toBeTruthy());
+    expect(localStorage.getItem('atrium.session.main')).toBe('s1');
+
+    const ev = { runId: 'r1', profileId: 'main', sessionId: 's1', messageId: 'u1' };
+    ws.serverEvent('chat.thinking', ev, 2);
+    ws.serverEvent('chat.chunk', { ...ev, seq: 2, delta: ' world' }, 3);
+    ws.serverEvent('chat.chunk', { ...ev, seq: 1, delta: 'Hello' }, 4);
+    await waitFor(() => {
+      const a = screen.getAllByTestId('chat-message').find((m) => m.dataset.role === 'assistant');
+      expect(a?.dataset.state).toBe('streaming');
+      expect(a?.querySelector('[data-testid=chat-message-text]')?.textContent).toBe('Hello world');
+    });
+    // The user's text is shown as text, never as HTML.
+    const user = screen.getAllByTestId('chat-message').filter((m) => m.dataset.role === 'user')[1];
+    expect(user.querySelector('[data-testid=chat-message-text]')?.textContent).toBe('hello <b>agent</b>');
+    expect(user.querySelector('b')).toBeNull();
+
+    // Cancel sends chat.cancel for our session and run.
+    await fireEvent.click(testid('chat-cancel'));
+    expect(ws.lastRequest('chat.cancel').params).toEqual({ profileId: 'main', sessionId: 's1', runId: 'r1' });
+
+    ws.serverEvent(
+      'chat.final',
+      {
+        ...ev,
+        message: {
+          id: 'a1', profileId: 'main', sessionId: 's1', runId: 'r1', role: 'assistant', content: 'Hello world!', ts: Date.now() + 1,
+          sources: [{ path: 'memory/a.md', startLine: 1, endLine: 4 }],
+        },
+      },
+      5,
+    );
+    await waitFor(() => {
+      const a = screen.getAllByTestId('chat-message').find((m) => m.dataset.role === 'assistant');
+      expect(a?.dataset.state).toBe('final');
+      expect(a?.querySelector('[data-testid=chat-message-text]')?.textContent).toBe('Hello world!');
+      expect(a?.textContent).toContain('memory/a.md:1-4');
+    });
+    expect(screen.queryByTestId('chat-cancel')).toBeNull();
+
+    // Import: one good file, one not UTF-8 (rejected before sending).
+    const good = new File(['# 会议纪要\nsqlite-vec'], '会议.md', { type: 'text/markdown' });
+    const bad = new File([new Uint8Array([0xff, 0xfe, 0xfd])], 'bad.txt', { type: 'text/plain' });
+    await fireEvent.drop(testid('memory-dropzone'), { dataTransfer: { files: [good, bad], types: ['Files'] } });
+    await waitFor(() => expect(ws.lastRequest('memory.import')).toBeDefined());
+    const imp = ws.lastRequest('memory.import');
+    expect(imp.params).toMatchObject({ name: '会议.md', content: '# 会议纪要\nsqlite-vec', layer: 'role' });
+    expect(typeof imp.params.idempotencyKey).toBe('string');
+    expect(testid('import-progress').textContent).toBe('0 / 2');
+    ws.reply(imp, { path: 'memory/会议.md', bytes: 24, chunks: 1 });
+    await waitFor(() => expect(testid('import-progress').textContent).toBe('2 / 2'));
+    const results = screen.getAllByTestId('import-result');
+    expect(results.map((r) => r.dataset.status)).toEqual(['ok', 'error']);
+    expect(results[1].textContent).toContain('not UTF-8');
+    expect(ws.sent.filter((f) => f.method === 'memory.import')).toHaveLength(1);
+
+    // Search on Enter; snippets are text.
+    const search = testid('memory-search-input') as HTMLInputElement;
+    await fireEvent.input(search, { target: { value: '向量' } });
+    await fireEvent.keyDown(search, { key: 'Enter' });
+    await waitFor(() => expect(ws.lastRequest('memory.search')).toBeDefined());
+    ws.reply(ws.lastRequest('memory.search'), {
+      results: [{ path: 'memory/会议.md', startLine: 1, endLine: 2, score: 0.87654, snippet: '<img src=x onerror=alert(1)>\nline 2', layer: 'role', role: 'main' }],
+    });
+    await waitFor(() => expect(screen.getAllByTestId('memory-result')).toHaveLength(1));
+    const r = screen.getAllByTestId('memory-result')[0];
+    expect(r.querySelector('[data-testid=result-score]')?.textContent).toBe('0.88');
+    expect(r.querySelector('[data-testid=result-path]')?.textContent).toBe('memory/会议.md');
+    expect(r.querySelector('[data-testid=result-lines]')?.textContent).toBe('1-2');
+    expect(r.querySelector('[data-testid=result-snippet]')?.textContent).toBe('<img src=x onerror=alert(1)>\nline 2');
+    expect(r.querySelector('img')).toBeNull();
+
+    // Clicking a result opens it in the viewer.
+    await fireEvent.click(r);
+    const get = ws.lastRequest('memory.get');
+    expect(get.params).toEqual({ path: 'memory/会议.md' });
+    ws.reply(get, { path: 'memory/会议.md', text: '# 会议纪要\nsqlite-vec\nmore' });
+    await waitFor(() => expect(testid('memory-viewer').textContent).toContain('sqlite-vec'));
+
+    // memory.changed refreshes the file list and status.
+    const filesBefore = ws.sent.filter((f) => f.method === 'memory.files').length;
+    ws.serverEvent('memory.changed', { paths: ['memory/会议.md'], reason: 'import' }, 6);
+    await waitFor(() => expect(ws.sent.filter((f) => f.method === 'memory.files').length).toBeGreaterThan(filesBefore), { timeout: 2000 });
+  });
+
+  it('shows the disconnected state, disables buttons, and reloads history on reconnect without duplicates', async () => {
+    const { ws } = setup();
+    ws.handshake();
+    const done = new Set<string>();
+    const history = { messages: [{ id: 'h1', role: 'user', content: 'q', ts: 1 }, { id: 'h2', role: 'assistant', content: 'a', ts: 2 }] };
+    await waitFor(() => expect(answer(ws, 'history.profile', history, done)).toBe(1));
+    await waitFor(() => expect(screen.getAllByTestId('chat-message')).toHaveLength(2));
+
+    await fireEvent.input(testid('chat-input'), { target: { value: 'draft' } });
+    expect((testid('chat-send') as HTMLButtonElement).disabled).toBe(false);
+    ws.serverClose(1006, 'network down');
+    await waitFor(() => expect(testid('conn-state').textContent).toBe('disconnected'));
+    expect((testid('chat-send') as HTMLButtonElement).disabled).toBe(true);
+
+    // The client reconnects on its own (first backoff step: 500 ms).
+    await waitFor(() => expect(FakeWebSocket.instances.length).toBe(2), { timeout: 2000 });
+    const ws2 = FakeWebSocket.last();
+    ws2.handshake();
+    await waitFor(() => expect(testid('conn-state').textContent).toBe('connected'));
+    await waitFor(() => expect(answer(ws2, 'history.profile', history, done)).toBe(1));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(screen.getAllByTestId('chat-message')).toHaveLength(2);
+  });
+
+  it('asks for a token when unauthorized and reconnects with it', async () => {
+    const { ws } = setup();
+    ws.serverOpen();
+    ws.challenge();
+    ws.fail(ws.connectFrame(), 'UNAUTHORIZED', 'invalid token');
+    await waitFor(() => expect(testid('conn-state').textContent).toBe('unauthorized'));
+    await fireEvent.input(testid('token-input'), { target: { value: ' new-token ' } });
+    await fireEvent.click(testid('token-save'));
+    expect(localStorage.getItem('atrium.token')).toBe('new-token');
+    const ws2 = FakeWebSocket.last();
+    expect(ws2).not.toBe(ws);
+    ws2.serverOpen();
+    ws2.challenge();
+    expect(ws2.connectFrame().params.auth).toEqual({ token: 'new-token' });
+    ws2.helloOk();
+    await waitFor(() => expect(testid('conn-state').textContent).toBe('connected'));
+    expect(screen.queryByTestId('token-input')).toBeNull();
+  });
+
+  it('has the hidden file input with the right accept list', () => {
+    setup();
+    const input = testid('memory-file-input') as HTMLInputElement;
+    expect(input.type).toBe('file');
+    expect(input.multiple).toBe(true);
+    expect(input.accept).toBe('.md,.txt,text/markdown,text/plain');
+  });
+});
