@@ -1,0 +1,73 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+
+	"github.com/coder/websocket"
+)
+
+// BenchmarkRoundTrip measures sequential request/response pairs over one
+// connection (latency-bound: one request in flight).
+func BenchmarkRoundTrip(b *testing.B) {
+	_, url := newTestServer(b, Options{}, func(s *Server) {
+		s.Handle("echo", func(_ context.Context, call *Call) (any, error) { return call.Params, nil })
+	})
+	c, _ := connect(b, url)
+	req := []byte(`{"type":"req","id":"00000000-0000-0000-0000-000000000000","method":"echo","params":{"q":"hello"}}`)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if err := c.ws.Write(c.ctx, websocket.MessageText, req); err != nil {
+			b.Fatal(err)
+		}
+		_, resp, err := c.ws.Read(c.ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(resp) == 0 {
+			b.Fatal("empty response")
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+}
+
+// BenchmarkBroadcast measures events delivered per second to 50 connected
+// clients (each broadcast counts 50 deliveries).
+func BenchmarkBroadcast(b *testing.B) {
+	const clients = 50
+	s, url := newTestServer(b, Options{}, nil)
+	var done sync.WaitGroup
+	conns := make([]*client, clients)
+	for i := range conns {
+		conns[i], _ = connect(b, url)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	n := b.N
+	for _, c := range conns {
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			for got := 0; got < n; {
+				_, data, err := c.ws.Read(c.ctx)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				var f struct{ Event string }
+				if json.Unmarshal(data, &f) == nil && f.Event == "bench" {
+					got++
+				}
+			}
+		}()
+	}
+	payload := map[string]any{"runId": "r-1", "profileId": "main", "sessionId": "s-1", "messageId": "m-1", "delta": "some streamed text "}
+	for range n {
+		s.Broadcast("bench", payload)
+	}
+	done.Wait()
+	b.ReportMetric(float64(n*clients)/b.Elapsed().Seconds(), "events/s")
+}

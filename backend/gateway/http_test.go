@@ -1,0 +1,85 @@
+package gateway
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"testing/fstest"
+)
+
+func TestUI(t *testing.T) {
+	ui := fstest.MapFS{
+		"index.html":          {Data: []byte("<!doctype html><title>Atrium</title>")},
+		"assets/app-1a2b.js":  {Data: []byte("console.log('hi')")},
+		"assets/app-1a2b.css": {Data: []byte("body{margin:0}")},
+		"favicon.svg":         {Data: []byte("<svg xmlns='http://www.w3.org/2000/svg'/>")},
+		"docs/index.html":     {Data: []byte("<p>docs</p>")},
+		"manifest.json":       {Data: []byte(`{"name":"Atrium"}`)},
+	}
+	s, err := New(Options{Token: testToken, UI: ui, Version: "v", Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s.Handler())
+	defer hs.Close()
+
+	tests := []struct {
+		method, path string
+		status       int
+		ctype        string
+		bodyPart     string
+	}{
+		{"GET", "/", 200, "text/html; charset=utf-8", "<title>Atrium"},
+		{"GET", "/index.html", 200, "text/html; charset=utf-8", "<title>Atrium"},
+		{"GET", "/chat/main/123", 200, "text/html; charset=utf-8", "<title>Atrium"},
+		{"GET", "/settings", 200, "text/html; charset=utf-8", "<title>Atrium"},
+		{"GET", "/assets/app-1a2b.js", 200, "text/javascript; charset=utf-8", "console.log"},
+		{"GET", "/assets/app-1a2b.css", 200, "text/css; charset=utf-8", "margin"},
+		{"GET", "/favicon.svg", 200, "image/svg+xml", "<svg"},
+		{"GET", "/manifest.json", 200, "application/json", "Atrium"},
+		{"GET", "/docs/", 200, "text/html; charset=utf-8", "docs"},
+		{"GET", "/assets/missing.js", 404, "", ""},
+		{"GET", "/../../etc/passwd", 200, "text/html; charset=utf-8", "<title>Atrium"}, // cleaned, never leaves the FS
+		{"GET", "/../../etc/hosts.txt", 404, "", ""},
+		{"HEAD", "/", 200, "text/html; charset=utf-8", ""},
+		{"POST", "/", 405, "", ""},
+		{"GET", "/healthz", 200, "application/json", `"ok":true`},
+		{"GET", "/api/nothing", 404, "", ""},
+		{"GET", "/ws", 426, "", ""}, // not an upgrade request
+	}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, tt := range tests {
+		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
+			req, _ := http.NewRequest(tt.method, hs.URL+tt.path, nil)
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.status {
+				t.Fatalf("status %d, want %d (%s)", resp.StatusCode, tt.status, body)
+			}
+			if tt.ctype != "" && resp.Header.Get("Content-Type") != tt.ctype {
+				t.Errorf("Content-Type %q, want %q", resp.Header.Get("Content-Type"), tt.ctype)
+			}
+			if !strings.Contains(string(body), tt.bodyPart) {
+				t.Errorf("body %q lacks %q", body, tt.bodyPart)
+			}
+		})
+	}
+}
+
+func TestUINotBuilt(t *testing.T) {
+	s, err := New(Options{Token: testToken, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	if rec.Code != 200 || !strings.Contains(rec.Body.String(), "not built") || !strings.HasPrefix(rec.Header().Get("Content-Type"), "text/html") {
+		t.Fatalf("got %d %q %q", rec.Code, rec.Header().Get("Content-Type"), rec.Body.String())
+	}
+}
