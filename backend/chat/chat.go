@@ -1,0 +1,464 @@
+// Package chat runs conversations between the person and Atrium's agents
+// (SPEC §3 chat.*, §6 agents). In this walking skeleton there is one profile,
+// "main".
+//
+// Send stores the user's message in history and starts a run in the
+// background; the run builds the model context (a system prompt, the
+// session's recent history, the message), streams the model's answer as
+// events through Options.Emit (chat.thinking, chat.reasoning, chat.chunk,
+// then exactly one of chat.final, chat.cancelled or chat.error; payloads as
+// in docs/PROTOCOL.md), lets the model call the memory_search tool, and
+// stores the assistant message when the run ends. Without a model the
+// built-in offline provider (Offline) answers from memory search.
+package chat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"github.com/atrium-dev/atrium/backend/history"
+	"github.com/atrium-dev/atrium/backend/memory"
+	"github.com/atrium-dev/atrium/backend/model"
+)
+
+// ProfileMain is the id of the one profile of the walking skeleton.
+const ProfileMain = "main"
+
+// Profile states reported by Profiles.
+const (
+	StateIdle    = "idle"
+	StateRunning = "running"
+)
+
+// Limits and defaults.
+const (
+	// DefaultRunTimeout bounds one run (all model rounds and tool calls).
+	DefaultRunTimeout = 5 * time.Minute
+	// DefaultHistoryMessages caps the session history put in the model context.
+	DefaultHistoryMessages = 20
+	// DefaultHistoryChars caps the characters of that history (newest kept).
+	DefaultHistoryChars = 12000
+	// HistoryMessageChars cuts each history message in the context (SPEC §6 L).
+	HistoryMessageChars = 2000
+	// DefaultMaxToolRounds caps the model calls that may use tools in one run;
+	// after that the model is asked once more without tools.
+	DefaultMaxToolRounds = 4
+	// DefaultMaxRuns caps the runs in progress at once (all sessions).
+	DefaultMaxRuns = 16
+	// MaxMessageChars caps the user message (characters).
+	MaxMessageChars = 64000
+	// MaxToolResultChars caps the JSON text of one tool result given to the model.
+	MaxToolResultChars = 8000
+	// MaxSessionIDLen caps a client-chosen session id.
+	MaxSessionIDLen = 128
+	// IdempotencyWindow is how long Send remembers an idempotency key (SPEC §3).
+	IdempotencyWindow = 5 * time.Minute
+	// ToolTimeout bounds one tool call.
+	ToolTimeout = 30 * time.Second
+)
+
+// Sentinel errors returned by Service methods (wrapped with context).
+var (
+	// ErrNotFound: unknown profile, or unknown history cursor.
+	ErrNotFound = errors.New("not found")
+	// ErrInvalidInput: a request field is missing or malformed.
+	ErrInvalidInput = errors.New("invalid input")
+	// ErrForbidden: the run belongs to another session or profile.
+	ErrForbidden = errors.New("forbidden")
+	// ErrBusy: the session already has a run in progress, or too many runs
+	// are in progress.
+	ErrBusy = errors.New("busy")
+	// ErrClosed: the service has been closed.
+	ErrClosed = errors.New("chat service closed")
+)
+
+// Searcher is the memory search the chat needs (memory_search tool and
+// offline answers); the memory engine implements it.
+type Searcher interface {
+	Search(ctx context.Context, o memory.SearchOptions) (memory.SearchResponse, error)
+}
+
+// Options configure a Service. History, Memory and Emit are required.
+type Options struct {
+	// History stores user and assistant messages. Required.
+	History *history.Store
+	// Provider is the model. Nil means the built-in offline provider.
+	Provider model.Provider
+	// Memory serves memory_search. Required.
+	Memory Searcher
+	// Emit delivers run events (Event* names, *Event payload structs); the
+	// gateway broadcasts them. It is called from run goroutines, possibly
+	// from several at once; calls of one run are sequential and in order. It
+	// should not block for long. Required.
+	Emit func(event string, payload any)
+	// RunTimeout bounds one run. Default DefaultRunTimeout.
+	RunTimeout time.Duration
+	// HistoryMessages caps the history messages in the model context.
+	// Default DefaultHistoryMessages.
+	HistoryMessages int
+	// HistoryChars caps the characters of that history. Default DefaultHistoryChars.
+	HistoryChars int
+	// MaxToolRounds caps model calls offered tools per run. Default DefaultMaxToolRounds.
+	MaxToolRounds int
+	// MaxRuns caps runs in progress at once. Default DefaultMaxRuns.
+	MaxRuns int
+	// Logger receives structured logs. Default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// Profile describes an agent profile (profiles.list in docs/PROTOCOL.md).
+type Profile struct {
+	ID          string `json:"id"`
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Model       string `json:"model"`
+	Provider    string `json:"provider"`
+	State       string `json:"state"` // StateIdle | StateRunning
+}
+
+// SendRequest is chat.send's params. SessionID empty starts a new session.
+// IdempotencyKey, when set, makes a repeat within IdempotencyWindow return
+// the first result without sending again.
+type SendRequest struct {
+	ProfileID      string `json:"profileId"`
+	SessionID      string `json:"sessionId,omitempty"`
+	Message        string `json:"message"`
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+}
+
+// SendResult is chat.send's payload. MessageID is the id the assistant
+// message will have (every event of the run carries it); UserMessageID is the
+// id of the stored user message.
+type SendResult struct {
+	RunID         string `json:"runId"`
+	MessageID     string `json:"messageId"`
+	SessionID     string `json:"sessionId"`
+	UserMessageID string `json:"userMessageId"`
+}
+
+// CancelRequest is chat.cancel's params. RunID empty cancels the session's
+// run in progress, if any.
+type CancelRequest struct {
+	ProfileID string `json:"profileId"`
+	SessionID string `json:"sessionId"`
+	RunID     string `json:"runId,omitempty"`
+}
+
+// Service runs chats. It is safe for concurrent use.
+type Service struct {
+	opts    Options
+	offline *Offline
+	log     *slog.Logger
+
+	mu        sync.Mutex
+	closed    bool
+	runs      map[string]*run // by run id
+	bySession map[string]*run
+	idem      map[string]idemEntry
+	wg        sync.WaitGroup
+}
+
+type idemEntry struct {
+	res  SendResult
+	seen time.Time
+}
+
+// run is one answer in progress.
+type run struct {
+	RunRef
+	userMsgID string
+	userText  string
+	ctx       context.Context
+	cancel    context.CancelCauseFunc
+}
+
+// Run-ending causes.
+var (
+	errCancelled  = errors.New("cancelled by the user")
+	errClosing    = errors.New("chat service closing")
+	errRunTimeout = errors.New("run timeout")
+)
+
+// New checks opts, fills in defaults and returns a Service.
+// Errors: ErrInvalidInput when History, Memory or Emit is missing.
+func New(opts Options) (*Service, error) {
+	var missing []string
+	if opts.History == nil {
+		missing = append(missing, "History")
+	}
+	if opts.Memory == nil {
+		missing = append(missing, "Memory")
+	}
+	if opts.Emit == nil {
+		missing = append(missing, "Emit")
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("new chat service: %w: missing %s", ErrInvalidInput, strings.Join(missing, ", "))
+	}
+	if opts.RunTimeout <= 0 {
+		opts.RunTimeout = DefaultRunTimeout
+	}
+	if opts.HistoryMessages <= 0 {
+		opts.HistoryMessages = DefaultHistoryMessages
+	}
+	if opts.HistoryChars <= 0 {
+		opts.HistoryChars = DefaultHistoryChars
+	}
+	if opts.MaxToolRounds <= 0 {
+		opts.MaxToolRounds = DefaultMaxToolRounds
+	}
+	if opts.MaxRuns <= 0 {
+		opts.MaxRuns = DefaultMaxRuns
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Service{
+		opts:      opts,
+		offline:   NewOffline(OfflineOptions{Memory: opts.Memory}),
+		log:       opts.Logger,
+		runs:      map[string]*run{},
+		bySession: map[string]*run{},
+		idem:      map[string]idemEntry{},
+	}, nil
+}
+
+// provider returns the configured provider or the offline one.
+func (s *Service) provider() model.Provider {
+	if s.opts.Provider == nil {
+		return s.offline
+	}
+	return s.opts.Provider
+}
+
+// Profiles lists the profiles: in v0 only "main", with the model in use and
+// whether it is answering right now.
+func (s *Service) Profiles() []Profile {
+	p := s.provider()
+	s.mu.Lock()
+	state := StateIdle
+	if len(s.runs) > 0 {
+		state = StateRunning
+	}
+	s.mu.Unlock()
+	return []Profile{{
+		ID:          ProfileMain,
+		Name:        "Main",
+		Description: "The main assistant: answers questions and searches your memory.",
+		Model:       p.Model(),
+		Provider:    p.Name(),
+		State:       state,
+	}}
+}
+
+func checkProfile(id string) error {
+	if id == "" {
+		return fmt.Errorf("%w: profileId is required", ErrInvalidInput)
+	}
+	if id != ProfileMain {
+		return fmt.Errorf("profile %q: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+// checkSessionID accepts 1..MaxSessionIDLen characters of [A-Za-z0-9._:-]
+// (session ids name folders under memory/sessions/, SPEC §4.1).
+func checkSessionID(id string) error {
+	if id == "" || len(id) > MaxSessionIDLen {
+		return fmt.Errorf("%w: sessionId must be 1..%d characters", ErrInvalidInput, MaxSessionIDLen)
+	}
+	for _, r := range id {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' || r == ':'
+		if !ok {
+			return fmt.Errorf("%w: sessionId %q may only hold letters, digits and . _ : -", ErrInvalidInput, id)
+		}
+	}
+	if id == "." || id == ".." {
+		return fmt.Errorf("%w: sessionId %q", ErrInvalidInput, id)
+	}
+	return nil
+}
+
+// Send stores the user message and starts the answer in the background. It
+// returns at once with the run id, the assistant message id and the session
+// id (a new one when r.SessionID is empty). Errors: ErrNotFound (unknown
+// profile), ErrInvalidInput (empty or too long message, bad session id),
+// ErrBusy (the session is already answering, or too many runs), ErrClosed,
+// or a wrapped history error (then nothing was started).
+func (s *Service) Send(ctx context.Context, r SendRequest) (SendResult, error) {
+	if err := checkProfile(r.ProfileID); err != nil {
+		return SendResult{}, fmt.Errorf("chat send: %w", err)
+	}
+	text := strings.TrimSpace(r.Message)
+	if text == "" {
+		return SendResult{}, fmt.Errorf("chat send: %w: message is empty", ErrInvalidInput)
+	}
+	if n := utf8.RuneCountInString(text); n > MaxMessageChars {
+		return SendResult{}, fmt.Errorf("chat send: %w: message has %d characters (at most %d)", ErrInvalidInput, n, MaxMessageChars)
+	}
+	if r.SessionID != "" {
+		if err := checkSessionID(r.SessionID); err != nil {
+			return SendResult{}, fmt.Errorf("chat send: %w", err)
+		}
+	}
+	now := s.opts.Now()
+	idemKey := ""
+	if r.IdempotencyKey != "" {
+		idemKey = r.ProfileID + "\x00" + r.IdempotencyKey
+	}
+
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return SendResult{}, fmt.Errorf("chat send: %w", ErrClosed)
+	}
+	for k, e := range s.idem {
+		if now.Sub(e.seen) > IdempotencyWindow {
+			delete(s.idem, k)
+		}
+	}
+	if e, ok := s.idem[idemKey]; ok && idemKey != "" {
+		s.mu.Unlock()
+		return e.res, nil
+	}
+	if r.SessionID != "" && s.bySession[r.SessionID] != nil {
+		s.mu.Unlock()
+		return SendResult{}, fmt.Errorf("chat send: %w: session %s is still answering the previous message", ErrBusy, r.SessionID)
+	}
+	if len(s.runs) >= s.opts.MaxRuns {
+		s.mu.Unlock()
+		return SendResult{}, fmt.Errorf("chat send: %w: %d answers in progress", ErrBusy, len(s.runs))
+	}
+	sessionID := r.SessionID
+	if sessionID == "" {
+		sessionID = uuid.NewString()
+	}
+	base, cancel := context.WithCancelCause(context.Background())
+	rctx, stop := context.WithTimeoutCause(base, s.opts.RunTimeout, errRunTimeout)
+	rn := &run{
+		RunRef:    RunRef{RunID: uuid.NewString(), ProfileID: r.ProfileID, SessionID: sessionID, MessageID: uuid.NewString()},
+		userMsgID: uuid.NewString(),
+		userText:  text,
+		ctx:       rctx,
+		cancel:    func(cause error) { cancel(cause); stop() },
+	}
+	res := SendResult{RunID: rn.RunID, MessageID: rn.MessageID, SessionID: sessionID, UserMessageID: rn.userMsgID}
+	s.runs[rn.RunID] = rn
+	s.bySession[sessionID] = rn
+	s.wg.Add(1) // under the lock, while not closed: Close waits for this run
+	if idemKey != "" {
+		s.idem[idemKey] = idemEntry{res: res, seen: now}
+	}
+	s.mu.Unlock()
+
+	err := s.opts.History.Append(ctx, history.Message{
+		ID: rn.userMsgID, ProfileID: rn.ProfileID, SessionID: sessionID, RunID: rn.RunID,
+		Role: history.RoleUser, Content: text, TS: now.UnixMilli(),
+	})
+	if err != nil {
+		s.mu.Lock()
+		s.forget(rn)
+		delete(s.idem, idemKey)
+		s.mu.Unlock()
+		rn.cancel(nil)
+		s.wg.Done()
+		return SendResult{}, fmt.Errorf("chat send: store user message: %w", err)
+	}
+
+	go s.execute(rn)
+	return res, nil
+}
+
+// forget removes rn from the run maps; s.mu must be held.
+func (s *Service) forget(rn *run) {
+	delete(s.runs, rn.RunID)
+	if s.bySession[rn.SessionID] == rn {
+		delete(s.bySession, rn.SessionID)
+	}
+}
+
+// Cancel stops a run in progress; its partial text is kept as an assistant
+// message with Error "cancelled" and chat.cancelled is emitted. With
+// r.RunID empty it cancels the session's run in progress. It reports whether
+// a run in progress was signalled (false: nothing to cancel, e.g. it already
+// ended). Errors: ErrNotFound (unknown profile), ErrInvalidInput (no
+// sessionId), ErrForbidden (the run belongs to another session or profile).
+func (s *Service) Cancel(r CancelRequest) (bool, error) {
+	if err := checkProfile(r.ProfileID); err != nil {
+		return false, fmt.Errorf("chat cancel: %w", err)
+	}
+	if r.SessionID == "" {
+		return false, fmt.Errorf("chat cancel: %w: sessionId is required", ErrInvalidInput)
+	}
+	s.mu.Lock()
+	var rn *run
+	if r.RunID != "" {
+		rn = s.runs[r.RunID]
+		if rn != nil && (rn.SessionID != r.SessionID || rn.ProfileID != r.ProfileID) {
+			s.mu.Unlock()
+			return false, fmt.Errorf("chat cancel: %w: run %s belongs to another session", ErrForbidden, r.RunID)
+		}
+	} else {
+		rn = s.bySession[r.SessionID]
+	}
+	s.mu.Unlock()
+	if rn == nil { // unknown or already finished
+		return false, nil
+	}
+	rn.cancel(errCancelled)
+	return true, nil
+}
+
+// History returns a page of the profile's timeline, oldest first (see
+// history.Store.Profile). Errors: ErrNotFound for an unknown profile or
+// cursor, or a wrapped history error.
+func (s *Service) History(ctx context.Context, profileID, before string, limit int) (history.Page, error) {
+	if err := checkProfile(profileID); err != nil {
+		return history.Page{}, fmt.Errorf("chat history: %w", err)
+	}
+	page, err := s.opts.History.Profile(ctx, profileID, before, limit)
+	if errors.Is(err, history.ErrNotFound) {
+		return history.Page{}, fmt.Errorf("chat history: cursor %q: %w", before, ErrNotFound)
+	}
+	if err != nil {
+		return history.Page{}, fmt.Errorf("chat history: %w", err)
+	}
+	return page, nil
+}
+
+// Close refuses new messages, cancels the runs in progress (each ends with
+// chat.cancelled and keeps its partial text) and waits for them to finish.
+// It is safe to call more than once.
+func (s *Service) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	for _, rn := range s.runs {
+		rn.cancel(errClosing)
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}
+
+// emit delivers one event, shielding the run from a panicking Emit.
+func (s *Service) emit(event string, payload any) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("chat emit panicked", "event", event, "panic", fmt.Sprint(p))
+		}
+	}()
+	s.opts.Emit(event, payload)
+}
