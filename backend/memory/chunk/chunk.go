@@ -71,9 +71,10 @@ type Chunk struct {
 // counts as one token each (SPEC §4.2: "a CJK or full-width character counts
 // about one token"): Han ideographs (all blocks, radicals, compatibility
 // ideographs), Hiragana, Katakana (including half-width), Bopomofo, Hangul
-// (syllables and jamo), CJK Symbols and Punctuation (U+3000–U+303F), CJK
-// compatibility and vertical forms, enclosed CJK letters, and the Halfwidth
-// and Fullwidth Forms block (U+FF01–U+FFEF).
+// (syllables and jamo), CJK Symbols and Punctuation (U+3000–U+303F), enclosed
+// CJK letters and CJK compatibility (U+3200–U+33FF), vertical, CJK
+// compatibility and small forms (U+FE10–U+FE1F, U+FE30–U+FE6F), and the
+// Halfwidth and Fullwidth Forms block (U+FF01–U+FFEF).
 func IsCJK(r rune) bool {
 	switch {
 	case r < 0x1100: // below Hangul Jamo: Latin, Greek, Cyrillic, ...

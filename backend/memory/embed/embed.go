@@ -1,0 +1,399 @@
+// Package embed defines the Embedder interface used by the memory index's
+// vector leg (SPEC §4.2) and the offline "builtin" embedder.
+//
+// # The builtin embedder
+//
+// Builtin is SPEC §4.2's "deterministic multilingual hashed n-gram embedding,
+// honest about being lexical". It needs no model download and no network. It
+// maps text to a fixed-size vector by feature hashing:
+//
+//   - Normalisation: full-width and half-width forms are folded
+//     (golang.org/x/text/width: "ＡＰＩ" → "api", U+3000 → space, half-width
+//     katakana → katakana), then everything is lower-cased.
+//   - Words: maximal runs of letters and digits (any script except CJK, with
+//     combining marks kept inside the word). Each word is a feature, and so
+//     is every character trigram of the word padded with boundary markers
+//     ("^go", "go$" for "go"), which lets "pool" and "pooling" share
+//     features.
+//   - CJK runs (Han, kana, hangul, bopomofo letters): every character is a
+//     feature and so is every adjacent pair in the run, so "数据库" and
+//     "据库" overlap and a one-character query still matches.
+//   - A handful of very frequent short words ("the", "of", "的", "了" ...)
+//     and their n-grams are down-weighted; there is no IDF (there is no
+//     corpus).
+//   - Each distinct feature is hashed (64-bit FNV-1a over code points with a
+//     fixed seed, then a murmur3 finaliser) to one of Dims buckets and a sign
+//     (±1, the "hashing trick" sign that makes collisions cancel out on
+//     average rather than pile up), weighted by kind and by 1+ln(tf), and the
+//     vector is L2-normalised.
+//
+// What it is not: it knows nothing about meaning. There are no synonyms
+// ("car" and "automobile" are unrelated), no stemming beyond what shared
+// trigrams give, and cross-language similarity exists only where strings
+// match (an identifier, a product name, a number). It is a good, fast
+// lexical similarity that complements BM25 with fuzzy (sub-word, CJK n-gram)
+// matching; semantic search needs the ollama or openai providers.
+//
+// Stability: the model name is "hashed-ngram-v1" and the same text gives
+// bit-identical vectors in every process and run (a golden test pins this),
+// and across platforms: the hash has a fixed seed, and term weights are
+// quantised so that all sums are exact (see tfWeight). Any change to features, hashing, weights or normalisation must
+// ship under a new model name, because the index caches embeddings by
+// (provider, model, content hash). Characters assigned in future Unicode
+// versions may change class when Go's Unicode tables are upgraded.
+package embed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/text/width"
+)
+
+// Embedder turns texts into vectors for the vector leg of memory search
+// (SPEC §4.2). Implementations must be safe for concurrent use.
+type Embedder interface {
+	// Provider names the backend: "builtin", later "ollama", "openai".
+	Provider() string
+	// Model names the model within the provider; builtin: "hashed-ngram-v1".
+	Model() string
+	// Dims is the length of every returned vector.
+	Dims() int
+	// MaxInputTokens is the largest chunk.EstimateTokens of one input that
+	// the provider accepts; callers size chunks and batches with it.
+	// Builtin: 8192 (it embeds longer inputs too, without truncation).
+	MaxInputTokens() int
+	// Embed returns one vector of Dims float32s per input, in input order,
+	// each L2-normalised (unit length). An input with no features (empty,
+	// blank, or punctuation only) yields the zero vector, which callers
+	// must not store as a cosine-searchable vector. On error no vectors are
+	// returned; a cancelled ctx yields an error wrapping ctx.Err().
+	Embed(ctx context.Context, texts []string) ([][]float32, error)
+}
+
+// ErrDimsMismatch reports that a provider returned vectors whose length
+// differs from its declared Dims (SPEC §4.2: vectors of two dimensions never
+// mix). Providers wrap it with the expected and actual sizes.
+var ErrDimsMismatch = errors.New("embed: embedding dimensions mismatch")
+
+// Builtin provider constants (SPEC §4.2).
+const (
+	// BuiltinProvider is Builtin.Provider().
+	BuiltinProvider = "builtin"
+	// BuiltinModel is Builtin.Model(); see the package doc on stability.
+	BuiltinModel = "hashed-ngram-v1"
+	// DefaultBuiltinDims is the vector length when BuiltinOptions.Dims <= 0.
+	DefaultBuiltinDims = 384
+	// BuiltinMaxInputTokens is Builtin.MaxInputTokens().
+	BuiltinMaxInputTokens = 8192
+)
+
+// BuiltinOptions configures NewBuiltin.
+type BuiltinOptions struct {
+	// Dims is the vector length (number of hash buckets). Values <= 0 mean
+	// DefaultBuiltinDims (384).
+	Dims int
+}
+
+// Builtin is the offline hashed n-gram embedder described in the package
+// doc. It is immutable and safe for concurrent use; the zero value is ready
+// to use and equals NewBuiltin(BuiltinOptions{}).
+type Builtin struct {
+	dims int
+}
+
+var _ Embedder = (*Builtin)(nil)
+
+// NewBuiltin returns a builtin embedder producing opts.Dims-dimensional
+// vectors.
+func NewBuiltin(opts BuiltinOptions) *Builtin {
+	d := opts.Dims
+	if d <= 0 {
+		d = DefaultBuiltinDims
+	}
+	return &Builtin{dims: d}
+}
+
+// Provider returns "builtin".
+func (b *Builtin) Provider() string { return BuiltinProvider }
+
+// Model returns "hashed-ngram-v1".
+func (b *Builtin) Model() string { return BuiltinModel }
+
+// Dims returns the vector length.
+func (b *Builtin) Dims() int {
+	if b.dims <= 0 {
+		return DefaultBuiltinDims
+	}
+	return b.dims
+}
+
+// MaxInputTokens returns 8192. Builtin embeds longer inputs as well; the
+// budget only keeps batching uniform across providers.
+func (b *Builtin) MaxInputTokens() int { return BuiltinMaxInputTokens }
+
+// Embed implements Embedder. It checks ctx before every input, so a large
+// batch stops promptly when ctx is cancelled. The returned vectors share one
+// backing array but have capped capacity, so appending to one never
+// overwrites another.
+func (b *Builtin) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	d := b.Dims()
+	out := make([][]float32, len(texts))
+	backing := make([]float32, len(texts)*d)
+	sc := scratch{acc: make([]float64, d)}
+	for i, t := range texts {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("embed: builtin: stopped after %d of %d texts: %w", i, len(texts), err)
+		}
+		v := backing[i*d : (i+1)*d : (i+1)*d]
+		sc.embed(t, v)
+		out[i] = v
+	}
+	return out, nil
+}
+
+// scratch holds buffers reused across the inputs of one Embed call.
+type scratch struct {
+	feats []uint64  // feature hashes with kind flags in the low bits
+	word  []rune    // current word, normalised
+	wbuf  []byte    // current word as UTF-8, for the stopword check
+	acc   []float64 // per-bucket accumulator, len == dims
+}
+
+// Feature kinds, stored in the low 2 bits of a feature; bit 2 marks a
+// down-weighted (stopword) feature.
+const (
+	kindWord    = 0
+	kindTrigram = 1
+	kindCJKUni  = 2
+	kindCJKBi   = 3
+	flagStop    = 4
+	flagMask    = 7
+)
+
+// kindWeight is the weight of one occurrence of each feature kind.
+func kindWeight(flags uint64) float64 {
+	var w float64
+	switch flags & 3 {
+	case kindWord:
+		w = 1.0
+	case kindTrigram:
+		w = 0.5
+	case kindCJKUni:
+		w = 0.5
+	default: // kindCJKBi
+		w = 1.0
+	}
+	if flags&flagStop != 0 {
+		w *= 0.25
+	}
+	return w
+}
+
+// tfWeight is 1+ln(tf) rounded to a multiple of 1/4096. The rounding makes
+// the result independent of the last-bit accuracy of math.Log on different
+// platforms (a test checks no tf up to 10^6 lies near a rounding boundary),
+// and, since every kind weight is a power of two, keeps all accumulator sums
+// exact and therefore independent of summation order and FMA.
+func tfWeight(tf int) float64 {
+	return math.Round((1+math.Log(float64(tf)))*4096) / 4096
+}
+
+// Hash parameters of hashed-ngram-v1. Never change them (see package doc).
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+	// Markers outside the rune range: feature-kind salts and word boundaries.
+	saltBase  = 0x110000
+	markBegin = 0x110010
+	markEnd   = 0x110011
+)
+
+func mix(h uint64, r rune) uint64 { return (h ^ uint64(uint32(r))) * fnvPrime }
+
+// finish applies the murmur3 64-bit finaliser so that every output bit
+// depends on every input bit, then stores the kind flags in the low bits.
+func finish(h, flags uint64) uint64 {
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
+	return h&^flagMask | flags
+}
+
+func seed(kind uint64) uint64 { return mix(fnvOffset, rune(saltBase+kind)) }
+
+// fold applies width folding and lower-casing to one rune.
+func fold(r rune) rune {
+	if r < utf8.RuneSelf {
+		if 'A' <= r && r <= 'Z' {
+			r += 'a' - 'A'
+		}
+		return r
+	}
+	// Only U+3000 and U+FF01–U+FFEE have width foldings (checked by a test
+	// over every rune), so skip the table lookup elsewhere.
+	if r == 0x3000 || (r >= 0xFF01 && r <= 0xFFEF) {
+		if f := width.LookupRune(r).Folded(); f != 0 {
+			r = f
+		}
+		if r < utf8.RuneSelf {
+			return fold(r)
+		}
+	}
+	return unicode.ToLower(r)
+}
+
+// isCJKLetter reports whether r (already folded) is a Han, kana, hangul or
+// bopomofo letter: the runes that form CJK runs.
+func isCJKLetter(r rune) bool {
+	switch {
+	case r < 0x1100:
+		return false
+	case r >= 0x4E00 && r <= 0x9FFF, r >= 0x3400 && r <= 0x4DBF, r >= 0xAC00 && r <= 0xD7A3,
+		r >= 0x3041 && r <= 0x3096, r >= 0x30A1 && r <= 0x30FA, r >= 0x30FC && r <= 0x30FF:
+		return true
+	}
+	return unicode.IsLetter(r) && unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul, unicode.Bopomofo)
+}
+
+// isWordRune reports whether r (already folded, not CJK) continues a word;
+// combining marks continue a word but do not start one.
+func isWordRune(r rune, inWord bool) bool {
+	if r < utf8.RuneSelf {
+		return ('a' <= r && r <= 'z') || ('0' <= r && r <= '9')
+	}
+	return unicode.IsLetter(r) || unicode.IsDigit(r) || (inWord && unicode.IsMark(r))
+}
+
+// isStopWord reports whether w (a lower-cased word) is one of the few very
+// frequent short English words that are down-weighted.
+func isStopWord(w []byte) bool {
+	if len(w) > 4 {
+		return false
+	}
+	switch string(w) {
+	case "a", "an", "the", "and", "or", "of", "to", "in", "on", "at", "by", "for",
+		"with", "from", "as", "is", "are", "was", "be", "it", "its", "this", "that":
+		return true
+	}
+	return false
+}
+
+// isStopCJK reports whether r is one of the very frequent Chinese function
+// characters that are down-weighted (alone and in bigrams).
+func isStopCJK(r rune) bool {
+	switch r {
+	case '的', '了', '是', '在', '和', '与', '及', '也', '都', '着', '之', '把', '被', '就', '而':
+		return true
+	}
+	return false
+}
+
+// embed writes the unit vector of text into v (len(v) == len(sc.acc)).
+func (sc *scratch) embed(text string, v []float32) {
+	sc.feats = sc.feats[:0]
+	sc.word = sc.word[:0]
+	var prevCJK rune // previous rune of the current CJK run, 0 = none
+	for _, r := range text {
+		r = fold(r)
+		if isCJKLetter(r) {
+			sc.endWord()
+			stop := isStopCJK(r)
+			sc.add(mix(seed(kindCJKUni), r), kindCJKUni, stop)
+			if prevCJK != 0 {
+				sc.add(mix(mix(seed(kindCJKBi), prevCJK), r), kindCJKBi, stop || isStopCJK(prevCJK))
+			}
+			prevCJK = r
+			continue
+		}
+		prevCJK = 0
+		if isWordRune(r, len(sc.word) > 0) {
+			sc.word = append(sc.word, r)
+			continue
+		}
+		sc.endWord()
+	}
+	sc.endWord()
+
+	for i := range sc.acc {
+		sc.acc[i] = 0
+	}
+	if len(sc.feats) == 0 {
+		clear(v)
+		return
+	}
+	slices.Sort(sc.feats)
+	d := uint64(len(sc.acc))
+	for i := 0; i < len(sc.feats); {
+		f := sc.feats[i]
+		j := i + 1
+		for j < len(sc.feats) && sc.feats[j] == f {
+			j++
+		}
+		w := kindWeight(f & flagMask)
+		if tf := j - i; tf > 1 {
+			w *= tfWeight(tf)
+		}
+		if f&(1<<31) != 0 {
+			w = -w
+		}
+		sc.acc[((f>>32)*d)>>32] += w
+		i = j
+	}
+	var norm float64
+	for _, x := range sc.acc {
+		norm += float64(x * x) // explicit conversion: no fused multiply-add
+	}
+	if norm == 0 { // every feature cancelled out: practically impossible
+		clear(v)
+		return
+	}
+	inv := 1 / math.Sqrt(norm)
+	for i, x := range sc.acc {
+		v[i] = float32(x * inv)
+	}
+}
+
+// add records one occurrence of a feature whose hash state is h.
+func (sc *scratch) add(h uint64, kind uint64, stop bool) {
+	flags := kind
+	if stop {
+		flags |= flagStop
+	}
+	sc.feats = append(sc.feats, finish(h, flags))
+}
+
+// endWord emits the features of the current word, if any, and resets it.
+func (sc *scratch) endWord() {
+	w := sc.word
+	if len(w) == 0 {
+		return
+	}
+	sc.wbuf = sc.wbuf[:0]
+	h := seed(kindWord)
+	for _, r := range w {
+		h = mix(h, r)
+		sc.wbuf = utf8.AppendRune(sc.wbuf, r)
+	}
+	stop := isStopWord(sc.wbuf)
+	sc.add(h, kindWord, stop)
+	// Trigrams of "^" + w + "$": len(w) of them.
+	ts := seed(kindTrigram)
+	prev2, prev1 := rune(markBegin), w[0]
+	for i := 1; i <= len(w); i++ {
+		cur := rune(markEnd)
+		if i < len(w) {
+			cur = w[i]
+		}
+		sc.add(mix(mix(mix(ts, prev2), prev1), cur), kindTrigram, stop)
+		prev2, prev1 = prev1, cur
+	}
+	sc.word = sc.word[:0]
+}
