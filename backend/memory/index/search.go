@@ -118,7 +118,7 @@ func (s *Store) Search(ctx context.Context, q Query) ([]Hit, error) {
 		}
 		return c
 	}
-	useVec := s.compt && len(q.Vector) == s.meta.Dims
+	useVec := s.compt && len(q.Vector) == s.meta.Dims && !isZero(q.Vector)
 	var qblob []byte
 	if useVec {
 		qblob = encodeVector(q.Vector)

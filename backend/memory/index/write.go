@@ -27,7 +27,8 @@ type FileRecord struct {
 
 // ChunkRecord is one chunk to store. Lines are 1-based and inclusive; Hash is
 // the hex SHA-256 of Text; Vector must have Meta().Dims elements and should be
-// L2-normalised.
+// L2-normalised; an all-zero Vector is allowed and makes the chunk
+// keyword-only.
 type ChunkRecord struct {
 	StartLine int
 	EndLine   int
@@ -180,8 +181,12 @@ func (s *Store) PutFile(ctx context.Context, f FileRecord, chunks []ChunkRecord)
 		}
 		newIDs[i] = id
 		blob := encodeVector(c.Vector)
-		if _, err := insVec.ExecContext(ctx, id, blob); err != nil {
-			return fmt.Errorf("put file %s: insert vector: %w", f.Path, err)
+		// A zero vector (text without features) has no direction: it is
+		// not stored in vec0, so the chunk is found by keywords only.
+		if !isZero(c.Vector) {
+			if _, err := insVec.ExecContext(ctx, id, blob); err != nil {
+				return fmt.Errorf("put file %s: insert vector: %w", f.Path, err)
+			}
 		}
 		if _, err := insCache.ExecContext(ctx, s.opts.Provider, s.opts.Model, s.opts.Dims, c.Hash, blob); err != nil {
 			return fmt.Errorf("put file %s: cache embedding: %w", f.Path, err)
@@ -453,6 +458,15 @@ func encodeVector(v []float32) []byte {
 		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(f))
 	}
 	return b
+}
+
+func isZero(v []float32) bool {
+	for _, x := range v {
+		if x != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func decodeVector(b []byte) []float32 {

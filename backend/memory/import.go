@@ -1,0 +1,196 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// maxImportNameLen caps the length (bytes) of an import file name.
+const maxImportNameLen = 200
+
+// Import stores one note in memory (memory.import): Layer "global" writes to
+// memory/global/<name>; Layer "" or "role" writes to the main role's folder
+// (memory/roles/main/ when the workspace has memory/roles/, else memory/).
+// Folders are created as needed. ".txt" and ".markdown" names are stored as
+// ".md"; other names get ".md" appended. The write is atomic (temp file,
+// fsync, hard link into place, fsync of the folder) and never overwrites: an
+// existing name becomes name-1.md, name-2.md, ... The note is indexed at once
+// and OnChange fires with reason "import".
+//
+// ErrInvalidInput: an empty name, a name with a path separator, "..", a
+// leading ".", or control characters; empty content; binary content (NUL
+// bytes or invalid UTF-8); content over MaxImportBytes; an unknown layer.
+func (m *Manager) Import(ctx context.Context, r ImportRequest) (ImportResult, error) {
+	if m.closed.Load() {
+		return ImportResult{}, ErrClosed
+	}
+	base, err := importName(r.Name)
+	if err != nil {
+		return ImportResult{}, fmt.Errorf("import: %w", err)
+	}
+	switch {
+	case len(r.Content) == 0 || strings.TrimSpace(r.Content) == "":
+		return ImportResult{}, fmt.Errorf("import %s: %w: empty content", r.Name, ErrInvalidInput)
+	case len(r.Content) > MaxImportBytes:
+		return ImportResult{}, fmt.Errorf("import %s: %w: content is %d bytes, limit %d", r.Name, ErrInvalidInput, len(r.Content), MaxImportBytes)
+	case strings.IndexByte(r.Content, 0) >= 0:
+		return ImportResult{}, fmt.Errorf("import %s: %w: binary content (NUL byte)", r.Name, ErrInvalidInput)
+	case !utf8.ValidString(r.Content):
+		return ImportResult{}, fmt.Errorf("import %s: %w: content is not valid UTF-8 text", r.Name, ErrInvalidInput)
+	}
+	var dirRel string
+	switch r.Layer {
+	case LayerGlobal:
+		dirRel = "memory/global"
+	case "", LayerRole:
+		dirRel = "memory"
+		if st, err := os.Stat(filepath.Join(m.ws, "memory", "roles")); err == nil && st.IsDir() {
+			dirRel = "memory/roles/" + MainRole
+		}
+	default:
+		return ImportResult{}, fmt.Errorf("import %s: %w: unknown layer %q (want %q or %q)", r.Name, ErrInvalidInput, r.Layer, LayerRole, LayerGlobal)
+	}
+	dir := filepath.Join(m.ws, filepath.FromSlash(dirRel))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return ImportResult{}, fmt.Errorf("import %s: %w", r.Name, err)
+	}
+	// The folder must not lead out of the workspace through a symlink.
+	if real, err := filepath.EvalSymlinks(dir); err != nil || !within(m.wsReal, real) {
+		return ImportResult{}, fmt.Errorf("import %s: %w: %s leaves the workspace", r.Name, ErrInvalidPath, dirRel)
+	}
+	name, err := writeNew(dir, base, []byte(r.Content))
+	if err != nil {
+		return ImportResult{}, fmt.Errorf("import %s: %w", r.Name, err)
+	}
+	rel := path.Join(dirRel, name)
+	m.log.Info("memory note imported", "path", rel, "bytes", len(r.Content))
+
+	res := ImportResult{Path: rel, Bytes: len(r.Content)}
+	m.writeMu.Lock()
+	if m.closed.Load() {
+		m.writeMu.Unlock()
+		return res, ErrClosed
+	}
+	_, ierr := m.indexOne(ctx, m.store, rel)
+	if ierr == nil {
+		if f, ok, err := m.store.File(ctx, rel); err == nil && ok {
+			res.Chunks = f.Chunks
+		}
+		if files, chunks, err := m.store.Counts(ctx); err == nil {
+			m.mu.Lock()
+			m.files, m.chunks = files, chunks
+			m.mu.Unlock()
+		}
+	}
+	m.writeMu.Unlock()
+	if ierr != nil {
+		// The note is safely on disk; the next sync will index it.
+		m.log.Error("memory imported note not indexed yet", "path", rel, "err", ierr)
+		m.mu.Lock()
+		m.dirty[rel] = struct{}{}
+		m.mu.Unlock()
+	}
+	m.fire([]string{rel}, "import")
+	return res, nil
+}
+
+// importName validates a note name and returns its base without extension
+// plus ".md" handling: the result is the stem (without ".md").
+func importName(name string) (string, error) {
+	n := strings.TrimSpace(name)
+	switch {
+	case n == "":
+		return "", fmt.Errorf("%w: empty name", ErrInvalidInput)
+	case len(n) > maxImportNameLen:
+		return "", fmt.Errorf("%w: name longer than %d bytes", ErrInvalidInput, maxImportNameLen)
+	case !utf8.ValidString(n):
+		return "", fmt.Errorf("%w: name is not valid UTF-8", ErrInvalidInput)
+	case strings.ContainsAny(n, `/\`):
+		return "", fmt.Errorf("%w: name %q must not contain a path separator", ErrInvalidInput, name)
+	case strings.Contains(n, ".."):
+		return "", fmt.Errorf("%w: name %q must not contain \"..\"", ErrInvalidInput, name)
+	case strings.HasPrefix(n, "."):
+		return "", fmt.Errorf("%w: name %q must not start with \".\"", ErrInvalidInput, name)
+	case strings.ContainsAny(n, `:*?"<>|`):
+		return "", fmt.Errorf("%w: name %q contains a character not allowed in file names", ErrInvalidInput, name)
+	}
+	for _, r := range n {
+		if unicode.IsControl(r) {
+			return "", fmt.Errorf("%w: name %q contains a control character", ErrInvalidInput, name)
+		}
+	}
+	ext := path.Ext(n)
+	switch strings.ToLower(ext) {
+	case ".md", ".txt", ".markdown":
+		n = strings.TrimSuffix(n, ext)
+	}
+	n = strings.TrimRight(n, ". ")
+	if n == "" {
+		return "", fmt.Errorf("%w: name %q has no stem", ErrInvalidInput, name)
+	}
+	return n, nil
+}
+
+// writeNew writes data to dir/<stem>.md, or <stem>-1.md, <stem>-2.md ... if
+// taken, atomically and without ever replacing an existing file. It returns
+// the file name used.
+func writeNew(dir, stem string, data []byte) (string, error) {
+	tmp, err := os.CreateTemp(dir, ".import-*.tmp")
+	if err != nil {
+		return "", err
+	}
+	tmpName := tmp.Name()
+	defer os.Remove(tmpName) //nolint:errcheck // gone after a successful link or rename
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return "", err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return "", err
+	}
+	if err := tmp.Close(); err != nil {
+		return "", err
+	}
+	for i := 0; i < 10000; i++ {
+		name := stem + ".md"
+		if i > 0 {
+			name = stem + "-" + strconv.Itoa(i) + ".md"
+		}
+		dst := filepath.Join(dir, name)
+		err := os.Link(tmpName, dst)
+		if err == nil {
+			syncDir(dir)
+			return name, nil
+		}
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		// No hard links on this file system: fall back to check-then-rename.
+		if _, serr := os.Lstat(dst); serr == nil {
+			continue
+		}
+		if err := os.Rename(tmpName, dst); err != nil {
+			return "", err
+		}
+		syncDir(dir)
+		return name, nil
+	}
+	return "", fmt.Errorf("no free name for %s.md", stem)
+}
+
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
+}

@@ -1,0 +1,316 @@
+// Package memory is Atrium's memory engine (SPEC §4): it keeps a search index
+// of a workspace's Markdown memory up to date and answers the agent-facing
+// memory_search / memory_get calls, plus imports, file listings and status.
+//
+// The Markdown under the workspace is the source of truth and is never
+// modified by indexing; the index under Options.IndexDir (package
+// backend/memory/index: SQLite + sqlite-vec + Bleve) can always be rebuilt
+// from it. A Manager is created with Open (cheap, no scan), brought up to date
+// with Sync, and kept current by Run (fsnotify watcher, debounced, plus a
+// periodic rescan). Search, Get, Import, Files and Status are safe for
+// concurrent use with each other and with Run.
+//
+// Errors: ErrNotFound, ErrInvalidPath, ErrInvalidInput and ErrClosed are
+// returned wrapped with context; test with errors.Is. The gateway maps them
+// to NOT_FOUND, INVALID_REQUEST and UNAVAILABLE (docs/PROTOCOL.md).
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/atrium-dev/atrium/backend/memory/chunk"
+	"github.com/atrium-dev/atrium/backend/memory/embed"
+	"github.com/atrium-dev/atrium/backend/memory/index"
+)
+
+// Sentinel errors (wrapped with context by every method).
+var (
+	// ErrNotFound: the requested memory file does not exist.
+	ErrNotFound = errors.New("memory: not found")
+	// ErrInvalidPath: a path is absolute, contains "..", leaves the workspace
+	// through a symlink, or is not indexed memory Markdown.
+	ErrInvalidPath = errors.New("memory: invalid path")
+	// ErrInvalidInput: a bad argument (empty query, bad import name, binary
+	// or empty import content, unknown layer).
+	ErrInvalidInput = errors.New("memory: invalid input")
+	// ErrClosed: the Manager was closed.
+	ErrClosed = errors.New("memory: closed")
+)
+
+// Defaults for Options.
+const (
+	DefaultDebounce       = 1500 * time.Millisecond // SPEC §4.2
+	DefaultRescanInterval = 60 * time.Second
+	// MaxFileBytes is the largest Markdown file that is indexed; larger files
+	// are skipped with a warning (counted in Status.LastError).
+	MaxFileBytes = 16 << 20
+	// MaxImportBytes is the largest note Import accepts.
+	MaxImportBytes = 8 << 20
+	// MaxMaxResults caps SearchOptions.MaxResults.
+	MaxMaxResults = 100
+)
+
+// Options configure a Manager. Only Workspace and IndexDir are required.
+type Options struct {
+	// Workspace is the workspace root (the Markdown is the source of truth).
+	// Required; made absolute.
+	Workspace string
+	// IndexDir holds index.db and bleve/ (the caller passes
+	// $ATRIUM_HOME/index/<id>). Required; created if missing.
+	IndexDir string
+	// Embedder embeds chunks and queries; default
+	// embed.NewBuiltin(embed.BuiltinOptions{}) (offline, 384 dims).
+	Embedder embed.Embedder
+	// Chunking sizes chunks; zero values mean 400 tokens / 80 overlap.
+	Chunking chunk.Options
+	// Debounce delays indexing after a watcher event; default 1.5 s.
+	Debounce time.Duration
+	// RescanInterval is the period of the full rescan in Run; default 60 s.
+	RescanInterval time.Duration
+	// DisableWatcher turns off the fsnotify watcher in Run (only the
+	// periodic rescan keeps the index current). Used by tests and by
+	// one-shot CLI commands.
+	DisableWatcher bool
+	// Logger receives structured logs; default slog.Default().
+	Logger *slog.Logger
+	// OnChange, if set, is called (from the indexing goroutine, without
+	// locks held) after the index changed; the gateway broadcasts it as
+	// memory.changed.
+	OnChange func(ChangeEvent)
+	// OnProgress, if set, is called during a sync as files are processed.
+	OnProgress func(Progress)
+}
+
+// Manager is the memory engine of one workspace. Create it with Open.
+type Manager struct {
+	opts   Options
+	log    *slog.Logger
+	emb    embed.Embedder
+	ws     string // absolute workspace path
+	wsReal string // ws with symlinks resolved
+	ixOpts index.Options
+
+	storeMu sync.RWMutex // guards store (swapped on rebuild)
+	store   *index.Store
+
+	writeMu sync.Mutex // one writer at a time: sync, watcher flush, import
+
+	mu       sync.Mutex // guards the status fields below
+	state    string
+	layout   string
+	files    int
+	chunks   int
+	lastSync int64
+	syncErr  string
+	skipped  map[string]skipEntry
+	progress *Progress
+	dirty    map[string]struct{}
+
+	closed atomic.Bool
+	done   chan struct{}
+	once   sync.Once
+}
+
+// skipEntry remembers a file that could not be indexed, by size and mtime, so
+// that an unchanged bad file is not re-read or re-logged on every rescan.
+type skipEntry struct {
+	size, mtime int64
+	reason      string
+}
+
+// Open opens (or creates) the index for a workspace. It does not scan the
+// workspace (call Sync or Run). A corrupt index is moved aside and recreated
+// (logged). If the index was built with another embedder or chunking, it is
+// kept for keyword search until the next Sync rebuilds it into a new index and
+// swaps it in.
+func Open(opts Options) (*Manager, error) {
+	if opts.Workspace == "" {
+		return nil, fmt.Errorf("open memory: %w: Options.Workspace is required", ErrInvalidInput)
+	}
+	if opts.IndexDir == "" {
+		return nil, fmt.Errorf("open memory: %w: Options.IndexDir is required", ErrInvalidInput)
+	}
+	ws, err := filepath.Abs(opts.Workspace)
+	if err != nil {
+		return nil, fmt.Errorf("open memory: %w", err)
+	}
+	st, err := os.Stat(ws)
+	if err != nil {
+		return nil, fmt.Errorf("open memory: workspace: %w", err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("open memory: workspace %s is not a directory", ws)
+	}
+	wsReal, err := filepath.EvalSymlinks(ws)
+	if err != nil {
+		return nil, fmt.Errorf("open memory: workspace: %w", err)
+	}
+	if opts.Embedder == nil {
+		opts.Embedder = embed.NewBuiltin(embed.BuiltinOptions{})
+	}
+	if opts.Chunking.MaxTokens <= 0 {
+		opts.Chunking.MaxTokens = chunk.DefaultMaxTokens
+	}
+	if opts.Chunking.OverlapTokens == 0 {
+		opts.Chunking.OverlapTokens = chunk.DefaultOverlapTokens
+	}
+	if opts.Debounce <= 0 {
+		opts.Debounce = DefaultDebounce
+	}
+	if opts.RescanInterval <= 0 {
+		opts.RescanInterval = DefaultRescanInterval
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	m := &Manager{
+		opts:    opts,
+		log:     opts.Logger.With("component", "memory", "workspace", ws),
+		emb:     opts.Embedder,
+		ws:      ws,
+		wsReal:  wsReal,
+		skipped: map[string]skipEntry{},
+		dirty:   map[string]struct{}{},
+		done:    make(chan struct{}),
+	}
+	m.ixOpts = index.Options{
+		Dir:      opts.IndexDir,
+		Provider: m.emb.Provider(),
+		Model:    m.emb.Model(),
+		Dims:     m.emb.Dims(),
+		Chunking: fmt.Sprintf("lines/%d/%d", opts.Chunking.MaxTokens, opts.Chunking.OverlapTokens),
+		Logger:   opts.Logger,
+	}
+	s, err := index.Open(m.ixOpts)
+	if err != nil {
+		return nil, fmt.Errorf("open memory: %w", err)
+	}
+	m.store = s
+	m.layout = detectLayout(ws)
+	files, chunks, err := s.Counts(context.Background())
+	if err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("open memory: %w", err)
+	}
+	m.files, m.chunks = files, chunks
+	m.state = StateIndexing
+	if s.Compatible() && chunks > 0 {
+		m.state = StateReady // a previous index is usable until the first sync
+	}
+	if !s.Compatible() {
+		meta := s.Meta()
+		m.log.Info("memory index built with another embedder or chunking; it will be rebuilt",
+			"old_provider", meta.Provider, "old_model", meta.Model, "old_dims", meta.Dims, "old_chunking", meta.Chunking,
+			"provider", m.ixOpts.Provider, "model", m.ixOpts.Model, "dims", m.ixOpts.Dims, "chunking", m.ixOpts.Chunking)
+	}
+	return m, nil
+}
+
+// Close stops Run, waits for a running write to finish and closes the index.
+// It is idempotent.
+func (m *Manager) Close() error {
+	var err error
+	m.once.Do(func() {
+		m.closed.Store(true)
+		close(m.done)
+		m.writeMu.Lock()
+		defer m.writeMu.Unlock()
+		m.storeMu.Lock()
+		defer m.storeMu.Unlock()
+		if e := m.store.Close(); e != nil {
+			err = fmt.Errorf("close memory: %w", e)
+		}
+	})
+	return err
+}
+
+// Status reports the index state (SPEC §4.2, docs/PROTOCOL.md). It never
+// blocks on a running sync.
+func (m *Manager) Status() Status {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := Status{
+		State:     m.state,
+		Workspace: m.ws,
+		Layout:    m.layout,
+		Files:     m.files,
+		Chunks:    m.chunks,
+		Dirty:     len(m.dirty),
+		Provider:  m.emb.Provider(),
+		Model:     m.emb.Model(),
+		Dims:      m.emb.Dims(),
+		LastSync:  m.lastSync,
+		LastError: m.lastErrorLocked(),
+	}
+	if m.progress != nil {
+		p := *m.progress
+		st.Progress = &p
+	}
+	return st
+}
+
+func (m *Manager) lastErrorLocked() string {
+	var parts []string
+	if m.syncErr != "" {
+		parts = append(parts, m.syncErr)
+	}
+	if n := len(m.skipped); n > 0 {
+		paths := make([]string, 0, n)
+		for p := range m.skipped {
+			paths = append(paths, p)
+		}
+		sort.Strings(paths)
+		var b strings.Builder
+		fmt.Fprintf(&b, "%d file(s) skipped: ", n)
+		for i, p := range paths {
+			if i == 3 {
+				fmt.Fprintf(&b, "; and %d more", n-3)
+				break
+			}
+			if i > 0 {
+				b.WriteString("; ")
+			}
+			b.WriteString(p + ": " + m.skipped[p].reason)
+		}
+		parts = append(parts, b.String())
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (m *Manager) setProgress(p *Progress) {
+	m.mu.Lock()
+	m.progress = p
+	m.mu.Unlock()
+	if p != nil && m.opts.OnProgress != nil {
+		m.opts.OnProgress(*p)
+	}
+}
+
+func (m *Manager) fire(paths []string, reason string) {
+	if len(paths) == 0 || m.opts.OnChange == nil {
+		return
+	}
+	sort.Strings(paths)
+	m.opts.OnChange(ChangeEvent{Paths: paths, Reason: reason})
+}
+
+// currentStore returns the store with a read lock held; call the returned
+// release func when done.
+func (m *Manager) currentStore() (*index.Store, func(), error) {
+	m.storeMu.RLock()
+	if m.closed.Load() {
+		m.storeMu.RUnlock()
+		return nil, func() {}, ErrClosed
+	}
+	return m.store, m.storeMu.RUnlock, nil
+}

@@ -1,0 +1,243 @@
+package memory
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"unicode"
+)
+
+// kind is the classification of a workspace-relative path (SPEC §4.1).
+type kind struct {
+	indexed bool
+	layer   string
+	role    string
+}
+
+// MainRole is the role that owns OpenClaw-layout memory (MEMORY.md and
+// memory/*.md) and imports that name no layer.
+const MainRole = "main"
+
+// classify maps a clean, workspace-relative, slash-separated path to its
+// layer and role (SPEC §4.1):
+//
+//	MEMORY.md, memory.md (workspace root)  → layer role, role main (OpenClaw)
+//	memory/global/**                       → layer global
+//	memory/roles/<r>/**                    → layer role, role r
+//	memory/sessions/<id>/**                → layer session
+//	memory/templates/**                    → not indexed
+//	any other memory/**                    → layer role, role main
+//
+// Only ".md" files are indexed; names or folders starting with "." are not.
+func classify(rel string) kind {
+	if rel == "" || !strings.EqualFold(path.Ext(rel), ".md") {
+		return kind{}
+	}
+	parts := strings.Split(rel, "/")
+	for _, p := range parts {
+		if p == "" || strings.HasPrefix(p, ".") {
+			return kind{}
+		}
+	}
+	if len(parts) == 1 {
+		if rel == "MEMORY.md" || rel == "memory.md" {
+			return kind{indexed: true, layer: LayerRole, role: MainRole}
+		}
+		return kind{}
+	}
+	if parts[0] != "memory" {
+		return kind{}
+	}
+	if len(parts) >= 3 {
+		switch parts[1] {
+		case "global":
+			return kind{indexed: true, layer: LayerGlobal}
+		case "templates":
+			return kind{}
+		case "sessions":
+			return kind{indexed: true, layer: LayerSession}
+		case "roles":
+			if len(parts) >= 4 {
+				return kind{indexed: true, layer: LayerRole, role: parts[2]}
+			}
+			// memory/roles/x.md: a file directly in roles/ belongs to no role.
+			return kind{indexed: true, layer: LayerRole, role: MainRole}
+		}
+	}
+	return kind{indexed: true, layer: LayerRole, role: MainRole}
+}
+
+// cleanRel canonicalises a caller-supplied workspace-relative path: it must be
+// relative, use forward slashes, and contain no "." or ".." segment, NUL or
+// control characters. It returns the cleaned path or an ErrInvalidPath.
+func cleanRel(p string) (string, error) {
+	switch {
+	case p == "":
+		return "", fmt.Errorf("%w: empty path", ErrInvalidPath)
+	case strings.ContainsRune(p, '\\'):
+		return "", fmt.Errorf("%w: %q: use forward slashes", ErrInvalidPath, p)
+	case strings.HasPrefix(p, "/") || filepath.IsAbs(p) || filepath.VolumeName(p) != "" || (len(p) >= 2 && p[1] == ':'):
+		return "", fmt.Errorf("%w: %q: absolute paths are not allowed", ErrInvalidPath, p)
+	}
+	for _, r := range p {
+		if r == 0 || unicode.IsControl(r) {
+			return "", fmt.Errorf("%w: %q: control character in path", ErrInvalidPath, p)
+		}
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == ".." {
+			return "", fmt.Errorf("%w: %q: \"..\" is not allowed", ErrInvalidPath, p)
+		}
+	}
+	c := path.Clean(p)
+	if c == "." || strings.HasPrefix(c, "../") {
+		return "", fmt.Errorf("%w: %q", ErrInvalidPath, p)
+	}
+	return c, nil
+}
+
+// diskFile is one indexable Markdown file found on disk.
+type diskFile struct {
+	rel   string // workspace-relative, slash-separated
+	abs   string
+	size  int64
+	mtime int64 // Unix ms
+}
+
+// within reports whether target (an absolute, symlink-free path) lies inside
+// root (also symlink-free).
+func within(root, target string) bool {
+	r, err := filepath.Rel(root, target)
+	if err != nil {
+		return false
+	}
+	return r == "." || (r != ".." && !strings.HasPrefix(r, ".."+string(filepath.Separator)) && !filepath.IsAbs(r))
+}
+
+// resolveInside follows symlinks of abs and checks that the result stays in
+// the workspace and is itself an indexable memory path. It returns the
+// resolved path's Lstat info.
+func (m *Manager) resolveInside(abs string) (string, fs.FileInfo, error) {
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", nil, err
+	}
+	if !within(m.wsReal, real) {
+		return "", nil, fmt.Errorf("%w: symlink leaves the workspace", ErrInvalidPath)
+	}
+	rr, err := filepath.Rel(m.wsReal, real)
+	if err != nil || !classify(filepath.ToSlash(rr)).indexed {
+		return "", nil, fmt.Errorf("%w: symlink target is not memory Markdown", ErrInvalidPath)
+	}
+	info, err := os.Stat(real)
+	if err != nil {
+		return "", nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return "", nil, fmt.Errorf("%w: not a regular file", ErrInvalidPath)
+	}
+	return real, info, nil
+}
+
+// listFiles walks the workspace for indexable memory Markdown. Symlinked
+// files are followed only when they resolve inside the workspace to another
+// indexable path; symlinked directories are not followed.
+func (m *Manager) listFiles() ([]diskFile, error) {
+	var out []diskFile
+	add := func(rel, abs string, d fs.DirEntry) {
+		var info fs.FileInfo
+		var err error
+		if d.Type()&fs.ModeSymlink != 0 {
+			_, info, err = m.resolveInside(abs)
+			if err != nil {
+				m.log.Debug("memory file symlink skipped", "path", rel, "err", err)
+				return
+			}
+		} else {
+			info, err = d.Info()
+			if err != nil || !info.Mode().IsRegular() {
+				return
+			}
+		}
+		out = append(out, diskFile{rel: rel, abs: abs, size: info.Size(), mtime: info.ModTime().UnixMilli()})
+	}
+	entries, err := os.ReadDir(m.ws)
+	if err != nil {
+		return nil, fmt.Errorf("list workspace: %w", err)
+	}
+	for _, e := range entries {
+		if !e.IsDir() && classify(e.Name()).indexed {
+			add(e.Name(), filepath.Join(m.ws, e.Name()), e)
+		}
+	}
+	root := filepath.Join(m.ws, "memory")
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == root && errors.Is(err, fs.ErrNotExist) {
+				return fs.SkipAll
+			}
+			m.log.Warn("memory walk error", "path", p, "err", err)
+			if d != nil && d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		rel, rerr := filepath.Rel(m.ws, p)
+		if rerr != nil {
+			return nil
+		}
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if p != root && (strings.HasPrefix(d.Name(), ".") || rel == "memory/templates") {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if classify(rel).indexed {
+			add(rel, p, d)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list workspace: %w", err)
+	}
+	return out, nil
+}
+
+// detectLayout reports "openclaw", "atrium", "mixed" or "empty" (SPEC §4.1).
+func detectLayout(ws string) string {
+	isDir := func(p string) bool {
+		st, err := os.Stat(filepath.Join(ws, p))
+		return err == nil && st.IsDir()
+	}
+	atrium := isDir("memory/global") || isDir("memory/roles") || isDir("memory/sessions")
+	openclaw := false
+	for _, n := range []string{"MEMORY.md", "memory.md"} {
+		if st, err := os.Stat(filepath.Join(ws, n)); err == nil && st.Mode().IsRegular() {
+			openclaw = true
+		}
+	}
+	if !openclaw {
+		if es, err := os.ReadDir(filepath.Join(ws, "memory")); err == nil {
+			for _, e := range es {
+				if !e.IsDir() && classify("memory/"+e.Name()).indexed {
+					openclaw = true
+					break
+				}
+			}
+		}
+	}
+	switch {
+	case atrium && openclaw:
+		return "mixed"
+	case atrium:
+		return "atrium"
+	case openclaw:
+		return "openclaw"
+	}
+	return "empty"
+}

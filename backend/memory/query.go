@@ -1,0 +1,182 @@
+package memory
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/atrium-dev/atrium/backend/memory/index"
+)
+
+// Search runs memory_search (SPEC §4.3): a hybrid of the vector leg
+// (sqlite-vec, cosine) and the keyword leg (Bleve BM25, query terms OR-ed),
+// score = max(0.7·vector + 0.3·keyword, 0.5·keyword) where the keyword score
+// is BM25 divided by the best BM25 score for the query (see package index for
+// the full rule). Each leg fetches max(50, 4·MaxResults) candidates; the order
+// does not depend on MaxResults. Chunks with identical text are collapsed.
+// MaxResults defaults to 6 (at most MaxMaxResults); MinScore 0 means 0.35 and
+// a negative MinScore means no floor. Snippets are at most MaxSnippetChars
+// characters. If the query cannot be embedded the search falls back to the
+// keyword leg (logged). An empty query is ErrInvalidInput.
+func (m *Manager) Search(ctx context.Context, o SearchOptions) (SearchResponse, error) {
+	resp := SearchResponse{Results: []SearchResult{}, Provider: m.emb.Provider(), Model: m.emb.Model()}
+	q := strings.TrimSpace(o.Query)
+	if q == "" {
+		return resp, fmt.Errorf("search: %w: empty query", ErrInvalidInput)
+	}
+	if !utf8.ValidString(q) {
+		return resp, fmt.Errorf("search: %w: query is not valid UTF-8", ErrInvalidInput)
+	}
+	n := o.MaxResults
+	if n <= 0 {
+		n = DefaultMaxResults
+	}
+	n = min(n, MaxMaxResults)
+	minScore := o.MinScore
+	if minScore == 0 {
+		minScore = DefaultMinScore
+	}
+	if m.closed.Load() {
+		return resp, ErrClosed
+	}
+	var qv []float32
+	if vs, err := m.emb.Embed(ctx, []string{q}); err != nil || len(vs) != 1 {
+		if ctx.Err() != nil {
+			return resp, fmt.Errorf("search: %w", ctx.Err())
+		}
+		m.log.Warn("memory query embedding failed; keyword leg only", "err", err)
+	} else {
+		qv = vs[0]
+	}
+	st, release, err := m.currentStore()
+	if err != nil {
+		return resp, fmt.Errorf("search: %w", err)
+	}
+	defer release()
+	hits, err := st.Search(ctx, index.Query{Text: q, Vector: qv, MaxResults: n, MinScore: minScore})
+	if err != nil {
+		return resp, fmt.Errorf("search: %w", err)
+	}
+	for _, h := range hits {
+		resp.Results = append(resp.Results, SearchResult{
+			Path:      h.Path,
+			StartLine: h.StartLine,
+			EndLine:   h.EndLine,
+			Score:     h.Score,
+			Snippet:   snippet(h.Text, MaxSnippetChars),
+			Source:    "memory",
+			Layer:     h.Layer,
+			Role:      h.Role,
+		})
+	}
+	return resp, nil
+}
+
+// snippet cuts text to at most max characters (runes), preferring to end at
+// a line break or space, and marks the cut with "…".
+func snippet(text string, max int) string {
+	if utf8.RuneCountInString(text) <= max {
+		return text
+	}
+	r := []rune(text)[:max-1]
+	cut := len(r)
+	for i := len(r) - 1; i > len(r)*3/4; i-- {
+		if r[i] == '\n' || r[i] == ' ' {
+			cut = i
+			break
+		}
+	}
+	return strings.TrimRight(string(r[:cut]), " \n\r\t") + "…"
+}
+
+// Get runs memory_get (SPEC §4.3): the text of one memory Markdown file,
+// optionally lines From (1-based) .. From+Lines-1. Only paths that would be
+// indexed (MEMORY.md, memory/**.md except templates) inside the workspace are
+// served: absolute paths, "..", and symlinks leaving the workspace are
+// ErrInvalidPath; a missing file is ErrNotFound. Invalid UTF-8 is replaced by
+// U+FFFD. A From past the end yields empty text.
+func (m *Manager) Get(ctx context.Context, o GetOptions) (GetResponse, error) {
+	if m.closed.Load() {
+		return GetResponse{}, ErrClosed
+	}
+	if o.From < 0 || o.Lines < 0 {
+		return GetResponse{}, fmt.Errorf("get: %w: from and lines must not be negative", ErrInvalidInput)
+	}
+	rel, err := cleanRel(o.Path)
+	if err != nil {
+		return GetResponse{}, fmt.Errorf("get: %w", err)
+	}
+	if !classify(rel).indexed {
+		return GetResponse{}, fmt.Errorf("get: %w: %q is not memory Markdown", ErrInvalidPath, rel)
+	}
+	abs := filepath.Join(m.ws, filepath.FromSlash(rel))
+	// Every existing parent must stay inside the workspace too.
+	real, info, err := m.resolveInside(abs)
+	if errors.Is(err, fs.ErrNotExist) {
+		return GetResponse{}, fmt.Errorf("get %s: %w", rel, ErrNotFound)
+	}
+	if err != nil {
+		if errors.Is(err, ErrInvalidPath) {
+			return GetResponse{}, fmt.Errorf("get %s: %w", rel, err)
+		}
+		return GetResponse{}, fmt.Errorf("get %s: %w", rel, err)
+	}
+	if info.Size() > MaxFileBytes {
+		return GetResponse{}, fmt.Errorf("get %s: %w: file too large (%d bytes)", rel, ErrInvalidInput, info.Size())
+	}
+	data, err := os.ReadFile(real)
+	if errors.Is(err, fs.ErrNotExist) {
+		return GetResponse{}, fmt.Errorf("get %s: %w", rel, ErrNotFound)
+	}
+	if err != nil {
+		return GetResponse{}, fmt.Errorf("get %s: %w", rel, err)
+	}
+	if bytes.IndexByte(data, 0) >= 0 {
+		return GetResponse{}, fmt.Errorf("get %s: %w: binary content", rel, ErrInvalidInput)
+	}
+	text := strings.ToValidUTF8(string(data), "\uFFFD")
+	if o.From > 0 || o.Lines > 0 {
+		text = sliceLines(text, o.From, o.Lines)
+	}
+	return GetResponse{Path: rel, Text: text}, nil
+}
+
+// sliceLines returns lines from..from+n-1 (1-based; from 0 = 1; n 0 = to the end).
+func sliceLines(text string, from, n int) string {
+	if from <= 0 {
+		from = 1
+	}
+	lines := strings.SplitAfter(text, "\n")
+	if from > len(lines) {
+		return ""
+	}
+	end := len(lines)
+	if n > 0 && from-1+n < end {
+		end = from - 1 + n
+	}
+	return strings.Join(lines[from-1:end], "")
+}
+
+// Files lists the indexed memory files (memory.files).
+func (m *Manager) Files(ctx context.Context) ([]FileInfo, error) {
+	st, release, err := m.currentStore()
+	if err != nil {
+		return nil, fmt.Errorf("files: %w", err)
+	}
+	defer release()
+	recs, err := st.Files(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("files: %w", err)
+	}
+	out := make([]FileInfo, 0, len(recs))
+	for _, r := range recs {
+		out = append(out, FileInfo{Path: r.Path, Size: r.Size, MTime: r.MTime, Chunks: r.Chunks, Layer: r.Layer, Role: r.Role})
+	}
+	return out, nil
+}
