@@ -23,6 +23,8 @@ export interface ConnStatus {
   attempt: number;
   /** Delay of the scheduled reconnect, when one is scheduled. */
   retryInMs: number | null;
+  /** When the scheduled reconnect fires (Date.now() based), or null. */
+  retryAt?: number | null;
   hello: HelloOk | null;
 }
 
@@ -456,7 +458,7 @@ export class GatewayClient {
     }
     const delay = backoffDelay(this.attempt, this.backoff, this.random);
     this.attempt += 1;
-    this.setStatus({ state: 'disconnected', error: reason, attempt: this.attempt, retryInMs: delay, hello: null });
+    this.setStatus({ state: 'disconnected', error: reason, attempt: this.attempt, retryInMs: delay, retryAt: Date.now() + delay, hello: null });
     this.clearReconnect();
     this.reconnectTimer = setTimeout(() => {
       this.reconnectTimer = null;
