@@ -262,18 +262,21 @@ func encodeHits(results []memory.SearchResult, limit int) (string, []history.Sou
 		h := toolHit{Path: r.Path, StartLine: r.StartLine, EndLine: r.EndLine,
 			Score: math.Round(r.Score*1000) / 1000, Layer: r.Layer, Snippet: r.Snippet}
 		tr.Results = append(tr.Results, h)
-		b := marshal(tr)
-		if len(b) > limit {
+		if b := marshal(tr); len(b) > limit {
 			// Try a shorter snippet before giving up on this result.
-			over := len(b) - limit
-			h.Snippet = cutRunes(h.Snippet, max(0, len(h.Snippet)-over-8))
-			tr.Results[len(tr.Results)-1] = h
-			if b = marshal(tr); len(b) > limit || h.Snippet == "" {
+			tr.Truncated = true
+			for try := 0; try < 4 && h.Snippet != ""; try++ { // escaping may need a second cut
+				over := len(marshal(tr)) - limit
+				if over <= 0 {
+					break
+				}
+				h.Snippet = cutRunes(h.Snippet, len(h.Snippet)-over-8)
+				tr.Results[len(tr.Results)-1] = h
+			}
+			if h.Snippet == "" || len(marshal(tr)) > limit {
 				tr.Results = tr.Results[:len(tr.Results)-1]
-				tr.Truncated = true
 				break
 			}
-			tr.Truncated = true
 		}
 		src = append(src, history.Source{Path: r.Path, StartLine: r.StartLine, EndLine: r.EndLine})
 	}
@@ -352,9 +355,19 @@ func (st *runState) finish(err error) string {
 		return true
 	}
 
+	// Free the session before the terminal event: a client that sends its
+	// next message as soon as it sees chat.final must not get ErrBusy.
+	release := func() {
+		s.mu.Lock()
+		s.forget(rn)
+		s.mu.Unlock()
+	}
+
 	switch {
 	case err == nil:
-		if !store(msg) {
+		ok := store(msg)
+		release()
+		if !ok {
 			s.emit(EventError, ErrorEvent{RunRef: rn.RunRef, Error: RunError{Code: CodeInternal,
 				Message: "the answer could not be saved to history"}})
 			return "error"
@@ -369,12 +382,14 @@ func (st *runState) finish(err error) string {
 				ev.Message = &msg
 			}
 		}
+		release()
 		s.emit(EventCancelled, ev)
 		return "cancelled"
 	}
 	code, text := classify(err, cause, s.opts.RunTimeout)
 	msg.Error = text
 	store(msg)
+	release()
 	s.emit(EventError, ErrorEvent{RunRef: rn.RunRef, Error: RunError{Code: code, Message: text}})
 	return "error"
 }

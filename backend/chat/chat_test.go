@@ -1,0 +1,575 @@
+package chat_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/atrium-dev/atrium/backend/chat"
+	"github.com/atrium-dev/atrium/backend/history"
+	"github.com/atrium-dev/atrium/backend/memory"
+	"github.com/atrium-dev/atrium/backend/model"
+)
+
+func TestOfflineAnswers(t *testing.T) {
+	tests := []struct {
+		name    string
+		mem     *fakeSearcher
+		want    []string
+		sources int
+	}{
+		{
+			name: "quotes memory with sources",
+			mem:  &fakeSearcher{results: sampleHits},
+			want: []string{"`memory/global/decisions.md:3-7`", "> QK-7731 is the launch code for project Heron.", "`MEMORY.md:10-12`",
+				"> Heron ships in June.", "(2 passages)"},
+			sources: 2,
+		},
+		{name: "nothing found", mem: &fakeSearcher{}, want: []string{"I found nothing in memory that matches “What is QK-7731?”"}},
+		{name: "search fails", mem: &fakeSearcher{err: errors.New("index is rebuilding")}, want: []string{"Memory search failed: index is rebuilding"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, nil, tc.mem)
+			if p := e.svc.Profiles(); len(p) != 1 || p[0].ID != "main" || p[0].Provider != "offline" || p[0].Model != chat.OfflineModel {
+				t.Fatalf("profiles = %+v", p)
+			}
+			res := e.send(t, "", "What is QK-7731?")
+			if res.SessionID == "" || res.RunID == "" || res.MessageID == "" || res.UserMessageID == "" {
+				t.Fatalf("result = %+v", res)
+			}
+			evs := e.rec.runEvents(t, res.RunID)
+			last := checkRun(t, res, evs)
+			final, ok := last.payload.(chat.FinalEvent)
+			if !ok {
+				t.Fatalf("terminal = %s %+v", last.name, last.payload)
+			}
+			text := final.Message.Content
+			for _, w := range append(tc.want, "No model is configured", "config.json", "OPENAI_API_KEY", "OPENAI_BASE_URL", "Ollama", "127.0.0.1:11434") {
+				if !strings.Contains(text, w) {
+					t.Errorf("answer lacks %q:\n%s", w, text)
+				}
+			}
+			if chunks := len(evs) - 2; chunks < 3 {
+				t.Errorf("answer came in %d chunks, want several", chunks)
+			}
+			if chunksText(evs) != text {
+				t.Errorf("chunks do not add up to the final text")
+			}
+			if len(final.Message.Sources) != tc.sources {
+				t.Errorf("sources = %+v", final.Message.Sources)
+			}
+			if tc.sources > 0 && final.Message.Sources[0] != (history.Source{Path: "memory/global/decisions.md", StartLine: 3, EndLine: 7}) {
+				t.Errorf("source 0 = %+v", final.Message.Sources[0])
+			}
+			if q := e.mem.seen(); len(q) != 1 || q[0].Query != "What is QK-7731?" {
+				t.Errorf("searches = %+v", q)
+			}
+			page, err := e.svc.History(context.Background(), "main", "", 10)
+			if err != nil || len(page.Messages) != 2 {
+				t.Fatalf("history = %+v, %v", page, err)
+			}
+			u, a := page.Messages[0], page.Messages[1]
+			if u.ID != res.UserMessageID || u.Role != "user" || u.Content != "What is QK-7731?" || u.RunID != res.RunID || u.SessionID != res.SessionID {
+				t.Errorf("user message = %+v", u)
+			}
+			if a.ID != res.MessageID || a.Role != "assistant" || a.Content != text || len(a.Sources) != tc.sources || a.Error != "" {
+				t.Errorf("assistant message = %+v", a)
+			}
+		})
+	}
+}
+
+func TestModelRunStreamsAndPersists(t *testing.T) {
+	ms := newModelServer(t, func(w http.ResponseWriter, r *http.Request) {
+		writeSSE(w, sseChunk(`{"reasoning_content":"The user greets me."}`, ""), sseText("Hello"), sseText(", Ada!"),
+			sseChunk(`{}`, "stop"), "[DONE]")
+	})
+	e := newEnv(t, ms.provider(), nil)
+	if p := e.svc.Profiles()[0]; p.Provider != "openai" || p.Model != "scripted" || p.State != chat.StateIdle {
+		t.Fatalf("profile = %+v", p)
+	}
+	res := e.send(t, "s-1", "  Hi, I am Ada  ")
+	if res.SessionID != "s-1" {
+		t.Fatalf("session = %s", res.SessionID)
+	}
+	evs := e.rec.runEvents(t, res.RunID)
+	final := checkRun(t, res, evs).payload.(chat.FinalEvent)
+	if final.Message.Content != "Hello, Ada!" || chunksText(evs) != "Hello, Ada!" {
+		t.Fatalf("final = %+v", final.Message)
+	}
+	if r, ok := evs[1].payload.(chat.ReasoningEvent); !ok || r.Delta != "The user greets me." {
+		t.Fatalf("event 1 = %+v", evs[1])
+	}
+	// The request: system prompt, the (trimmed) user message, the tool offered.
+	body := ms.body(0)
+	msgs := wireMessages(body)
+	if len(msgs) != 2 || msgs[0]["role"] != "system" || !strings.Contains(msgs[0]["content"].(string), "Atrium") ||
+		msgs[1]["role"] != "user" || msgs[1]["content"] != "Hi, I am Ada" {
+		t.Fatalf("messages = %v", msgs)
+	}
+	tools := body["tools"].([]any)
+	fn := tools[0].(map[string]any)["function"].(map[string]any)
+	if fn["name"] != "memory_search" || !strings.Contains(fmt.Sprint(fn["parameters"]), "query") {
+		t.Fatalf("tools = %v", tools)
+	}
+	got, err := e.store.Get(context.Background(), res.MessageID)
+	if err != nil || got.Content != "Hello, Ada!" || got.RunID != res.RunID {
+		t.Fatalf("stored = %+v, %v", got, err)
+	}
+}
+
+func TestToolRounds(t *testing.T) {
+	tests := []struct {
+		name       string
+		args       []string // streamed argument pieces
+		wantQuery  string   // "" = no search expected
+		toolResult []string // substrings of the tool message sent back
+		sources    int
+	}{
+		{
+			name: "search then answer", args: []string{`{"que`, `ry": "QK-77`, `31", "maxResults": 3}`},
+			wantQuery: "QK-7731", toolResult: []string{`"path":"memory/global/decisions.md"`, `"startLine":3`, "QK-7731 is the launch code"},
+			sources: 2,
+		},
+		{
+			name: "invalid JSON is fed back", args: []string{`{"query": "QK`},
+			toolResult: []string{`"error"`, "invalid arguments for memory_search"},
+		},
+		{
+			name: "missing query is fed back", args: []string{`{"maxResults": 2}`},
+			toolResult: []string{`"error"`, `non-empty \"query\"`},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ms := newModelServer(t, toolCall("call_1", tc.args...), answer("QK-7731 is ", "Heron's launch code."))
+			e := newEnv(t, ms.provider(), &fakeSearcher{results: sampleHits})
+			res := e.send(t, "", "What is QK-7731?")
+			evs := e.rec.runEvents(t, res.RunID)
+			final, ok := checkRun(t, res, evs).payload.(chat.FinalEvent)
+			if !ok {
+				t.Fatalf("terminal = %+v", evs[len(evs)-1])
+			}
+			if final.Message.Content != "QK-7731 is Heron's launch code." {
+				t.Fatalf("content = %q", final.Message.Content)
+			}
+			if len(final.Message.Sources) != tc.sources {
+				t.Fatalf("sources = %+v", final.Message.Sources)
+			}
+			q := e.mem.seen()
+			if tc.wantQuery == "" && len(q) != 0 || tc.wantQuery != "" && (len(q) != 1 || q[0].Query != tc.wantQuery || q[0].MaxResults != 3) {
+				t.Fatalf("searches = %+v", q)
+			}
+			if ms.count() != 2 {
+				t.Fatalf("%d model calls", ms.count())
+			}
+			msgs := wireMessages(ms.body(1))
+			asst, tool := msgs[len(msgs)-2], msgs[len(msgs)-1]
+			calls := asst["tool_calls"].([]any)
+			if asst["role"] != "assistant" || calls[0].(map[string]any)["id"] != "call_1" {
+				t.Fatalf("assistant turn = %v", asst)
+			}
+			if tool["role"] != "tool" || tool["tool_call_id"] != "call_1" {
+				t.Fatalf("tool turn = %v", tool)
+			}
+			for _, w := range tc.toolResult {
+				if !strings.Contains(tool["content"].(string), w) {
+					t.Errorf("tool result %s lacks %s", tool["content"], w)
+				}
+			}
+		})
+	}
+}
+
+func TestToolRoundsAreCapped(t *testing.T) {
+	ms := newModelServer(t, toolCall("c1", `{"query":"a"}`), toolCall("c2", `{"query":"b"}`),
+		toolCall("c3", `{"query":"c"}`), toolCall("c4", `{"query":"d"}`), answer("Enough searching."))
+	e := newEnv(t, ms.provider(), &fakeSearcher{results: sampleHits[:1]})
+	res := e.send(t, "", "dig deep")
+	evs := e.rec.runEvents(t, res.RunID)
+	if final, ok := checkRun(t, res, evs).payload.(chat.FinalEvent); !ok || final.Message.Content != "Enough searching." {
+		t.Fatalf("terminal = %+v", evs[len(evs)-1])
+	}
+	if ms.count() != 5 || len(e.mem.seen()) != 4 {
+		t.Fatalf("model calls %d, searches %d", ms.count(), len(e.mem.seen()))
+	}
+	for i := range 4 {
+		if _, ok := ms.body(i)["tools"]; !ok {
+			t.Fatalf("round %d offered no tools", i)
+		}
+	}
+	if _, ok := ms.body(4)["tools"]; ok {
+		t.Fatal("the last round still offered tools")
+	}
+}
+
+func TestTextBeforeToolCallIsSeparated(t *testing.T) {
+	ms := newModelServer(t, func(w http.ResponseWriter, r *http.Request) {
+		writeSSE(w, sseText("Let me check."),
+			sseChunk(`{"tool_calls":[{"index":0,"id":"c","type":"function","function":{"name":"memory_search","arguments":"{\"query\":\"x\"}"}}]}`, ""),
+			sseChunk(`{}`, "tool_calls"), "[DONE]")
+	}, answer("Found it."))
+	e := newEnv(t, ms.provider(), nil)
+	res := e.send(t, "", "q")
+	evs := e.rec.runEvents(t, res.RunID)
+	final := checkRun(t, res, evs).payload.(chat.FinalEvent)
+	if final.Message.Content != "Let me check.\n\nFound it." || chunksText(evs) != final.Message.Content {
+		t.Fatalf("content = %q", final.Message.Content)
+	}
+}
+
+func TestModelFailures(t *testing.T) {
+	tests := []struct {
+		name     string
+		handler  http.HandlerFunc
+		contains string
+		partial  string
+	}{
+		{"http 500", func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(500)
+			w.Write([]byte(`{"error":{"message":"CUDA out of memory"}}`))
+		}, "HTTP 500 Internal Server Error: CUDA out of memory", ""},
+		{"garbage body", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/plain")
+			w.Write([]byte("hello, I am not a model"))
+		}, "did not answer with an event stream", ""},
+		{"cut stream", func(w http.ResponseWriter, r *http.Request) {
+			writeSSE(w, sseText("I was about to"))
+			if conn, buf, err := http.NewResponseController(w).Hijack(); err == nil {
+				buf.Flush()
+				conn.Close()
+			}
+		}, "stopped before it was complete", "I was about to"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ms := newModelServer(t, tc.handler, answer("Back again."))
+			e := newEnv(t, ms.provider(), nil)
+			res := e.send(t, "s", "hello")
+			evs := e.rec.runEvents(t, res.RunID)
+			ev, ok := checkRun(t, res, evs).payload.(chat.ErrorEvent)
+			if !ok || ev.Error.Code != chat.CodeUnavailable || !strings.Contains(ev.Error.Message, tc.contains) ||
+				!strings.Contains(ev.Error.Message, ms.srv.URL) {
+				t.Fatalf("terminal = %+v", evs[len(evs)-1])
+			}
+			page, _ := e.svc.History(context.Background(), "main", "", 10)
+			if len(page.Messages) != 2 || page.Messages[0].Content != "hello" ||
+				page.Messages[1].Error != ev.Error.Message || page.Messages[1].Content != tc.partial {
+				t.Fatalf("history = %+v", page.Messages)
+			}
+			// The service keeps working, in the same session.
+			res2 := e.send(t, "s", "still there?")
+			evs2 := e.rec.runEvents(t, res2.RunID)
+			final, ok := checkRun(t, res2, evs2).payload.(chat.FinalEvent)
+			if !ok || final.Message.Content != "Back again." {
+				t.Fatalf("second run = %+v", evs2[len(evs2)-1])
+			}
+			// The failed answer's partial text is context; an empty failed answer is not.
+			msgs := wireMessages(ms.body(1))
+			if tc.partial != "" && (len(msgs) != 4 || msgs[2]["content"] != tc.partial) ||
+				tc.partial == "" && len(msgs) != 3 {
+				t.Fatalf("second context = %v", msgs)
+			}
+		})
+	}
+}
+
+func TestModelServerDown(t *testing.T) {
+	addr := closedAddr(t)
+	p := model.NewOpenAI(model.OpenAIOptions{BaseURL: "http://" + addr + "/v1", Model: "m"})
+	e := newEnv(t, p, nil)
+	for i := range 2 {
+		res := e.send(t, "s", fmt.Sprintf("hello %d", i))
+		evs := e.rec.runEvents(t, res.RunID)
+		ev, ok := checkRun(t, res, evs).payload.(chat.ErrorEvent)
+		want := "model server at http://" + addr + " is unreachable: connection refused"
+		if !ok || ev.Error.Code != chat.CodeUnavailable || ev.Error.Message != want {
+			t.Fatalf("terminal = %+v, want message %q", evs[len(evs)-1], want)
+		}
+	}
+	page, _ := e.svc.History(context.Background(), "main", "", 10)
+	if len(page.Messages) != 4 || page.Messages[2].Content != "hello 1" {
+		t.Fatalf("history = %+v", page.Messages)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	for _, byRunID := range []bool{true, false} {
+		t.Run(fmt.Sprintf("byRunID=%v", byRunID), func(t *testing.T) {
+			ms := newModelServer(t)
+			ms.handlers = []http.HandlerFunc{ms.slow("partial ", "answer")}
+			e := newEnv(t, ms.provider(), nil)
+			res := e.send(t, "mine", "tell me a long story")
+			e.rec.until(t, res.RunID, func(ev event) bool {
+				c, ok := ev.payload.(chat.ChunkEvent)
+				return ok && c.Seq == 2
+			})
+			if e.svc.Profiles()[0].State != chat.StateRunning {
+				t.Fatal("profile not running")
+			}
+			// Another session may not cancel this run; a second message is refused.
+			if _, err := e.svc.Cancel(chat.CancelRequest{ProfileID: "main", SessionID: "theirs", RunID: res.RunID}); !errors.Is(err, chat.ErrForbidden) {
+				t.Fatalf("foreign cancel: %v", err)
+			}
+			if _, err := e.svc.Send(context.Background(), chat.SendRequest{ProfileID: "main", SessionID: "mine", Message: "x"}); !errors.Is(err, chat.ErrBusy) {
+				t.Fatalf("second send: %v", err)
+			}
+			req := chat.CancelRequest{ProfileID: "main", SessionID: "mine"}
+			if byRunID {
+				req.RunID = res.RunID
+			}
+			ok, err := e.svc.Cancel(req)
+			if !ok || err != nil {
+				t.Fatalf("cancel = %v, %v", ok, err)
+			}
+			evs := e.rec.runEvents(t, res.RunID)
+			ev, isCancel := evs[len(evs)-1].payload.(chat.CancelledEvent)
+			if !isCancel || ev.Message == nil || ev.Message.Content != "partial answer" || ev.Message.Error != history.ErrorCancelled ||
+				ev.Message.ID != res.MessageID {
+				t.Fatalf("terminal = %+v", evs[len(evs)-1])
+			}
+			stored, err := e.store.Get(context.Background(), res.MessageID)
+			if err != nil || stored.Content != "partial answer" || stored.Error != "cancelled" {
+				t.Fatalf("stored = %+v, %v", stored, err)
+			}
+			// Nothing left to cancel, and the session is free again.
+			if ok, err := e.svc.Cancel(req); ok || err != nil {
+				t.Fatalf("second cancel = %v, %v", ok, err)
+			}
+			ms.handlers = []http.HandlerFunc{answer("ok")}
+			res2 := e.send(t, "mine", "short one then")
+			if _, ok := checkRun(t, res2, e.rec.runEvents(t, res2.RunID)).payload.(chat.FinalEvent); !ok {
+				t.Fatal("no final after cancel")
+			}
+		})
+	}
+}
+
+func TestCancelBeforeAnyText(t *testing.T) {
+	ms := newModelServer(t)
+	ms.handlers = []http.HandlerFunc{ms.slow()}
+	e := newEnv(t, ms.provider(), nil)
+	res := e.send(t, "s", "hi")
+	evs := e.rec.until(t, res.RunID, func(ev event) bool { return ev.name == chat.EventThinking })
+	if ok, err := e.svc.Cancel(chat.CancelRequest{ProfileID: "main", SessionID: "s", RunID: res.RunID}); !ok || err != nil {
+		t.Fatalf("cancel = %v, %v", ok, err)
+	}
+	evs = append(evs, e.rec.runEvents(t, res.RunID)...)
+	if ev, ok := checkRun(t, res, evs).payload.(chat.CancelledEvent); !ok || ev.Message != nil {
+		t.Fatalf("terminal = %+v", evs[len(evs)-1])
+	}
+	b, _ := json.Marshal(evs[len(evs)-1].payload)
+	if strings.Contains(string(b), "message\"") {
+		t.Fatalf("payload = %s", b)
+	}
+	page, _ := e.svc.History(context.Background(), "main", "", 10)
+	if len(page.Messages) != 1 {
+		t.Fatalf("history = %+v", page.Messages)
+	}
+}
+
+func TestRunTimeout(t *testing.T) {
+	ms := newModelServer(t)
+	ms.handlers = []http.HandlerFunc{ms.slow("thinking about it")}
+	e := newEnv(t, ms.provider(), nil, func(o *chat.Options) { o.RunTimeout = 100 * time.Millisecond })
+	res := e.send(t, "", "hi")
+	evs := e.rec.runEvents(t, res.RunID)
+	ev, ok := checkRun(t, res, evs).payload.(chat.ErrorEvent)
+	if !ok || ev.Error.Code != chat.CodeTimeout || !strings.Contains(ev.Error.Message, "longer than 100ms") {
+		t.Fatalf("terminal = %+v", evs[len(evs)-1])
+	}
+	stored, err := e.store.Get(context.Background(), res.MessageID)
+	if err != nil || stored.Content != "thinking about it" || stored.Error == "" {
+		t.Fatalf("stored = %+v, %v", stored, err)
+	}
+}
+
+func TestCloseCancelsRuns(t *testing.T) {
+	ms := newModelServer(t)
+	ms.handlers = []http.HandlerFunc{ms.slow("half")}
+	e := newEnv(t, ms.provider(), nil)
+	res := e.send(t, "", "hi")
+	e.rec.until(t, res.RunID, func(ev event) bool { return ev.name == chat.EventChunk })
+	if err := e.svc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Close waited: the terminal event is already recorded.
+	e.rec.mu.Lock()
+	last := e.rec.events[len(e.rec.events)-1]
+	e.rec.mu.Unlock()
+	if ev, ok := last.payload.(chat.CancelledEvent); !ok || ev.Message == nil || ev.Message.Content != "half" {
+		t.Fatalf("last event = %+v", last)
+	}
+	if _, err := e.svc.Send(context.Background(), chat.SendRequest{ProfileID: "main", Message: "x"}); !errors.Is(err, chat.ErrClosed) {
+		t.Fatalf("send after close: %v", err)
+	}
+	if err := e.svc.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestIdempotentSend(t *testing.T) {
+	e := newEnv(t, nil, nil)
+	req := chat.SendRequest{ProfileID: "main", Message: "once", IdempotencyKey: "k1"}
+	a, err := e.svc.Send(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := e.svc.Send(context.Background(), req)
+	if err != nil || a != b {
+		t.Fatalf("repeat = %+v, %v; first %+v", b, err, a)
+	}
+	e.rec.runEvents(t, a.RunID)
+	c, err := e.svc.Send(context.Background(), req) // after the run ended, still the first result
+	if err != nil || c != a {
+		t.Fatalf("late repeat = %+v, %v", c, err)
+	}
+	page, _ := e.svc.History(context.Background(), "main", "", 10)
+	if len(page.Messages) != 2 {
+		t.Fatalf("history = %+v", page.Messages)
+	}
+}
+
+func TestInvalidRequests(t *testing.T) {
+	e := newEnv(t, nil, nil)
+	ctx := context.Background()
+	tests := []struct {
+		name string
+		call func() error
+		want error
+	}{
+		{"unknown profile", func() error {
+			_, err := e.svc.Send(ctx, chat.SendRequest{ProfileID: "writer", Message: "x"})
+			return err
+		}, chat.ErrNotFound},
+		{"no profile", func() error { _, err := e.svc.Send(ctx, chat.SendRequest{Message: "x"}); return err }, chat.ErrInvalidInput},
+		{"blank message", func() error {
+			_, err := e.svc.Send(ctx, chat.SendRequest{ProfileID: "main", Message: " \n\t"})
+			return err
+		}, chat.ErrInvalidInput},
+		{"huge message", func() error {
+			_, err := e.svc.Send(ctx, chat.SendRequest{ProfileID: "main", Message: strings.Repeat("x", chat.MaxMessageChars+1)})
+			return err
+		}, chat.ErrInvalidInput},
+		{"session id with a slash", func() error {
+			_, err := e.svc.Send(ctx, chat.SendRequest{ProfileID: "main", SessionID: "../etc", Message: "x"})
+			return err
+		}, chat.ErrInvalidInput},
+		{"cancel without session", func() error { _, err := e.svc.Cancel(chat.CancelRequest{ProfileID: "main"}); return err }, chat.ErrInvalidInput},
+		{"cancel unknown profile", func() error {
+			_, err := e.svc.Cancel(chat.CancelRequest{ProfileID: "x", SessionID: "s"})
+			return err
+		}, chat.ErrNotFound},
+		{"history unknown profile", func() error { _, err := e.svc.History(ctx, "x", "", 1); return err }, chat.ErrNotFound},
+		{"history unknown cursor", func() error { _, err := e.svc.History(ctx, "main", "nope", 1); return err }, chat.ErrNotFound},
+		{"new without memory", func() error { _, err := chat.New(chat.Options{Emit: func(string, any) {}}); return err }, chat.ErrInvalidInput},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.call(); !errors.Is(err, tc.want) {
+				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+		})
+	}
+	if ok, err := e.svc.Cancel(chat.CancelRequest{ProfileID: "main", SessionID: "s", RunID: "unknown"}); ok || err != nil {
+		t.Fatalf("cancel unknown run = %v, %v", ok, err)
+	}
+}
+
+func TestContextIsCapped(t *testing.T) {
+	ms := newModelServer(t, answer("ok"))
+	e := newEnv(t, ms.provider(), nil)
+	ctx := context.Background()
+	for i := range 40 {
+		role := "user"
+		if i%2 == 1 {
+			role = "assistant"
+		}
+		content := fmt.Sprintf("msg-%02d ", i) + strings.Repeat("é", 300)
+		if i == 39 {
+			content = "msg-39 " + strings.Repeat("long ", 1000) // cut at 2000 characters
+		}
+		if i == 37 {
+			content = "" // a failed answer without text: skipped
+		}
+		if err := e.store.Append(ctx, history.Message{ID: fmt.Sprintf("h%02d", i), ProfileID: "main", SessionID: "s", Role: role,
+			Content: content, TS: int64(1000 + i), Error: map[bool]string{true: "boom"}[i == 37]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Another session never leaks in.
+	e.store.Append(ctx, history.Message{ID: "other", ProfileID: "main", SessionID: "t", Role: "user", Content: "secret", TS: 5000})
+	res := e.send(t, "s", "latest question")
+	e.rec.runEvents(t, res.RunID)
+	msgs := wireMessages(ms.body(0))
+	if msgs[0]["role"] != "system" || msgs[len(msgs)-1]["content"] != "latest question" {
+		t.Fatalf("ends = %v / %v", msgs[0], msgs[len(msgs)-1])
+	}
+	hist := msgs[1 : len(msgs)-1]
+	total := 0
+	for _, m := range hist {
+		c := m["content"].(string)
+		total += len([]rune(c))
+		if len([]rune(c)) > chat.HistoryMessageChars+1 || c == "" || strings.Contains(c, "secret") {
+			t.Fatalf("bad history message %q", c[:min(40, len(c))])
+		}
+	}
+	if len(hist) > chat.DefaultHistoryMessages || total > chat.DefaultHistoryChars {
+		t.Fatalf("history: %d messages, %d chars", len(hist), total)
+	}
+	if !strings.HasPrefix(hist[len(hist)-1]["content"].(string), "msg-39") || !strings.HasPrefix(hist[len(hist)-2]["content"].(string), "msg-38") {
+		t.Fatalf("newest not kept: %v", hist[len(hist)-1]["content"].(string)[:10])
+	}
+	t.Logf("context: %d history messages, %d chars", len(hist), total)
+}
+
+func TestEventJSONShapes(t *testing.T) {
+	ref := chat.RunRef{RunID: "r", ProfileID: "main", SessionID: "s", MessageID: "m"}
+	tests := []struct {
+		payload any
+		want    string
+	}{
+		{chat.ThinkingEvent{RunRef: ref}, `{"runId":"r","profileId":"main","sessionId":"s","messageId":"m"}`},
+		{chat.ChunkEvent{RunRef: ref, Delta: "d", Seq: 3}, `{"runId":"r","profileId":"main","sessionId":"s","messageId":"m","delta":"d","seq":3}`},
+		{chat.ReasoningEvent{RunRef: ref, Delta: "d"}, `{"runId":"r","profileId":"main","sessionId":"s","messageId":"m","delta":"d"}`},
+		{chat.FinalEvent{RunRef: ref, Message: history.Message{ID: "m", ProfileID: "main", SessionID: "s", RunID: "r", Role: "assistant", Content: "c", TS: 1}},
+			`{"runId":"r","profileId":"main","sessionId":"s","messageId":"m","message":{"id":"m","profileId":"main","sessionId":"s","runId":"r","role":"assistant","content":"c","ts":1}}`},
+		{chat.CancelledEvent{RunRef: ref}, `{"runId":"r","profileId":"main","sessionId":"s","messageId":"m"}`},
+		{chat.ErrorEvent{RunRef: ref, Error: chat.RunError{Code: "UNAVAILABLE", Message: "x"}},
+			`{"runId":"r","profileId":"main","sessionId":"s","messageId":"m","error":{"code":"UNAVAILABLE","message":"x"}}`},
+		{chat.SendResult{RunID: "r", MessageID: "m", SessionID: "s", UserMessageID: "u"}, `{"runId":"r","messageId":"m","sessionId":"s","userMessageId":"u"}`},
+	}
+	for _, tc := range tests {
+		b, _ := json.Marshal(tc.payload)
+		if string(b) != tc.want {
+			t.Errorf("%T JSON = %s\nwant %s", tc.payload, b, tc.want)
+		}
+	}
+}
+
+func TestSearcherArgsClamped(t *testing.T) {
+	ms := newModelServer(t, toolCall("c", `{"query":"x","maxResults":500,"minScore":0}`), answer("done"))
+	mem := &fakeSearcher{results: []memory.SearchResult{{Path: "a.md", StartLine: 1, EndLine: 1, Snippet: strings.Repeat("<&>", 5000)}}}
+	e := newEnv(t, ms.provider(), mem)
+	res := e.send(t, "", "q")
+	e.rec.runEvents(t, res.RunID)
+	q := mem.seen()
+	if len(q) != 1 || q[0].MaxResults != 20 || q[0].MinScore >= 0 {
+		t.Fatalf("search options = %+v", q)
+	}
+	msgs := wireMessages(ms.body(1))
+	content := msgs[len(msgs)-1]["content"].(string)
+	if len(content) > chat.MaxToolResultChars || !strings.Contains(content, "<&>") || !strings.Contains(content, `"truncated":true`) {
+		t.Fatalf("tool result (%d bytes) = %.200s", len(content), content)
+	}
+	var parsed map[string]any
+	if err := json.Unmarshal([]byte(content), &parsed); err != nil {
+		t.Fatalf("tool result is not JSON: %v", err)
+	}
+}
