@@ -462,3 +462,22 @@ func (s *Service) emit(event string, payload any) {
 	}()
 	s.opts.Emit(event, payload)
 }
+
+// ErrorCode maps an error returned by a Service method to the gateway's
+// error code (SPEC §3): NOT_FOUND, INVALID_REQUEST, FORBIDDEN, CONFLICT
+// (ErrBusy), UNAVAILABLE (ErrClosed), else INTERNAL.
+func ErrorCode(err error) string {
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return "NOT_FOUND"
+	case errors.Is(err, ErrInvalidInput):
+		return "INVALID_REQUEST"
+	case errors.Is(err, ErrForbidden):
+		return "FORBIDDEN"
+	case errors.Is(err, ErrBusy):
+		return "CONFLICT"
+	case errors.Is(err, ErrClosed):
+		return CodeUnavailable
+	}
+	return CodeInternal
+}

@@ -573,3 +573,19 @@ func TestSearcherArgsClamped(t *testing.T) {
 		t.Fatalf("tool result is not JSON: %v", err)
 	}
 }
+
+func TestErrorCode(t *testing.T) {
+	tests := map[error]string{
+		fmt.Errorf("x: %w", chat.ErrNotFound):     "NOT_FOUND",
+		fmt.Errorf("x: %w", chat.ErrInvalidInput): "INVALID_REQUEST",
+		fmt.Errorf("x: %w", chat.ErrForbidden):    "FORBIDDEN",
+		fmt.Errorf("x: %w", chat.ErrBusy):         "CONFLICT",
+		fmt.Errorf("x: %w", chat.ErrClosed):       "UNAVAILABLE",
+		errors.New("disk full"):                   "INTERNAL",
+	}
+	for err, want := range tests {
+		if got := chat.ErrorCode(err); got != want {
+			t.Errorf("ErrorCode(%v) = %s, want %s", err, got, want)
+		}
+	}
+}
