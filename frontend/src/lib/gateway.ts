@@ -286,7 +286,7 @@ export class GatewayClient {
       ws = new this.WS(this.url);
     } catch (e) {
       this.ws = null;
-      this.afterClose(`cannot open ${this.url}: ${e instanceof Error ? e.message : String(e)}`, false);
+      this.afterClose(`cannot open ${this.url}: ${e instanceof Error ? e.message : String(e)}`);
       return;
     }
     this.ws = ws;
@@ -311,7 +311,7 @@ export class GatewayClient {
         this.enterUnauthorized(reason || this.current.error || 'the gateway refused the token');
         return;
       }
-      this.afterClose(reason ? `connection closed (${code}): ${reason}` : `connection closed (${code})`, true);
+      this.afterClose(reason ? `connection closed (${code}): ${reason}` : `connection closed (${code})`);
     };
     const hsMs = this.opts.handshakeTimeoutMs ?? 10_000;
     this.handshakeTimer = setTimeout(() => {
@@ -439,14 +439,14 @@ export class GatewayClient {
     }
     this.handshaken = false;
     this.connectReqId = null;
-    if (reconnect) this.afterClose(reason, true);
+    if (reconnect) this.afterClose(reason);
     else {
       this.clearTimers();
       this.rejectAll('UNAVAILABLE', reason);
     }
   }
 
-  private afterClose(reason: string, _wasOpen: boolean): void {
+  private afterClose(reason: string): void {
     this.handshaken = false;
     this.connectReqId = null;
     this.clearHandshakeTimer();
