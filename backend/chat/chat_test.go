@@ -1,4 +1,4 @@
-package chat_test
+package chat
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/atrium-dev/atrium/backend/chat"
 	"github.com/atrium-dev/atrium/backend/history"
 	"github.com/atrium-dev/atrium/backend/memory"
 	"github.com/atrium-dev/atrium/backend/model"
@@ -36,7 +35,7 @@ func TestOfflineAnswers(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, nil, tc.mem)
-			if p := e.svc.Profiles(); len(p) != 1 || p[0].ID != "main" || p[0].Provider != "offline" || p[0].Model != chat.OfflineModel {
+			if p := e.svc.Profiles(); len(p) != 1 || p[0].ID != "main" || p[0].Provider != "offline" || p[0].Model != OfflineModel {
 				t.Fatalf("profiles = %+v", p)
 			}
 			res := e.send(t, "", "What is QK-7731?")
@@ -45,7 +44,7 @@ func TestOfflineAnswers(t *testing.T) {
 			}
 			evs := e.rec.runEvents(t, res.RunID)
 			last := checkRun(t, res, evs)
-			final, ok := last.payload.(chat.FinalEvent)
+			final, ok := last.payload.(FinalEvent)
 			if !ok {
 				t.Fatalf("terminal = %s %+v", last.name, last.payload)
 			}
@@ -91,7 +90,7 @@ func TestModelRunStreamsAndPersists(t *testing.T) {
 			sseChunk(`{}`, "stop"), "[DONE]")
 	})
 	e := newEnv(t, ms.provider(), nil)
-	if p := e.svc.Profiles()[0]; p.Provider != "openai" || p.Model != "scripted" || p.State != chat.StateIdle {
+	if p := e.svc.Profiles()[0]; p.Provider != "openai" || p.Model != "scripted" || p.State != StateIdle {
 		t.Fatalf("profile = %+v", p)
 	}
 	res := e.send(t, "s-1", "  Hi, I am Ada  ")
@@ -99,11 +98,11 @@ func TestModelRunStreamsAndPersists(t *testing.T) {
 		t.Fatalf("session = %s", res.SessionID)
 	}
 	evs := e.rec.runEvents(t, res.RunID)
-	final := checkRun(t, res, evs).payload.(chat.FinalEvent)
+	final := checkRun(t, res, evs).payload.(FinalEvent)
 	if final.Message.Content != "Hello, Ada!" || chunksText(evs) != "Hello, Ada!" {
 		t.Fatalf("final = %+v", final.Message)
 	}
-	if r, ok := evs[1].payload.(chat.ReasoningEvent); !ok || r.Delta != "The user greets me." {
+	if r, ok := evs[1].payload.(ReasoningEvent); !ok || r.Delta != "The user greets me." {
 		t.Fatalf("event 1 = %+v", evs[1])
 	}
 	// The request: system prompt, the (trimmed) user message, the tool offered.
@@ -152,7 +151,7 @@ func TestToolRounds(t *testing.T) {
 			e := newEnv(t, ms.provider(), &fakeSearcher{results: sampleHits})
 			res := e.send(t, "", "What is QK-7731?")
 			evs := e.rec.runEvents(t, res.RunID)
-			final, ok := checkRun(t, res, evs).payload.(chat.FinalEvent)
+			final, ok := checkRun(t, res, evs).payload.(FinalEvent)
 			if !ok {
 				t.Fatalf("terminal = %+v", evs[len(evs)-1])
 			}
@@ -193,7 +192,7 @@ func TestToolRoundsAreCapped(t *testing.T) {
 	e := newEnv(t, ms.provider(), &fakeSearcher{results: sampleHits[:1]})
 	res := e.send(t, "", "dig deep")
 	evs := e.rec.runEvents(t, res.RunID)
-	if final, ok := checkRun(t, res, evs).payload.(chat.FinalEvent); !ok || final.Message.Content != "Enough searching." {
+	if final, ok := checkRun(t, res, evs).payload.(FinalEvent); !ok || final.Message.Content != "Enough searching." {
 		t.Fatalf("terminal = %+v", evs[len(evs)-1])
 	}
 	if ms.count() != 5 || len(e.mem.seen()) != 4 {
@@ -218,7 +217,7 @@ func TestTextBeforeToolCallIsSeparated(t *testing.T) {
 	e := newEnv(t, ms.provider(), nil)
 	res := e.send(t, "", "q")
 	evs := e.rec.runEvents(t, res.RunID)
-	final := checkRun(t, res, evs).payload.(chat.FinalEvent)
+	final := checkRun(t, res, evs).payload.(FinalEvent)
 	if final.Message.Content != "Let me check.\n\nFound it." || chunksText(evs) != final.Message.Content {
 		t.Fatalf("content = %q", final.Message.Content)
 	}
@@ -253,8 +252,8 @@ func TestModelFailures(t *testing.T) {
 			e := newEnv(t, ms.provider(), nil)
 			res := e.send(t, "s", "hello")
 			evs := e.rec.runEvents(t, res.RunID)
-			ev, ok := checkRun(t, res, evs).payload.(chat.ErrorEvent)
-			if !ok || ev.Error.Code != chat.CodeUnavailable || !strings.Contains(ev.Error.Message, tc.contains) ||
+			ev, ok := checkRun(t, res, evs).payload.(ErrorEvent)
+			if !ok || ev.Error.Code != CodeUnavailable || !strings.Contains(ev.Error.Message, tc.contains) ||
 				!strings.Contains(ev.Error.Message, ms.srv.URL) {
 				t.Fatalf("terminal = %+v", evs[len(evs)-1])
 			}
@@ -266,7 +265,7 @@ func TestModelFailures(t *testing.T) {
 			// The service keeps working, in the same session.
 			res2 := e.send(t, "s", "still there?")
 			evs2 := e.rec.runEvents(t, res2.RunID)
-			final, ok := checkRun(t, res2, evs2).payload.(chat.FinalEvent)
+			final, ok := checkRun(t, res2, evs2).payload.(FinalEvent)
 			if !ok || final.Message.Content != "Back again." {
 				t.Fatalf("second run = %+v", evs2[len(evs2)-1])
 			}
@@ -287,9 +286,9 @@ func TestModelServerDown(t *testing.T) {
 	for i := range 2 {
 		res := e.send(t, "s", fmt.Sprintf("hello %d", i))
 		evs := e.rec.runEvents(t, res.RunID)
-		ev, ok := checkRun(t, res, evs).payload.(chat.ErrorEvent)
+		ev, ok := checkRun(t, res, evs).payload.(ErrorEvent)
 		want := "model server at http://" + addr + " is unreachable: connection refused"
-		if !ok || ev.Error.Code != chat.CodeUnavailable || ev.Error.Message != want {
+		if !ok || ev.Error.Code != CodeUnavailable || ev.Error.Message != want {
 			t.Fatalf("terminal = %+v, want message %q", evs[len(evs)-1], want)
 		}
 	}
@@ -307,20 +306,20 @@ func TestCancel(t *testing.T) {
 			e := newEnv(t, ms.provider(), nil)
 			res := e.send(t, "mine", "tell me a long story")
 			e.rec.until(t, res.RunID, func(ev event) bool {
-				c, ok := ev.payload.(chat.ChunkEvent)
+				c, ok := ev.payload.(ChunkEvent)
 				return ok && c.Seq == 2
 			})
-			if e.svc.Profiles()[0].State != chat.StateRunning {
+			if e.svc.Profiles()[0].State != StateRunning {
 				t.Fatal("profile not running")
 			}
 			// Another session may not cancel this run; a second message is refused.
-			if _, err := e.svc.Cancel(chat.CancelRequest{ProfileID: "main", SessionID: "theirs", RunID: res.RunID}); !errors.Is(err, chat.ErrForbidden) {
+			if _, err := e.svc.Cancel(CancelRequest{ProfileID: "main", SessionID: "theirs", RunID: res.RunID}); !errors.Is(err, ErrForbidden) {
 				t.Fatalf("foreign cancel: %v", err)
 			}
-			if _, err := e.svc.Send(context.Background(), chat.SendRequest{ProfileID: "main", SessionID: "mine", Message: "x"}); !errors.Is(err, chat.ErrBusy) {
+			if _, err := e.svc.Send(context.Background(), SendRequest{ProfileID: "main", SessionID: "mine", Message: "x"}); !errors.Is(err, ErrBusy) {
 				t.Fatalf("second send: %v", err)
 			}
-			req := chat.CancelRequest{ProfileID: "main", SessionID: "mine"}
+			req := CancelRequest{ProfileID: "main", SessionID: "mine"}
 			if byRunID {
 				req.RunID = res.RunID
 			}
@@ -329,7 +328,7 @@ func TestCancel(t *testing.T) {
 				t.Fatalf("cancel = %v, %v", ok, err)
 			}
 			evs := e.rec.runEvents(t, res.RunID)
-			ev, isCancel := evs[len(evs)-1].payload.(chat.CancelledEvent)
+			ev, isCancel := evs[len(evs)-1].payload.(CancelledEvent)
 			if !isCancel || ev.Message == nil || ev.Message.Content != "partial answer" || ev.Message.Error != history.ErrorCancelled ||
 				ev.Message.ID != res.MessageID {
 				t.Fatalf("terminal = %+v", evs[len(evs)-1])
@@ -344,7 +343,7 @@ func TestCancel(t *testing.T) {
 			}
 			ms.handlers = []http.HandlerFunc{answer("ok")}
 			res2 := e.send(t, "mine", "short one then")
-			if _, ok := checkRun(t, res2, e.rec.runEvents(t, res2.RunID)).payload.(chat.FinalEvent); !ok {
+			if _, ok := checkRun(t, res2, e.rec.runEvents(t, res2.RunID)).payload.(FinalEvent); !ok {
 				t.Fatal("no final after cancel")
 			}
 		})
@@ -356,12 +355,12 @@ func TestCancelBeforeAnyText(t *testing.T) {
 	ms.handlers = []http.HandlerFunc{ms.slow()}
 	e := newEnv(t, ms.provider(), nil)
 	res := e.send(t, "s", "hi")
-	evs := e.rec.until(t, res.RunID, func(ev event) bool { return ev.name == chat.EventThinking })
-	if ok, err := e.svc.Cancel(chat.CancelRequest{ProfileID: "main", SessionID: "s", RunID: res.RunID}); !ok || err != nil {
+	evs := e.rec.until(t, res.RunID, func(ev event) bool { return ev.name == EventThinking })
+	if ok, err := e.svc.Cancel(CancelRequest{ProfileID: "main", SessionID: "s", RunID: res.RunID}); !ok || err != nil {
 		t.Fatalf("cancel = %v, %v", ok, err)
 	}
 	evs = append(evs, e.rec.runEvents(t, res.RunID)...)
-	if ev, ok := checkRun(t, res, evs).payload.(chat.CancelledEvent); !ok || ev.Message != nil {
+	if ev, ok := checkRun(t, res, evs).payload.(CancelledEvent); !ok || ev.Message != nil {
 		t.Fatalf("terminal = %+v", evs[len(evs)-1])
 	}
 	b, _ := json.Marshal(evs[len(evs)-1].payload)
@@ -377,11 +376,11 @@ func TestCancelBeforeAnyText(t *testing.T) {
 func TestRunTimeout(t *testing.T) {
 	ms := newModelServer(t)
 	ms.handlers = []http.HandlerFunc{ms.slow("thinking about it")}
-	e := newEnv(t, ms.provider(), nil, func(o *chat.Options) { o.RunTimeout = 100 * time.Millisecond })
+	e := newEnv(t, ms.provider(), nil, func(o *Options) { o.RunTimeout = 100 * time.Millisecond })
 	res := e.send(t, "", "hi")
 	evs := e.rec.runEvents(t, res.RunID)
-	ev, ok := checkRun(t, res, evs).payload.(chat.ErrorEvent)
-	if !ok || ev.Error.Code != chat.CodeTimeout || !strings.Contains(ev.Error.Message, "longer than 100ms") {
+	ev, ok := checkRun(t, res, evs).payload.(ErrorEvent)
+	if !ok || ev.Error.Code != CodeTimeout || !strings.Contains(ev.Error.Message, "longer than 100ms") {
 		t.Fatalf("terminal = %+v", evs[len(evs)-1])
 	}
 	stored, err := e.store.Get(context.Background(), res.MessageID)
@@ -395,7 +394,7 @@ func TestCloseCancelsRuns(t *testing.T) {
 	ms.handlers = []http.HandlerFunc{ms.slow("half")}
 	e := newEnv(t, ms.provider(), nil)
 	res := e.send(t, "", "hi")
-	e.rec.until(t, res.RunID, func(ev event) bool { return ev.name == chat.EventChunk })
+	e.rec.until(t, res.RunID, func(ev event) bool { return ev.name == EventChunk })
 	if err := e.svc.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -403,10 +402,10 @@ func TestCloseCancelsRuns(t *testing.T) {
 	e.rec.mu.Lock()
 	last := e.rec.events[len(e.rec.events)-1]
 	e.rec.mu.Unlock()
-	if ev, ok := last.payload.(chat.CancelledEvent); !ok || ev.Message == nil || ev.Message.Content != "half" {
+	if ev, ok := last.payload.(CancelledEvent); !ok || ev.Message == nil || ev.Message.Content != "half" {
 		t.Fatalf("last event = %+v", last)
 	}
-	if _, err := e.svc.Send(context.Background(), chat.SendRequest{ProfileID: "main", Message: "x"}); !errors.Is(err, chat.ErrClosed) {
+	if _, err := e.svc.Send(context.Background(), SendRequest{ProfileID: "main", Message: "x"}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("send after close: %v", err)
 	}
 	if err := e.svc.Close(); err != nil {
@@ -416,7 +415,7 @@ func TestCloseCancelsRuns(t *testing.T) {
 
 func TestIdempotentSend(t *testing.T) {
 	e := newEnv(t, nil, nil)
-	req := chat.SendRequest{ProfileID: "main", Message: "once", IdempotencyKey: "k1"}
+	req := SendRequest{ProfileID: "main", Message: "once", IdempotencyKey: "k1"}
 	a, err := e.svc.Send(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
@@ -445,30 +444,30 @@ func TestInvalidRequests(t *testing.T) {
 		want error
 	}{
 		{"unknown profile", func() error {
-			_, err := e.svc.Send(ctx, chat.SendRequest{ProfileID: "writer", Message: "x"})
+			_, err := e.svc.Send(ctx, SendRequest{ProfileID: "writer", Message: "x"})
 			return err
-		}, chat.ErrNotFound},
-		{"no profile", func() error { _, err := e.svc.Send(ctx, chat.SendRequest{Message: "x"}); return err }, chat.ErrInvalidInput},
+		}, ErrNotFound},
+		{"no profile", func() error { _, err := e.svc.Send(ctx, SendRequest{Message: "x"}); return err }, ErrInvalidInput},
 		{"blank message", func() error {
-			_, err := e.svc.Send(ctx, chat.SendRequest{ProfileID: "main", Message: " \n\t"})
+			_, err := e.svc.Send(ctx, SendRequest{ProfileID: "main", Message: " \n\t"})
 			return err
-		}, chat.ErrInvalidInput},
+		}, ErrInvalidInput},
 		{"huge message", func() error {
-			_, err := e.svc.Send(ctx, chat.SendRequest{ProfileID: "main", Message: strings.Repeat("x", chat.MaxMessageChars+1)})
+			_, err := e.svc.Send(ctx, SendRequest{ProfileID: "main", Message: strings.Repeat("x", MaxMessageChars+1)})
 			return err
-		}, chat.ErrInvalidInput},
+		}, ErrInvalidInput},
 		{"session id with a slash", func() error {
-			_, err := e.svc.Send(ctx, chat.SendRequest{ProfileID: "main", SessionID: "../etc", Message: "x"})
+			_, err := e.svc.Send(ctx, SendRequest{ProfileID: "main", SessionID: "../etc", Message: "x"})
 			return err
-		}, chat.ErrInvalidInput},
-		{"cancel without session", func() error { _, err := e.svc.Cancel(chat.CancelRequest{ProfileID: "main"}); return err }, chat.ErrInvalidInput},
+		}, ErrInvalidInput},
+		{"cancel without session", func() error { _, err := e.svc.Cancel(CancelRequest{ProfileID: "main"}); return err }, ErrInvalidInput},
 		{"cancel unknown profile", func() error {
-			_, err := e.svc.Cancel(chat.CancelRequest{ProfileID: "x", SessionID: "s"})
+			_, err := e.svc.Cancel(CancelRequest{ProfileID: "x", SessionID: "s"})
 			return err
-		}, chat.ErrNotFound},
-		{"history unknown profile", func() error { _, err := e.svc.History(ctx, "x", "", 1); return err }, chat.ErrNotFound},
-		{"history unknown cursor", func() error { _, err := e.svc.History(ctx, "main", "nope", 1); return err }, chat.ErrNotFound},
-		{"new without memory", func() error { _, err := chat.New(chat.Options{Emit: func(string, any) {}}); return err }, chat.ErrInvalidInput},
+		}, ErrNotFound},
+		{"history unknown profile", func() error { _, err := e.svc.History(ctx, "x", "", 1); return err }, ErrNotFound},
+		{"history unknown cursor", func() error { _, err := e.svc.History(ctx, "main", "nope", 1); return err }, ErrNotFound},
+		{"new without memory", func() error { _, err := New(Options{Emit: func(string, any) {}}); return err }, ErrInvalidInput},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -477,7 +476,7 @@ func TestInvalidRequests(t *testing.T) {
 			}
 		})
 	}
-	if ok, err := e.svc.Cancel(chat.CancelRequest{ProfileID: "main", SessionID: "s", RunID: "unknown"}); ok || err != nil {
+	if ok, err := e.svc.Cancel(CancelRequest{ProfileID: "main", SessionID: "s", RunID: "unknown"}); ok || err != nil {
 		t.Fatalf("cancel unknown run = %v, %v", ok, err)
 	}
 }
@@ -516,11 +515,11 @@ func TestContextIsCapped(t *testing.T) {
 	for _, m := range hist {
 		c := m["content"].(string)
 		total += len([]rune(c))
-		if len([]rune(c)) > chat.HistoryMessageChars+1 || c == "" || strings.Contains(c, "secret") {
+		if len([]rune(c)) > HistoryMessageChars+1 || c == "" || strings.Contains(c, "secret") {
 			t.Fatalf("bad history message %q", c[:min(40, len(c))])
 		}
 	}
-	if len(hist) > chat.DefaultHistoryMessages || total > chat.DefaultHistoryChars {
+	if len(hist) > DefaultHistoryMessages || total > DefaultHistoryChars {
 		t.Fatalf("history: %d messages, %d chars", len(hist), total)
 	}
 	if !strings.HasPrefix(hist[len(hist)-1]["content"].(string), "msg-39") || !strings.HasPrefix(hist[len(hist)-2]["content"].(string), "msg-38") {
@@ -530,20 +529,20 @@ func TestContextIsCapped(t *testing.T) {
 }
 
 func TestEventJSONShapes(t *testing.T) {
-	ref := chat.RunRef{RunID: "r", ProfileID: "main", SessionID: "s", MessageID: "m"}
+	ref := RunRef{RunID: "r", ProfileID: "main", SessionID: "s", MessageID: "m"}
 	tests := []struct {
 		payload any
 		want    string
 	}{
-		{chat.ThinkingEvent{RunRef: ref}, `{"runId":"r","profileId":"main","sessionId":"s","messageId":"m"}`},
-		{chat.ChunkEvent{RunRef: ref, Delta: "d", Seq: 3}, `{"runId":"r","profileId":"main","sessionId":"s","messageId":"m","delta":"d","seq":3}`},
-		{chat.ReasoningEvent{RunRef: ref, Delta: "d"}, `{"runId":"r","profileId":"main","sessionId":"s","messageId":"m","delta":"d"}`},
-		{chat.FinalEvent{RunRef: ref, Message: history.Message{ID: "m", ProfileID: "main", SessionID: "s", RunID: "r", Role: "assistant", Content: "c", TS: 1}},
+		{ThinkingEvent{RunRef: ref}, `{"runId":"r","profileId":"main","sessionId":"s","messageId":"m"}`},
+		{ChunkEvent{RunRef: ref, Delta: "d", Seq: 3}, `{"runId":"r","profileId":"main","sessionId":"s","messageId":"m","delta":"d","seq":3}`},
+		{ReasoningEvent{RunRef: ref, Delta: "d"}, `{"runId":"r","profileId":"main","sessionId":"s","messageId":"m","delta":"d"}`},
+		{FinalEvent{RunRef: ref, Message: history.Message{ID: "m", ProfileID: "main", SessionID: "s", RunID: "r", Role: "assistant", Content: "c", TS: 1}},
 			`{"runId":"r","profileId":"main","sessionId":"s","messageId":"m","message":{"id":"m","profileId":"main","sessionId":"s","runId":"r","role":"assistant","content":"c","ts":1}}`},
-		{chat.CancelledEvent{RunRef: ref}, `{"runId":"r","profileId":"main","sessionId":"s","messageId":"m"}`},
-		{chat.ErrorEvent{RunRef: ref, Error: chat.RunError{Code: "UNAVAILABLE", Message: "x"}},
+		{CancelledEvent{RunRef: ref}, `{"runId":"r","profileId":"main","sessionId":"s","messageId":"m"}`},
+		{ErrorEvent{RunRef: ref, Error: RunError{Code: "UNAVAILABLE", Message: "x"}},
 			`{"runId":"r","profileId":"main","sessionId":"s","messageId":"m","error":{"code":"UNAVAILABLE","message":"x"}}`},
-		{chat.SendResult{RunID: "r", MessageID: "m", SessionID: "s", UserMessageID: "u"}, `{"runId":"r","messageId":"m","sessionId":"s","userMessageId":"u"}`},
+		{SendResult{RunID: "r", MessageID: "m", SessionID: "s", UserMessageID: "u"}, `{"runId":"r","messageId":"m","sessionId":"s","userMessageId":"u"}`},
 	}
 	for _, tc := range tests {
 		b, _ := json.Marshal(tc.payload)
@@ -565,7 +564,7 @@ func TestSearcherArgsClamped(t *testing.T) {
 	}
 	msgs := wireMessages(ms.body(1))
 	content := msgs[len(msgs)-1]["content"].(string)
-	if len(content) > chat.MaxToolResultChars || !strings.Contains(content, "<&>") || !strings.Contains(content, `"truncated":true`) {
+	if len(content) > MaxToolResultChars || !strings.Contains(content, "<&>") || !strings.Contains(content, `"truncated":true`) {
 		t.Fatalf("tool result (%d bytes) = %.200s", len(content), content)
 	}
 	var parsed map[string]any
@@ -576,15 +575,15 @@ func TestSearcherArgsClamped(t *testing.T) {
 
 func TestErrorCode(t *testing.T) {
 	tests := map[error]string{
-		fmt.Errorf("x: %w", chat.ErrNotFound):     "NOT_FOUND",
-		fmt.Errorf("x: %w", chat.ErrInvalidInput): "INVALID_REQUEST",
-		fmt.Errorf("x: %w", chat.ErrForbidden):    "FORBIDDEN",
-		fmt.Errorf("x: %w", chat.ErrBusy):         "CONFLICT",
-		fmt.Errorf("x: %w", chat.ErrClosed):       "UNAVAILABLE",
-		errors.New("disk full"):                   "INTERNAL",
+		fmt.Errorf("x: %w", ErrNotFound):     "NOT_FOUND",
+		fmt.Errorf("x: %w", ErrInvalidInput): "INVALID_REQUEST",
+		fmt.Errorf("x: %w", ErrForbidden):    "FORBIDDEN",
+		fmt.Errorf("x: %w", ErrBusy):         "CONFLICT",
+		fmt.Errorf("x: %w", ErrClosed):       "UNAVAILABLE",
+		errors.New("disk full"):              "INTERNAL",
 	}
 	for err, want := range tests {
-		if got := chat.ErrorCode(err); got != want {
+		if got := ErrorCode(err); got != want {
 			t.Errorf("ErrorCode(%v) = %s, want %s", err, got, want)
 		}
 	}

@@ -1,4 +1,4 @@
-package chat_test
+package chat
 
 import (
 	"context"
@@ -13,11 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/atrium-dev/atrium/backend/chat"
 	"github.com/atrium-dev/atrium/backend/history"
 	"github.com/atrium-dev/atrium/backend/memory"
 	"github.com/atrium-dev/atrium/backend/model"
-	"github.com/atrium-dev/atrium/backend/statedb"
 )
 
 // ---- fake memory ----
@@ -74,26 +72,26 @@ func (r *recorder) emit(name string, payload any) {
 	r.ch <- event{name, payload}
 }
 
-func ref(p any) chat.RunRef {
+func ref(p any) RunRef {
 	switch v := p.(type) {
-	case chat.ThinkingEvent:
+	case ThinkingEvent:
 		return v.RunRef
-	case chat.ReasoningEvent:
+	case ReasoningEvent:
 		return v.RunRef
-	case chat.ChunkEvent:
+	case ChunkEvent:
 		return v.RunRef
-	case chat.FinalEvent:
+	case FinalEvent:
 		return v.RunRef
-	case chat.CancelledEvent:
+	case CancelledEvent:
 		return v.RunRef
-	case chat.ErrorEvent:
+	case ErrorEvent:
 		return v.RunRef
 	}
 	panic(fmt.Sprintf("unexpected payload %T", p))
 }
 
 func terminal(name string) bool {
-	return name == chat.EventFinal || name == chat.EventCancelled || name == chat.EventError
+	return name == EventFinal || name == EventCancelled || name == EventError
 }
 
 // until reads events until one for runID satisfies stop, and returns the
@@ -127,15 +125,15 @@ func (r *recorder) runEvents(t *testing.T, runID string) []event {
 // ---- service ----
 
 type env struct {
-	svc   *chat.Service
+	svc   *Service
 	store *history.Store
 	mem   *fakeSearcher
 	rec   *recorder
 }
 
-func newEnv(t *testing.T, p model.Provider, mem *fakeSearcher, edit ...func(*chat.Options)) *env {
+func newEnv(t *testing.T, p model.Provider, mem *fakeSearcher, edit ...func(*Options)) *env {
 	t.Helper()
-	db, err := statedb.Open(filepath.Join(t.TempDir(), "state.db"))
+	db, err := openTestDB(filepath.Join(t.TempDir(), "state.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,11 +146,11 @@ func newEnv(t *testing.T, p model.Provider, mem *fakeSearcher, edit ...func(*cha
 		mem = &fakeSearcher{}
 	}
 	rec := newRecorder()
-	opts := chat.Options{History: store, Provider: p, Memory: mem, Emit: rec.emit}
+	opts := Options{History: store, Provider: p, Memory: mem, Emit: rec.emit}
 	for _, e := range edit {
 		e(&opts)
 	}
-	svc, err := chat.New(opts)
+	svc, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,9 +158,9 @@ func newEnv(t *testing.T, p model.Provider, mem *fakeSearcher, edit ...func(*cha
 	return &env{svc: svc, store: store, mem: mem, rec: rec}
 }
 
-func (e *env) send(t *testing.T, session, text string) chat.SendResult {
+func (e *env) send(t *testing.T, session, text string) SendResult {
 	t.Helper()
-	res, err := e.svc.Send(context.Background(), chat.SendRequest{ProfileID: "main", SessionID: session, Message: text})
+	res, err := e.svc.Send(context.Background(), SendRequest{ProfileID: "main", SessionID: session, Message: text})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,10 +169,10 @@ func (e *env) send(t *testing.T, session, text string) chat.SendResult {
 
 // checkRun verifies the invariants every run's events must hold and returns
 // the terminal event.
-func checkRun(t *testing.T, res chat.SendResult, evs []event) event {
+func checkRun(t *testing.T, res SendResult, evs []event) event {
 	t.Helper()
-	want := chat.RunRef{RunID: res.RunID, ProfileID: "main", SessionID: res.SessionID, MessageID: res.MessageID}
-	if len(evs) == 0 || evs[0].name != chat.EventThinking {
+	want := RunRef{RunID: res.RunID, ProfileID: "main", SessionID: res.SessionID, MessageID: res.MessageID}
+	if len(evs) == 0 || evs[0].name != EventThinking {
 		t.Fatalf("first event = %v, want chat.thinking", evs)
 	}
 	seq := 0
@@ -182,7 +180,7 @@ func checkRun(t *testing.T, res chat.SendResult, evs []event) event {
 		if ref(e.payload) != want {
 			t.Fatalf("event %d %s carries %+v, want %+v", i, e.name, ref(e.payload), want)
 		}
-		if c, ok := e.payload.(chat.ChunkEvent); ok {
+		if c, ok := e.payload.(ChunkEvent); ok {
 			seq++
 			if c.Seq != seq {
 				t.Fatalf("chunk seq %d, want %d", c.Seq, seq)
@@ -198,7 +196,7 @@ func checkRun(t *testing.T, res chat.SendResult, evs []event) event {
 func chunksText(evs []event) string {
 	s := ""
 	for _, e := range evs {
-		if c, ok := e.payload.(chat.ChunkEvent); ok {
+		if c, ok := e.payload.(ChunkEvent); ok {
 			s += c.Delta
 		}
 	}

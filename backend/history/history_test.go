@@ -1,4 +1,4 @@
-package history_test
+package history
 
 import (
 	"context"
@@ -7,39 +7,36 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
-
-	"github.com/atrium-dev/atrium/backend/history"
-	"github.com/atrium-dev/atrium/backend/statedb"
 )
 
-func openStore(t *testing.T) (*history.Store, string) {
+func openStore(t *testing.T) (*Store, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "state.db")
-	db, err := statedb.Open(path)
+	db, err := openTestDB(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	st, err := history.Open(db)
+	st, err := Open(db)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return st, path
 }
 
-func msg(i int, session string) history.Message {
-	role := history.RoleUser
+func msg(i int, session string) Message {
+	role := RoleUser
 	if i%2 == 1 {
-		role = history.RoleAssistant
+		role = RoleAssistant
 	}
-	return history.Message{
+	return Message{
 		ID: fmt.Sprintf("m%02d", i), ProfileID: "main", SessionID: session,
 		RunID: fmt.Sprintf("r%02d", i/2), Role: role, Content: fmt.Sprintf("text %d", i),
 		TS: 1_700_000_000_000 + int64(i/3), // several messages share a timestamp
 	}
 }
 
-func ids(ms []history.Message) []string {
+func ids(ms []Message) []string {
 	out := []string{}
 	for _, m := range ms {
 		out = append(out, m.ID)
@@ -51,11 +48,11 @@ func TestOpenIsIdempotentAndPersists(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
 	ctx := context.Background()
 	for round := range 3 {
-		db, err := statedb.Open(path)
+		db, err := openTestDB(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, err := history.Open(db)
+		st, err := Open(db)
 		if err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
@@ -80,19 +77,19 @@ func TestOpenIsIdempotentAndPersists(t *testing.T) {
 func TestAppendValidatesAndIsIdempotent(t *testing.T) {
 	st, _ := openStore(t)
 	ctx := context.Background()
-	good := history.Message{ID: "a", ProfileID: "main", SessionID: "s", Role: "user", Content: "hi", TS: 5,
-		Sources: []history.Source{{Path: "MEMORY.md", StartLine: 1, EndLine: 3}}}
+	good := Message{ID: "a", ProfileID: "main", SessionID: "s", Role: "user", Content: "hi", TS: 5,
+		Sources: []Source{{Path: "MEMORY.md", StartLine: 1, EndLine: 3}}}
 	tests := []struct {
 		name  string
-		edit  func(*history.Message)
+		edit  func(*Message)
 		valid bool
 	}{
-		{"ok", func(*history.Message) {}, true},
-		{"no id", func(m *history.Message) { m.ID = "" }, false},
-		{"no profile", func(m *history.Message) { m.ProfileID = "" }, false},
-		{"no session", func(m *history.Message) { m.SessionID = "" }, false},
-		{"bad role", func(m *history.Message) { m.Role = "tool" }, false},
-		{"zero ts", func(m *history.Message) { m.TS = 0 }, false},
+		{"ok", func(*Message) {}, true},
+		{"no id", func(m *Message) { m.ID = "" }, false},
+		{"no profile", func(m *Message) { m.ProfileID = "" }, false},
+		{"no session", func(m *Message) { m.SessionID = "" }, false},
+		{"bad role", func(m *Message) { m.Role = "tool" }, false},
+		{"zero ts", func(m *Message) { m.TS = 0 }, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -102,7 +99,7 @@ func TestAppendValidatesAndIsIdempotent(t *testing.T) {
 			if tc.valid != (err == nil) {
 				t.Fatalf("err = %v, want valid=%v", err, tc.valid)
 			}
-			if !tc.valid && !errors.Is(err, history.ErrInvalid) {
+			if !tc.valid && !errors.Is(err, ErrInvalid) {
 				t.Fatalf("err = %v, want ErrInvalid", err)
 			}
 		})
@@ -123,7 +120,7 @@ func TestAppendValidatesAndIsIdempotent(t *testing.T) {
 	if len(page.Messages) != 1 {
 		t.Fatalf("duplicate stored: %v", ids(page.Messages))
 	}
-	if _, err := st.Get(ctx, "nope"); !errors.Is(err, history.ErrNotFound) {
+	if _, err := st.Get(ctx, "nope"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Get unknown: %v", err)
 	}
 	if ok, err := st.Delete(ctx, "a"); !ok || err != nil {
@@ -173,10 +170,10 @@ func TestProfilePaging(t *testing.T) {
 		t.Fatalf("page = %+v, %v", page, err)
 	}
 
-	if _, err := st.Profile(ctx, "main", "unknown", 3); !errors.Is(err, history.ErrNotFound) {
+	if _, err := st.Profile(ctx, "main", "unknown", 3); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("unknown cursor: %v", err)
 	}
-	if _, err := st.Profile(ctx, "main", "m99", 3); !errors.Is(err, history.ErrNotFound) {
+	if _, err := st.Profile(ctx, "main", "m99", 3); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("cursor of another profile: %v", err)
 	}
 	empty, err := st.Profile(ctx, "nobody", "", 3)
@@ -208,14 +205,14 @@ func TestSession(t *testing.T) {
 }
 
 func TestMessageJSONShape(t *testing.T) {
-	m := history.Message{ID: "1", ProfileID: "main", SessionID: "s", RunID: "r", Role: "assistant", Content: "c", TS: 7,
-		Sources: []history.Source{{Path: "a.md", StartLine: 1, EndLine: 2}}, Error: "cancelled"}
+	m := Message{ID: "1", ProfileID: "main", SessionID: "s", RunID: "r", Role: "assistant", Content: "c", TS: 7,
+		Sources: []Source{{Path: "a.md", StartLine: 1, EndLine: 2}}, Error: "cancelled"}
 	b, _ := json.Marshal(m)
 	want := `{"id":"1","profileId":"main","sessionId":"s","runId":"r","role":"assistant","content":"c","ts":7,"sources":[{"path":"a.md","startLine":1,"endLine":2}],"error":"cancelled"}`
 	if string(b) != want {
 		t.Fatalf("JSON = %s\nwant  %s", b, want)
 	}
-	b, _ = json.Marshal(history.Message{ID: "1", ProfileID: "main", SessionID: "s", Role: "user", Content: "c", TS: 7})
+	b, _ = json.Marshal(Message{ID: "1", ProfileID: "main", SessionID: "s", Role: "user", Content: "c", TS: 7})
 	if string(b) != `{"id":"1","profileId":"main","sessionId":"s","role":"user","content":"c","ts":7}` {
 		t.Fatalf("JSON = %s", b)
 	}

@@ -1,4 +1,4 @@
-package model_test
+package model
 
 import (
 	"context"
@@ -8,8 +8,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-
-	"github.com/atrium-dev/atrium/backend/model"
 )
 
 // ollamaServer answers GET /api/tags with body (and /v1/models with an
@@ -44,52 +42,52 @@ func TestDetect(t *testing.T) {
 
 	tests := []struct {
 		name      string
-		cfg       model.Config
+		cfg       Config
 		env       map[string]string
 		ollamaURL string
-		want      model.Config
+		want      Config
 		why       string
 		err       error
 	}{
-		{name: "explicit offline", cfg: model.Config{Provider: "offline", Model: "x"}, ollamaURL: ollama.URL,
-			want: model.Config{Provider: "offline"}, why: "offline"},
-		{name: "explicit openai complete", cfg: model.Config{Provider: "openai", BaseURL: "https://llm.example/v1/", APIKey: "k", Model: "m"},
+		{name: "explicit offline", cfg: Config{Provider: "offline", Model: "x"}, ollamaURL: ollama.URL,
+			want: Config{Provider: "offline"}, why: "offline"},
+		{name: "explicit openai complete", cfg: Config{Provider: "openai", BaseURL: "https://llm.example/v1/", APIKey: "k", Model: "m"},
 			env:  map[string]string{"OPENAI_API_KEY": "env-key"},
-			want: model.Config{Provider: "openai", BaseURL: "https://llm.example/v1", APIKey: "k", Model: "m"}, why: "config.json"},
-		{name: "explicit fields imply openai, key from env", cfg: model.Config{Model: "gpt-x"},
+			want: Config{Provider: "openai", BaseURL: "https://llm.example/v1", APIKey: "k", Model: "m"}, why: "config.json"},
+		{name: "explicit fields imply openai, key from env", cfg: Config{Model: "gpt-x"},
 			env:  map[string]string{"OPENAI_API_KEY": "env-key"},
-			want: model.Config{Provider: "openai", BaseURL: model.DefaultOpenAIBaseURL, APIKey: "env-key", Model: "gpt-x"}, why: "config.json"},
-		{name: "explicit openai without model asks /models", cfg: model.Config{Provider: "openai", BaseURL: ollama.URL + "/v1", APIKey: "sk-list"},
-			want: model.Config{Provider: "openai", BaseURL: ollama.URL + "/v1", APIKey: "sk-list", Model: "served-model"}, why: "first listed model served-model"},
-		{name: "explicit ollama without model picks first", cfg: model.Config{Provider: "Ollama", BaseURL: ollama.URL},
-			want: model.Config{Provider: "ollama", BaseURL: ollama.URL + "/v1", Model: "qwen2.5:7b"}, why: "first model qwen2.5:7b"},
-		{name: "explicit ollama with model needs no probe", cfg: model.Config{Provider: "ollama", Model: "phi3"}, ollamaURL: down,
-			want: model.Config{Provider: "ollama", BaseURL: down + "/v1", Model: "phi3"}, why: "phi3"},
-		{name: "explicit ollama unreachable", cfg: model.Config{Provider: "ollama"}, ollamaURL: down,
-			want: model.Config{Provider: "offline"}, why: "connection refused", err: model.ErrUnavailable},
-		{name: "unknown provider", cfg: model.Config{Provider: "anthropix"},
-			want: model.Config{Provider: "offline"}, why: "unknown model provider", err: model.ErrConfig},
+			want: Config{Provider: "openai", BaseURL: DefaultOpenAIBaseURL, APIKey: "env-key", Model: "gpt-x"}, why: "config.json"},
+		{name: "explicit openai without model asks /models", cfg: Config{Provider: "openai", BaseURL: ollama.URL + "/v1", APIKey: "sk-list"},
+			want: Config{Provider: "openai", BaseURL: ollama.URL + "/v1", APIKey: "sk-list", Model: "served-model"}, why: "first listed model served-model"},
+		{name: "explicit ollama without model picks first", cfg: Config{Provider: "Ollama", BaseURL: ollama.URL},
+			want: Config{Provider: "ollama", BaseURL: ollama.URL + "/v1", Model: "qwen2.5:7b"}, why: "first model qwen2.5:7b"},
+		{name: "explicit ollama with model needs no probe", cfg: Config{Provider: "ollama", Model: "phi3"}, ollamaURL: down,
+			want: Config{Provider: "ollama", BaseURL: down + "/v1", Model: "phi3"}, why: "phi3"},
+		{name: "explicit ollama unreachable", cfg: Config{Provider: "ollama"}, ollamaURL: down,
+			want: Config{Provider: "offline"}, why: "connection refused", err: ErrUnavailable},
+		{name: "unknown provider", cfg: Config{Provider: "anthropix"},
+			want: Config{Provider: "offline"}, why: "unknown model provider", err: ErrConfig},
 		{name: "env key and model", env: map[string]string{"OPENAI_API_KEY": "sk-env", "OPENAI_MODEL": "gpt-4.1"}, ollamaURL: ollama.URL,
-			want: model.Config{Provider: "openai", BaseURL: model.DefaultOpenAIBaseURL, APIKey: "sk-env", Model: "gpt-4.1"}, why: "OPENAI_API_KEY"},
+			want: Config{Provider: "openai", BaseURL: DefaultOpenAIBaseURL, APIKey: "sk-env", Model: "gpt-4.1"}, why: "OPENAI_API_KEY"},
 		{name: "env base url of an unreachable server falls back to default model", env: map[string]string{"OPENAI_BASE_URL": down + "/v1"},
-			want: model.Config{Provider: "openai", BaseURL: down + "/v1", Model: model.DefaultOpenAIModel}, why: "default model"},
+			want: Config{Provider: "openai", BaseURL: down + "/v1", Model: DefaultOpenAIModel}, why: "default model"},
 		{name: "local ollama", ollamaURL: ollama.URL,
-			want: model.Config{Provider: "ollama", BaseURL: ollama.URL + "/v1", Model: "qwen2.5:7b"}, why: "found a local Ollama"},
+			want: Config{Provider: "ollama", BaseURL: ollama.URL + "/v1", Model: "qwen2.5:7b"}, why: "found a local Ollama"},
 		{name: "local ollama without models", ollamaURL: empty.URL,
-			want: model.Config{Provider: "offline"}, why: "has no models"},
+			want: Config{Provider: "offline"}, why: "has no models"},
 		{name: "nothing at all", ollamaURL: down,
-			want: model.Config{Provider: "offline"}, why: "no model configured"},
+			want: Config{Provider: "offline"}, why: "no model configured"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			opts := model.DetectOptions{
+			opts := DetectOptions{
 				Getenv:    func(k string) string { return tc.env[k] },
 				OllamaURL: tc.ollamaURL,
 			}
 			if opts.OllamaURL == "" {
 				opts.OllamaURL = down
 			}
-			got, why, err := model.Detect(context.Background(), tc.cfg, opts)
+			got, why, err := Detect(context.Background(), tc.cfg, opts)
 			if tc.err == nil && err != nil || tc.err != nil && !errors.Is(err, tc.err) {
 				t.Fatalf("err = %v, want %v", err, tc.err)
 			}
@@ -104,15 +102,15 @@ func TestDetect(t *testing.T) {
 }
 
 func TestFromConfig(t *testing.T) {
-	p, err := model.FromConfig(model.Config{Provider: "offline"}, model.OpenAIOptions{})
+	p, err := FromConfig(Config{Provider: "offline"}, OpenAIOptions{})
 	if p != nil || err != nil {
 		t.Fatalf("offline = %v, %v", p, err)
 	}
-	p, err = model.FromConfig(model.Config{Provider: "ollama", BaseURL: "http://h:1/v1", Model: "q"}, model.OpenAIOptions{})
-	if err != nil || p.Name() != "ollama" || p.Model() != "q" || p.(*model.OpenAI).BaseURL() != "http://h:1/v1" {
+	p, err = FromConfig(Config{Provider: "ollama", BaseURL: "http://h:1/v1", Model: "q"}, OpenAIOptions{})
+	if err != nil || p.Name() != "ollama" || p.Model() != "q" || p.(*OpenAI).BaseURL() != "http://h:1/v1" {
 		t.Fatalf("ollama = %v, %v", p, err)
 	}
-	if _, err := model.FromConfig(model.Config{Provider: "nope"}, model.OpenAIOptions{}); !errors.Is(err, model.ErrConfig) {
+	if _, err := FromConfig(Config{Provider: "nope"}, OpenAIOptions{}); !errors.Is(err, ErrConfig) {
 		t.Fatalf("unknown = %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package model_test
+package model
 
 import (
 	"context"
@@ -13,8 +13,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/atrium-dev/atrium/backend/model"
 )
 
 // chunk builds one OpenAI chat.completion.chunk JSON text.
@@ -82,12 +80,12 @@ func newScripted(t *testing.T, handlers ...http.HandlerFunc) *scripted {
 	return s
 }
 
-func (s *scripted) client(opts model.OpenAIOptions) *model.OpenAI {
+func (s *scripted) client(opts OpenAIOptions) *OpenAI {
 	opts.BaseURL = s.srv.URL + "/v1"
 	if opts.Model == "" {
 		opts.Model = "test-model"
 	}
-	return model.NewOpenAI(opts)
+	return NewOpenAI(opts)
 }
 
 func (s *scripted) request(i int) recorded {
@@ -96,9 +94,9 @@ func (s *scripted) request(i int) recorded {
 	return s.requests[i]
 }
 
-func collectDeltas() (*[]model.Delta, func(model.Delta)) {
-	var ds []model.Delta
-	return &ds, func(d model.Delta) { ds = append(ds, d) }
+func collectDeltas() (*[]Delta, func(Delta)) {
+	var ds []Delta
+	return &ds, func(d Delta) { ds = append(ds, d) }
 }
 
 func TestStreamText(t *testing.T) {
@@ -109,13 +107,13 @@ func TestStreamText(t *testing.T) {
 		writeSSE(w, text("world"), chunk(`{}`, "stop"))
 		writeSSE(w, `{"id":"x","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15}}`, "[DONE]")
 	})
-	c := s.client(model.OpenAIOptions{APIKey: "sk-test", Name: "ollama"})
+	c := s.client(OpenAIOptions{APIKey: "sk-test", Name: "ollama"})
 	if c.Name() != "ollama" || c.Model() != "test-model" {
 		t.Fatalf("Name/Model = %s/%s", c.Name(), c.Model())
 	}
 	ds, on := collectDeltas()
-	resp, err := c.Stream(context.Background(), model.Request{Messages: []model.Message{
-		{Role: model.RoleSystem, Content: "be nice"}, {Role: model.RoleUser, Content: "hi"}}}, on)
+	resp, err := c.Stream(context.Background(), Request{Messages: []Message{
+		{Role: RoleSystem, Content: "be nice"}, {Role: RoleUser, Content: "hi"}}}, on)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +124,7 @@ func TestStreamText(t *testing.T) {
 	if strings.Join(got, "|") != "Hel|lo, |world" {
 		t.Fatalf("deltas = %q", got)
 	}
-	if resp.Content != "Hello, world" || resp.FinishReason != "stop" || resp.Usage != (model.Usage{PromptTokens: 12, CompletionTokens: 3}) {
+	if resp.Content != "Hello, world" || resp.FinishReason != "stop" || resp.Usage != (Usage{PromptTokens: 12, CompletionTokens: 3}) {
 		t.Fatalf("resp = %+v", resp)
 	}
 	req := s.request(0)
@@ -157,12 +155,12 @@ func TestStreamReasoning(t *testing.T) {
 			text("42"), chunk(`{}`, "stop"), "[DONE]")
 	})
 	ds, on := collectDeltas()
-	resp, err := s.client(model.OpenAIOptions{}).Stream(context.Background(), model.Request{Model: "override",
-		Messages: []model.Message{{Role: "user", Content: "?"}}}, on)
+	resp, err := s.client(OpenAIOptions{}).Stream(context.Background(), Request{Model: "override",
+		Messages: []Message{{Role: "user", Content: "?"}}}, on)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []model.Delta{{Reasoning: "Let me think. "}, {Reasoning: "Still thinking."}, {Content: "42"}}
+	want := []Delta{{Reasoning: "Let me think. "}, {Reasoning: "Still thinking."}, {Content: "42"}}
 	if fmt.Sprint(*ds) != fmt.Sprint(want) {
 		t.Fatalf("deltas = %+v", *ds)
 	}
@@ -191,12 +189,12 @@ func TestStreamToolCallsThenText(t *testing.T) {
 			startSSE(w)
 			writeSSE(w, text("QK-7731 is "), text("the launch code."), chunk(`{}`, "stop"), "[DONE]")
 		})
-	c := s.client(model.OpenAIOptions{})
-	tool := model.Tool{Name: "memory_search", Description: "search memory",
+	c := s.client(OpenAIOptions{})
+	tool := Tool{Name: "memory_search", Description: "search memory",
 		Parameters: json.RawMessage(`{"type":"object","properties":{"query":{"type":"string"}},"required":["query"]}`)}
-	msgs := []model.Message{{Role: "user", Content: "what is QK-7731?"}}
+	msgs := []Message{{Role: "user", Content: "what is QK-7731?"}}
 	ds, on := collectDeltas()
-	resp, err := c.Stream(context.Background(), model.Request{Messages: msgs, Tools: []model.Tool{tool}}, on)
+	resp, err := c.Stream(context.Background(), Request{Messages: msgs, Tools: []Tool{tool}}, on)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,10 +212,10 @@ func TestStreamToolCallsThenText(t *testing.T) {
 		t.Fatalf("call 1 = %+v", resp.ToolCalls[1])
 	}
 	// Second round: the assistant's tool calls and the tool results go back.
-	msgs = append(msgs, model.Message{Role: model.RoleAssistant, ToolCalls: resp.ToolCalls},
-		model.Message{Role: model.RoleTool, ToolCallID: "call_a", Name: "memory_search", Content: `{"results":[]}`},
-		model.Message{Role: model.RoleTool, ToolCallID: "call_b", Name: "memory_search", Content: `{"results":[]}`})
-	resp, err = c.Stream(context.Background(), model.Request{Messages: msgs, Tools: []model.Tool{tool}}, on)
+	msgs = append(msgs, Message{Role: RoleAssistant, ToolCalls: resp.ToolCalls},
+		Message{Role: RoleTool, ToolCallID: "call_a", Name: "memory_search", Content: `{"results":[]}`},
+		Message{Role: RoleTool, ToolCallID: "call_b", Name: "memory_search", Content: `{"results":[]}`})
+	resp, err = c.Stream(context.Background(), Request{Messages: msgs, Tools: []Tool{tool}}, on)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +250,7 @@ func TestStreamNonStreamingJSONAnswer(t *testing.T) {
 		io.WriteString(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"plain"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}`)
 	})
 	ds, on := collectDeltas()
-	resp, err := s.client(model.OpenAIOptions{}).Stream(context.Background(), model.Request{Messages: []model.Message{{Role: "user", Content: "x"}}}, on)
+	resp, err := s.client(OpenAIOptions{}).Stream(context.Background(), Request{Messages: []Message{{Role: "user", Content: "x"}}}, on)
 	if err != nil || resp.Content != "plain" || len(*ds) != 1 {
 		t.Fatalf("resp = %+v, %v", resp, err)
 	}
@@ -273,14 +271,14 @@ func TestStreamErrors(t *testing.T) {
 				w.WriteHeader(500)
 				io.WriteString(w, `{"error":{"message":"model crashed","type":"server_error"}}`)
 			},
-			kind: model.ErrUnavailable, contains: []string{"HTTP 500", "model crashed"},
+			kind: ErrUnavailable, contains: []string{"HTTP 500", "model crashed"},
 		},
 		{
 			name: "http 429",
 			handler: func(w http.ResponseWriter, r *http.Request) {
 				http.Error(w, "slow down", http.StatusTooManyRequests)
 			},
-			kind: model.ErrUnavailable, contains: []string{"HTTP 429", "slow down"},
+			kind: ErrUnavailable, contains: []string{"HTTP 429", "slow down"},
 		},
 		{
 			name: "http 404 unknown model (Ollama error string)",
@@ -288,7 +286,7 @@ func TestStreamErrors(t *testing.T) {
 				w.WriteHeader(404)
 				io.WriteString(w, `{"error":"model \"llama9\" not found, try pulling it first"}`)
 			},
-			kind: model.ErrRejected, contains: []string{"HTTP 404", `model "llama9" not found`},
+			kind: ErrRejected, contains: []string{"HTTP 404", `model "llama9" not found`},
 		},
 		{
 			name: "html body",
@@ -296,7 +294,7 @@ func TestStreamErrors(t *testing.T) {
 				w.Header().Set("Content-Type", "text/html")
 				io.WriteString(w, "<html><body>It works!</body></html>")
 			},
-			kind: model.ErrBadResponse, contains: []string{"did not answer with an event stream", "text/html", "It works!"},
+			kind: ErrBadResponse, contains: []string{"did not answer with an event stream", "text/html", "It works!"},
 		},
 		{
 			name: "garbage line inside the stream",
@@ -305,7 +303,7 @@ func TestStreamErrors(t *testing.T) {
 				writeSSE(w, text("ok "))
 				io.WriteString(w, "<<<garbage>>>\n\n")
 			},
-			kind: model.ErrBadResponse, contains: []string{"not part of an event stream", "<<<garbage>>>"}, partial: "ok ",
+			kind: ErrBadResponse, contains: []string{"not part of an event stream", "<<<garbage>>>"}, partial: "ok ",
 		},
 		{
 			name: "chunk that is not JSON",
@@ -313,7 +311,7 @@ func TestStreamErrors(t *testing.T) {
 				startSSE(w)
 				writeSSE(w, "{not json")
 			},
-			kind: model.ErrBadResponse, contains: []string{"not valid JSON"},
+			kind: ErrBadResponse, contains: []string{"not valid JSON"},
 		},
 		{
 			name: "error object in the stream",
@@ -321,7 +319,7 @@ func TestStreamErrors(t *testing.T) {
 				startSSE(w)
 				writeSSE(w, text("par"), `{"error":{"message":"context length exceeded"}}`)
 			},
-			kind: model.ErrBadResponse, contains: []string{"reported an error", "context length exceeded"}, partial: "par",
+			kind: ErrBadResponse, contains: []string{"reported an error", "context length exceeded"}, partial: "par",
 		},
 		{
 			name: "stream cut before [DONE]",
@@ -334,7 +332,7 @@ func TestStreamErrors(t *testing.T) {
 					conn.Close()
 				}
 			},
-			kind: model.ErrIncomplete, contains: []string{"stopped before it was complete"}, partial: "The answer is",
+			kind: ErrIncomplete, contains: []string{"stopped before it was complete"}, partial: "The answer is",
 		},
 		{
 			name: "stream ends cleanly but without [DONE] or finish_reason",
@@ -342,14 +340,14 @@ func TestStreamErrors(t *testing.T) {
 				startSSE(w)
 				writeSSE(w, text("half"))
 			},
-			kind: model.ErrIncomplete, contains: []string{"[DONE]"}, partial: "half",
+			kind: ErrIncomplete, contains: []string{"[DONE]"}, partial: "half",
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newScripted(t, tc.handler)
-			resp, err := s.client(model.OpenAIOptions{}).Stream(context.Background(),
-				model.Request{Messages: []model.Message{{Role: "user", Content: "x"}}}, nil)
+			resp, err := s.client(OpenAIOptions{}).Stream(context.Background(),
+				Request{Messages: []Message{{Role: "user", Content: "x"}}}, nil)
 			if !errors.Is(err, tc.kind) {
 				t.Fatalf("err = %v, want %v", err, tc.kind)
 			}
@@ -381,9 +379,9 @@ func closedAddr(t *testing.T) string {
 
 func TestStreamConnectionRefused(t *testing.T) {
 	addr := closedAddr(t)
-	c := model.NewOpenAI(model.OpenAIOptions{BaseURL: "http://" + addr + "/v1", Model: "m"})
-	_, err := c.Stream(context.Background(), model.Request{Messages: []model.Message{{Role: "user", Content: "x"}}}, nil)
-	if !errors.Is(err, model.ErrUnavailable) {
+	c := NewOpenAI(OpenAIOptions{BaseURL: "http://" + addr + "/v1", Model: "m"})
+	_, err := c.Stream(context.Background(), Request{Messages: []Message{{Role: "user", Content: "x"}}}, nil)
+	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("err = %v", err)
 	}
 	want := "model server at http://" + addr + " is unreachable: connection refused"
@@ -412,11 +410,11 @@ func blockingServer(t *testing.T, beforeHeaders bool, first ...string) *scripted
 
 func TestStreamCancelMidStream(t *testing.T) {
 	s := blockingServer(t, false, text("slow "), text("answer"))
-	c := s.client(model.OpenAIOptions{})
+	c := s.client(OpenAIOptions{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var got []string
-	resp, err := c.Stream(ctx, model.Request{Messages: []model.Message{{Role: "user", Content: "x"}}}, func(d model.Delta) {
+	resp, err := c.Stream(ctx, Request{Messages: []Message{{Role: "user", Content: "x"}}}, func(d Delta) {
 		got = append(got, d.Content)
 		if len(got) == 2 {
 			cancel()
@@ -434,19 +432,19 @@ func TestStreamTimeouts(t *testing.T) {
 	tests := []struct {
 		name          string
 		beforeHeaders bool
-		opts          model.OpenAIOptions
+		opts          OpenAIOptions
 		contains      string
 	}{
-		{"no headers", true, model.OpenAIOptions{HeaderTimeout: 50 * time.Millisecond}, "sent no response within 50ms"},
-		{"silent mid-stream", false, model.OpenAIOptions{IdleTimeout: 50 * time.Millisecond}, "went silent for 50ms"},
+		{"no headers", true, OpenAIOptions{HeaderTimeout: 50 * time.Millisecond}, "sent no response within 50ms"},
+		{"silent mid-stream", false, OpenAIOptions{IdleTimeout: 50 * time.Millisecond}, "went silent for 50ms"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := blockingServer(t, tc.beforeHeaders, text("hi"))
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a hang fails, not stalls
 			defer cancel()
-			_, err := s.client(tc.opts).Stream(ctx, model.Request{Messages: []model.Message{{Role: "user", Content: "x"}}}, nil)
-			if !errors.Is(err, model.ErrTimeout) || !strings.Contains(err.Error(), tc.contains) {
+			_, err := s.client(tc.opts).Stream(ctx, Request{Messages: []Message{{Role: "user", Content: "x"}}}, nil)
+			if !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), tc.contains) {
 				t.Fatalf("err = %v", err)
 			}
 		})
@@ -456,7 +454,7 @@ func TestStreamTimeouts(t *testing.T) {
 func TestStreamAlreadyCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := model.NewOpenAI(model.OpenAIOptions{BaseURL: "http://" + closedAddr(t)}).Stream(ctx, model.Request{}, nil)
+	_, err := NewOpenAI(OpenAIOptions{BaseURL: "http://" + closedAddr(t)}).Stream(ctx, Request{}, nil)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v", err)
 	}
