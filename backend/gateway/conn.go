@@ -110,6 +110,12 @@ func (c *conn) run() {
 		}
 		t.Stop()
 	}
+	// From now on enqueue refuses frames (late handler responses, events)
+	// and the writer stops.
+	c.mu.Lock()
+	c.closing, c.dropped, c.queue = true, true, nil
+	c.mu.Unlock()
+	c.signal()
 	c.cancel()
 	<-c.writerDone
 	_ = c.ws.CloseNow()
@@ -193,8 +199,13 @@ func (c *conn) handshake() bool {
 		c.respond(req.ID, nil, &Error{Code: CodeInternal, Message: "encode hello-ok: " + err.Error()})
 		return fail(websocket.StatusInternalError, "internal error")
 	}
-	c.respond(req.ID, body, nil)
+	// hello-ok and registration are atomic with respect to Broadcast: every
+	// broadcast is either entirely before hello-ok (not delivered) or after
+	// it (delivered).
+	c.s.bcastMu.Lock()
 	c.s.authenticate(c)
+	c.respond(req.ID, body, nil)
+	c.s.bcastMu.Unlock()
 	c.s.log.Info("connection authenticated", "connId", c.id, "role", c.role, "clientId", c.client.ID,
 		"clientVersion", c.client.Version, "platform", c.client.Platform, "mode", c.client.Mode)
 	go c.tickLoop()

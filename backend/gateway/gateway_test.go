@@ -516,7 +516,8 @@ func TestSlowConsumer(t *testing.T) {
 	}
 	// The client stops reading; the kernel buffers fill, then the queue.
 	payload := map[string]string{"blob": strings.Repeat("x", 8<<10)}
-	deadline := time.Now().Add(testTimeout)
+	start := time.Now()
+	deadline := start.Add(testTimeout)
 	sent := 0
 	for s.numAuthed() > 0 {
 		if time.Now().After(deadline) {
@@ -525,6 +526,7 @@ func TestSlowConsumer(t *testing.T) {
 		s.Broadcast("flood", payload)
 		sent++
 	}
+	t.Logf("disconnected after %d events in %v", sent, time.Since(start))
 	// Everything queued before the overflow may arrive; then the close
 	// frame with the reason.
 	c.expectClose(websocket.StatusPolicyViolation, "slow consumer")
@@ -703,4 +705,10 @@ func TestConcurrentClientsAndBroadcasts(t *testing.T) {
 	cw.Wait()
 	close(stop)
 	wg.Wait()
+	// Every connection has been torn down on the server side.
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if !s.waitConns(ctx) {
+		t.Fatal("server still holds connections after all clients closed")
+	}
 }

@@ -122,7 +122,7 @@ type Server struct {
 	shuttingDown bool
 	connWG       sync.WaitGroup
 
-	bcastMu sync.Mutex // orders concurrent Broadcast calls
+	bcastMu sync.Mutex // orders Broadcast/Send calls and hello-ok registration
 
 	lnMu    sync.Mutex
 	ln      net.Listener
@@ -273,15 +273,17 @@ func (s *Server) Broadcast(event string, payload any) {
 // open, UNAVAILABLE when it is closing, and INTERNAL when the payload cannot
 // be encoded.
 func (s *Server) Send(connID, event string, payload any) error {
+	nameJSON, body, err := encodeEvent(event, payload)
+	if err != nil {
+		return &Error{Code: CodeInternal, Message: fmt.Sprintf("encode %s payload: %v", event, err)}
+	}
+	s.bcastMu.Lock() // never ahead of hello-ok (see conn.handshake)
+	defer s.bcastMu.Unlock()
 	s.mu.RLock()
 	c := s.authed[connID]
 	s.mu.RUnlock()
 	if c == nil {
 		return Errorf(CodeNotFound, "no connection %q", connID)
-	}
-	nameJSON, body, err := encodeEvent(event, payload)
-	if err != nil {
-		return &Error{Code: CodeInternal, Message: fmt.Sprintf("encode %s payload: %v", event, err)}
 	}
 	if !c.sendEventRaw(nameJSON, body) {
 		return Errorf(CodeUnavailable, "connection %q is closing", connID)
