@@ -588,3 +588,10 @@ func TestErrorCode(t *testing.T) {
 		}
 	}
 }
+
+// Both providers satisfy model.Provider.
+var (
+	_ model.Provider = (*Offline)(nil)
+	_ model.Provider = (*model.OpenAI)(nil)
+	_ Searcher       = (*fakeSearcher)(nil)
+)
