@@ -508,33 +508,46 @@ func TestBroadcast(t *testing.T) {
 }
 
 func TestSlowConsumer(t *testing.T) {
-	const limit = 64 << 10
-	s, url := newTestServer(t, Options{MaxBufferedBytes: limit}, nil)
-	c, hello := connect(t, url)
-	if hello.Policy.MaxBufferedBytes != limit {
-		t.Fatalf("policy %+v", hello.Policy)
+	tests := []struct {
+		name         string
+		limit, frame int
+	}{
+		// Broadcasts outpace the writer: the queue overflows at once.
+		{"queue overflow", 64 << 10, 8 << 10},
+		// The writer mostly keeps up until the socket buffers are full and
+		// it blocks mid-write; the close must still arrive with its reason.
+		{"blocked writer", 1 << 20, 256 << 10},
 	}
-	// The client stops reading; the kernel buffers fill, then the queue.
-	payload := map[string]string{"blob": strings.Repeat("x", 8<<10)}
-	start := time.Now()
-	deadline := start.Add(testTimeout)
-	sent := 0
-	for s.numAuthed() > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("slow consumer still connected after %d events", sent)
-		}
-		s.Broadcast("flood", payload)
-		sent++
-	}
-	t.Logf("disconnected after %d events in %v", sent, time.Since(start))
-	// Everything queued before the overflow may arrive; then the close
-	// frame with the reason.
-	c.expectClose(websocket.StatusPolicyViolation, "slow consumer")
-	// Other clients are unaffected.
-	c2, _ := connect(t, url)
-	s.Broadcast("after", nil)
-	if f := c2.next(); f.Event != "after" {
-		t.Fatalf("healthy client got %+v", f)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, url := newTestServer(t, Options{MaxBufferedBytes: int64(tt.limit)}, nil)
+			c, hello := connect(t, url)
+			if hello.Policy.MaxBufferedBytes != int64(tt.limit) {
+				t.Fatalf("policy %+v", hello.Policy)
+			}
+			// The client stops reading.
+			payload := map[string]string{"blob": strings.Repeat("x", tt.frame)}
+			start := time.Now()
+			deadline := start.Add(testTimeout)
+			sent := 0
+			for s.numAuthed() > 0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("slow consumer still connected after %d events", sent)
+				}
+				s.Broadcast("flood", payload)
+				sent++
+			}
+			t.Logf("disconnected after %d events (%d KiB) in %v", sent, sent*tt.frame>>10, time.Since(start))
+			// Everything written before the overflow may arrive; then the
+			// close frame with the reason.
+			c.expectClose(websocket.StatusPolicyViolation, "slow consumer")
+			// Other clients are unaffected.
+			c2, _ := connect(t, url)
+			s.Broadcast("after", nil)
+			if f := c2.next(); f.Event != "after" {
+				t.Fatalf("healthy client got %+v", f)
+			}
+		})
 	}
 }
 

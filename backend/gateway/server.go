@@ -69,7 +69,9 @@ type Options struct {
 	// (e.g. "wails://wails"), otherwise the origin's host[:port] (e.g.
 	// "wails.localhost"). Loopback http(s) origins (localhost, *.localhost,
 	// 127.0.0.0/8, ::1) are always allowed, as are requests without an
-	// Origin header. The token is required in every case.
+	// Origin header and same-origin requests whose host is an IP literal
+	// (LAN mode; a DNS name is not trusted, against DNS rebinding). Other
+	// origins get HTTP 403. The token is required in every case.
 	AllowedOrigins []string
 	// Snapshot returns presence and profiles for hello-ok; optional.
 	Snapshot func() Snapshot
