@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -274,8 +275,28 @@ func TestOversizedFrame(t *testing.T) {
 	}
 }
 
+// lockedBuffer collects log output from several goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 func TestHandlerPanic(t *testing.T) {
-	_, url := newTestServer(t, Options{}, func(s *Server) {
+	var logs lockedBuffer
+	logger := slog.New(slog.NewJSONHandler(&logs, nil))
+	_, url := newTestServer(t, Options{Logger: logger}, func(s *Server) {
 		s.Handle("boom", func(context.Context, *Call) (any, error) { panic("kaboom") })
 		s.Handle("echo", echo)
 	})
@@ -286,6 +307,12 @@ func TestHandlerPanic(t *testing.T) {
 	}
 	if f := c.call("p2", "echo", nil); !f.OK {
 		t.Fatalf("connection broken after panic: %+v", f.Error)
+	}
+	out := logs.String()
+	for _, want := range []string{`"msg":"handler panic"`, `"method":"boom"`, `"panic":"kaboom"`, `"connId":`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %s:\n%s", want, out)
+		}
 	}
 }
 
