@@ -36,7 +36,7 @@ type Options struct {
 
 // Events lists the events the services emit through the gateway.
 var Events = []string{
-	"tick", "chat.thinking", "chat.chunk", "chat.final", "chat.cancelled",
+	"tick", "chat.thinking", "chat.reasoning", "chat.chunk", "chat.final", "chat.cancelled",
 	"chat.error", "memory.changed", "memory.progress",
 }
 

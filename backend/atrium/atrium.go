@@ -131,14 +131,16 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 		return nil, fmt.Errorf("history: %w", err)
 	}
 
-	a.Model, a.ModelReason, err = model.Detect(ctx, a.Config.Model, model.DetectOptions{Getenv: o.Getenv})
+	// A configured model that cannot be reached does not stop the app: Detect
+	// then returns the offline provider, and the reason says what failed.
+	a.Model, a.ModelReason, err = model.Detect(ctx, a.Config.Model, model.DetectOptions{Getenv: o.Getenv, Logger: o.Logger})
+	if err != nil {
+		o.Logger.Warn("model unavailable", "err", err)
+		err = nil
+	}
+	provider, err := model.FromConfig(a.Model, model.OpenAIOptions{Logger: o.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
-	}
-	o.Logger.Info("model selected", "provider", a.Model.Provider, "model", a.Model.Model, "baseUrl", a.Model.BaseURL, "reason", a.ModelReason)
-	var provider model.Provider
-	if a.Model.Provider != model.ProviderOffline {
-		provider = model.NewOpenAI(model.OpenAIOptions{BaseURL: a.Model.BaseURL, APIKey: a.Model.APIKey, Model: a.Model.Model})
 	}
 	a.Chat, err = chat.New(chat.Options{
 		History:  a.History,
