@@ -165,7 +165,15 @@ var baseFiles = map[string]string{
 }
 
 func TestSyncSearchAndLayers(t *testing.T) {
-	f := newFixture(t, baseFiles, nil)
+	var progMu sync.Mutex
+	var progress []Progress
+	f := newFixture(t, baseFiles, func(o *Options) {
+		o.OnProgress = func(p Progress) {
+			progMu.Lock()
+			progress = append(progress, p)
+			progMu.Unlock()
+		}
+	})
 	if st := f.m.Status(); st.State != StateIndexing || st.Files != 0 {
 		t.Errorf("before first sync: %+v", st)
 	}
@@ -174,6 +182,11 @@ func TestSyncSearchAndLayers(t *testing.T) {
 	if st.State != StateReady || st.Files != 6 || st.Chunks < 6 || st.Layout != "mixed" || st.LastSync == 0 || st.Dims != 384 || st.Provider != "builtin" {
 		t.Fatalf("status after sync: %+v", st)
 	}
+	progMu.Lock()
+	if len(progress) == 0 || progress[len(progress)-1] != (Progress{Done: 6, Total: 6}) || st.Progress != nil {
+		t.Errorf("progress = %v, status progress %v", progress, st.Progress)
+	}
+	progMu.Unlock()
 	cases := []struct {
 		q, path, layer, role string
 	}{
@@ -348,6 +361,25 @@ func TestWatcherPicksUpChanges(t *testing.T) {
 	poll(t, "dirty to drain", 5*time.Second, func() bool { return f.m.Status().Dirty == 0 })
 	if st := f.m.Status(); st.State != StateReady {
 		t.Errorf("status %+v", st)
+	}
+}
+
+// Files seen by the watcher count as Dirty until the debounced flush indexes them.
+func TestWatcherDirtyCount(t *testing.T) {
+	f := newFixture(t, baseFiles, func(o *Options) {
+		o.Debounce = time.Second
+		o.RescanInterval = time.Hour
+	})
+	runManager(t, f.m)
+	writeFile(t, f.ws, "memory/2024-06-03.md", "The harbour ferry timetable changed.\n")
+	writeFile(t, f.ws, "memory/global/ferry.md", "Ferry tickets are bought online.\n")
+	poll(t, "dirty files to be reported", 5*time.Second, func() bool { return f.m.Status().Dirty >= 1 })
+	poll(t, "dirty files to be indexed", 15*time.Second, func() bool {
+		st := f.m.Status()
+		return st.Dirty == 0 && st.Files == 8
+	})
+	if rs := f.search(t, "ferry"); !hasPath(rs, "memory/2024-06-03.md") || !hasPath(rs, "memory/global/ferry.md") {
+		t.Errorf("after flush: %v", resultPaths(rs))
 	}
 }
 
@@ -679,5 +711,27 @@ func TestSnippetCut(t *testing.T) {
 	}
 	if snippet("short", 700) != "short" {
 		t.Error("short snippet changed")
+	}
+}
+
+// A keyword index lost or left behind by a killed process is rebuilt from
+// SQLite on Open, without re-embedding anything.
+func TestLostKeywordIndexRebuilt(t *testing.T) {
+	f := newFixture(t, baseFiles, nil)
+	f.sync(t)
+	f.m.Close()
+	if err := os.RemoveAll(filepath.Join(f.idx, index.BleveName)); err != nil {
+		t.Fatal(err)
+	}
+	before := f.emb.texts.Load()
+	f.open(t, nil)
+	f.sync(t)
+	r, err := f.m.Search(context.Background(), SearchOptions{Query: "QK-7731"})
+	if err != nil || len(r.Results) == 0 || r.Results[0].Path != "memory/2024-05-01.md" {
+		t.Errorf("after keyword index rebuild: %v %v", resultPaths(r.Results), err)
+	}
+	// Only the query was embedded.
+	if n := f.emb.texts.Load() - before; n != 1 {
+		t.Errorf("embedded %d texts, want 1 (the query)", n)
 	}
 }

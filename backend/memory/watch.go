@@ -54,6 +54,11 @@ func (m *Manager) Run(ctx context.Context) error {
 	debounce := time.NewTimer(time.Hour)
 	debounce.Stop()
 	defer debounce.Stop()
+	// soon schedules an early full rescan after a watcher error (events may
+	// have been lost); repeated errors collapse into one rescan.
+	soon := time.NewTimer(time.Hour)
+	soon.Stop()
+	defer soon.Stop()
 
 	for {
 		select {
@@ -77,9 +82,13 @@ func (m *Manager) Run(ctx context.Context) error {
 			}
 			// Overflow and similar errors lose events: rescan soon.
 			m.log.Warn("memory watcher error; scheduling a rescan", "err", err)
-			go func() { _ = m.Sync(ctx) }()
+			soon.Reset(m.opts.Debounce)
 		case <-debounce.C:
 			m.flushDirty(ctx)
+		case <-soon.C:
+			if err := m.Sync(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, ErrClosed) {
+				m.log.Error("memory rescan failed", "err", err)
+			}
 		case <-rescan.C:
 			if err := m.Sync(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, ErrClosed) {
 				m.log.Error("memory rescan failed", "err", err)
