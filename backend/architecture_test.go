@@ -35,7 +35,7 @@ var allowed = map[string][]string{
 	"backend/atrium": {"backend/paths", "backend/config", "backend/statedb", "backend/memory/chunk",
 		"backend/memory/embed", "backend/memory/index", "backend/memory", "backend/history",
 		"backend/model", "backend/chat", "backend/gateway", "backend/api"},
-	"backend/cli": {"backend/atrium", "backend/paths", "backend/memory"},
+	"backend/cli": {"backend/atrium", "backend/paths", "backend/memory", "backend/config", "backend/gateway"},
 	"backend/e2e": {},
 	"app":         {},
 	"frontend":    {},

@@ -23,6 +23,7 @@ type Memory interface {
 	Import(ctx context.Context, r memory.ImportRequest) (memory.ImportResult, error)
 	Files(ctx context.Context) ([]memory.FileInfo, error)
 	Status() memory.Status
+	Sync(ctx context.Context) error
 }
 
 // Options names the services to bind. All fields are required.
@@ -82,6 +83,12 @@ func Register(o Options) {
 		return res, mapErr("memory.import", err)
 	})
 	g.Handle("memory.status", func(ctx context.Context, c *gateway.Call) (any, error) {
+		return o.Memory.Status(), nil
+	})
+	g.Handle("memory.sync", func(ctx context.Context, c *gateway.Call) (any, error) {
+		if err := o.Memory.Sync(ctx); err != nil {
+			return nil, mapErr("memory.sync", err)
+		}
 		return o.Memory.Status(), nil
 	})
 	g.Handle("memory.files", func(ctx context.Context, c *gateway.Call) (any, error) {

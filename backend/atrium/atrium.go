@@ -67,14 +67,14 @@ type App struct {
 }
 
 // New builds the app. Nothing listens and nothing is indexed until Run.
-func New(ctx context.Context, o Options) (a *App, err error) {
+func New(ctx context.Context, o Options) (_ *App, err error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
 	if o.Getenv == nil {
 		o.Getenv = os.Getenv
 	}
-	a = &App{Layout: o.Layout, log: o.Logger}
+	a := &App{Layout: o.Layout, log: o.Logger}
 	defer func() {
 		if err != nil {
 			a.Close()

@@ -45,6 +45,9 @@ type Options struct {
 	Stdout, Stderr io.Writer
 	// Getenv defaults to os.Getenv.
 	Getenv func(string) string
+	// Context is the parent context (default context.Background()); the
+	// commands also stop on SIGINT and SIGTERM.
+	Context context.Context
 }
 
 // errUsage marks a command-line mistake (exit status 2).
@@ -61,7 +64,10 @@ func Main(args []string, o Options) int {
 	if o.Getenv == nil {
 		o.Getenv = os.Getenv
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	if o.Context == nil {
+		o.Context = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(o.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := run(ctx, args, o)
 	switch {

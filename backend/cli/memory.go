@@ -47,12 +47,7 @@ func runMemory(ctx context.Context, args []string, o Options) error {
 	if err := layout.Ensure(); err != nil {
 		return err
 	}
-	m, err := memory.Open(memory.Options{
-		Workspace:      layout.Workspace,
-		IndexDir:       layout.IndexDir(),
-		Logger:         newLogger(o),
-		DisableWatcher: true,
-	})
+	m, err := openMemory(ctx, layout, c.port, o)
 	if err != nil {
 		return err
 	}
@@ -61,10 +56,10 @@ func runMemory(ctx context.Context, args []string, o Options) error {
 	switch sub {
 	case "index":
 		start := time.Now()
-		if err := m.Sync(ctx); err != nil {
+		st, err := m.Sync(ctx)
+		if err != nil {
 			return err
 		}
-		st := m.Status()
 		if c.json {
 			return printJSON(o.Stdout, st)
 		}
@@ -75,7 +70,10 @@ func runMemory(ctx context.Context, args []string, o Options) error {
 		}
 		return nil
 	case "status":
-		st := m.Status()
+		st, err := m.Status(ctx)
+		if err != nil {
+			return err
+		}
 		if c.json {
 			return printJSON(o.Stdout, st)
 		}
@@ -83,7 +81,7 @@ func runMemory(ctx context.Context, args []string, o Options) error {
 		return nil
 	case "search":
 		// Bring the index up to date first: it is incremental and cheap when nothing changed.
-		if err := m.Sync(ctx); err != nil {
+		if _, err := m.Sync(ctx); err != nil {
 			return err
 		}
 		res, err := m.Search(ctx, memory.SearchOptions{Query: strings.Join(pos, " "), MaxResults: *maxResults, MinScore: *minScore})

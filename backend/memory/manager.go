@@ -28,6 +28,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gofrs/flock"
+
 	"github.com/atrium-dev/atrium/backend/memory/chunk"
 	"github.com/atrium-dev/atrium/backend/memory/embed"
 	"github.com/atrium-dev/atrium/backend/memory/index"
@@ -45,7 +47,15 @@ var (
 	ErrInvalidInput = errors.New("memory: invalid input")
 	// ErrClosed: the Manager was closed.
 	ErrClosed = errors.New("memory: closed")
+	// ErrLocked: another process (a running Atrium) holds the index. Only
+	// one process may open an index directory at a time; the others must go
+	// through the running app's gateway.
+	ErrLocked = errors.New("memory: index in use by another process")
 )
+
+// LockName is the lock file in Options.IndexDir that makes one process the
+// index's only user (an advisory flock held from Open until Close).
+const LockName = "LOCK"
 
 // Defaults for Options.
 const (
@@ -99,6 +109,8 @@ type Manager struct {
 	ws     string // absolute workspace path
 	wsReal string // ws with symlinks resolved
 	ixOpts index.Options
+
+	lock *flock.Flock // held on IndexDir/LOCK from Open until Close
 
 	storeMu sync.RWMutex // guards store (swapped on rebuild)
 	store   *index.Store
@@ -183,6 +195,20 @@ func Open(opts Options) (*Manager, error) {
 		dirty:   map[string]struct{}{},
 		done:    make(chan struct{}),
 	}
+	// Take the index directory's lock before touching anything in it: a
+	// second process must never "repair" (move aside, rebuild) an index
+	// that a running app is using.
+	if err := os.MkdirAll(opts.IndexDir, 0o700); err != nil {
+		return nil, fmt.Errorf("open memory: index dir: %w", err)
+	}
+	m.lock = flock.New(filepath.Join(opts.IndexDir, LockName))
+	locked, err := m.lock.TryLock()
+	if err != nil {
+		return nil, fmt.Errorf("open memory: lock %s: %w", m.lock.Path(), err)
+	}
+	if !locked {
+		return nil, fmt.Errorf("open memory: %w: %s is locked (is Atrium running?)", ErrLocked, opts.IndexDir)
+	}
 	m.ixOpts = index.Options{
 		Dir:      opts.IndexDir,
 		Provider: m.emb.Provider(),
@@ -193,6 +219,7 @@ func Open(opts Options) (*Manager, error) {
 	}
 	s, err := index.Open(m.ixOpts)
 	if err != nil {
+		_ = m.lock.Unlock()
 		return nil, fmt.Errorf("open memory: %w", err)
 	}
 	m.store = s
@@ -200,6 +227,7 @@ func Open(opts Options) (*Manager, error) {
 	files, chunks, err := s.Counts(context.Background())
 	if err != nil {
 		_ = s.Close()
+		_ = m.lock.Unlock()
 		return nil, fmt.Errorf("open memory: %w", err)
 	}
 	m.files, m.chunks = files, chunks
@@ -229,6 +257,9 @@ func (m *Manager) Close() error {
 		defer m.storeMu.Unlock()
 		if e := m.store.Close(); e != nil {
 			err = fmt.Errorf("close memory: %w", e)
+		}
+		if e := m.lock.Unlock(); e != nil && err == nil {
+			err = fmt.Errorf("close memory: unlock: %w", e)
 		}
 	})
 	return err

@@ -735,3 +735,41 @@ func TestLostKeywordIndexRebuilt(t *testing.T) {
 		t.Errorf("embedded %d texts, want 1 (the query)", n)
 	}
 }
+
+// TestOpenLocked: a second Open of the same index directory (another
+// process, or the CLI while the app runs) is refused with ErrLocked and
+// changes nothing; after Close the index opens again.
+func TestOpenLocked(t *testing.T) {
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "MEMORY.md"), []byte("# m\n\nlocked index test\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	idx := t.TempDir()
+	first, err := Open(Options{Workspace: ws, IndexDir: idx, DisableWatcher: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadDir(idx)
+	if _, err := Open(Options{Workspace: ws, IndexDir: idx, DisableWatcher: true}); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second Open: err = %v, want ErrLocked", err)
+	}
+	after, _ := os.ReadDir(idx)
+	if len(before) != len(after) {
+		t.Fatalf("a refused Open changed the index dir: %v -> %v", before, after)
+	}
+	res, err := first.Search(context.Background(), SearchOptions{Query: "locked index"})
+	if err != nil || len(res.Results) == 0 {
+		t.Fatalf("first Manager after refused Open: %v %+v", err, res)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Open(Options{Workspace: ws, IndexDir: idx, DisableWatcher: true})
+	if err != nil {
+		t.Fatalf("Open after Close: %v", err)
+	}
+	again.Close()
+}

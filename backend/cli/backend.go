@@ -1,0 +1,104 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/atrium-dev/atrium/backend/config"
+	"github.com/atrium-dev/atrium/backend/gateway"
+	"github.com/atrium-dev/atrium/backend/memory"
+	"github.com/atrium-dev/atrium/backend/paths"
+)
+
+// memoryBackend is what the memory commands need. It is the index itself
+// when no app is running, and the running app's gateway otherwise: only one
+// process may hold an index (memory.ErrLocked), so the CLI asks the app.
+type memoryBackend interface {
+	Sync(ctx context.Context) (memory.Status, error)
+	Status(ctx context.Context) (memory.Status, error)
+	Search(ctx context.Context, o memory.SearchOptions) (memory.SearchResponse, error)
+	Get(ctx context.Context, o memory.GetOptions) (memory.GetResponse, error)
+	Close() error
+}
+
+// openMemory opens the index directly, or, when a running app holds it,
+// connects to that app's gateway (port from --port, config.json or the default).
+func openMemory(ctx context.Context, layout paths.Layout, port int, o Options) (memoryBackend, error) {
+	m, err := memory.Open(memory.Options{
+		Workspace:      layout.Workspace,
+		IndexDir:       layout.IndexDir(),
+		Logger:         newLogger(o),
+		DisableWatcher: true,
+	})
+	if err == nil {
+		return localMemory{m}, nil
+	}
+	if !errors.Is(err, memory.ErrLocked) {
+		return nil, err
+	}
+	if port == 0 {
+		cfg, cerr := config.Load(layout.ConfigFile())
+		if cerr != nil {
+			return nil, cerr
+		}
+		port = cfg.Gateway.Port
+	}
+	if port == 0 {
+		port = config.DefaultPort
+	}
+	tok, terr := os.ReadFile(layout.TokenFile())
+	if terr != nil {
+		return nil, fmt.Errorf("%w; and the running app's token is unreadable: %v", err, terr)
+	}
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c, derr := gateway.Dial(dctx, gateway.ClientOptions{
+		URL:   "ws://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) + "/ws",
+		Token: strings.TrimSpace(string(tok)),
+		Client: gateway.ClientInfo{ID: "atrium-cli", Version: o.Version, Mode: "cli",
+			Platform: "cli", InstanceID: strconv.Itoa(os.Getpid())},
+	})
+	if derr != nil {
+		return nil, fmt.Errorf("%w, and its gateway on port %d did not answer: %v", err, port, derr)
+	}
+	return remoteMemory{c}, nil
+}
+
+type localMemory struct{ m *memory.Manager }
+
+func (l localMemory) Sync(ctx context.Context) (memory.Status, error) {
+	if err := l.m.Sync(ctx); err != nil {
+		return memory.Status{}, err
+	}
+	return l.m.Status(), nil
+}
+func (l localMemory) Status(context.Context) (memory.Status, error) { return l.m.Status(), nil }
+func (l localMemory) Search(ctx context.Context, o memory.SearchOptions) (memory.SearchResponse, error) {
+	return l.m.Search(ctx, o)
+}
+func (l localMemory) Get(ctx context.Context, o memory.GetOptions) (memory.GetResponse, error) {
+	return l.m.Get(ctx, o)
+}
+func (l localMemory) Close() error { return l.m.Close() }
+
+type remoteMemory struct{ c *gateway.Client }
+
+func (r remoteMemory) Sync(ctx context.Context) (st memory.Status, err error) {
+	return st, r.c.Call(ctx, "memory.sync", nil, &st)
+}
+func (r remoteMemory) Status(ctx context.Context) (st memory.Status, err error) {
+	return st, r.c.Call(ctx, "memory.status", nil, &st)
+}
+func (r remoteMemory) Search(ctx context.Context, o memory.SearchOptions) (res memory.SearchResponse, err error) {
+	return res, r.c.Call(ctx, "memory.search", o, &res)
+}
+func (r remoteMemory) Get(ctx context.Context, o memory.GetOptions) (res memory.GetResponse, err error) {
+	return res, r.c.Call(ctx, "memory.get", o, &res)
+}
+func (r remoteMemory) Close() error { return r.c.Close() }

@@ -1,0 +1,169 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/atrium-dev/atrium/backend/memory"
+)
+
+// runCLI runs Main with args and an environment that has no model and no
+// display, returning the exit status and outputs.
+func runCLI(t *testing.T, env map[string]string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := Main(args, Options{
+		Version: "test",
+		Stdout:  &out,
+		Stderr:  &errb,
+		Getenv:  func(k string) string { return env[k] },
+	})
+	return code, out.String(), errb.String()
+}
+
+func workspace(t *testing.T) (home, ws string) {
+	t.Helper()
+	dir := t.TempDir()
+	home, ws = filepath.Join(dir, "home"), filepath.Join(dir, "ws")
+	if err := os.MkdirAll(filepath.Join(ws, "memory"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"MEMORY.md":            "# Memory\n\nThe staging server is called bluefin.\n",
+		"memory/2026-11-20.md": "# 日志\n\n把数据库连接池从 16 调到 32。\n",
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(ws, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return home, ws
+}
+
+func TestCommands(t *testing.T) {
+	home, ws := workspace(t)
+	common := []string{"--home", home, "--workspace", ws}
+	tests := []struct {
+		name     string
+		args     []string
+		wantCode int
+		stdout   string // substring of stdout
+		stderr   string // substring of stderr
+	}{
+		{"version", []string{"version"}, 0, "atrium test", ""},
+		{"help", []string{"help"}, 0, "atrium memory search", ""},
+		{"unknown command", []string{"frobnicate"}, 2, "", `unknown command "frobnicate"`},
+		{"memory without subcommand", []string{"memory"}, 2, "", "memory needs a subcommand"},
+		{"unknown memory subcommand", append([]string{"memory", "frob"}, common...), 2, "", "unknown memory subcommand"},
+		{"search without query", append([]string{"memory", "search"}, common...), 2, "", "needs an argument"},
+		{"bad flag", []string{"memory", "status", "--nope"}, 2, "", "flag provided but not defined"},
+		{"index", append([]string{"memory", "index"}, common...), 0, "2 files", ""},
+		{"status", append([]string{"memory", "status"}, common...), 0, "openclaw layout", ""},
+		{"search Chinese, flags after the query", append([]string{"memory", "search", "数据库连接池"}, common...), 0, "memory/2026-11-20.md:", ""},
+		{"search English", append([]string{"memory", "search", "--max-results", "1"}, append(common, "staging server")...), 0, "1. MEMORY.md:", ""},
+		{"get with line range", append([]string{"memory", "get", "MEMORY.md", "--from", "3", "--lines", "1"}, common...), 0, "bluefin", ""},
+		{"get outside the workspace", append([]string{"memory", "get", "../../etc/passwd"}, common...), 1, "", "invalid path"},
+		{"get missing", append([]string{"memory", "get", "memory/nope.md"}, common...), 1, "", "not found"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errOut := runCLI(t, nil, tt.args...)
+			if code != tt.wantCode || !strings.Contains(out, tt.stdout) || !strings.Contains(errOut, tt.stderr) {
+				t.Fatalf("exit %d (want %d)\nstdout: %s\nstderr: %s", code, tt.wantCode, out, errOut)
+			}
+		})
+	}
+}
+
+func TestSearchJSON(t *testing.T) {
+	home, ws := workspace(t)
+	code, out, errOut := runCLI(t, nil, "memory", "search", "--json", "--home", home, "--workspace", ws, "bluefin")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var res memory.SearchResponse
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if len(res.Results) == 0 || res.Results[0].Path != "MEMORY.md" || res.Provider != "builtin" {
+		t.Fatalf("results: %+v", res)
+	}
+}
+
+// TestMemoryWhileServing: while `atrium serve` holds the index, the memory
+// commands go through its gateway instead of touching the index.
+func TestMemoryWhileServing(t *testing.T) {
+	home, ws := workspace(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	l.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan int, 1)
+	serveOut := &syncWriter{w: &bytes.Buffer{}}
+	go func() {
+		served <- Main([]string{"serve", "--home", home, "--workspace", ws, "--port", port}, Options{
+			Version: "test", Stdout: serveOut, Stderr: &bytes.Buffer{},
+			Getenv: func(string) string { return "" }, Context: ctx,
+		})
+	}()
+	defer func() {
+		cancel()
+		if code := <-served; code != 0 {
+			t.Errorf("serve exit %d", code)
+		}
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(serveOut.String(), "is running") {
+		if time.Now().After(deadline) {
+			t.Fatal("atrium serve did not start within 30 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for {
+		code, out, _ := runCLI(t, nil, "memory", "search", "--home", home, "--workspace", ws, "--port", port, "bluefin")
+		if code == 0 && strings.Contains(out, "MEMORY.md") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("memory search never answered through the running app: exit %d, %s", code, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if code, out, errOut := runCLI(t, nil, "memory", "index", "--home", home, "--workspace", ws, "--port", port); code != 0 || !strings.Contains(out, "2 files") {
+		t.Fatalf("memory index through the app: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if code, _, errOut := runCLI(t, nil, "memory", "get", "../x", "--home", home, "--workspace", ws, "--port", port); code != 1 || !strings.Contains(errOut, "INVALID_REQUEST") {
+		t.Fatalf("bad path through the app: exit %d, %s", code, errOut)
+	}
+}
+
+// syncWriter makes a writer safe for the serving goroutine and the test.
+type syncWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (s *syncWriter) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.String()
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}

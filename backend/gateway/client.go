@@ -1,0 +1,215 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/coder/websocket"
+)
+
+// ClientOptions configures Dial.
+type ClientOptions struct {
+	// URL is the WebSocket address, e.g. "ws://127.0.0.1:18789/ws" (required).
+	URL string
+	// Token is the local operator token (required).
+	Token string
+	// Client identifies this program in the connect request.
+	Client ClientInfo
+	// Role is RoleOperator (default) or RoleNode.
+	Role string
+	// MaxMessage caps inbound frames in bytes (default 64 MiB).
+	MaxMessage int64
+	// EventBuffer is the capacity of Events (default 256). Events that
+	// arrive while it is full are dropped and counted (Client.Dropped), so a
+	// caller that ignores events never stalls its own requests.
+	EventBuffer int
+}
+
+// Client is a gateway client over a real WebSocket: it performs the SPEC §3
+// handshake, sends requests and matches responses by id, and delivers events
+// in order. The CLI uses it to reach a running app; tests use it to drive the
+// real server. Safe for concurrent use.
+type Client struct {
+	ws     *websocket.Conn
+	hello  Hello
+	events chan EventFrame
+
+	mu      sync.Mutex
+	nextID  uint64
+	pending map[string]chan ResponseFrame
+	dropped uint64        // events dropped because Events was full
+	err     error         // set when the read loop ends
+	done    chan struct{} // closed when the read loop ends
+}
+
+// Dial connects and completes the handshake. A refused token returns a
+// *Error with code UNAUTHORIZED.
+func Dial(ctx context.Context, o ClientOptions) (*Client, error) {
+	if o.URL == "" || o.Token == "" {
+		return nil, errors.New("gateway dial: URL and Token are required")
+	}
+	if o.Role == "" {
+		o.Role = RoleOperator
+	}
+	if o.MaxMessage <= 0 {
+		o.MaxMessage = 64 << 20
+	}
+	if o.EventBuffer <= 0 {
+		o.EventBuffer = 256
+	}
+	ws, _, err := websocket.Dial(ctx, o.URL, nil)
+	if err != nil {
+		return nil, fmt.Errorf("gateway dial %s: %w", o.URL, err)
+	}
+	ws.SetReadLimit(o.MaxMessage)
+	c := &Client{
+		ws:      ws,
+		events:  make(chan EventFrame, o.EventBuffer),
+		pending: map[string]chan ResponseFrame{},
+		done:    make(chan struct{}),
+	}
+	_, data, err := ws.Read(ctx)
+	if err != nil {
+		ws.CloseNow()
+		return nil, fmt.Errorf("gateway dial: read challenge: %w", err)
+	}
+	var ev EventFrame
+	if json.Unmarshal(data, &ev) != nil || ev.Type != frameEvent || ev.Event != EventChallenge {
+		ws.CloseNow()
+		return nil, fmt.Errorf("gateway dial: expected %s, got %.200s", EventChallenge, data)
+	}
+	go c.readLoop()
+	err = c.Call(ctx, MethodConnect, ConnectParams{
+		MinProtocol: ProtocolVersion, MaxProtocol: ProtocolVersion,
+		Client: o.Client, Role: o.Role, Auth: ConnectAuth{Token: o.Token},
+	}, &c.hello)
+	if err != nil {
+		ws.CloseNow()
+		return nil, fmt.Errorf("gateway dial: connect: %w", err)
+	}
+	return c, nil
+}
+
+// Hello is the server's hello-ok payload.
+func (c *Client) Hello() Hello { return c.hello }
+
+// Events delivers server events in order; it is closed when the connection ends.
+func (c *Client) Events() <-chan EventFrame { return c.events }
+
+// Call sends a request and waits for its response. On ok:false it returns
+// the server's *Error; out (may be nil) receives the decoded payload.
+func (c *Client) Call(ctx context.Context, method string, params, out any) error {
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return fmt.Errorf("%s: encode params: %w", method, err)
+	}
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return fmt.Errorf("%s: %w", method, err)
+	}
+	c.nextID++
+	id := strconv.FormatUint(c.nextID, 10)
+	ch := make(chan ResponseFrame, 1)
+	c.pending[id] = ch
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.pending, id)
+		c.mu.Unlock()
+	}()
+	frame, err := json.Marshal(RequestFrame{Type: frameReq, ID: id, Method: method, Params: raw})
+	if err != nil {
+		return fmt.Errorf("%s: encode request: %w", method, err)
+	}
+	if err := c.ws.Write(ctx, websocket.MessageText, frame); err != nil {
+		return fmt.Errorf("%s: send: %w", method, err)
+	}
+	select {
+	case res := <-ch:
+		if !res.OK {
+			if res.Error == nil {
+				return &Error{Code: CodeInternal, Message: method + ": response without error details"}
+			}
+			return res.Error
+		}
+		if out != nil && len(res.Payload) > 0 {
+			if err := json.Unmarshal(res.Payload, out); err != nil {
+				return fmt.Errorf("%s: decode payload: %w", method, err)
+			}
+		}
+		return nil
+	case <-c.done:
+		return fmt.Errorf("%s: connection closed: %w", method, c.closeErr())
+	case <-ctx.Done():
+		return fmt.Errorf("%s: %w", method, ctx.Err())
+	}
+}
+
+func (c *Client) closeErr() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+func (c *Client) readLoop() {
+	defer close(c.events)
+	for {
+		_, data, err := c.ws.Read(context.Background())
+		if err != nil {
+			c.mu.Lock()
+			c.err = err
+			c.mu.Unlock()
+			close(c.done)
+			return
+		}
+		var head struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(data, &head) != nil {
+			continue
+		}
+		switch head.Type {
+		case frameRes:
+			var res ResponseFrame
+			if json.Unmarshal(data, &res) != nil {
+				continue
+			}
+			c.mu.Lock()
+			ch := c.pending[res.ID]
+			c.mu.Unlock()
+			if ch != nil {
+				ch <- res
+			}
+		case frameEvent:
+			var ev EventFrame
+			if json.Unmarshal(data, &ev) != nil {
+				continue
+			}
+			select {
+			case c.events <- ev:
+			default:
+				c.mu.Lock()
+				c.dropped++
+				c.mu.Unlock()
+			}
+		}
+	}
+}
+
+// Dropped is the number of events dropped because Events was full.
+func (c *Client) Dropped() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dropped
+}
+
+// Close closes the connection normally.
+func (c *Client) Close() error {
+	return c.ws.Close(websocket.StatusNormalClosure, "")
+}

@@ -1,0 +1,75 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"testing"
+)
+
+func TestClient(t *testing.T) {
+	s, url := newTestServer(t, Options{}, func(s *Server) {
+		s.Handle("echo", echo)
+		s.Handle("fail", func(context.Context, *Call) (any, error) {
+			return nil, Errorf(CodeNotFound, "no such thing")
+		})
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+
+	if _, err := Dial(ctx, ClientOptions{URL: url, Token: "wrong-token-0123456789"}); err == nil {
+		t.Fatal("Dial with a wrong token succeeded")
+	} else if ge := (*Error)(nil); !errors.As(err, &ge) || ge.Code != CodeUnauthorized {
+		t.Fatalf("wrong token: err = %v, want a *Error %s", err, CodeUnauthorized)
+	}
+
+	c, err := Dial(ctx, ClientOptions{URL: url, Token: testToken, Client: ClientInfo{ID: "test"}, EventBuffer: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Hello().Type != helloType || c.Hello().Server.ConnID == "" {
+		t.Fatalf("hello: %+v", c.Hello())
+	}
+
+	var out map[string]string
+	if err := c.Call(ctx, "echo", map[string]string{"q": "数据库"}, &out); err != nil || out["q"] != "数据库" {
+		t.Fatalf("echo: %v %v", out, err)
+	}
+	var ge *Error
+	if err := c.Call(ctx, "fail", nil, nil); !errors.As(err, &ge) || ge.Code != CodeNotFound || ge.Message != "no such thing" {
+		t.Fatalf("fail: err = %v", err)
+	}
+	if err := c.Call(ctx, "no.such.method", nil, nil); !errors.As(err, &ge) || ge.Code != CodeNotFound {
+		t.Fatalf("unknown method: err = %v", err)
+	}
+
+	// Events arrive in order; when the buffer is full, the extra events are
+	// dropped and counted, and requests still get their responses.
+	for i := 0; i < 10; i++ {
+		s.Broadcast("demo", map[string]int{"i": i})
+	}
+	if err := c.Call(ctx, "echo", map[string]int{"after": 1}, nil); err != nil {
+		t.Fatalf("call after a burst of events: %v", err)
+	}
+	var seqs []uint64
+	for len(seqs) < 4 {
+		ev := <-c.Events()
+		if ev.Event == "demo" {
+			seqs = append(seqs, ev.Seq)
+		}
+	}
+	for i := 1; i < len(seqs); i++ {
+		if seqs[i] <= seqs[i-1] {
+			t.Fatalf("events out of order: %v", seqs)
+		}
+	}
+	if c.Dropped() == 0 {
+		t.Fatal("a full event buffer dropped nothing")
+	}
+
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Call(ctx, "echo", nil, nil); err == nil {
+		t.Fatal("Call after Close succeeded")
+	}
+}
