@@ -168,6 +168,19 @@ describe('history merge', () => {
     expect(s.messages.every((m) => m.state === 'final')).toBe(true);
   });
 
+  it('keeps the state of cancelled and failed replies across a reload', () => {
+    const s = run(initialChat('main'), {
+      type: 'history',
+      messages: [
+        wire('a1', 'assistant', 'partial answ', 200, { runId: 'r1', error: 'cancelled' }),
+        wire('a2', 'assistant', '', 300, { runId: 'r2', error: 'model server is unreachable' }),
+      ],
+    });
+    expect(s.messages.map((m) => m.state)).toEqual(['cancelled', 'error']);
+    expect(s.messages[0].error).toBeUndefined();
+    expect(s.messages[1].error).toContain('unreachable');
+  });
+
   it('dedupes against messages that arrived live', () => {
     const s = run(
       initialChat('main'),

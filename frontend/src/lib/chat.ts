@@ -69,15 +69,19 @@ export function initialChat(profileId: string, sessionId: string | null = null):
   return { profileId, messages: [], activeRunId: null, doneRuns: [], sessionId };
 }
 
+/** The history store marks a reply cut short by chat.cancel with error "cancelled" (backend/history ErrorCancelled). */
+export const CANCELLED_MARK = 'cancelled';
+
 export function fromWire(m: WireMessage, state?: MessageState): ChatMessage {
-  const err = m.error !== undefined && m.error !== null && m.error !== '' ? errorText(m.error) : undefined;
+  const cancelled = m.error === CANCELLED_MARK;
+  const err = !cancelled && m.error !== undefined && m.error !== null && m.error !== '' ? errorText(m.error) : undefined;
   return {
     key: m.id,
     id: m.id,
     role: m.role === 'user' ? 'user' : 'assistant',
     content: typeof m.content === 'string' ? m.content : '',
     ts: typeof m.ts === 'number' ? m.ts : 0,
-    state: state ?? (err ? 'error' : 'final'),
+    state: state ?? (cancelled ? 'cancelled' : err ? 'error' : 'final'),
     runId: m.runId,
     sessionId: m.sessionId,
     sources: Array.isArray(m.sources) && m.sources.length > 0 ? m.sources : undefined,
