@@ -16,6 +16,8 @@ import (
 	"github.com/atrium-dev/atrium/backend/history"
 	"github.com/atrium-dev/atrium/backend/memory"
 	"github.com/atrium-dev/atrium/backend/model"
+
+	"github.com/atrium-dev/atrium/backend/statedb"
 )
 
 // ---- fake memory ----
@@ -133,7 +135,7 @@ type env struct {
 
 func newEnv(t *testing.T, p model.Provider, mem *fakeSearcher, edit ...func(*Options)) *env {
 	t.Helper()
-	db, err := openTestDB(filepath.Join(t.TempDir(), "state.db"))
+	db, err := statedb.Open(filepath.Join(t.TempDir(), "state.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

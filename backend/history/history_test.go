@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
+
+	"github.com/atrium-dev/atrium/backend/statedb"
 )
 
 func openStore(t *testing.T) (*Store, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "state.db")
-	db, err := openTestDB(path)
+	db, err := statedb.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +50,7 @@ func TestOpenIsIdempotentAndPersists(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
 	ctx := context.Background()
 	for round := range 3 {
-		db, err := openTestDB(path)
+		db, err := statedb.Open(path)
 		if err != nil {
 			t.Fatal(err)
 		}
