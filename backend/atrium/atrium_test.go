@@ -319,3 +319,60 @@ func TestFullStack(t *testing.T) {
 	var h map[string]any
 	cl.ok("health", nil, &h)
 }
+
+// TestOfflineChat: with no model anywhere, the main agent answers from
+// memory with sources and says that no model is configured.
+func TestOfflineChat(t *testing.T) {
+	a, _ := startApp(t, func(string) string { return "" })
+	if a.Model.Provider != "offline" {
+		t.Skipf("a model was detected (%s: %s); this test needs none (is Ollama running on 127.0.0.1:11434?)", a.Model.Provider, a.ModelReason)
+	}
+	cl := dial(t, a)
+	if err := a.Memory.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var sent struct{ RunID, MessageID string }
+	cl.ok("chat.send", map[string]any{"profileId": "main", "message": "数据库连接池调到了多少？", "idempotencyKey": "offline-1"}, &sent)
+	var chunks int
+	var final struct {
+		Message struct {
+			ID, Role, Content string
+			Sources           []struct{ Path string }
+		} `json:"message"`
+	}
+	deadline := time.After(30 * time.Second)
+	for final.Message.ID == "" {
+		select {
+		case e := <-cl.events:
+			if !strings.Contains(string(e.Payload), sent.RunID) {
+				continue
+			}
+			switch e.Event {
+			case "chat.chunk":
+				chunks++
+			case "chat.final":
+				must(t, json.Unmarshal(e.Payload, &final))
+			case "chat.error":
+				t.Fatalf("offline chat failed: %s", e.Payload)
+			}
+		case <-deadline:
+			t.Fatal("no chat.final within 30 s")
+		}
+	}
+	m := final.Message
+	if m.ID != sent.MessageID || m.Role != "assistant" {
+		t.Errorf("final message %+v does not match the run (messageId %s)", m, sent.MessageID)
+	}
+	if chunks < 2 {
+		t.Errorf("offline answer arrived in %d chunks; it should stream", chunks)
+	}
+	if !strings.Contains(m.Content, "32") || !strings.Contains(m.Content, "memory/2026-11-01.md") {
+		t.Errorf("offline answer does not quote the memory with its source:\n%s", m.Content)
+	}
+	if !strings.Contains(m.Content, "尚未配置模型") {
+		t.Errorf("offline answer does not say that no model is configured:\n%s", m.Content)
+	}
+	if len(m.Sources) == 0 || m.Sources[0].Path != "memory/2026-11-01.md" {
+		t.Errorf("sources: %+v", m.Sources)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/atrium-dev/atrium/backend/history"
@@ -98,32 +99,27 @@ func (o *Offline) Answer(ctx context.Context, query string, onDelta func(model.D
 		}
 	}
 
+	msg := offlineEnglish
+	if hasHan(q) {
+		msg = offlineChinese
+	}
 	var parts []string
-	parts = append(parts, "**No model is configured**, so I cannot think about your message; "+
-		"this answer comes straight from a search of your memory (offline mode).\n\n")
+	parts = append(parts, msg.noModel)
 	var sources []history.Source
 	switch {
 	case searchErr != nil:
-		parts = append(parts, fmt.Sprintf("Memory search failed: %v.\n\n", searchErr))
+		parts = append(parts, fmt.Sprintf(msg.failed, searchErr))
 	case len(results) == 0:
-		parts = append(parts, fmt.Sprintf("I found nothing in memory that matches “%s”.\n\n", oneLine(q, 120)))
+		parts = append(parts, fmt.Sprintf(msg.nothing, oneLine(q, 120)))
 	default:
-		noun := "passages"
-		if len(results) == 1 {
-			noun = "passage"
-		}
-		parts = append(parts, fmt.Sprintf("Here is what I found in memory for “%s” (%d %s):\n\n", oneLine(q, 120), len(results), noun))
+		parts = append(parts, msg.found(oneLine(q, 120), len(results)))
 		for i, r := range results {
 			src := history.Source{Path: r.Path, StartLine: r.StartLine, EndLine: r.EndLine}
 			sources = append(sources, src)
-			parts = append(parts, fmt.Sprintf("%d. `%s:%d-%d` (score %.2f)\n%s\n\n", i+1, r.Path, r.StartLine, r.EndLine, r.Score, quote(r.Snippet)))
+			parts = append(parts, fmt.Sprintf(msg.passage, i+1, r.Path, r.StartLine, r.EndLine, r.Score, quote(r.Snippet)))
 		}
 	}
-	parts = append(parts, "To get real answers, configure a model in one of these ways:\n"+
-		"- add a `model` block to config.json, e.g. `\"model\": {\"provider\": \"openai\", \"baseUrl\": \"https://api.openai.com/v1\", \"apiKey\": \"sk-...\", \"model\": \"gpt-4o-mini\"}`;\n"+
-		"- or set OPENAI_API_KEY (and OPENAI_BASE_URL for another OpenAI-compatible server such as llama.cpp, vLLM, LM Studio or DeepSeek);\n"+
-		"- or run a local Ollama at 127.0.0.1:11434 with a model pulled (`ollama pull llama3.2`).\n"+
-		"Then restart Atrium.")
+	parts = append(parts, msg.configure)
 
 	var text strings.Builder
 	for _, p := range parts {
@@ -134,6 +130,61 @@ func (o *Offline) Answer(ctx context.Context, query string, onDelta func(model.D
 		onDelta(model.Delta{Content: p})
 	}
 	return model.Response{Content: text.String(), FinishReason: "stop"}, sources, nil
+}
+
+// offlineText is the offline answer's wording in one language. The answer is
+// in Chinese when the question contains Han characters, else in English.
+type offlineText struct {
+	noModel, failed, nothing, passage, configure string
+	found                                        func(query string, n int) string
+}
+
+const configExample = "`\"model\": {\"provider\": \"openai\", \"baseUrl\": \"https://api.openai.com/v1\", \"apiKey\": \"sk-...\", \"model\": \"gpt-4o-mini\"}`"
+
+var offlineEnglish = offlineText{
+	noModel: "**No model is configured**, so I cannot think about your message; " +
+		"this answer comes straight from a search of your memory (offline mode).\n\n",
+	failed:  "Memory search failed: %v.\n\n",
+	nothing: "I found nothing in memory that matches “%s”.\n\n",
+	found: func(q string, n int) string {
+		noun := "passages"
+		if n == 1 {
+			noun = "passage"
+		}
+		return fmt.Sprintf("Here is what I found in memory for “%s” (%d %s):\n\n", q, n, noun)
+	},
+	passage: "%d. `%s:%d-%d` (score %.2f)\n%s\n\n",
+	configure: "To get real answers, configure a model in one of these ways:\n" +
+		"- add a `model` block to config.json, e.g. " + configExample + ";\n" +
+		"- or set OPENAI_API_KEY (and OPENAI_BASE_URL for another OpenAI-compatible server such as llama.cpp, vLLM, LM Studio or DeepSeek);\n" +
+		"- or run a local Ollama at 127.0.0.1:11434 with a model pulled (`ollama pull llama3.2`).\n" +
+		"Then restart Atrium.",
+}
+
+var offlineChinese = offlineText{
+	noModel: "**尚未配置模型**（No model is configured），所以我无法思考你的问题；" +
+		"以下内容直接来自对记忆的搜索（离线模式）。\n\n",
+	failed:  "记忆搜索失败：%v。\n\n",
+	nothing: "记忆中没有找到与“%s”相关的内容。\n\n",
+	found: func(q string, n int) string {
+		return fmt.Sprintf("关于“%s”，我在记忆中找到 %d 段内容：\n\n", q, n)
+	},
+	passage: "%d. `%s:%d-%d`（得分 %.2f）\n%s\n\n",
+	configure: "要得到真正的回答，请用以下任一方式配置模型：\n" +
+		"- 在 config.json 中加入 `model` 配置，例如 " + configExample + "；\n" +
+		"- 或设置 OPENAI_API_KEY（连接其他 OpenAI 兼容服务，如 llama.cpp、vLLM、LM Studio、DeepSeek 时再设置 OPENAI_BASE_URL）；\n" +
+		"- 或在 127.0.0.1:11434 运行本地 Ollama 并拉取一个模型（`ollama pull qwen2.5`）。\n" +
+		"然后重启 Atrium。",
+}
+
+// hasHan reports whether s contains a Han (Chinese) character.
+func hasHan(s string) bool {
+	for _, r := range s {
+		if unicode.Is(unicode.Han, r) {
+			return true
+		}
+	}
+	return false
 }
 
 // quote renders a snippet as a Markdown block quote, cut at OfflineSnippetChars.
