@@ -58,9 +58,12 @@ deps: deps-system deps-frontend
 deps-system:
 	@missing=""; for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then sudo=""; \
+	  elif command -v apt-get >/dev/null && sudo -n true 2>/dev/null; then sudo="sudo"; \
+	  else sudo="none"; fi; \
+	  if [ "$$sudo" != none ]; then \
 	    echo "Installing Debian packages:$$missing"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	    $$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	  else \
 	    echo "Missing system packages:$$missing"; \
 	    echo "Install them with:  sudo apt-get install -y --no-install-recommends$$missing"; \
