@@ -76,11 +76,11 @@ describe('App', () => {
     await waitFor(() => {
       const a = screen.getAllByTestId('chat-message').find((m) => m.dataset.role === 'assistant');
       expect(a?.dataset.state).toBe('streaming');
-      expect(a?.querySelector('[data-testid=chat-message-text]')?.textContent).toBe('Hello world');
+      expect(a?.querySelector('[data-testid=chat-message-text]')?.textContent?.trim()).toBe('Hello world');
     });
     // The user's text is shown as text, never as HTML.
     const user = screen.getAllByTestId('chat-message').filter((m) => m.dataset.role === 'user')[1];
-    expect(user.querySelector('[data-testid=chat-message-text]')?.textContent).toBe('hello <b>agent</b>');
+    expect(user.querySelector('[data-testid=chat-message-text]')?.textContent?.trim()).toBe('hello <b>agent</b>');
     expect(user.querySelector('b')).toBeNull();
 
     // Cancel sends chat.cancel for our session and run.
@@ -101,7 +101,7 @@ describe('App', () => {
     await waitFor(() => {
       const a = screen.getAllByTestId('chat-message').find((m) => m.dataset.role === 'assistant');
       expect(a?.dataset.state).toBe('final');
-      expect(a?.querySelector('[data-testid=chat-message-text]')?.textContent).toBe('Hello world!');
+      expect(a?.querySelector('[data-testid=chat-message-text]')?.textContent?.trim()).toBe('Hello world!');
       expect(a?.textContent).toContain('memory/a.md:1-4');
     });
     expect(screen.queryByTestId('chat-cancel')).toBeNull();
