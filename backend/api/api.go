@@ -6,7 +6,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strings"
 	"time"
@@ -64,7 +63,7 @@ func Register(o Options) {
 			return nil, gateway.Errorf(gateway.CodeInvalidRequest, "memory.search: query is empty")
 		}
 		res, err := o.Memory.Search(ctx, p)
-		return res, mapErr("memory.search", err)
+		return res, mapErr(err)
 	})
 	g.Handle("memory.get", func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p memory.GetOptions
@@ -72,7 +71,7 @@ func Register(o Options) {
 			return nil, err
 		}
 		res, err := o.Memory.Get(ctx, p)
-		return res, mapErr("memory.get", err)
+		return res, mapErr(err)
 	})
 	g.Handle("memory.import", func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p memory.ImportRequest
@@ -80,21 +79,21 @@ func Register(o Options) {
 			return nil, err
 		}
 		res, err := o.Memory.Import(ctx, p)
-		return res, mapErr("memory.import", err)
+		return res, mapErr(err)
 	})
 	g.Handle("memory.status", func(ctx context.Context, c *gateway.Call) (any, error) {
 		return o.Memory.Status(), nil
 	})
 	g.Handle("memory.sync", func(ctx context.Context, c *gateway.Call) (any, error) {
 		if err := o.Memory.Sync(ctx); err != nil {
-			return nil, mapErr("memory.sync", err)
+			return nil, mapErr(err)
 		}
 		return o.Memory.Status(), nil
 	})
 	g.Handle("memory.files", func(ctx context.Context, c *gateway.Call) (any, error) {
 		files, err := o.Memory.Files(ctx)
 		if err != nil {
-			return nil, mapErr("memory.files", err)
+			return nil, mapErr(err)
 		}
 		if files == nil {
 			files = []memory.FileInfo{}
@@ -113,7 +112,7 @@ func Register(o Options) {
 		// The run outlives this request: it belongs to the service, not to
 		// the connection that started it (SPEC §3: a run survives its UI).
 		res, err := o.Chat.Send(context.WithoutCancel(ctx), p)
-		return res, mapErr("chat.send", err)
+		return res, mapErr(err)
 	})
 	g.Handle("chat.cancel", func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p chat.CancelRequest
@@ -122,7 +121,7 @@ func Register(o Options) {
 		}
 		ok, err := o.Chat.Cancel(p)
 		if err != nil {
-			return nil, mapErr("chat.cancel", err)
+			return nil, mapErr(err)
 		}
 		return map[string]any{"cancelled": ok}, nil
 	})
@@ -139,23 +138,17 @@ func Register(o Options) {
 			return nil, gateway.Errorf(gateway.CodeInvalidRequest, "history.profile: profileId is required")
 		}
 		page, err := o.Chat.History(ctx, p.ProfileID, p.Before, p.Limit)
-		return page, mapErr("history.profile", err)
+		return page, mapErr(err)
 	})
 }
 
-// decode unmarshals the call's params; absent params decode as {}.
-func decode(c *gateway.Call, v any) error {
-	if len(c.Params) == 0 || string(c.Params) == "null" {
-		return nil
-	}
-	if err := json.Unmarshal(c.Params, v); err != nil {
-		return gateway.Errorf(gateway.CodeInvalidRequest, "%s: bad params: %v", c.Method, err)
-	}
-	return nil
-}
+// decode unmarshals the call's params (see gateway.DecodeParams).
+func decode(c *gateway.Call, v any) error { return gateway.DecodeParams(c, v) }
 
 // mapErr turns a service error into a protocol error (nil stays nil).
-func mapErr(method string, err error) error {
+// The message is the service's own wrapped error text, which already says
+// what failed and on which input.
+func mapErr(err error) error {
 	if err == nil {
 		return nil
 	}
@@ -179,5 +172,5 @@ func mapErr(method string, err error) error {
 	case errors.Is(err, context.DeadlineExceeded):
 		code = gateway.CodeTimeout
 	}
-	return &gateway.Error{Code: code, Message: method + ": " + err.Error(), Retryable: code == gateway.CodeUnavailable || code == gateway.CodeTimeout}
+	return &gateway.Error{Code: code, Message: err.Error(), Retryable: code == gateway.CodeUnavailable || code == gateway.CodeTimeout}
 }

@@ -267,15 +267,18 @@ func TestFullStack(t *testing.T) {
 		{"not JSON", "", []byte("this is not json"), gateway.CodeInvalidRequest},
 		{"unknown method", "u1", []byte(`{"type":"req","id":"u1","method":"no.such.method","params":{}}`), gateway.CodeNotFound},
 		{"bad params", "b1", []byte(`{"type":"req","id":"b1","method":"memory.search","params":{"query":42}}`), gateway.CodeInvalidRequest},
+		{"invalid UTF-8", "u8", []byte("{\"type\":\"req\",\"id\":\"u8\",\"method\":\"memory.search\",\"params\":{\"query\":\"\xff\xfe\"}}"), gateway.CodeInvalidRequest},
 		{"empty query", "e1", []byte(`{"type":"req","id":"e1","method":"memory.search","params":{"query":"  "}}`), gateway.CodeInvalidRequest},
 		{"path escape", "p1", []byte(`{"type":"req","id":"p1","method":"memory.get","params":{"path":"../../etc/passwd"}}`), gateway.CodeInvalidRequest},
 		{"binary import", "i1", []byte(`{"type":"req","id":"i1","method":"memory.import","params":{"name":"x.md","content":"a\u0000b"}}`), gateway.CodeInvalidRequest},
-		{"oversized frame", "big", []byte(`{"type":"req","id":"big","method":"memory.import","params":{"name":"big.md","content":"` + strings.Repeat("x", 5<<20) + `"}}`), gateway.CodePayloadTooLarge},
+		{"oversized frame", "big", []byte(`{"type":"req","id":"big","method":"memory.import","params":{"name":"big.md","content":"` + strings.Repeat("x", 17<<20) + `"}}`), gateway.CodePayloadTooLarge},
 	}
 	for _, tc := range bad {
 		r := cl.raw(tc.id, tc.frame)
 		if r.OK || r.Error == nil || r.Error.Code != tc.wantCode || r.Error.Message == "" {
 			t.Errorf("%s: got %+v, want error %s with a message", tc.name, r, tc.wantCode)
+		} else if strings.Contains(r.Error.Message, "Go ") || strings.Contains(r.Error.Message, "struct") {
+			t.Errorf("%s: error message shows Go internals: %q", tc.name, r.Error.Message)
 		}
 		var h map[string]any
 		cl.ok("health", nil, &h) // the connection still works

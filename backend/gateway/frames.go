@@ -3,7 +3,12 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 )
 
 // Protocol constants (docs/PROTOCOL.md).
@@ -175,8 +180,13 @@ func parseRequest(data []byte) (RequestFrame, *Error) {
 		Method string          `json:"method"`
 		Params json.RawMessage `json:"params"`
 	}
+	if !utf8.Valid(data) {
+		// RFC 6455 §5.6: text frames carry UTF-8. Refuse rather than let
+		// invalid bytes reach a handler as U+FFFD.
+		return RequestFrame{ID: peekID(data)}, Errorf(CodeInvalidRequest, "frame is not valid UTF-8 text")
+	}
 	if err := json.Unmarshal(data, &raw); err != nil {
-		return RequestFrame{ID: peekID(data)}, Errorf(CodeInvalidRequest, "frame is not a JSON request object: %v", err)
+		return RequestFrame{ID: peekID(data)}, Errorf(CodeInvalidRequest, "frame is not a JSON request object: %s", describeJSONError(err))
 	}
 	var req RequestFrame
 	if len(raw.ID) > 0 && string(raw.ID) != "null" {
@@ -204,6 +214,25 @@ func parseRequest(data []byte) (RequestFrame, *Error) {
 		req.Params = params
 	}
 	return req, nil
+}
+
+// describeJSONError says what is wrong with a JSON document in the
+// protocol's words, without Go type names.
+func describeJSONError(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("invalid JSON at byte %d: %s", se.Offset, strings.TrimPrefix(se.Error(), "json: "))
+	case errors.As(err, &te):
+		if te.Field == "" {
+			return fmt.Sprintf("expected an object, got a JSON %s", te.Value)
+		}
+		return fmt.Sprintf("field %q must not be a JSON %s", te.Field, te.Value)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "truncated JSON"
+	}
+	return strings.TrimPrefix(err.Error(), "json: ")
 }
 
 // peekID extracts a top-level string "id" from a possibly truncated or
@@ -236,4 +265,40 @@ func peekID(data []byte) string {
 		}
 	}
 	return ""
+}
+
+// DecodeParams unmarshals the call's params (absent params decode as {})
+// into v. A mismatch is an INVALID_REQUEST *Error that names the field and
+// the expected JSON kind, never Go type names.
+func DecodeParams(call *Call, v any) error {
+	if len(call.Params) == 0 || string(call.Params) == "null" {
+		return nil
+	}
+	if err := json.Unmarshal(call.Params, v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return Errorf(CodeInvalidRequest, "%s: params.%s must be %s, not a JSON %s", call.Method, te.Field, jsonKind(te.Type.Kind().String()), te.Value)
+		}
+		return Errorf(CodeInvalidRequest, "%s: bad params: %s", call.Method, describeJSONError(err))
+	}
+	return nil
+}
+
+// jsonKind names the JSON kind that decodes into a Go kind.
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "string":
+		return "a string"
+	case "bool":
+		return "true or false"
+	case "slice", "array":
+		return "an array"
+	case "map", "struct":
+		return "an object"
+	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64":
+		return "an integer"
+	case "float32", "float64":
+		return "a number"
+	}
+	return "a value of another kind"
 }

@@ -214,24 +214,26 @@ func TestHandlerErrors(t *testing.T) {
 
 func TestMalformedFrames(t *testing.T) {
 	tests := []struct {
-		name   string
-		typ    websocket.MessageType
-		data   string
-		code   string
-		wantID string
+		name    string
+		typ     websocket.MessageType
+		data    string
+		code    string
+		wantID  string
+		message string // substring of the error message ("" = any)
 	}{
-		{"not JSON", websocket.MessageText, `{"type":"req","id":"x1",`, CodeInvalidRequest, "x1"},
-		{"garbage", websocket.MessageText, `hello`, CodeInvalidRequest, ""},
-		{"binary", websocket.MessageBinary, `{"type":"req","id":"b1","method":"ping"}`, CodeInvalidRequest, ""},
-		{"missing id", websocket.MessageText, `{"type":"req","method":"ping"}`, CodeInvalidRequest, ""},
-		{"numeric id", websocket.MessageText, `{"type":"req","id":7,"method":"ping"}`, CodeInvalidRequest, ""},
-		{"missing method", websocket.MessageText, `{"type":"req","id":"m1"}`, CodeInvalidRequest, "m1"},
-		{"wrong type", websocket.MessageText, `{"type":"res","id":"t1","method":"ping"}`, CodeInvalidRequest, "t1"},
-		{"array", websocket.MessageText, `[1,2,3]`, CodeInvalidRequest, ""},
-		{"params not object", websocket.MessageText, `{"type":"req","id":"p1","method":"ping","params":[1]}`, CodeInvalidRequest, "p1"},
-		{"bad idempotencyKey", websocket.MessageText, `{"type":"req","id":"k1","method":"ping","params":{"idempotencyKey":5}}`, CodeInvalidRequest, "k1"},
-		{"unknown method", websocket.MessageText, `{"type":"req","id":"u1","method":"no.such"}`, CodeNotFound, "u1"},
-		{"second connect", websocket.MessageText, `{"type":"req","id":"c2","method":"connect","params":{}}`, CodeInvalidRequest, "c2"},
+		{"not JSON", websocket.MessageText, `{"type":"req","id":"x1",`, CodeInvalidRequest, "x1", ""},
+		{"garbage", websocket.MessageText, `hello`, CodeInvalidRequest, "", ""},
+		{"binary", websocket.MessageBinary, `{"type":"req","id":"b1","method":"ping"}`, CodeInvalidRequest, "", ""},
+		{"missing id", websocket.MessageText, `{"type":"req","method":"ping"}`, CodeInvalidRequest, "", ""},
+		{"numeric id", websocket.MessageText, `{"type":"req","id":7,"method":"ping"}`, CodeInvalidRequest, "", ""},
+		{"missing method", websocket.MessageText, `{"type":"req","id":"m1"}`, CodeInvalidRequest, "m1", ""},
+		{"wrong type", websocket.MessageText, `{"type":"res","id":"t1","method":"ping"}`, CodeInvalidRequest, "t1", ""},
+		{"array", websocket.MessageText, `[1,2,3]`, CodeInvalidRequest, "", "expected an object, got a JSON array"},
+		{"invalid UTF-8", websocket.MessageText, "{\"type\":\"req\",\"id\":\"u8\",\"method\":\"ping\",\"params\":{\"q\":\"\xff\xfe\"}}", CodeInvalidRequest, "u8", "not valid UTF-8"},
+		{"params not object", websocket.MessageText, `{"type":"req","id":"p1","method":"ping","params":[1]}`, CodeInvalidRequest, "p1", ""},
+		{"bad idempotencyKey", websocket.MessageText, `{"type":"req","id":"k1","method":"ping","params":{"idempotencyKey":5}}`, CodeInvalidRequest, "k1", ""},
+		{"unknown method", websocket.MessageText, `{"type":"req","id":"u1","method":"no.such"}`, CodeNotFound, "u1", ""},
+		{"second connect", websocket.MessageText, `{"type":"req","id":"c2","method":"connect","params":{}}`, CodeInvalidRequest, "c2", ""},
 	}
 	_, url := newTestServer(t, Options{}, func(s *Server) {
 		s.Handle("ping", func(context.Context, *Call) (any, error) { return map[string]bool{"pong": true}, nil })
@@ -243,6 +245,9 @@ func TestMalformedFrames(t *testing.T) {
 			f := c.next()
 			if f.Type != frameRes || f.OK || f.Error == nil || f.Error.Code != tt.code || f.ID != tt.wantID {
 				t.Fatalf("want %s id %q, got %+v (error %+v)", tt.code, tt.wantID, f, f.Error)
+			}
+			if !strings.Contains(f.Error.Message, tt.message) || strings.Contains(f.Error.Message, "Go ") || strings.Contains(f.Error.Message, "struct") {
+				t.Fatalf("error message %q: want it to contain %q and no Go type names", f.Error.Message, tt.message)
 			}
 			// The connection is still usable.
 			if f := c.call(fmt.Sprint("ok", i), "ping", nil); !f.OK {

@@ -21,8 +21,8 @@ import (
 // Defaults for [Options].
 const (
 	DefaultAddr             = "127.0.0.1:18789"
-	DefaultMaxPayload       = 4 << 20  // bytes
-	DefaultMaxBufferedBytes = 16 << 20 // bytes
+	DefaultMaxPayload       = 16 << 20 // bytes: a 4 MiB note survives JSON escaping
+	DefaultMaxBufferedBytes = 32 << 20 // bytes
 	DefaultTickInterval     = 30 * time.Second
 	DefaultHandshakeTimeout = 10 * time.Second
 )
