@@ -773,3 +773,53 @@ func TestOpenLocked(t *testing.T) {
 	}
 	again.Close()
 }
+
+// cancellingEmbedder cancels the sync's context on its n-th call.
+type cancellingEmbedder struct {
+	embed.Embedder
+	n      int
+	calls  atomic.Int64
+	cancel context.CancelFunc
+}
+
+func (c *cancellingEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	if int(c.calls.Add(1)) == c.n && c.cancel != nil {
+		c.cancel()
+		return nil, context.Canceled
+	}
+	return c.Embedder.Embed(ctx, texts)
+}
+
+// A full sync (one bulk group) cancelled half-way keeps what it wrote,
+// searchable, and the next sync completes the index.
+func TestCancelledSyncResumes(t *testing.T) {
+	emb := &cancellingEmbedder{Embedder: embed.NewBuiltin(embed.BuiltinOptions{}), n: 4}
+	f := newFixture(t, baseFiles, func(o *Options) { o.Embedder = emb })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	emb.cancel = cancel
+	if err := f.m.Sync(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Sync returned %v", err)
+	}
+	files, chunks, err := f.m.store.Counts(context.Background())
+	if err != nil || files == 0 || files >= 6 || chunks == 0 {
+		t.Fatalf("after cancelled sync: %d files, %d chunks, %v; want some of 6", files, chunks, err)
+	}
+	emb.cancel = nil
+	f.sync(t)
+	if st := f.m.Status(); st.Files != 6 || st.State != StateReady {
+		t.Fatalf("after second sync: %+v", st)
+	}
+	for q, want := range map[string]string{
+		"QK-7731":          "memory/2024-05-01.md",
+		"Mirela Lisbon":    "memory/roles/writer/MEMORY.md",
+		"release 2.3":      "memory/sessions/s1/context.md",
+		"Bleve pure Go":    "memory/global/decisions.md",
+		"向量数据库":            "memory/2024-05-02.md",
+		"espresso Tuesday": "MEMORY.md",
+	} {
+		if rs := f.search(t, q); len(rs) == 0 || rs[0].Path != want {
+			t.Errorf("%s: %v, want %s first", q, resultPaths(rs), want)
+		}
+	}
+}

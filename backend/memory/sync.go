@@ -156,6 +156,10 @@ func (m *Manager) scanLocked(ctx context.Context, st *index.Store) error {
 	m.setProgress(prog)
 	var changed, deleted, errs []string
 	var stop error
+	// A full sync writes in groups of files: one SQLite transaction and one
+	// Bleve batch (one keyword segment) per group instead of per file.
+	// EndBulk below flushes the last group before the sync reports anything.
+	st.BeginBulk()
 	for i, f := range todo {
 		if err := ctx.Err(); err != nil {
 			stop = err
@@ -194,6 +198,12 @@ func (m *Manager) scanLocked(ctx context.Context, st *index.Store) error {
 			}
 			deleted = append(deleted, r.Path)
 		}
+	}
+	// Not cancelled with ctx: a cancelled sync still keeps the files it has
+	// written so far (commit and apply the open group).
+	if err := st.EndBulk(context.WithoutCancel(ctx)); err != nil {
+		errs = append(errs, err.Error())
+		m.log.Error("memory keyword index batch failed", "err", err)
 	}
 
 	files, chunks, cerr := st.Counts(ctx)

@@ -187,6 +187,21 @@ func (m *Manager) flushDirty(ctx context.Context) {
 	m.mu.Unlock()
 	sort.Strings(paths)
 	var changed, deleted, errs []string
+	// A multi-file change set (a checkout, a copied folder) is written as a
+	// bulk group (see index.Store.BeginBulk); a single edit is applied, and
+	// searchable, immediately.
+	bulk := len(paths) > 1
+	if bulk {
+		m.store.BeginBulk()
+	}
+	endBulk := func() error {
+		if !bulk {
+			return nil
+		}
+		bulk = false
+		return m.store.EndBulk(context.WithoutCancel(ctx))
+	}
+	defer endBulk() //nolint:errcheck // only on the early returns; the normal path checks it
 	for _, p := range paths {
 		if ctx.Err() != nil || m.closed.Load() {
 			return
@@ -206,6 +221,18 @@ func (m *Manager) flushDirty(ctx context.Context) {
 		case resDeleted:
 			deleted = append(deleted, p)
 		}
+	}
+	if err := endBulk(); err != nil {
+		// The group was rolled back (its files must be indexed again; that
+		// is idempotent by content hash) or its keyword batch failed (the
+		// journal keeps it for the next write or Open): keep them dirty.
+		errs = append(errs, err.Error())
+		m.log.Error("memory keyword index batch failed", "err", err)
+		m.mu.Lock()
+		for _, p := range paths {
+			m.dirty[p] = struct{}{}
+		}
+		m.mu.Unlock()
 	}
 	files, chunks, cerr := m.store.Counts(ctx)
 	m.mu.Lock()

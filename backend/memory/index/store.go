@@ -12,7 +12,9 @@
 // decimal) and is reconciled with SQLite when a Store is opened (a journal of
 // pending Bleve operations is replayed, and a differing document count triggers
 // a full id reconciliation), so a process killed between the SQLite commit and
-// the Bleve batch leaves a state that the next Open repairs.
+// the Bleve batch leaves a state that the next Open repairs. Full syncs use
+// bulk mode ([Store.BeginBulk]): several files per SQLite transaction and per
+// Bleve batch, with the same journal guarantees.
 //
 // A Store records the embedding provider, model, dimensions and chunking
 // parameters it was built with (table meta). A Store whose meta differs from
@@ -112,7 +114,23 @@ type Store struct {
 	compt   bool
 	blFresh bool // Bleve index created by this Open; reconcile refills it
 
-	wmu    sync.Mutex // serialises writes
+	wmu sync.Mutex // serialises writes; guards the bulk fields below
+
+	// Bulk mode (bulk.go): the open bulk transaction, the pending Bleve
+	// operations of its writes, the chunk ids of their journal rows, their
+	// text size and the time of the oldest one.
+	bulk      bool
+	btx       *sql.Tx
+	pend      *bleve.Batch
+	pendIDs   []int64
+	pendBytes int
+	pendSince time.Time
+	// Limits of a pending group (defaults bulkMaxOps, bulkMaxBytes,
+	// bulkMaxAge; lowered by tests).
+	bulkMaxOps   int
+	bulkMaxBytes int
+	bulkMaxAge   time.Duration
+
 	closed chan struct{}
 	once   sync.Once
 }
@@ -199,6 +217,10 @@ func openAt(opts Options, dir string) (*Store, error) {
 		dbPath: filepath.Join(dir, DBName),
 		blPath: filepath.Join(dir, BleveName),
 		closed: make(chan struct{}),
+
+		bulkMaxOps:   bulkMaxOps,
+		bulkMaxBytes: bulkMaxBytes,
+		bulkMaxAge:   bulkMaxAge,
 	}
 	// Remove leftovers of an interrupted Promote.
 	if olds, _ := filepath.Glob(filepath.Join(dir, BleveName+".old-*")); len(olds) > 0 {
@@ -428,12 +450,19 @@ func (s *Store) isClosed() bool {
 	}
 }
 
-// Close closes the SQLite database and the Bleve index. It is idempotent.
+// Close applies a pending bulk batch (see [Store.BeginBulk]) and closes the
+// SQLite database and the Bleve index. It is idempotent.
 func (s *Store) Close() error {
 	var err error
 	s.once.Do(func() {
 		s.wmu.Lock()
 		defer s.wmu.Unlock()
+		if s.pend != nil || s.btx != nil {
+			if e := s.flushPending(context.Background()); e != nil {
+				// The journal keeps the operations; the next Open replays them.
+				s.log.Warn("memory keyword index: pending batch not applied at close", "err", e)
+			}
+		}
 		close(s.closed)
 		if s.bl != nil {
 			if e := s.bl.Close(); e != nil {

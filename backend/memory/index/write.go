@@ -63,11 +63,14 @@ func (s *Store) Files(ctx context.Context) ([]FileRecord, error) {
 }
 
 // File returns the record of one path; ok is false when it is not indexed.
+// During a bulk write it sees the writes not yet committed.
 func (s *Store) File(ctx context.Context, path string) (f FileRecord, ok bool, err error) {
 	if s.isClosed() {
 		return f, false, ErrClosed
 	}
-	err = s.db.QueryRowContext(ctx, `SELECT f.path, f.hash, f.mtime, f.size, f.layer, f.role,
+	q, release := s.reader()
+	defer release()
+	err = q.QueryRowContext(ctx, `SELECT f.path, f.hash, f.mtime, f.size, f.layer, f.role,
 		(SELECT count(*) FROM chunks c WHERE c.path = f.path) FROM files f WHERE f.path = ?`, path).
 		Scan(&f.Path, &f.Hash, &f.MTime, &f.Size, &f.Layer, &f.Role, &f.Chunks)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -81,11 +84,14 @@ func (s *Store) File(ctx context.Context, path string) (f FileRecord, ok bool, e
 
 // CachedEmbeddings returns the cached embeddings of the given chunk hashes for
 // this Store's provider, model and dims (SPEC §4.2 embedding cache). Missing
-// hashes are absent from the map.
+// hashes are absent from the map. During a bulk write it sees the writes not
+// yet committed.
 func (s *Store) CachedEmbeddings(ctx context.Context, hashes []string) (map[string][]float32, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
+	q, release := s.reader()
+	defer release()
 	out := make(map[string][]float32, len(hashes))
 	const step = 500
 	for i := 0; i < len(hashes); i += step {
@@ -94,7 +100,7 @@ func (s *Store) CachedEmbeddings(ctx context.Context, hashes []string) (map[stri
 		for _, h := range part {
 			args = append(args, h)
 		}
-		rows, err := s.db.QueryContext(ctx, "SELECT hash, embedding FROM embedding_cache WHERE provider = ? AND model = ? AND dims = ? AND hash IN ("+placeholders(len(part))+")", args...)
+		rows, err := q.QueryContext(ctx, "SELECT hash, embedding FROM embedding_cache WHERE provider = ? AND model = ? AND dims = ? AND hash IN ("+placeholders(len(part))+")", args...)
 		if err != nil {
 			return nil, fmt.Errorf("read embedding cache: %w", err)
 		}
@@ -120,7 +126,8 @@ func (s *Store) CachedEmbeddings(ctx context.Context, hashes []string) (map[stri
 
 // PutFile replaces the chunks of f.Path with chunks in one SQLite transaction
 // (chunks, vectors, embedding cache, journal, and the files row last) followed
-// by one Bleve batch. On a crash between the two, the journal makes the next
+// by one Bleve batch (in bulk mode: queued into the pending batch, see
+// [Store.BeginBulk]). On a crash between the two, the journal makes the next
 // Open (or the next write) bring Bleve up to date.
 func (s *Store) PutFile(ctx context.Context, f FileRecord, chunks []ChunkRecord) error {
 	if !s.compt {
@@ -136,14 +143,14 @@ func (s *Store) PutFile(ctx context.Context, f FileRecord, chunks []ChunkRecord)
 	if s.isClosed() {
 		return ErrClosed
 	}
-	if err := s.replayJournal(ctx); err != nil {
+	if err := s.beforeWrite(ctx); err != nil {
 		return fmt.Errorf("put file %s: %w", f.Path, err)
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, end, err := s.fileTx(ctx)
 	if err != nil {
 		return fmt.Errorf("put file %s: %w", f.Path, err)
 	}
-	defer tx.Rollback() //nolint:errcheck
+	defer end(false) //nolint:errcheck // undoes this file's write unless committed below
 	oldIDs, err := deleteChunksTx(ctx, tx, f.Path)
 	if err != nil {
 		return fmt.Errorf("put file %s: %w", f.Path, err)
@@ -205,20 +212,18 @@ func (s *Store) PutFile(ctx context.Context, f FileRecord, chunks []ChunkRecord)
 		layer = excluded.layer, role = excluded.role`, f.Path, f.Hash, f.MTime, f.Size, f.Layer, f.Role); err != nil {
 		return fmt.Errorf("put file %s: files row: %w", f.Path, err)
 	}
-	if err := tx.Commit(); err != nil {
+	if err := end(true); err != nil {
 		return fmt.Errorf("put file %s: commit: %w", f.Path, err)
 	}
 
-	b := s.bl.NewBatch()
-	for _, id := range oldIDs {
-		b.Delete(docID(id))
-	}
+	texts := make([]string, len(chunks))
 	for i, c := range chunks {
-		if err := b.Index(docID(newIDs[i]), bleveDoc{Text: c.Text}); err != nil {
-			return fmt.Errorf("put file %s: bleve: %w", f.Path, err)
-		}
+		texts[i] = c.Text
 	}
-	return s.applyBatch(ctx, b, append(oldIDs, newIDs...))
+	if err := s.keywordOps(ctx, oldIDs, newIDs, texts); err != nil {
+		return fmt.Errorf("put file %s: %w", f.Path, err)
+	}
+	return nil
 }
 
 // TouchFile records a new mtime and size for an unchanged (same hash) file.
@@ -228,27 +233,34 @@ func (s *Store) TouchFile(ctx context.Context, path string, mtime, size int64) e
 	if s.isClosed() {
 		return ErrClosed
 	}
-	if _, err := s.db.ExecContext(ctx, "UPDATE files SET mtime = ?, size = ? WHERE path = ?", mtime, size, path); err != nil {
+	var ex interface {
+		ExecContext(context.Context, string, ...any) (sql.Result, error)
+	} = s.db
+	if s.btx != nil {
+		ex = s.btx // the bulk transaction holds SQLite's write lock
+	}
+	if _, err := ex.ExecContext(ctx, "UPDATE files SET mtime = ?, size = ? WHERE path = ?", mtime, size, path); err != nil {
 		return fmt.Errorf("touch file %s: %w", path, err)
 	}
 	return nil
 }
 
-// DeleteFile removes a file and its chunks. Deleting an unknown path is not an error.
+// DeleteFile removes a file and its chunks (keyword index: as for PutFile).
+// Deleting an unknown path is not an error.
 func (s *Store) DeleteFile(ctx context.Context, path string) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if s.isClosed() {
 		return ErrClosed
 	}
-	if err := s.replayJournal(ctx); err != nil {
+	if err := s.beforeWrite(ctx); err != nil {
 		return fmt.Errorf("delete file %s: %w", path, err)
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, end, err := s.fileTx(ctx)
 	if err != nil {
 		return fmt.Errorf("delete file %s: %w", path, err)
 	}
-	defer tx.Rollback() //nolint:errcheck
+	defer end(false) //nolint:errcheck // undoes this file's write unless committed below
 	ids, err := deleteChunksTx(ctx, tx, path)
 	if err != nil {
 		return fmt.Errorf("delete file %s: %w", path, err)
@@ -261,14 +273,13 @@ func (s *Store) DeleteFile(ctx context.Context, path string) error {
 	if _, err := tx.ExecContext(ctx, "DELETE FROM files WHERE path = ?", path); err != nil {
 		return fmt.Errorf("delete file %s: %w", path, err)
 	}
-	if err := tx.Commit(); err != nil {
+	if err := end(true); err != nil {
 		return fmt.Errorf("delete file %s: commit: %w", path, err)
 	}
-	b := s.bl.NewBatch()
-	for _, id := range ids {
-		b.Delete(docID(id))
+	if err := s.keywordOps(ctx, ids, nil, nil); err != nil {
+		return fmt.Errorf("delete file %s: %w", path, err)
 	}
-	return s.applyBatch(ctx, b, ids)
+	return nil
 }
 
 // deleteChunksTx removes the chunks and vectors of path and returns their ids.

@@ -1,0 +1,281 @@
+package index
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/blevesearch/bleve/v2"
+)
+
+// Bulk writes.
+//
+// Outside bulk mode every PutFile and DeleteFile applies its own Bleve batch
+// before it returns, so a single edit is searchable at once. Scorch turns
+// every batch into one segment and persists it (segment file plus a bolt
+// commit with fsync), and its merger then has to merge all those small
+// segments: for a full sync of many small files this dominated the CPU.
+//
+// Between [Store.BeginBulk] and [Store.EndBulk] the writes of several files
+// share one SQLite transaction (the bulk transaction), each file inside its
+// own savepoint, so that each file's write (chunks, vectors, embedding
+// cache, journal rows, files row) is still all or nothing; and their Bleve
+// operations are collected in one pending batch. The pending batch holds
+// exactly the keyword operations of the open bulk transaction. Both are
+// flushed together when the batch reaches bulkMaxOps operations or
+// bulkMaxBytes of chunk text, when its oldest operation is older than
+// bulkMaxAge (checked at each write), and at EndBulk and Close: first the
+// bulk transaction commits (journal rows included), then the Bleve batch is
+// applied, and only then are its journal rows cleared.
+//
+// Crash safety follows from that order. A process killed before the commit
+// loses the whole group on both sides (the files rows are missing, so the
+// next sync indexes those files again); killed between the commit and the
+// Bleve apply, it leaves journal rows for every operation of the batch,
+// which the next Open (or the next write) replays; killed after the apply,
+// the replay repeats operations Bleve already has, which is harmless. If the
+// commit fails, the group is rolled back and the batch dropped, with the
+// same outcome as a kill before the commit (the error is returned by the
+// write or EndBulk that flushed).
+//
+// The limits are copied into each Store (fields bulkMaxOps ...), where tests
+// can lower them.
+//
+// Until a group is flushed, other readers (Search, Files, Counts) see the
+// index as it was before the group; File and CachedEmbeddings, used by the
+// writer, see the group's writes.
+const (
+	// bulkMaxOps bounds the Bleve operations (index or delete) in the
+	// pending batch, i.e. the documents of one new segment.
+	bulkMaxOps = 2000
+	// bulkMaxBytes bounds the chunk text held by the pending batch.
+	bulkMaxBytes = 8 << 20
+	// bulkMaxAge bounds how long the keyword leg lags behind SQLite during a
+	// long bulk write (slow embedders).
+	bulkMaxAge = 2 * time.Second
+)
+
+// BeginBulk switches the Store into bulk mode: PutFile and DeleteFile group
+// the writes of several files into one SQLite transaction (each file still
+// atomic) and one Bleve batch, flushed together when the group is large or
+// old enough (see the notes above the bulk constants). Writes in a group
+// that is not flushed yet are not visible to Search. Use it for full syncs
+// and multi-file change sets, and call EndBulk when done; single edits that
+// must be searchable at once are written outside bulk mode. A BeginBulk
+// while already in bulk mode has no further effect.
+func (s *Store) BeginBulk() {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.bulk = true
+}
+
+// fileTx returns the transaction for one file's write and end, which
+// commits it (end(true)) or undoes it (end(false); a no-op after a
+// successful end(true)). Callers hold wmu. Outside bulk mode the transaction
+// is the file's own. In bulk mode it is the bulk transaction (begun on
+// demand) and the file's write is a savepoint inside it.
+func (s *Store) fileTx(ctx context.Context) (*sql.Tx, func(commit bool) error, error) {
+	if !s.bulk {
+		tx, err := s.db.BeginTx(ctx, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		done := false
+		return tx, func(commit bool) error {
+			if done {
+				return nil
+			}
+			done = true
+			if commit {
+				return tx.Commit()
+			}
+			return tx.Rollback()
+		}, nil
+	}
+	if s.btx == nil {
+		// Background: the bulk transaction outlives the ctx of the write
+		// that began it; each statement still runs under its caller's ctx.
+		tx, err := s.db.BeginTx(context.Background(), nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		s.btx = tx
+	}
+	tx := s.btx
+	if _, err := tx.ExecContext(ctx, "SAVEPOINT file_write"); err != nil {
+		return nil, nil, fmt.Errorf("savepoint: %w", err)
+	}
+	done := false
+	return tx, func(commit bool) error {
+		if done {
+			return nil
+		}
+		done = true
+		bg := context.Background() // must run even when ctx is cancelled
+		if commit {
+			if _, err := tx.ExecContext(bg, "RELEASE file_write"); err != nil {
+				s.abortBulk()
+				return fmt.Errorf("release savepoint: %w", err)
+			}
+			return nil
+		}
+		if _, err := tx.ExecContext(bg, "ROLLBACK TO file_write"); err != nil {
+			s.abortBulk()
+			return fmt.Errorf("roll back savepoint: %w", err)
+		}
+		if _, err := tx.ExecContext(bg, "RELEASE file_write"); err != nil {
+			s.abortBulk()
+			return fmt.Errorf("release savepoint: %w", err)
+		}
+		return nil
+	}, nil
+}
+
+// abortBulk rolls back the bulk transaction and drops the pending batch that
+// belongs to it. Callers hold wmu.
+func (s *Store) abortBulk() {
+	if s.btx != nil {
+		if err := s.btx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
+			s.log.Warn("memory index bulk rollback failed", "err", err)
+		}
+		s.btx = nil
+	}
+	s.dropPending()
+}
+
+// queryer is what reads need from *sql.DB or *sql.Tx.
+type queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// reader returns where the writer's reads go: the bulk transaction while
+// one is open (held under wmu until release is called), else the database.
+func (s *Store) reader() (q queryer, release func()) {
+	s.wmu.Lock()
+	if s.btx != nil {
+		return s.btx, s.wmu.Unlock
+	}
+	s.wmu.Unlock()
+	return s.db, func() {}
+}
+
+// EndBulk flushes the open group (commits its SQLite transaction, then
+// applies its Bleve batch) and leaves bulk mode, also when the flush fails:
+// a failed commit rolls the group back (its files are not indexed and must
+// be written again), a failed Bleve apply leaves the operations in the
+// journal for the next write or Open.
+func (s *Store) EndBulk(ctx context.Context) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.bulk = false
+	if s.isClosed() {
+		return ErrClosed
+	}
+	return s.flushPending(ctx)
+}
+
+// beforeWrite brings Bleve up to date before a write. Callers hold wmu.
+// Outside bulk mode a pending group is flushed first. When no group is
+// open, journal rows left by an interrupted or failed earlier write are
+// replayed (while a group is open, the journal is read through the database,
+// which does not see the group, and the group's own rows must not be
+// applied before its commit).
+func (s *Store) beforeWrite(ctx context.Context) error {
+	if (s.pend != nil || s.btx != nil) && !s.bulk {
+		if err := s.flushPending(ctx); err != nil {
+			return err
+		}
+	}
+	if s.pend != nil || s.btx != nil {
+		return nil
+	}
+	return s.replayJournal(ctx)
+}
+
+// keywordOps applies, or in bulk mode queues, the Bleve operations of one
+// committed SQLite write: delete the documents dels, index texts[i] as
+// document adds[i]. Callers hold wmu.
+func (s *Store) keywordOps(ctx context.Context, dels, adds []int64, texts []string) error {
+	if !s.bulk {
+		b := s.bl.NewBatch()
+		if err := addOps(b, dels, adds, texts); err != nil {
+			return err
+		}
+		ids := make([]int64, 0, len(dels)+len(adds))
+		ids = append(append(ids, dels...), adds...)
+		return s.applyBatch(ctx, b, ids)
+	}
+	if s.pend == nil {
+		s.pend = s.bl.NewBatch()
+		s.pendSince = time.Now()
+	}
+	if err := addOps(s.pend, dels, adds, texts); err != nil {
+		// The batch may hold part of this write, which is already released
+		// into the bulk transaction: give up the whole group.
+		s.abortBulk()
+		return err
+	}
+	s.pendIDs = append(s.pendIDs, dels...)
+	s.pendIDs = append(s.pendIDs, adds...)
+	for _, t := range texts {
+		s.pendBytes += len(t)
+	}
+	if s.pend.Size() >= s.bulkMaxOps || s.pendBytes >= s.bulkMaxBytes || time.Since(s.pendSince) >= s.bulkMaxAge {
+		return s.flushPending(ctx)
+	}
+	return nil
+}
+
+func addOps(b *bleve.Batch, dels, adds []int64, texts []string) error {
+	for _, id := range dels {
+		b.Delete(docID(id))
+	}
+	for i, id := range adds {
+		if err := b.Index(docID(id), bleveDoc{Text: texts[i]}); err != nil {
+			return fmt.Errorf("bleve: %w", err)
+		}
+	}
+	return nil
+}
+
+// flushPending commits the bulk transaction, applies the pending batch and
+// clears its journal rows. Callers hold wmu. On a failed commit the group is
+// rolled back and the batch dropped; on a failed apply the batch is dropped
+// and its journal rows stay for the next write or Open to replay.
+func (s *Store) flushPending(ctx context.Context) error {
+	if err := s.commitBulk(); err != nil {
+		return err
+	}
+	b, ids := s.pend, s.pendIDs
+	s.dropPending()
+	if b == nil {
+		return nil
+	}
+	if err := s.applyBatch(ctx, b, ids); err != nil {
+		return fmt.Errorf("apply pending keyword batch: %w", err)
+	}
+	return nil
+}
+
+// commitBulk commits the bulk transaction, if one is open, and leaves the
+// pending batch to be applied. Callers hold wmu. On failure the group is
+// rolled back and the batch dropped.
+func (s *Store) commitBulk() error {
+	if s.btx == nil {
+		return nil
+	}
+	err := s.btx.Commit()
+	s.btx = nil
+	if err != nil {
+		s.abortBulk()
+		return fmt.Errorf("commit bulk write: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) dropPending() {
+	s.pend, s.pendIDs, s.pendBytes, s.pendSince = nil, nil, 0, time.Time{}
+}
