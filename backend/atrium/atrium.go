@@ -8,6 +8,7 @@ package atrium
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -82,6 +83,11 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 	}()
 	if err := o.Layout.Ensure(); err != nil {
 		return nil, err
+	}
+	if created, err := o.Layout.EnsureWorkspace(); err != nil {
+		return nil, err
+	} else if created {
+		o.Logger.Info("workspace created", "path", o.Layout.Workspace)
 	}
 	if a.Config, err = config.Load(o.Layout.ConfigFile()); err != nil {
 		return nil, err
@@ -179,7 +185,45 @@ func (a *App) Listen() error {
 	if err := a.Gateway.Listen(); err != nil {
 		return fmt.Errorf("gateway listen: %w", err)
 	}
+	if err := WriteGatewayInfo(a.Layout.GatewayFile(), GatewayInfo{Addr: a.Gateway.Addr(), PID: os.Getpid()}); err != nil {
+		a.log.Warn("gateway info not written; the CLI will need --port", "path", a.Layout.GatewayFile(), "err", err)
+	}
 	return nil
+}
+
+// GatewayInfo is the content of paths.Layout.GatewayFile.
+type GatewayInfo struct {
+	Addr string `json:"addr"` // host:port of the gateway
+	PID  int    `json:"pid"`  // process that serves it
+}
+
+// WriteGatewayInfo writes info atomically (temp file + rename, mode 0600).
+func WriteGatewayInfo(path string, info GatewayInfo) error {
+	data, err := json.Marshal(info)
+	if err != nil {
+		return fmt.Errorf("encode gateway info: %w", err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return fmt.Errorf("write gateway info: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write gateway info: %w", err)
+	}
+	return nil
+}
+
+// ReadGatewayInfo reads what WriteGatewayInfo wrote.
+func ReadGatewayInfo(path string) (GatewayInfo, error) {
+	var info GatewayInfo
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return info, fmt.Errorf("read gateway info: %w", err)
+	}
+	if err := json.Unmarshal(data, &info); err != nil || info.Addr == "" {
+		return info, fmt.Errorf("read gateway info %s: malformed", path)
+	}
+	return info, nil
 }
 
 // URL is the UI address with the operator token in the fragment (valid after Listen).
@@ -215,6 +259,10 @@ func wrap(what string, err error) error {
 // Close releases everything New opened, in reverse order.
 func (a *App) Close() error {
 	var errs []error
+	// Remove the gateway file only if it names this process.
+	if info, err := ReadGatewayInfo(a.Layout.GatewayFile()); err == nil && info.PID == os.Getpid() {
+		errs = append(errs, os.Remove(a.Layout.GatewayFile()))
+	}
 	if a.Chat != nil {
 		errs = append(errs, a.Chat.Close())
 	}

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/atrium-dev/atrium/backend/atrium"
 	"github.com/atrium-dev/atrium/backend/config"
 	"github.com/atrium-dev/atrium/backend/gateway"
 	"github.com/atrium-dev/atrium/backend/memory"
@@ -20,6 +22,10 @@ import (
 // when no app is running, and the running app's gateway otherwise: only one
 // process may hold an index (memory.ErrLocked), so the CLI asks the app.
 type memoryBackend interface {
+	// Prepare brings the index up to date before a read: a full incremental
+	// sync for a local index; nothing for a running app, which keeps its
+	// index current itself (and may be in its first index run).
+	Prepare(ctx context.Context) error
 	Sync(ctx context.Context) (memory.Status, error)
 	Status(ctx context.Context) (memory.Status, error)
 	Search(ctx context.Context, o memory.SearchOptions) (memory.SearchResponse, error)
@@ -28,12 +34,13 @@ type memoryBackend interface {
 }
 
 // openMemory opens the index directly, or, when a running app holds it,
-// connects to that app's gateway (port from --port, config.json or the default).
+// connects to that app's gateway: --port, else the address the app wrote to
+// $ATRIUM_HOME/gateway.json, else config.json's port, else the default.
 func openMemory(ctx context.Context, layout paths.Layout, port int, o Options) (memoryBackend, error) {
 	m, err := memory.Open(memory.Options{
 		Workspace:      layout.Workspace,
 		IndexDir:       layout.IndexDir(),
-		Logger:         newLogger(o),
+		Logger:         newLogger(o, slog.LevelWarn), // a command's output is its result, not progress logs
 		DisableWatcher: true,
 	})
 	if err == nil {
@@ -42,15 +49,23 @@ func openMemory(ctx context.Context, layout paths.Layout, port int, o Options) (
 	if !errors.Is(err, memory.ErrLocked) {
 		return nil, err
 	}
-	if port == 0 {
+	addr := ""
+	switch {
+	case port != 0:
+		addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	default:
+		if info, ierr := atrium.ReadGatewayInfo(layout.GatewayFile()); ierr == nil {
+			addr = info.Addr
+			break
+		}
 		cfg, cerr := config.Load(layout.ConfigFile())
 		if cerr != nil {
 			return nil, cerr
 		}
-		port = cfg.Gateway.Port
-	}
-	if port == 0 {
-		port = config.DefaultPort
+		if cfg.Gateway.Port == 0 {
+			cfg.Gateway.Port = config.DefaultPort
+		}
+		addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Gateway.Port))
 	}
 	tok, terr := os.ReadFile(layout.TokenFile())
 	if terr != nil {
@@ -59,13 +74,13 @@ func openMemory(ctx context.Context, layout paths.Layout, port int, o Options) (
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	c, derr := gateway.Dial(dctx, gateway.ClientOptions{
-		URL:   "ws://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) + "/ws",
+		URL:   "ws://" + addr + "/ws",
 		Token: strings.TrimSpace(string(tok)),
 		Client: gateway.ClientInfo{ID: "atrium-cli", Version: o.Version, Mode: "cli",
 			Platform: "cli", InstanceID: strconv.Itoa(os.Getpid())},
 	})
 	if derr != nil {
-		return nil, fmt.Errorf("%w, and its gateway on port %d did not answer: %v", err, port, derr)
+		return nil, fmt.Errorf("%w, and its gateway at %s did not answer: %v", err, addr, derr)
 	}
 	return remoteMemory{c}, nil
 }
@@ -78,6 +93,7 @@ func (l localMemory) Sync(ctx context.Context) (memory.Status, error) {
 	}
 	return l.m.Status(), nil
 }
+func (l localMemory) Prepare(ctx context.Context) error             { return l.m.Sync(ctx) }
 func (l localMemory) Status(context.Context) (memory.Status, error) { return l.m.Status(), nil }
 func (l localMemory) Search(ctx context.Context, o memory.SearchOptions) (memory.SearchResponse, error) {
 	return l.m.Search(ctx, o)
@@ -89,16 +105,28 @@ func (l localMemory) Close() error { return l.m.Close() }
 
 type remoteMemory struct{ c *gateway.Client }
 
+func (r remoteMemory) Prepare(context.Context) error { return nil }
 func (r remoteMemory) Sync(ctx context.Context) (st memory.Status, err error) {
-	return st, r.c.Call(ctx, "memory.sync", nil, &st)
+	return st, r.call(ctx, "memory.sync", nil, &st)
 }
 func (r remoteMemory) Status(ctx context.Context) (st memory.Status, err error) {
-	return st, r.c.Call(ctx, "memory.status", nil, &st)
+	return st, r.call(ctx, "memory.status", nil, &st)
 }
 func (r remoteMemory) Search(ctx context.Context, o memory.SearchOptions) (res memory.SearchResponse, err error) {
-	return res, r.c.Call(ctx, "memory.search", o, &res)
+	return res, r.call(ctx, "memory.search", o, &res)
 }
 func (r remoteMemory) Get(ctx context.Context, o memory.GetOptions) (res memory.GetResponse, err error) {
-	return res, r.c.Call(ctx, "memory.get", o, &res)
+	return res, r.call(ctx, "memory.get", o, &res)
+}
+
+// call reports a refused request as the server's message alone; the code is
+// for programs, the message for people.
+func (r remoteMemory) call(ctx context.Context, method string, params, out any) error {
+	err := r.c.Call(ctx, method, params, out)
+	var ge *gateway.Error
+	if errors.As(err, &ge) {
+		return errors.New(ge.Message)
+	}
+	return err
 }
 func (r remoteMemory) Close() error { return r.c.Close() }

@@ -101,6 +101,11 @@ Flags (every command):
   --home DIR        state dir (env ATRIUM_HOME, default ~/.atrium)
   --port N          gateway port on 127.0.0.1 (default 18789)
   --json            machine-readable output (memory commands)
+
+Search flags: --max-results N (default 6), --min-score S (0..1, default 0.35;
+a negative value turns the floor off). Get flags: --from LINE --lines N.
+Environment: ATRIUM_LOG=debug|info|warn|error; OPENAI_API_KEY, OPENAI_BASE_URL,
+OPENAI_MODEL select an OpenAI-compatible model (see README).
 `
 
 // common holds the flags every command accepts.
@@ -119,11 +124,12 @@ func (c *common) register(fs *flag.FlagSet) {
 
 // parse parses flags that may appear before, between or after positional
 // arguments ("atrium memory search 数据库 --json").
-func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+func parse(fs *flag.FlagSet, args []string, o Options) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
+				printHelp(fs, o)
 				return nil, err
 			}
 			return nil, fmt.Errorf("%w: %v", errUsage, err)
@@ -140,11 +146,23 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// newFlagSet makes a flag set that reports nothing itself: parse errors come
+// back as errUsage (printed once by Main) and -h/--help prints the command's
+// usage with its flags (printHelp).
 func newFlagSet(name string, o Options) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(o.Stderr)
-	fs.Usage = func() { fmt.Fprint(o.Stderr, usage) }
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	return fs
+}
+
+// printHelp prints the general usage and the flags of one command.
+func printHelp(fs *flag.FlagSet, o Options) {
+	fmt.Fprint(o.Stdout, usage)
+	fmt.Fprintf(o.Stdout, "\nFlags of 'atrium %s':\n", fs.Name())
+	fs.SetOutput(o.Stdout)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
 }
 
 func run(ctx context.Context, args []string, o Options) error {
@@ -174,10 +192,17 @@ func (c *common) layout(o Options) (paths.Layout, error) {
 	return paths.Resolve(c.home, c.workspace, o.Getenv)
 }
 
-func newLogger(o Options) *slog.Logger {
-	level := slog.LevelInfo
-	if strings.EqualFold(o.Getenv("ATRIUM_LOG"), "debug") {
+// newLogger logs to stderr at level (ATRIUM_LOG=debug|info|warn|error overrides it).
+func newLogger(o Options, level slog.Level) *slog.Logger {
+	switch strings.ToLower(o.Getenv("ATRIUM_LOG")) {
+	case "debug":
 		level = slog.LevelDebug
+	case "info":
+		level = slog.LevelInfo
+	case "warn":
+		level = slog.LevelWarn
+	case "error":
+		level = slog.LevelError
 	}
 	return slog.New(slog.NewTextHandler(o.Stderr, &slog.HandlerOptions{Level: level}))
 }
@@ -198,10 +223,10 @@ func runDesktop(ctx context.Context, args []string, o Options) error {
 	var c common
 	fs := newFlagSet("atrium", o)
 	c.register(fs)
-	if _, err := parse(fs, args); err != nil {
+	if _, err := parse(fs, args, o); err != nil {
 		return err
 	}
-	log := newLogger(o)
+	log := newLogger(o, slog.LevelInfo)
 	a, err := start(ctx, c, o, log, []string{"wails://wails", "wails.localhost", "wails.localhost:*"})
 	if err != nil {
 		return err
@@ -220,10 +245,10 @@ func runServe(ctx context.Context, args []string, o Options) error {
 	var c common
 	fs := newFlagSet("serve", o)
 	c.register(fs)
-	if _, err := parse(fs, args); err != nil {
+	if _, err := parse(fs, args, o); err != nil {
 		return err
 	}
-	log := newLogger(o)
+	log := newLogger(o, slog.LevelInfo)
 	a, err := start(ctx, c, o, log, nil)
 	if err != nil {
 		return err

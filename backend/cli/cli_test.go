@@ -66,6 +66,7 @@ func TestCommands(t *testing.T) {
 		{"unknown memory subcommand", append([]string{"memory", "frob"}, common...), 2, "", "unknown memory subcommand"},
 		{"search without query", append([]string{"memory", "search"}, common...), 2, "", "needs an argument"},
 		{"bad flag", []string{"memory", "status", "--nope"}, 2, "", "flag provided but not defined"},
+		{"command help lists its flags", []string{"memory", "search", "--help"}, 0, "-max-results", ""},
 		{"index", append([]string{"memory", "index"}, common...), 0, "2 files", ""},
 		{"status", append([]string{"memory", "status"}, common...), 0, "openclaw layout", ""},
 		{"search Chinese, flags after the query", append([]string{"memory", "search", "数据库连接池"}, common...), 0, "memory/2026-11-20.md:", ""},
@@ -73,12 +74,24 @@ func TestCommands(t *testing.T) {
 		{"get with line range", append([]string{"memory", "get", "MEMORY.md", "--from", "3", "--lines", "1"}, common...), 0, "bluefin", ""},
 		{"get outside the workspace", append([]string{"memory", "get", "../../etc/passwd"}, common...), 1, "", "invalid path"},
 		{"get missing", append([]string{"memory", "get", "memory/nope.md"}, common...), 1, "", "not found"},
+		{"mistyped workspace is not created", []string{"memory", "status", "--home", home, "--workspace", ws + "-typo"}, 1, "", "does not exist"},
 	}
+	t.Cleanup(func() {
+		if _, err := os.Stat(ws + "-typo"); err == nil {
+			t.Error("a mistyped --workspace was created")
+		}
+	})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			code, out, errOut := runCLI(t, nil, tt.args...)
 			if code != tt.wantCode || !strings.Contains(out, tt.stdout) || !strings.Contains(errOut, tt.stderr) {
 				t.Fatalf("exit %d (want %d)\nstdout: %s\nstderr: %s", code, tt.wantCode, out, errOut)
+			}
+			if tt.stderr != "" && strings.Count(errOut, tt.stderr) != 1 {
+				t.Errorf("the error is printed %d times:\n%s", strings.Count(errOut, tt.stderr), errOut)
+			}
+			if code == 0 && strings.Contains(errOut, "level=INFO") {
+				t.Errorf("a memory command logged progress to stderr:\n%s", errOut)
 			}
 		})
 	}
@@ -124,6 +137,9 @@ func TestMemoryWhileServing(t *testing.T) {
 		if code := <-served; code != 0 {
 			t.Errorf("serve exit %d", code)
 		}
+		if _, err := os.Stat(filepath.Join(home, "gateway.json")); err == nil {
+			t.Error("gateway.json left behind after the app stopped")
+		}
 	}()
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(serveOut.String(), "is running") {
@@ -145,8 +161,12 @@ func TestMemoryWhileServing(t *testing.T) {
 	if code, out, errOut := runCLI(t, nil, "memory", "index", "--home", home, "--workspace", ws, "--port", port); code != 0 || !strings.Contains(out, "2 files") {
 		t.Fatalf("memory index through the app: exit %d\n%s\n%s", code, out, errOut)
 	}
-	if code, _, errOut := runCLI(t, nil, "memory", "get", "../x", "--home", home, "--workspace", ws, "--port", port); code != 1 || !strings.Contains(errOut, "INVALID_REQUEST") {
+	if code, _, errOut := runCLI(t, nil, "memory", "get", "../x", "--home", home, "--workspace", ws, "--port", port); code != 1 || !strings.Contains(errOut, "invalid path") {
 		t.Fatalf("bad path through the app: exit %d, %s", code, errOut)
+	}
+	// Without --port the CLI finds the app through $ATRIUM_HOME/gateway.json.
+	if code, out, errOut := runCLI(t, nil, "memory", "status", "--home", home, "--workspace", ws); code != 0 || !strings.Contains(out, "ready") {
+		t.Fatalf("status without --port: exit %d\n%s\n%s", code, out, errOut)
 	}
 }
 

@@ -23,7 +23,7 @@ func runMemory(ctx context.Context, args []string, o Options) error {
 	minScore := fs.Float64("min-score", memory.DefaultMinScore, "search: minimum hybrid score (0..1)")
 	from := fs.Int("from", 0, "get: first line (1-based)")
 	lines := fs.Int("lines", 0, "get: number of lines (0 = to the end)")
-	pos, err := parse(fs, args)
+	pos, err := parse(fs, args, o)
 	if err != nil {
 		return err
 	}
@@ -42,6 +42,9 @@ func runMemory(ctx context.Context, args []string, o Options) error {
 
 	layout, err := c.layout(o)
 	if err != nil {
+		return err
+	}
+	if err := layout.CheckWorkspace(); err != nil {
 		return err
 	}
 	if err := layout.Ensure(); err != nil {
@@ -80,8 +83,8 @@ func runMemory(ctx context.Context, args []string, o Options) error {
 		printStatus(o.Stdout, st)
 		return nil
 	case "search":
-		// Bring the index up to date first: it is incremental and cheap when nothing changed.
-		if _, err := m.Sync(ctx); err != nil {
+		// Bring a local index up to date first: incremental, cheap when nothing changed.
+		if err := m.Prepare(ctx); err != nil {
 			return err
 		}
 		res, err := m.Search(ctx, memory.SearchOptions{Query: strings.Join(pos, " "), MaxResults: *maxResults, MinScore: *minScore})

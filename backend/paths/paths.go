@@ -60,23 +60,49 @@ func Resolve(home, workspace string, getenv func(string) string) (Layout, error)
 	return Layout{Home: h, Workspace: w}, nil
 }
 
-// Ensure creates the state dir (mode 0700) with its subdirectories and the
-// workspace (0755) if missing. A read-only or unwritable state dir is an error
-// that names the directory.
+// Ensure creates the state dir (mode 0700) with its subdirectories. A
+// read-only or unwritable state dir is an error that names the directory.
+// The workspace is left alone (see EnsureWorkspace, CheckWorkspace).
 func (l Layout) Ensure() error {
 	for _, d := range []string{l.Home, l.IndexRoot(), l.LogsDir()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return fmt.Errorf("create state dir: %w", err)
 		}
 	}
-	if err := os.MkdirAll(l.Workspace, 0o755); err != nil {
-		return fmt.Errorf("create workspace: %w", err)
-	}
 	probe := filepath.Join(l.Home, ".write-test")
 	if err := os.WriteFile(probe, nil, 0o600); err != nil {
 		return fmt.Errorf("state dir %s is not writable: %w", l.Home, err)
 	}
 	return errors.Join(os.Remove(probe))
+}
+
+// EnsureWorkspace creates the workspace (0755) if it is missing, as the app
+// does on first start, and reports whether it created it.
+func (l Layout) EnsureWorkspace() (created bool, err error) {
+	if _, err := os.Stat(l.Workspace); err == nil {
+		return false, l.CheckWorkspace()
+	}
+	if err := os.MkdirAll(l.Workspace, 0o755); err != nil {
+		return false, fmt.Errorf("create workspace: %w", err)
+	}
+	return true, nil
+}
+
+// CheckWorkspace reports a missing workspace, or one that is not a
+// directory, with a message that says how to choose another. The CLI uses it
+// so that a mistyped --workspace is never created.
+func (l Layout) CheckWorkspace() error {
+	st, err := os.Stat(l.Workspace)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("workspace %s does not exist (choose one with --workspace or %s)", l.Workspace, EnvWorkspace)
+		}
+		return fmt.Errorf("workspace: %w", err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("workspace %s is not a directory", l.Workspace)
+	}
+	return nil
 }
 
 // ConfigFile is $ATRIUM_HOME/config.json.
@@ -87,6 +113,11 @@ func (l Layout) StateDB() string { return filepath.Join(l.Home, "state.db") }
 
 // TokenFile is $ATRIUM_HOME/gateway.token, the local operator token (mode 0600).
 func (l Layout) TokenFile() string { return filepath.Join(l.Home, "gateway.token") }
+
+// GatewayFile is $ATRIUM_HOME/gateway.json: the address and pid of the
+// running app's gateway, written after it binds its port and removed when it
+// stops, so the CLI can find an app started with --port.
+func (l Layout) GatewayFile() string { return filepath.Join(l.Home, "gateway.json") }
 
 // LogsDir is $ATRIUM_HOME/logs.
 func (l Layout) LogsDir() string { return filepath.Join(l.Home, "logs") }

@@ -48,6 +48,18 @@ func TestEnsureAndIndexDir(t *testing.T) {
 	if err := l.Ensure(); err != nil {
 		t.Fatal(err)
 	}
+	if err := l.CheckWorkspace(); err == nil {
+		t.Fatal("Ensure created the workspace, or CheckWorkspace accepted a missing one")
+	}
+	if created, err := l.EnsureWorkspace(); err != nil || !created {
+		t.Fatalf("EnsureWorkspace: created=%v err=%v", created, err)
+	}
+	if created, err := l.EnsureWorkspace(); err != nil || created {
+		t.Fatalf("EnsureWorkspace again: created=%v err=%v", created, err)
+	}
+	if err := l.CheckWorkspace(); err != nil {
+		t.Fatal(err)
+	}
 	st, err := os.Stat(l.Home)
 	if err != nil || st.Mode().Perm() != 0o700 {
 		t.Fatalf("home perms: %v %v", st.Mode(), err)
