@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -178,8 +179,44 @@ type run struct {
 	RunRef
 	userMsgID string
 	userText  string
+	startedAt time.Time
 	ctx       context.Context
 	cancel    context.CancelCauseFunc
+	// stored is set (under Service.mu) once the user message is in
+	// history; only then does the run show in HistoryPage.Active.
+	stored bool
+	out    stream
+}
+
+// stream is the answer text a run has sent as chat.chunk events. One lock
+// guards the text and the chunk counter, so a snapshot's text is always
+// exactly the concatenation of chunks 1..seq.
+type stream struct {
+	mu   sync.Mutex
+	text strings.Builder
+	seq  int
+}
+
+// add appends delta as the next chunk and returns its seq (1, 2, ...).
+func (o *stream) add(delta string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.text.WriteString(delta)
+	o.seq++
+	return o.seq
+}
+
+// snapshot returns the text so far and the seq of its last chunk.
+func (o *stream) snapshot() (string, int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.text.String(), o.seq
+}
+
+// String returns the text so far.
+func (o *stream) String() string {
+	text, _ := o.snapshot()
+	return text
 }
 
 // Run-ending causes.
@@ -352,6 +389,7 @@ func (s *Service) Send(ctx context.Context, r SendRequest) (SendResult, error) {
 		RunRef:    RunRef{RunID: uuid.NewString(), ProfileID: r.ProfileID, SessionID: sessionID, MessageID: uuid.NewString()},
 		userMsgID: uuid.NewString(),
 		userText:  text,
+		startedAt: now,
 		ctx:       rctx,
 		cancel:    func(cause error) { cancel(cause); stop() },
 	}
@@ -377,6 +415,9 @@ func (s *Service) Send(ctx context.Context, r SendRequest) (SendResult, error) {
 		s.wg.Done()
 		return SendResult{}, fmt.Errorf("chat send: store user message: %w", err)
 	}
+	s.mu.Lock()
+	rn.stored = true
+	s.mu.Unlock()
 
 	go s.execute(rn)
 	return res, nil
@@ -423,20 +464,61 @@ func (s *Service) Cancel(r CancelRequest) (bool, error) {
 }
 
 // History returns a page of the profile's timeline, oldest first (see
-// history.Store.Profile). Errors: ErrNotFound for an unknown profile or
-// cursor, or a wrapped history error.
-func (s *Service) History(ctx context.Context, profileID, before string, limit int) (history.Page, error) {
+// history.Store.Profile). On the newest page (before empty) it also lists
+// the profile's runs in progress with the text streamed so far (see
+// ActiveRun), so a client can re-attach to them. The runs are snapshotted
+// before the messages are read: a run that ends in between shows up only
+// as its stored message, never twice and never not at all. Errors:
+// ErrNotFound for an unknown profile or cursor, or a wrapped history error.
+func (s *Service) History(ctx context.Context, profileID, before string, limit int) (HistoryPage, error) {
 	if err := checkProfile(profileID); err != nil {
-		return history.Page{}, fmt.Errorf("chat history: %w", err)
+		return HistoryPage{}, fmt.Errorf("chat history: %w", err)
+	}
+	var active []ActiveRun
+	if before == "" {
+		active = s.Active(profileID)
 	}
 	page, err := s.opts.History.Profile(ctx, profileID, before, limit)
 	if errors.Is(err, history.ErrNotFound) {
-		return history.Page{}, fmt.Errorf("chat history: cursor %q: %w", before, ErrNotFound)
+		return HistoryPage{}, fmt.Errorf("chat history: cursor %q: %w", before, ErrNotFound)
 	}
 	if err != nil {
-		return history.Page{}, fmt.Errorf("chat history: %w", err)
+		return HistoryPage{}, fmt.Errorf("chat history: %w", err)
 	}
-	return page, nil
+	stored := make(map[string]bool, len(page.Messages))
+	for _, m := range page.Messages {
+		stored[m.ID] = true
+	}
+	out := HistoryPage{Page: page, Active: []ActiveRun{}}
+	for _, a := range active {
+		if !stored[a.MessageID] { // ended between the snapshot and the read
+			out.Active = append(out.Active, a)
+		}
+	}
+	return out, nil
+}
+
+// Active returns the runs of profileID in progress, oldest first, each with
+// the text streamed so far and the seq of its last chunk (taken under the
+// lock that numbers the chunks, so Content and Seq always agree).
+func (s *Service) Active(profileID string) []ActiveRun {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := []ActiveRun{}
+	for _, rn := range s.runs {
+		if rn.ProfileID != profileID || !rn.stored {
+			continue
+		}
+		text, seq := rn.out.snapshot()
+		out = append(out, ActiveRun{RunRef: rn.RunRef, Content: text, Seq: seq, StartedAt: rn.startedAt.UnixMilli()})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].StartedAt != out[j].StartedAt {
+			return out[i].StartedAt < out[j].StartedAt
+		}
+		return out[i].RunID < out[j].RunID
+	})
+	return out
 }
 
 // Close refuses new messages, cancels the runs in progress (each ends with

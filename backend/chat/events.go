@@ -66,6 +66,28 @@ type CancelledEvent struct {
 	Message *history.Message `json:"message,omitempty"`
 }
 
+// ActiveRun describes a run in progress as history.profile reports it, so
+// that a client that (re)connects mid-run can re-attach to it (SPEC §3).
+// Content is the answer text streamed so far: exactly the concatenation of
+// the run's chat.chunk deltas 1..Seq (Seq 0: nothing yet). The run's next
+// chunk carries Seq+1, so a client shows Content and then appends only
+// chunks with a larger seq. StartedAt is the Unix time (ms) the run was
+// accepted, equal to the ts of its user message.
+type ActiveRun struct {
+	RunRef
+	Content   string `json:"content"`
+	Seq       int    `json:"seq"`
+	StartedAt int64  `json:"startedAt"`
+}
+
+// HistoryPage is history.profile's payload: a page of stored messages and,
+// on the newest page (no before cursor), the profile's runs in progress,
+// oldest first. Active is never nil, so it encodes as [] when empty.
+type HistoryPage struct {
+	history.Page
+	Active []ActiveRun `json:"active"`
+}
+
 // RunError is the error object of chat.error.
 type RunError struct {
 	Code    string `json:"code"`

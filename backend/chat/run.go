@@ -64,16 +64,15 @@ func (s *Service) execute(rn *run) {
 	err := st.answer(p)
 	outcome := st.finish(err)
 	s.log.Info("chat run finished", "run", rn.RunID, "session", rn.SessionID, "outcome", outcome,
-		"chunks", st.seq, "tool_calls", st.toolCalls, "duration_ms", s.opts.Now().Sub(start).Milliseconds(),
+		"chunks", st.chunks, "tool_calls", st.toolCalls, "duration_ms", s.opts.Now().Sub(start).Milliseconds(),
 		"error", errText(err))
 }
 
-// runState accumulates one run's output.
+// runState accumulates one run's output (its text is in rn.out).
 type runState struct {
 	s         *Service
 	rn        *run
-	text      strings.Builder // everything sent as chat.chunk
-	seq       int
+	chunks    int  // chunks sent
 	sep       bool // put a paragraph break before the next text (new model round)
 	sources   []history.Source
 	toolCalls int
@@ -88,17 +87,20 @@ func (st *runState) onDelta(d model.Delta) {
 	}
 	if st.sep {
 		st.sep = false
-		if st.text.Len() > 0 && !strings.HasSuffix(st.text.String(), "\n\n") {
+		if text := st.rn.out.String(); text != "" && !strings.HasSuffix(text, "\n\n") {
 			st.chunk("\n\n")
 		}
 	}
 	st.chunk(d.Content)
 }
 
+// chunk records delta as the run's next chunk and emits it. Emitting outside
+// the stream's lock is safe: a snapshot taken in between already includes
+// the chunk, and clients skip chunks whose seq the snapshot covers.
 func (st *runState) chunk(delta string) {
-	st.text.WriteString(delta)
-	st.seq++
-	st.s.emit(EventChunk, ChunkEvent{RunRef: st.rn.RunRef, Delta: delta, Seq: st.seq})
+	seq := st.rn.out.add(delta)
+	st.chunks = seq
+	st.s.emit(EventChunk, ChunkEvent{RunRef: st.rn.RunRef, Delta: delta, Seq: seq})
 }
 
 func (st *runState) addSources(src []history.Source) {
@@ -141,7 +143,7 @@ func (st *runState) answer(p model.Provider) error {
 			return err
 		}
 		if len(resp.ToolCalls) == 0 || !offer {
-			if strings.TrimSpace(st.text.String()) == "" {
+			if strings.TrimSpace(st.rn.out.String()) == "" {
 				return errEmptyAnswer
 			}
 			return nil
@@ -342,7 +344,7 @@ func (st *runState) finish(err error) string {
 	cause := context.Cause(rn.ctx)
 	msg := history.Message{
 		ID: rn.MessageID, ProfileID: rn.ProfileID, SessionID: rn.SessionID, RunID: rn.RunID,
-		Role: history.RoleAssistant, Content: st.text.String(), TS: s.opts.Now().UnixMilli(), Sources: st.sources,
+		Role: history.RoleAssistant, Content: st.rn.out.String(), TS: s.opts.Now().UnixMilli(), Sources: st.sources,
 	}
 	// The run's context may be done: store with a fresh, bounded one.
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -65,11 +65,11 @@ describe('App', () => {
     expect(send.params).toMatchObject({ profileId: 'main', message: 'hello <b>agent</b>' });
     expect(typeof send.params.idempotencyKey).toBe('string');
     expect(input.value).toBe('');
-    ws.reply(send, { runId: 'r1', messageId: 'u1', sessionId: 's1' });
+    ws.reply(send, { runId: 'r1', messageId: 'a1', sessionId: 's1', userMessageId: 'u1' });
     await waitFor(() => expect(testid('chat-cancel')).toBeTruthy());
     expect(localStorage.getItem('atrium.session.main')).toBe('s1');
 
-    const ev = { runId: 'r1', profileId: 'main', sessionId: 's1', messageId: 'u1' };
+    const ev = { runId: 'r1', profileId: 'main', sessionId: 's1', messageId: 'a1' };
     ws.serverEvent('chat.thinking', ev, 2);
     ws.serverEvent('chat.chunk', { ...ev, seq: 2, delta: ' world' }, 3);
     ws.serverEvent('chat.chunk', { ...ev, seq: 1, delta: 'Hello' }, 4);
@@ -173,6 +173,73 @@ describe('App', () => {
     await waitFor(() => expect(answer(ws2, 'history.profile', history, done)).toBe(1));
     await new Promise((r) => setTimeout(r, 20));
     expect(screen.getAllByTestId('chat-message')).toHaveLength(2);
+  });
+
+  const bubbles = () =>
+    screen.getAllByTestId('chat-message').map((m) => ({
+      role: m.dataset.role,
+      state: m.dataset.state,
+      text: m.querySelector('[data-testid=chat-message-text]')?.textContent?.trim(),
+    }));
+
+  it('Cancel keeps the just-sent user message on screen', async () => {
+    const { ws } = setup();
+    ws.handshake();
+    const done = new Set<string>();
+    const earlier = [
+      { id: 'u0', profileId: 'main', sessionId: 's1', runId: 'r0', role: 'user', content: 'cancel me', ts: 1 },
+      { id: 'a0', profileId: 'main', sessionId: 's1', runId: 'r0', role: 'assistant', content: 'par', ts: 2, error: 'cancelled' },
+    ];
+    await waitFor(() => expect(answer(ws, 'history.profile', { messages: earlier, active: [] }, done)).toBe(1));
+    await waitFor(() => expect(screen.getAllByTestId('chat-message')).toHaveLength(2));
+
+    await fireEvent.input(testid('chat-input'), { target: { value: 'cancel test two' } });
+    await fireEvent.click(testid('chat-send'));
+    await waitFor(() => expect(ws.lastRequest('chat.send')).toBeDefined());
+    // As the server answers: messageId is the reply's id, userMessageId the user message's.
+    ws.reply(ws.lastRequest('chat.send'), { runId: 'r2', messageId: 'a2', sessionId: 's1', userMessageId: 'u2' });
+    await waitFor(() => expect(testid('chat-cancel')).toBeTruthy());
+    const ev = { runId: 'r2', profileId: 'main', sessionId: 's1', messageId: 'a2' };
+    ws.serverEvent('chat.thinking', ev, 2);
+    ws.serverEvent('chat.chunk', { ...ev, seq: 1, delta: 'Once upon' }, 3);
+    await waitFor(() => expect(bubbles()[3]).toMatchObject({ role: 'assistant', state: 'streaming', text: 'Once upon' }));
+
+    await fireEvent.click(testid('chat-cancel'));
+    expect(ws.lastRequest('chat.cancel').params).toEqual({ profileId: 'main', sessionId: 's1', runId: 'r2' });
+    ws.reply(ws.lastRequest('chat.cancel'), { cancelled: true });
+    const partial = { id: 'a2', profileId: 'main', sessionId: 's1', runId: 'r2', role: 'assistant', content: 'Once upon', ts: Date.now() + 5, error: 'cancelled' };
+    ws.serverEvent('chat.cancelled', { ...ev, message: partial }, 4);
+    const want = [
+      { role: 'user', state: 'final', text: 'cancel me' },
+      { role: 'assistant', state: 'cancelled', text: 'par' },
+      { role: 'user', state: 'final', text: 'cancel test two' },
+      { role: 'assistant', state: 'cancelled', text: 'Once upon' },
+    ];
+    await waitFor(() => expect(bubbles()).toEqual(want));
+    await waitFor(() => expect(screen.queryByTestId('chat-cancel')).toBeNull());
+  });
+
+  it('re-attaches to a run in progress after a reload, without losing its start, and can cancel it', async () => {
+    localStorage.setItem('atrium.session.main', 's1');
+    const { ws } = setup();
+    ws.handshake();
+    const done = new Set<string>();
+    const user = { id: 'u1', profileId: 'main', sessionId: 's1', runId: 'r1', role: 'user', content: 'tell me a story', ts: 1 };
+    const ev = { runId: 'r1', profileId: 'main', sessionId: 's1', messageId: 'a1' };
+    await waitFor(() => expect(ws.sent.some((f) => f.method === 'history.profile')).toBe(true));
+    // A chunk that the snapshot already covers arrives before the history answer, one after it.
+    ws.serverEvent('chat.chunk', { ...ev, seq: 2, delta: ' upon' }, 2);
+    answer(ws, 'history.profile', { messages: [user], active: [{ ...ev, content: 'Once upon', seq: 2, startedAt: 1 }] }, done);
+    ws.serverEvent('chat.chunk', { ...ev, seq: 3, delta: ' a time' }, 3);
+    await waitFor(() =>
+      expect(bubbles()).toEqual([
+        { role: 'user', state: 'final', text: 'tell me a story' },
+        { role: 'assistant', state: 'streaming', text: 'Once upon a time' },
+      ]),
+    );
+
+    await fireEvent.click(testid('chat-cancel'));
+    expect(ws.lastRequest('chat.cancel').params).toEqual({ profileId: 'main', sessionId: 's1', runId: 'r1' });
   });
 
   it('asks for a token when unauthorized and reconnects with it', async () => {

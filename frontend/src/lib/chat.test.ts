@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { initialChat, isRunActive, reduceChat, type ChatAction, type ChatState, type WireMessage } from './chat';
 
-const base = { profileId: 'main', sessionId: 's1', messageId: 'u1' };
+// Every run event carries the id the assistant reply will have (messageId), as chat.send returned it.
+const base = { profileId: 'main', sessionId: 's1', messageId: 'a1' };
 
 function run(state: ChatState, ...actions: ChatAction[]): ChatState {
   return actions.reduce(reduceChat, state);
@@ -117,7 +118,7 @@ describe('sending and the active run', () => {
     let s = run(
       initialChat('main'),
       { type: 'send', key: 'local:1', content: 'hi', ts: 500 },
-      { type: 'sent', key: 'local:1', messageId: 'u1', runId: 'r1', sessionId: 's1' },
+      { type: 'sent', key: 'local:1', userMessageId: 'u1', messageId: 'a1', runId: 'r1', sessionId: 's1' },
     );
     expect(s.messages[0]).toMatchObject({ id: 'u1', role: 'user', state: 'final', pending: false, runId: 'r1' });
     expect(s.activeRunId).toBe('r1');
@@ -133,7 +134,7 @@ describe('sending and the active run', () => {
       initialChat('main'),
       { type: 'send', key: 'local:1', content: 'hi', ts: 500 },
       ev('chat.final', { runId: 'r1', message: wire('a1', 'assistant', 'quick', 900, { runId: 'r1' }) }),
-      { type: 'sent', key: 'local:1', messageId: 'u1', runId: 'r1', sessionId: 's1' },
+      { type: 'sent', key: 'local:1', userMessageId: 'u1', messageId: 'a1', runId: 'r1', sessionId: 's1' },
     );
     expect(s.activeRunId).toBeNull();
   });
@@ -185,7 +186,7 @@ describe('history merge', () => {
     const s = run(
       initialChat('main'),
       { type: 'send', key: 'local:1', content: 'question', ts: 100 },
-      { type: 'sent', key: 'local:1', messageId: 'u1', runId: 'r1', sessionId: 's1' },
+      { type: 'sent', key: 'local:1', userMessageId: 'u1', messageId: 'a1', runId: 'r1', sessionId: 's1' },
       ev('chat.chunk', { runId: 'r1', seq: 1, delta: 'ans' }, 150),
       ev('chat.final', { runId: 'r1', message: page[1] }),
       { type: 'history', messages: page },
@@ -209,7 +210,7 @@ describe('history merge', () => {
       initialChat('main'),
       { type: 'send', key: 'local:1', content: 'question', ts: 100 },
       { type: 'history', messages: [page[0]] },
-      { type: 'sent', key: 'local:1', messageId: 'u1', runId: 'r1', sessionId: 's1' },
+      { type: 'sent', key: 'local:1', userMessageId: 'u1', messageId: 'a1', runId: 'r1', sessionId: 's1' },
     );
     expect(s.messages.map((m) => m.id)).toEqual(['u1']);
   });
@@ -228,5 +229,145 @@ describe('history merge', () => {
     expect(s.messages[2]).toMatchObject({ state: 'error', error: 'model timed out' });
     s = run(s, ev('message.deleted', { messageId: 'a1' }));
     expect(s.messages.map((m) => m.id)).toEqual(['u1', 'a2']);
+  });
+});
+
+describe('cancel keeps the user message (tester defect: the just-sent message vanished)', () => {
+  // The earlier turn of the report: "cancel me" and its cancelled reply.
+  const earlier: WireMessage[] = [
+    wire('u0', 'user', 'cancel me', 100, { runId: 'r0' }),
+    wire('a0', 'assistant', 'par', 200, { runId: 'r0', error: 'cancelled' }),
+  ];
+  const runEv = { runId: 'r2', sessionId: 's1', messageId: 'a2' };
+  // chat.send answers with the reply's id as messageId and the user message's as userMessageId.
+  const sendAndStream: ChatAction[] = [
+    { type: 'history', messages: earlier },
+    { type: 'send', key: 'local:2', content: 'cancel test two', ts: 300, sessionId: 's1' },
+    { type: 'sent', key: 'local:2', userMessageId: 'u2', messageId: 'a2', runId: 'r2', sessionId: 's1' },
+    ev('chat.thinking', runEv, 301),
+    ev('chat.chunk', { ...runEv, seq: 1, delta: 'Once upon' }, 302),
+    ev('chat.chunk', { ...runEv, seq: 2, delta: ' a time' }, 303),
+  ];
+  const cancelled = wire('a2', 'assistant', 'Once upon a time', 304, { runId: 'r2', error: 'cancelled' });
+
+  it('send, ack, thinking, chunks, chat.cancelled with the partial reply, then a history reload', () => {
+    let s = run(initialChat('main', 's1'), ...sendAndStream);
+    expect(s.activeRunId).toBe('r2');
+    // (The Cancel button sends chat.cancel here; the reducer sees only the resulting event.)
+    s = run(s, ev('chat.cancelled', { ...runEv, message: cancelled }, 305));
+    const view = (st: ChatState) => st.messages.map((m) => [m.role, m.content, m.state, m.id]);
+    const want = [
+      ['user', 'cancel me', 'final', 'u0'],
+      ['assistant', 'par', 'cancelled', 'a0'],
+      ['user', 'cancel test two', 'final', 'u2'],
+      ['assistant', 'Once upon a time', 'cancelled', 'a2'],
+    ];
+    expect(view(s)).toEqual(want);
+    expect(s.activeRunId).toBeNull();
+
+    s = run(s, { type: 'history', messages: [...earlier, wire('u2', 'user', 'cancel test two', 300, { runId: 'r2' }), cancelled], active: [] });
+    expect(view(s)).toEqual(want);
+  });
+
+  it('the same with chat.final, and a user message that history brings before the ack names it', () => {
+    const s = run(
+      initialChat('main', 's1'),
+      ...sendAndStream.slice(0, 2),
+      { type: 'history', messages: [wire('u2', 'user', 'cancel test two', 300, { runId: 'r2' })] },
+      ...sendAndStream.slice(2),
+      ev('chat.final', { ...runEv, message: wire('a2', 'assistant', 'Once upon a time.', 304, { runId: 'r2' }) }),
+    );
+    expect(s.messages.map((m) => [m.role, m.id])).toEqual([
+      ['user', 'u0'],
+      ['assistant', 'a0'],
+      ['user', 'u2'],
+      ['assistant', 'a2'],
+    ]);
+  });
+
+  it('a user message acknowledged without userMessageId merges with its history copy by run', () => {
+    const s = run(
+      initialChat('main', 's1'),
+      { type: 'send', key: 'local:1', content: 'q', ts: 100 },
+      { type: 'sent', key: 'local:1', runId: 'r1', sessionId: 's1' },
+      { type: 'history', messages: [wire('u1', 'user', 'q', 100, { runId: 'r1' })] },
+    );
+    expect(s.messages.map((m) => [m.role, m.id, m.key])).toEqual([['user', 'u1', 'local:1']]);
+  });
+});
+
+describe('re-attach to a run in progress (history.profile active)', () => {
+  const user = wire('u1', 'user', 'tell me a story', 100, { runId: 'r1' });
+  const snap = (content: string, seq: number, extra: Record<string, unknown> = {}) => ({
+    runId: 'r1', profileId: 'main', sessionId: 's1', messageId: 'a1', content, seq, startedAt: 100, ...extra,
+  });
+  const chunk = (seq: number, delta: string) => ev('chat.chunk', { runId: 'r1', seq, delta });
+  const assistant = (s: ChatState) => s.messages.filter((m) => m.role === 'assistant');
+
+  it('a reload mid-stream shows the snapshot and then only later chunks', () => {
+    let s = run(initialChat('main', 's1'), { type: 'history', messages: [user], active: [snap('Once upon a time', 3)] });
+    expect(s.messages.map((m) => m.role)).toEqual(['user', 'assistant']);
+    expect(assistant(s)[0]).toMatchObject({ state: 'streaming', content: 'Once upon a time', thinking: false, runId: 'r1', baseSeq: 3 });
+    // Our session's run: Cancel works after the reload.
+    expect(s.activeRunId).toBe('r1');
+    expect(isRunActive(s, s.activeRunId)).toBe(true);
+
+    // Chunks emitted before the snapshot but delivered after it are already included.
+    s = run(s, chunk(2, ' upon'), chunk(3, ' a time'), chunk(5, ' lived'), chunk(4, ', there'));
+    expect(assistant(s)[0].content).toBe('Once upon a time, there lived');
+    expect(s.messages).toHaveLength(2);
+  });
+
+  it('chunks received before the history response: those covered by the snapshot are not doubled, later ones kept', () => {
+    // A reconnect: chunks 1..2 were seen, 3 was missed, 4..5 arrived before the history answer.
+    let s = run(
+      initialChat('main', 's1'),
+      { type: 'history', messages: [user] },
+      chunk(1, 'Once'),
+      chunk(2, ' upon'),
+      chunk(4, ' time'),
+      chunk(5, ','),
+    );
+    expect(assistant(s)[0].content).toBe('Once upon time,');
+    s = run(s, { type: 'history', messages: [user], active: [snap('Once upon a time', 4)] });
+    expect(assistant(s)).toHaveLength(1);
+    expect(assistant(s)[0].content).toBe('Once upon a time,');
+    // Replays and an older snapshot change nothing.
+    s = run(s, chunk(3, ' a'), chunk(5, ','), { type: 'history', messages: [user], active: [snap('Once upon', 2)] });
+    expect(assistant(s)[0].content).toBe('Once upon a time,');
+    s = run(s, chunk(6, ' the end'));
+    expect(assistant(s)[0].content).toBe('Once upon a time, the end');
+  });
+
+  it('a snapshot with no text yet shows the thinking indicator', () => {
+    const s = run(initialChat('main', 's1'), { type: 'history', messages: [user], active: [snap('', 0)] });
+    expect(assistant(s)[0]).toMatchObject({ state: 'streaming', content: '', thinking: true });
+    expect(run(s, chunk(1, 'Hi')).messages[1].content).toBe('Hi');
+  });
+
+  it('final after the snapshot replaces the streamed text; the run is not resurrected', () => {
+    let s = run(initialChat('main', 's1'), { type: 'history', messages: [user], active: [snap('Once upon', 2)] }, chunk(3, ' a time'));
+    const fin = wire('a1', 'assistant', 'Once upon a time.', 400, { runId: 'r1' });
+    s = run(s, ev('chat.final', { runId: 'r1', message: fin }));
+    expect(assistant(s)).toHaveLength(1);
+    expect(assistant(s)[0]).toMatchObject({ id: 'a1', state: 'final', content: 'Once upon a time.' });
+    expect(s.activeRunId).toBeNull();
+    // A stale snapshot (a history answer sent before the final) does not bring it back.
+    s = run(s, { type: 'history', messages: [user], active: [snap('Once upon a time', 3)] });
+    expect(assistant(s)).toHaveLength(1);
+    expect(assistant(s)[0].state).toBe('final');
+  });
+
+  it('a run whose reply is already in the page is not attached; other sessions are shown but not cancellable', () => {
+    const stored = wire('a1', 'assistant', 'done', 300, { runId: 'r1' });
+    let s = run(initialChat('main', 's1'), { type: 'history', messages: [user, stored], active: [snap('do', 1)] });
+    expect(s.messages.map((m) => [m.role, m.state])).toEqual([['user', 'final'], ['assistant', 'final']]);
+    expect(s.activeRunId).toBeNull();
+
+    s = run(initialChat('main', 's1'), { type: 'history', messages: [], active: [snap('elsewhere', 1, { runId: 'r9', sessionId: 's2' })] });
+    expect(assistant(s)[0]).toMatchObject({ state: 'streaming', content: 'elsewhere' });
+    expect(s.activeRunId).toBeNull();
+    s = run(initialChat('main', 's1'), { type: 'history', messages: [], active: [snap('x', 1, { profileId: 'writer' })] });
+    expect(s.messages).toHaveLength(0);
   });
 });

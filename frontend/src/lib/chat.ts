@@ -40,6 +40,11 @@ export interface ChatMessage {
   thinking?: boolean;
   /** Streamed deltas by chunk seq (assistant messages while streaming). */
   chunks?: Array<[number, string]>;
+  /**
+   * Set when the entry was seeded from a history snapshot (history.profile `active`): its first
+   * chunk holds the text of chunks 1..baseSeq, so chunks with seq ≤ baseSeq are already shown.
+   */
+  baseSeq?: number;
   /** A user message whose chat.send has not been acknowledged yet. */
   pending?: boolean;
 }
@@ -55,12 +60,27 @@ export interface ChatState {
   sessionId: string | null;
 }
 
+/** A run in progress as history.profile lists it (`active`): the text of its chunks 1..seq. */
+export interface WireActiveRun {
+  runId: string;
+  profileId?: string;
+  sessionId?: string;
+  messageId?: string;
+  content: string;
+  seq: number;
+  startedAt: number;
+}
+
 export type ChatAction =
   | { type: 'send'; key: string; content: string; ts: number; sessionId?: string | null }
-  | { type: 'sent'; key: string; messageId?: string; runId?: string; sessionId?: string }
+  /**
+   * chat.send answered. userMessageId is the stored user message's id; messageId is the id the
+   * assistant reply will have (as the wire names it), never the user message's.
+   */
+  | { type: 'sent'; key: string; userMessageId?: string; messageId?: string; runId?: string; sessionId?: string }
   | { type: 'send-failed'; key: string; error: string }
   | { type: 'event'; event: string; payload: any; now: number }
-  | { type: 'history'; messages: WireMessage[] }
+  | { type: 'history'; messages: WireMessage[]; active?: WireActiveRun[] }
   | { type: 'deleted'; messageId: string };
 
 const MAX_DONE_RUNS = 500;
@@ -112,8 +132,9 @@ function runIndex(list: ChatMessage[], runId: string): number {
   return list.findIndex((m) => m.role === 'assistant' && m.runId === runId);
 }
 
-function idIndex(list: ChatMessage[], id: string): number {
-  return list.findIndex((m) => m.id === id);
+/** Index of the message with this server id (and role, when given: ids never match across roles). */
+function idIndex(list: ChatMessage[], id: string, role?: Role): number {
+  return list.findIndex((m) => m.id === id && (role === undefined || m.role === role));
 }
 
 function joinChunks(chunks: Array<[number, string]>): string {
@@ -139,7 +160,7 @@ function streamingEntry(runId: string, payload: any, now: number): ChatMessage {
 function settle(list: ChatMessage[], runId: string, wire: WireMessage, state: MessageState): ChatMessage[] {
   const next = list.slice();
   const ri = runIndex(next, runId);
-  const ii = idIndex(next, wire.id);
+  const ii = idIndex(next, wire.id, 'assistant');
   const msg = { ...fromWire(wire, state), runId: wire.runId ?? runId };
   if (ii >= 0) {
     next[ii] = { ...msg, key: next[ii].key };
@@ -195,7 +216,9 @@ function onEvent(state: ChatState, event: string, payload: any, now: number): Ch
       if (cur.state !== 'streaming') return state;
       const chunks = (cur.chunks ?? []).slice();
       const seq = typeof payload.seq === 'number' ? payload.seq : (chunks.length ? chunks[chunks.length - 1][0] + 1 : 0);
-      if (chunks.some(([s]) => s === seq)) return messages === state.messages ? state : { ...state, messages };
+      // Already shown: a repeat, or part of the history snapshot the entry was seeded from.
+      const seen = (cur.baseSeq !== undefined && seq <= cur.baseSeq) || chunks.some(([s]) => s === seq);
+      if (seen) return messages === state.messages ? state : { ...state, messages };
       let at = chunks.length;
       while (at > 0 && chunks[at - 1][0] > seq) at--;
       chunks.splice(at, 0, [seq, delta]);
@@ -209,7 +232,7 @@ function onEvent(state: ChatState, event: string, payload: any, now: number): Ch
         const i = runIndex(state.messages, runId);
         if (i < 0) return markDone(state, runId);
         const messages = state.messages.slice();
-        messages[i] = { ...messages[i], state: 'final', thinking: false, chunks: undefined };
+        messages[i] = { ...messages[i], state: 'final', thinking: false, chunks: undefined, baseSeq: undefined };
         return markDone({ ...state, messages }, runId);
       }
       return markDone({ ...state, messages: settle(state.messages, runId, payload.message, 'final') }, runId);
@@ -223,9 +246,9 @@ function onEvent(state: ChatState, event: string, payload: any, now: number): Ch
       if (i >= 0) {
         messages = state.messages.slice();
         const cur = messages[i];
-        messages[i] = { ...cur, state: cur.state === 'final' ? 'final' : 'cancelled', thinking: false, chunks: undefined };
+        messages[i] = { ...cur, state: cur.state === 'final' ? 'final' : 'cancelled', thinking: false, chunks: undefined, baseSeq: undefined };
       } else {
-        messages = sorted([...state.messages, { ...streamingEntry(runId, payload, now), state: 'cancelled', thinking: false, chunks: undefined }]);
+        messages = sorted([...state.messages, { ...streamingEntry(runId, payload, now), state: 'cancelled', thinking: false, chunks: undefined, baseSeq: undefined }]);
       }
       return markDone({ ...state, messages }, runId);
     }
@@ -237,11 +260,11 @@ function onEvent(state: ChatState, event: string, payload: any, now: number): Ch
         messages = state.messages.slice();
         const cur = messages[i];
         if (cur.state === 'final') return markDone(state, runId);
-        messages[i] = { ...cur, state: 'error', error: text, thinking: false, chunks: undefined };
+        messages[i] = { ...cur, state: 'error', error: text, thinking: false, chunks: undefined, baseSeq: undefined };
       } else {
         messages = sorted([
           ...state.messages,
-          { ...streamingEntry(runId, payload, now), state: 'error', error: text, thinking: false, chunks: undefined },
+          { ...streamingEntry(runId, payload, now), state: 'error', error: text, thinking: false, chunks: undefined, baseSeq: undefined },
         ]);
       }
       return markDone({ ...state, messages }, runId);
@@ -251,14 +274,21 @@ function onEvent(state: ChatState, event: string, payload: any, now: number): Ch
   }
 }
 
-/** Merges a history page: by message id, no duplicates; a persisted reply replaces its run's local entry. */
-export function mergeHistory(state: ChatState, page: WireMessage[]): ChatState {
+/**
+ * Merges a history page: by message id, no duplicates; a persisted reply replaces its run's local
+ * entry; a user message replaces its unacknowledged local copy of the same run. Then re-attaches
+ * to the runs still in progress (see attachRuns).
+ */
+export function mergeHistory(state: ChatState, page: WireMessage[], active: WireActiveRun[] = []): ChatState {
   let messages = state.messages.slice();
   let next = state;
   for (const m of page) {
     if (!isWireMessage(m)) continue;
     if (m.profileId && m.profileId !== state.profileId) continue;
-    const ii = idIndex(messages, m.id);
+    let ii = idIndex(messages, m.id, m.role === 'user' ? 'user' : 'assistant');
+    if (ii < 0 && m.role === 'user' && m.runId) {
+      ii = messages.findIndex((x) => x.role === 'user' && x.id === null && x.runId === m.runId);
+    }
     if (ii >= 0) {
       const cur = messages[ii];
       const fresh = fromWire(m);
@@ -281,7 +311,48 @@ export function mergeHistory(state: ChatState, page: WireMessage[]): ChatState {
     messages.push(fromWire(m));
   }
   messages = sorted(messages);
-  return { ...next, messages };
+  return attachRuns({ ...next, messages }, active);
+}
+
+function isActiveRun(a: unknown): a is WireActiveRun {
+  const r = a as WireActiveRun;
+  return !!r && typeof r === 'object' && typeof r.runId === 'string' && r.runId !== '' && typeof r.seq === 'number' &&
+    typeof r.content === 'string';
+}
+
+/**
+ * Re-attaches to runs in progress (history.profile `active`, SPEC §3): each becomes, or updates,
+ * a streaming entry showing the snapshot's text (chunks 1..seq) followed by any chunks with a larger
+ * seq that already arrived; chunks with seq ≤ the snapshot's are dropped as already included. Runs
+ * that already ended here, or whose reply is already stored, are left alone. A run of this
+ * client's session becomes the active (cancellable) run.
+ */
+function attachRuns(state: ChatState, active: WireActiveRun[]): ChatState {
+  let messages = state.messages;
+  let activeRunId = state.activeRunId;
+  for (const a of active) {
+    if (!isActiveRun(a)) continue;
+    if (a.profileId && a.profileId !== state.profileId) continue;
+    if (state.doneRuns.includes(a.runId)) continue;
+    if (a.messageId && idIndex(messages, a.messageId, 'assistant') >= 0) continue;
+    const i = runIndex(messages, a.runId);
+    const cur = i >= 0 ? messages[i] : null;
+    if (cur && cur.state !== 'streaming') continue;
+    if (cur && cur.baseSeq !== undefined && a.seq <= cur.baseSeq) continue; // an older snapshot
+    const later = (cur?.chunks ?? []).filter(([s]) => s > a.seq);
+    const chunks: Array<[number, string]> = a.seq > 0 ? [[a.seq, a.content], ...later] : later;
+    const content = joinChunks(chunks);
+    const entry: ChatMessage = {
+      ...(cur ?? streamingEntry(a.runId, a, typeof a.startedAt === 'number' ? a.startedAt : 0)),
+      chunks,
+      content,
+      baseSeq: a.seq,
+      thinking: content === '',
+    };
+    messages = cur ? messages.map((m, k) => (k === i ? entry : m)) : sorted([...messages, entry]);
+    if (state.sessionId && a.sessionId === state.sessionId && activeRunId !== a.runId) activeRunId = a.runId;
+  }
+  return messages === state.messages && activeRunId === state.activeRunId ? state : { ...state, messages, activeRunId };
 }
 
 export function reduceChat(state: ChatState, action: ChatAction): ChatState {
@@ -304,14 +375,14 @@ export function reduceChat(state: ChatState, action: ChatAction): ChatState {
       let messages = state.messages;
       if (i >= 0) {
         messages = messages.slice();
-        const dup = action.messageId ? idIndex(messages, action.messageId) : -1;
+        const dup = action.userMessageId ? idIndex(messages, action.userMessageId, 'user') : -1;
         if (dup >= 0 && dup !== i) {
           // History already brought the persisted copy: drop the local one.
           messages.splice(i, 1);
         } else {
           messages[i] = {
             ...messages[i],
-            id: action.messageId ?? messages[i].id,
+            id: action.userMessageId ?? messages[i].id,
             runId: action.runId,
             sessionId: action.sessionId ?? messages[i].sessionId,
             pending: false,
@@ -331,7 +402,7 @@ export function reduceChat(state: ChatState, action: ChatAction): ChatState {
     case 'event':
       return onEvent(state, action.event, action.payload, action.now);
     case 'history':
-      return mergeHistory(state, action.messages);
+      return mergeHistory(state, action.messages, Array.isArray(action.active) ? action.active : []);
     case 'deleted': {
       const messages = state.messages.filter((m) => m.id !== action.messageId);
       return messages.length === state.messages.length ? state : { ...state, messages };
