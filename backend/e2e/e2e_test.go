@@ -50,20 +50,44 @@ func chromiumPath(t *testing.T) string {
 	return ""
 }
 
-// buildAtrium builds the root package into dir and returns the binary path.
-func buildAtrium(t *testing.T, dir string) string {
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  error
+	buildDir  string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+// buildAtrium builds the root package once per test run and returns the binary path.
+func buildAtrium(t *testing.T) string {
 	t.Helper()
 	root := repoRoot(t)
 	if _, err := os.Stat(filepath.Join(root, "frontend", "dist", "index.html")); err != nil {
 		t.Skip("e2e: the UI is not built (frontend/dist/index.html missing); run `make frontend` or `make test`")
 	}
-	bin := filepath.Join(dir, "atrium")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "atrium-e2e-")
+		if buildErr != nil {
+			return
+		}
+		builtBin = filepath.Join(buildDir, "atrium")
+		cmd := exec.Command("go", "build", "-o", builtBin, ".")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
 	}
-	return bin
+	return builtBin
 }
 
 func freePort(t *testing.T) int {
@@ -79,6 +103,8 @@ func freePort(t *testing.T) int {
 // scriptedModel is an OpenAI-compatible chat-completions server that streams
 // a fixed reply as SSE deltas and records the user messages it was sent.
 type scriptedModel struct {
+	reply    string        // streamed word by word
+	delay    time.Duration // between words
 	mu       sync.Mutex
 	requests []string // last user message of each request
 }
@@ -114,7 +140,7 @@ func (m *scriptedModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	w.Header().Set("Content-Type", "text/event-stream")
 	fl := w.(http.Flusher)
-	words := strings.SplitAfter(modelReply, " ")
+	words := strings.SplitAfter(m.reply, " ")
 	for i, word := range words {
 		chunk := map[string]any{
 			"id": "chatcmpl-e2e", "object": "chat.completion.chunk", "model": req.Model,
@@ -126,7 +152,11 @@ func (m *scriptedModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		b, _ := json.Marshal(chunk)
 		fmt.Fprintf(w, "data: %s\n\n", b)
 		fl.Flush()
-		time.Sleep(40 * time.Millisecond) // let the UI show the stream growing
+		select { // let the UI show the stream growing; stop when the client goes away
+		case <-time.After(m.delay):
+		case <-r.Context().Done():
+			return
+		}
 	}
 	fmt.Fprint(w, "data: {\"id\":\"chatcmpl-e2e\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n")
 	fmt.Fprint(w, "data: [DONE]\n\n")
@@ -166,8 +196,9 @@ func startServe(t *testing.T, bin, home, ws string, port int, env []string) stri
 	}
 	t.Cleanup(func() {
 		cancel()
-		if err := cmd.Wait(); err != nil && !strings.Contains(err.Error(), "signal") {
-			t.Logf("atrium serve exit: %v", err)
+		_ = cmd.Wait() // stopped by SIGINT: a clean exit is status 0
+		if ps := cmd.ProcessState; ps != nil && ps.ExitCode() > 0 {
+			t.Errorf("atrium serve exited with status %d after SIGINT", ps.ExitCode())
 		}
 		logf.Close()
 		if t.Failed() {
@@ -217,35 +248,10 @@ func waitFor(t *testing.T, ctx context.Context, what, predicate string, timeout 
 	}
 }
 
-func TestUIEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("e2e: skipped in -short mode")
-	}
-	chromium := chromiumPath(t)
-	tmp := t.TempDir()
-	bin := buildAtrium(t, tmp)
-	home := filepath.Join(tmp, "home")
-	ws := filepath.Join(tmp, "workspace")
-	if err := os.MkdirAll(filepath.Join(ws, "memory"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(ws, "MEMORY.md"), []byte("# Long-term memory\n\nThe user prefers short answers.\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(home, 0o700); err != nil {
-		t.Fatal(err)
-	}
-
-	model := &scriptedModel{}
-	modelSrv := httptest.NewServer(model)
-	defer modelSrv.Close()
-
-	url := startServe(t, bin, home, ws, freePort(t), []string{
-		"OPENAI_BASE_URL=" + modelSrv.URL + "/v1",
-		"OPENAI_API_KEY=e2e-test-key",
-		"OPENAI_MODEL=scripted",
-	})
-
+// newBrowser starts headless Chromium (closed at the end of the test) and
+// returns a chromedp context for one tab.
+func newBrowser(t *testing.T, chromium, tmp string) context.Context {
+	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium),
 		chromedp.NoSandbox,
@@ -258,13 +264,46 @@ func TestUIEndToEnd(t *testing.T) {
 		chromedp.WindowSize(1280, 900),
 	)
 	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer acancel()
 	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
+	t.Cleanup(func() { cancel(); acancel() })
+	return ctx
+}
+
+const connected = `document.querySelector('[data-testid=conn-state]')?.textContent.trim() === 'connected'`
+
+func TestUIEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: skipped in -short mode")
+	}
+	chromium := chromiumPath(t)
+	tmp := t.TempDir()
+	bin := buildAtrium(t)
+	home := filepath.Join(tmp, "home")
+	ws := filepath.Join(tmp, "workspace")
+	if err := os.MkdirAll(filepath.Join(ws, "memory"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "MEMORY.md"), []byte("# Long-term memory\n\nThe user prefers short answers.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+
+	model := &scriptedModel{reply: modelReply, delay: 40 * time.Millisecond}
+	modelSrv := httptest.NewServer(model)
+	defer modelSrv.Close()
+
+	url := startServe(t, bin, home, ws, freePort(t), []string{
+		"OPENAI_BASE_URL=" + modelSrv.URL + "/v1",
+		"OPENAI_API_KEY=e2e-test-key",
+		"OPENAI_MODEL=scripted",
+	})
+
+	ctx := newBrowser(t, chromium, tmp)
 	if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
 		t.Fatalf("navigate: %v", err)
 	}
-	const connected = `document.querySelector('[data-testid=conn-state]')?.textContent.trim() === 'connected'`
 	waitFor(t, ctx, "the UI to connect", connected, 30*time.Second)
 
 	// 1. Drop a note onto the memory panel (a real DragEvent with a File).
@@ -326,5 +365,71 @@ func TestUIEndToEnd(t *testing.T) {
 	n := js[int](t, ctx, `document.querySelectorAll('[data-testid=chat-message]').length`)
 	if n != 2 {
 		t.Errorf("after reload the chat shows %d messages, want 2 (no duplicates)", n)
+	}
+}
+
+// TestUIReattachAndCancel: a reload in the middle of a slow stream shows the
+// whole answer so far (re-attach, SPEC §3), and Cancel after the reload stops
+// the run while the question stays on screen.
+func TestUIReattachAndCancel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: skipped in -short mode")
+	}
+	chromium := chromiumPath(t)
+	tmp := t.TempDir()
+	bin := buildAtrium(t)
+	home, ws := filepath.Join(tmp, "home"), filepath.Join(tmp, "workspace")
+	for _, d := range []string{home, ws} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	words := make([]string, 400)
+	words[0] = "Opening-words-of-a-long-answer"
+	for i := 1; i < len(words); i++ {
+		words[i] = fmt.Sprintf("w%03d", i)
+	}
+	model := &scriptedModel{reply: strings.Join(words, " "), delay: 50 * time.Millisecond} // ~20 s in all
+	modelSrv := httptest.NewServer(model)
+	defer modelSrv.Close()
+	url := startServe(t, bin, home, ws, freePort(t), []string{
+		"OPENAI_BASE_URL=" + modelSrv.URL + "/v1", "OPENAI_API_KEY=k", "OPENAI_MODEL=scripted",
+	})
+	ctx := newBrowser(t, chromium, tmp)
+	if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
+		t.Fatalf("navigate: %v", err)
+	}
+	waitFor(t, ctx, "the UI to connect", connected, 30*time.Second)
+
+	const question = "Tell me a long story, please."
+	if err := chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.CSS(`[data-testid=chat-input]`), question),
+		chromedp.Click(chromedp.CSS(`[data-testid=chat-send]`)),
+	); err != nil {
+		t.Fatalf("send chat: %v", err)
+	}
+	const streamingHas = `(s) => [...document.querySelectorAll('[data-testid=chat-message][data-role=assistant][data-state=streaming]')].some(e => e.textContent.includes(s))`
+	waitFor(t, ctx, "the stream to pass w020", `(`+streamingHas+`)('w020')`, 20*time.Second)
+
+	// Reload mid-stream: the bubble must again hold the opening words.
+	if err := chromedp.Do(ctx, chromedp.Reload()); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	waitFor(t, ctx, "the UI to reconnect", connected, 30*time.Second)
+	waitFor(t, ctx, "the re-attached stream with its beginning and new words",
+		`(`+streamingHas+`)('Opening-words-of-a-long-answer') && (`+streamingHas+`)('w040')`, 20*time.Second)
+
+	// Cancel the re-attached run.
+	waitFor(t, ctx, "the cancel button", `!!document.querySelector('[data-testid=chat-cancel]')`, 10*time.Second)
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`[data-testid=chat-cancel]`))); err != nil {
+		t.Fatalf("click cancel: %v", err)
+	}
+	waitFor(t, ctx, "the reply to end cancelled",
+		`[...document.querySelectorAll('[data-testid=chat-message][data-role=assistant]')].some(e => e.dataset.state === 'cancelled' && e.textContent.includes('Opening-words'))`, 20*time.Second)
+	waitFor(t, ctx, "the question to stay on screen",
+		`[...document.querySelectorAll('[data-testid=chat-message][data-role=user]')].some(e => e.textContent.includes(`+"`"+question+"`"+`))`, 5*time.Second)
+	last := js[string](t, ctx, `[...document.querySelectorAll('[data-testid=chat-message][data-role=assistant]')].pop().textContent`)
+	if strings.Contains(last, "w399") {
+		t.Errorf("the cancelled reply ran to the end: %.200s…", last)
 	}
 }
