@@ -18,8 +18,16 @@ const (
 	LayerSession = "session"
 )
 
-// SearchOptions are the memory_search arguments. Zero values mean the SPEC
-// defaults (MaxResults 6, MinScore 0.35); a negative MinScore means "no floor".
+// SearchOptions are the memory_search arguments.
+//
+// MaxResults: 0 (or omitted) means DefaultMaxResults (6); values above
+// MaxMaxResults are capped; a negative value is ErrInvalidInput.
+//
+// MinScore: scores are in [0,1]. 0 (or omitted) means DefaultMinScore (0.35),
+// not "no floor": JSON cannot tell an explicit 0 from a missing field here.
+// A negative value means no floor (every ranked hit is returned); a value
+// above 1 or NaN is ErrInvalidInput. For a floor just above zero pass a tiny
+// positive value such as 1e-9.
 type SearchOptions struct {
 	Query      string  `json:"query"`
 	MaxResults int     `json:"maxResults,omitempty"`

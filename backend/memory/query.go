@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,14 +17,24 @@ import (
 
 // Search runs memory_search (SPEC §4.3): a hybrid of the vector leg
 // (sqlite-vec, cosine) and the keyword leg (Bleve BM25, query terms OR-ed),
-// score = max(0.7·vector + 0.3·keyword, 0.5·keyword) where the keyword score
-// is BM25 divided by the best BM25 score for the query (see package index for
-// the full rule). Each leg fetches max(50, 4·MaxResults) candidates; the order
-// does not depend on MaxResults. Chunks with identical text are collapsed.
-// MaxResults defaults to 6 (at most MaxMaxResults); MinScore 0 means 0.35 and
-// a negative MinScore means no floor. Snippets are at most MaxSnippetChars
-// characters. If the query cannot be embedded the search falls back to the
-// keyword leg (logged). An empty query is ErrInvalidInput.
+// score = max(0.7·vector + 0.3·keyword, 0.5·keyword) (+ a small bonus for an
+// exact phrase match), where the keyword score weighs the IDF-weighted share
+// of the query's terms that the chunk contains with BM25 relative to the best
+// keyword match, so that a weak match scores low in absolute terms (see
+// package index for the full rule). Each leg fetches max(50, 4·MaxResults)
+// candidates; the order does not depend on MaxResults. Chunks with identical
+// text are collapsed.
+//
+// Options: MaxResults 0 means DefaultMaxResults (6), larger values are capped
+// at MaxMaxResults, negative values are ErrInvalidInput. MinScore 0 (the
+// zero value, also what an omitted "minScore" decodes to) means
+// DefaultMinScore (0.35); a negative MinScore means no floor; MinScore above 1
+// or NaN is ErrInvalidInput (scores are in [0,1]). For a floor just above
+// zero pass a tiny positive value such as 1e-9.
+// Snippets are at most MaxSnippetChars characters. If the query cannot be
+// embedded the search falls back to the keyword leg (logged). An empty query
+// is ErrInvalidInput; a query with no searchable token (punctuation only, say
+// "???") is not an error and returns no results.
 func (m *Manager) Search(ctx context.Context, o SearchOptions) (SearchResponse, error) {
 	resp := SearchResponse{Results: []SearchResult{}, Provider: m.emb.Provider(), Model: m.emb.Model()}
 	q := strings.TrimSpace(o.Query)
@@ -33,8 +44,14 @@ func (m *Manager) Search(ctx context.Context, o SearchOptions) (SearchResponse, 
 	if !utf8.ValidString(q) {
 		return resp, fmt.Errorf("search: %w: query is not valid UTF-8", ErrInvalidInput)
 	}
+	if o.MaxResults < 0 {
+		return resp, fmt.Errorf("search: %w: maxResults %d is negative (0 means the default %d)", ErrInvalidInput, o.MaxResults, DefaultMaxResults)
+	}
+	if math.IsNaN(o.MinScore) || o.MinScore > 1 {
+		return resp, fmt.Errorf("search: %w: minScore %v out of range (scores are in [0,1]; 0 means the default %v, negative means no floor)", ErrInvalidInput, o.MinScore, DefaultMinScore)
+	}
 	n := o.MaxResults
-	if n <= 0 {
+	if n == 0 {
 		n = DefaultMaxResults
 	}
 	n = min(n, MaxMaxResults)

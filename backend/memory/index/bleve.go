@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sort"
 	"strconv"
 
 	"github.com/blevesearch/bleve/v2"
@@ -12,6 +13,7 @@ import (
 	"github.com/blevesearch/bleve/v2/analysis/analyzer/custom"
 	"github.com/blevesearch/bleve/v2/analysis/lang/cjk"
 	"github.com/blevesearch/bleve/v2/analysis/token/lowercase"
+	"github.com/blevesearch/bleve/v2/analysis/tokenizer/exception"
 	"github.com/blevesearch/bleve/v2/analysis/tokenizer/unicode"
 	"github.com/blevesearch/bleve/v2/mapping"
 	bindex "github.com/blevesearch/bleve_index_api"
@@ -21,14 +23,24 @@ import (
 // index mapping (custom tokenizer/filter/analyzer entries), never through the
 // global Bleve registry.
 const (
-	// AnalyzerName is the text analyzer: unicode word segmentation, CJK
-	// width folding, lower-casing and CJK bigrams that also emit unigrams
-	// (so one-character CJK words and words shorter than a bigram match).
+	// AnalyzerName is the text analyzer: unicode word segmentation in which
+	// every "other symbol" rune (Unicode category So: emoji such as 🧪 or ✅,
+	// dingbats, ©) is a token of its own, then CJK width folding,
+	// lower-casing and CJK bigrams that also emit unigrams (so one-character
+	// CJK words and words shorter than a bigram match). Emoji modifiers
+	// (variation selectors, skin tones, zero-width joiners) are dropped, so
+	// "❤️" matches "❤" and a ZWJ sequence matches its parts.
 	AnalyzerName = "atrium_text"
 	bigramFilter = "atrium_cjk_bigram"
+	tokenizer    = "atrium_words_symbols"
 	textField    = "text"
+	// symbolPattern selects the runes the tokenizer keeps as single-rune
+	// tokens although Unicode word segmentation would drop them.
+	symbolPattern = `\p{So}`
 	// analyzerVersion is stored in the Bleve index; a change recreates it.
-	analyzerVersion = "1"
+	// 1: unicode words + CJK bigrams; 2: symbols (So) kept as tokens, term
+	// vectors stored.
+	analyzerVersion = "2"
 )
 
 var (
@@ -42,7 +54,8 @@ func bleveRuntime() map[string]interface{} {
 }
 
 // NewMapping returns the Bleve index mapping used by the Store: BM25 scoring,
-// one indexed (not stored) field "text" analysed by [AnalyzerName].
+// one indexed (not stored) field "text" analysed by [AnalyzerName], with term
+// vectors.
 func NewMapping() (*mapping.IndexMappingImpl, error) {
 	im := bleve.NewIndexMapping()
 	im.ScoringModel = bindex.BM25Scoring
@@ -52,9 +65,16 @@ func NewMapping() (*mapping.IndexMappingImpl, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("bleve mapping: %w", err)
 	}
+	if err := im.AddCustomTokenizer(tokenizer, map[string]interface{}{
+		"type":       exception.Name,
+		"exceptions": []string{symbolPattern},
+		"tokenizer":  unicode.Name,
+	}); err != nil {
+		return nil, fmt.Errorf("bleve mapping: %w", err)
+	}
 	if err := im.AddCustomAnalyzer(AnalyzerName, map[string]interface{}{
 		"type":          custom.Name,
-		"tokenizer":     unicode.Name,
+		"tokenizer":     tokenizer,
 		"token_filters": []string{cjk.WidthName, lowercase.Name, bigramFilter},
 	}); err != nil {
 		return nil, fmt.Errorf("bleve mapping: %w", err)
@@ -64,7 +84,9 @@ func NewMapping() (*mapping.IndexMappingImpl, error) {
 	fm.Analyzer = AnalyzerName
 	fm.Store = false
 	fm.IncludeInAll = false
-	fm.IncludeTermVectors = false
+	// Term vectors (positions) let a search report which query terms a
+	// chunk contains and where, for coverage and the phrase test.
+	fm.IncludeTermVectors = true
 	fm.DocValues = false
 	dm := bleve.NewDocumentStaticMapping()
 	dm.AddFieldMappingsAt(textField, fm)
@@ -96,7 +118,7 @@ func (s *Store) openBleve() error {
 				return nil
 			}
 			_ = idx.Close()
-			s.log.Info("memory keyword index belongs to another database generation; rebuilding it from SQLite", "path", s.blPath)
+			s.log.Info("memory keyword index belongs to another database generation or analyzer version; rebuilding it from SQLite", "path", s.blPath, "analyzer", analyzerVersion)
 			if err := os.RemoveAll(s.blPath); err != nil {
 				return fmt.Errorf("open bleve: %w", err)
 			}
@@ -135,15 +157,40 @@ func (s *Store) analyze(text string) []string {
 	if an == nil {
 		return nil
 	}
+	return distinctTerms(an.Analyze([]byte(text)))
+}
+
+// distinctTerms returns the distinct non-empty terms of toks in order.
+func distinctTerms(toks analysis.TokenStream) []string {
 	seen := map[string]bool{}
 	var out []string
-	for _, tok := range an.Analyze([]byte(text)) {
+	for _, tok := range toks {
 		t := string(tok.Term)
 		if t == "" || seen[t] {
 			continue
 		}
 		seen[t] = true
 		out = append(out, t)
+	}
+	return out
+}
+
+// phraseTokens returns the token sequence used for phrase matching: every
+// analysed token except the CJK bigrams (words, numbers, symbols and single
+// CJK characters), in text order. Two texts share a run of these tokens when
+// they contain the same words in the same order, whatever spaces or
+// punctuation separate them.
+func phraseTokens(toks analysis.TokenStream) []string {
+	base := make([]*analysis.Token, 0, len(toks))
+	for _, t := range toks {
+		if t.Type != analysis.Double && len(t.Term) > 0 {
+			base = append(base, t)
+		}
+	}
+	sort.SliceStable(base, func(i, j int) bool { return base[i].Start < base[j].Start })
+	out := make([]string, len(base))
+	for i, t := range base {
+		out[i] = string(t.Term)
 	}
 	return out
 }
