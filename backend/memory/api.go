@@ -70,8 +70,9 @@ type GetResponse struct {
 }
 
 // ImportRequest asks to store one note in memory. Name is a file name (no
-// directories); ".txt" notes are stored as ".md". Layer is LayerRole (default:
-// the main role's memory) or LayerGlobal.
+// directories) ending in ".md", ".markdown" or ".txt" (any case); the note is
+// stored as ".md". Layer is LayerRole (default: the main role's memory) or
+// LayerGlobal.
 type ImportRequest struct {
 	Name    string `json:"name"`
 	Content string `json:"content"`
@@ -103,13 +104,33 @@ type Progress struct {
 
 // Index states reported by Status.
 const (
-	StateIndexing    = "indexing"
-	StateReady       = "ready"
+	// StateIndexing: a sync is running now (Progress counts it).
+	StateIndexing = "indexing"
+	// StateReady: the last sync completed without errors; Dirty counts
+	// files changed since then that are not indexed yet.
+	StateReady = "ready"
+	// StateKeywordOnly: the index answers keyword queries only (it was
+	// built with another embedder and its rebuild has not completed).
 	StateKeywordOnly = "keyword-only"
-	StateError       = "error"
+	// StateError: the last sync or flush failed for some files, or the
+	// workspace is unavailable (ErrUnavailable); LastError says why. The
+	// index keeps answering from what it holds.
+	StateError = "error"
+	// StateStale: no sync is running and the index is not known to match
+	// the workspace: it was never fully synced, the last sync did not
+	// complete (cancelled or killed), or Check found changed files.
+	// LastError says which; search answers from what is indexed.
+	StateStale = "stale"
 )
 
 // Status is what `atrium memory status` and memory.status report (SPEC §4.2).
+// Files and Chunks count what searches see; during a sync they grow as
+// groups of files are committed (at least every 2 s). LastSync is the end of
+// the last completed full sync, kept in the index across restarts. Dirty
+// counts files known to differ from the index (seen by the watcher, or
+// found by Check) and not indexed yet. LastError lists, in this order, an
+// unavailable workspace, the reason for a stale or keyword-only state, the
+// last sync's errors, and the skipped files with their reasons.
 type Status struct {
 	State     string    `json:"state"`
 	Workspace string    `json:"workspace"`

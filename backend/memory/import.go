@@ -20,15 +20,18 @@ const maxImportNameLen = 200
 // Import stores one note in memory (memory.import): Layer "global" writes to
 // memory/global/<name>; Layer "" or "role" writes to the main role's folder
 // (memory/roles/main/ when the workspace has memory/roles/, else memory/).
-// Folders are created as needed. ".txt" and ".markdown" names are stored as
-// ".md"; other names get ".md" appended. The write is atomic (temp file,
+// Folders under memory/ are created as needed, the workspace itself never
+// (and memory/ not while the index holds notes from a memory/ folder that
+// has gone missing: ErrUnavailable). Only notes named *.md, *.markdown or
+// *.txt (any case) are accepted; they are stored as ".md". The write is atomic (temp file,
 // fsync, hard link into place, fsync of the folder) and never overwrites: an
 // existing name becomes name-1.md, name-2.md, ... The note is indexed at once
 // and OnChange fires with reason "import".
 //
-// ErrInvalidInput: an empty name, a name with a path separator, "..", a
-// leading ".", or control characters; empty content; binary content (NUL
-// bytes or invalid UTF-8); content over MaxImportBytes; an unknown layer.
+// ErrInvalidInput: an empty name, a name without one of those extensions,
+// with a path separator, "..", a leading ".", or control characters; empty
+// content; binary content (NUL bytes or invalid UTF-8); content over
+// MaxImportBytes; an unknown layer.
 func (m *Manager) Import(ctx context.Context, r ImportRequest) (ImportResult, error) {
 	if m.closed.Load() {
 		return ImportResult{}, ErrClosed
@@ -59,8 +62,11 @@ func (m *Manager) Import(ctx context.Context, r ImportRequest) (ImportResult, er
 	default:
 		return ImportResult{}, fmt.Errorf("import %s: %w: unknown layer %q (want %q or %q)", r.Name, ErrInvalidInput, r.Layer, LayerRole, LayerGlobal)
 	}
-	dir := filepath.Join(m.ws, filepath.FromSlash(dirRel))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := m.importRoots(ctx); err != nil {
+		return ImportResult{}, fmt.Errorf("import %s: %w", r.Name, err)
+	}
+	dir, err := mkdirUnder(m.ws, dirRel)
+	if err != nil {
 		return ImportResult{}, fmt.Errorf("import %s: %w", r.Name, err)
 	}
 	// The folder must not lead out of the workspace through a symlink.
@@ -103,8 +109,9 @@ func (m *Manager) Import(ctx context.Context, r ImportRequest) (ImportResult, er
 	return res, nil
 }
 
-// importName validates a note name and returns its base without extension
-// plus ".md" handling: the result is the stem (without ".md").
+// importName validates a note name (a file name ending in .md, .markdown or
+// .txt, any case) and returns its stem, without the extension; the note is
+// stored as <stem>.md.
 func importName(name string) (string, error) {
 	n := strings.TrimSpace(name)
 	switch {
@@ -132,6 +139,8 @@ func importName(name string) (string, error) {
 	switch strings.ToLower(ext) {
 	case ".md", ".txt", ".markdown":
 		n = strings.TrimSuffix(n, ext)
+	default:
+		return "", fmt.Errorf("%w: %q: only .md and .txt notes can be imported", ErrInvalidInput, name)
 	}
 	n = strings.TrimRight(n, ". ")
 	if n == "" {
@@ -186,6 +195,41 @@ func writeNew(dir, stem string, data []byte) (string, error) {
 		return name, nil
 	}
 	return "", fmt.Errorf("no free name for %s.md", stem)
+}
+
+// importRoots checks, before Import creates any folder, that the workspace
+// exists (it is never created here) and that memory/ is not a folder that
+// went missing while the index holds its notes (creating it empty would make
+// the next sync drop them all).
+func (m *Manager) importRoots(ctx context.Context) error {
+	st, release, err := m.currentStore()
+	if err != nil {
+		return err
+	}
+	memIndexed, err := st.HasFilesUnder(ctx, "memory")
+	release()
+	if err != nil {
+		return err
+	}
+	if err := m.checkRoots(memIndexed); err != nil {
+		m.markUnavailable(err)
+		return err
+	}
+	return nil
+}
+
+// mkdirUnder creates the folders of rel (slash-separated) below root, one
+// at a time, and returns the last one. root itself is never created: if it
+// vanished, the first Mkdir fails.
+func mkdirUnder(root, rel string) (string, error) {
+	dir := root
+	for _, seg := range strings.Split(rel, "/") {
+		dir = filepath.Join(dir, seg)
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return "", err
+		}
+	}
+	return dir, nil
 }
 
 func syncDir(dir string) {

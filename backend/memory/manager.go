@@ -10,9 +10,16 @@
 // periodic rescan). Search, Get, Import, Files and Status are safe for
 // concurrent use with each other and with Run.
 //
-// Errors: ErrNotFound, ErrInvalidPath, ErrInvalidInput and ErrClosed are
-// returned wrapped with context; test with errors.Is. The gateway maps them
-// to NOT_FOUND, INVALID_REQUEST and UNAVAILABLE (docs/PROTOCOL.md).
+// Errors: ErrNotFound, ErrInvalidPath, ErrInvalidInput, ErrClosed and
+// ErrUnavailable are returned wrapped with context; test with errors.Is. The
+// gateway maps them to NOT_FOUND, INVALID_REQUEST and UNAVAILABLE
+// (docs/PROTOCOL.md; ErrUnavailable, like ErrClosed, is meant to be
+// UNAVAILABLE: retryable).
+//
+// "Cannot read" is never taken for "deleted": a missing or unreadable
+// workspace (or memory/ folder) is an error state that keeps the index, an
+// unreadable subfolder or file keeps its index entries, and a file is
+// dropped from the index only when its folder can be read and it is gone.
 package memory
 
 import (
@@ -51,6 +58,12 @@ var (
 	// one process may open an index directory at a time; the others must go
 	// through the running app's gateway.
 	ErrLocked = errors.New("memory: index in use by another process")
+	// ErrUnavailable: the workspace root, or its memory/ folder while the
+	// index holds notes from it, is missing or unreadable (moved, renamed,
+	// unmounted). The index is kept as it is, never emptied, and Run
+	// recovers by itself when the folder is back. The error's message says
+	// which folder and why ("workspace /x is missing").
+	ErrUnavailable = errors.New("memory: workspace unavailable")
 )
 
 // LockName is the lock file in Options.IndexDir that makes one process the
@@ -122,8 +135,14 @@ type Manager struct {
 	layout   string
 	files    int
 	chunks   int
-	lastSync int64
-	syncErr  string
+	lastSync int64  // end of the last completed full sync, Unix ms (persisted)
+	syncErr  string // error summary of the last sync or flush
+	// unavailable is the reason the workspace cannot be read as a whole
+	// ("" when it can); see markUnavailable.
+	unavailable string
+	// notice explains a state that no error explains (why the index is
+	// stale or keyword-only); cleared when a sync starts.
+	notice   string
 	skipped  map[string]skipEntry
 	progress *Progress
 	dirty    map[string]struct{}
@@ -135,16 +154,26 @@ type Manager struct {
 
 // skipEntry remembers a file that could not be indexed, by size and mtime, so
 // that an unchanged bad file is not re-read or re-logged on every rescan.
+// A file skipped because it could not be read (retry) is read again by every
+// sync: permissions can change without changing size or mtime.
 type skipEntry struct {
 	size, mtime int64
 	reason      string
+	retry       bool
 }
 
 // Open opens (or creates) the index for a workspace. It does not scan the
-// workspace (call Sync or Run). A corrupt index is moved aside and recreated
-// (logged). If the index was built with another embedder or chunking, it is
-// kept for keyword search until the next Sync rebuilds it into a new index and
-// swaps it in.
+// workspace (call Sync or Run; Check is a cheap stat-only comparison). The
+// workspace must exist and be a folder: Open never creates it. A corrupt
+// index is moved aside and recreated (logged). If the index was built with
+// another embedder or chunking, it is kept for keyword search until the
+// next Sync rebuilds it into a new index and swaps it in.
+//
+// The state reported before the first sync comes from the record the last
+// sync left in the index: StateReady only if that sync completed (with
+// errors: StateError), StateStale if the index was never fully synced or
+// the last sync was interrupted, StateKeywordOnly (or StateStale when
+// empty) for an index built with another embedder.
 func Open(opts Options) (*Manager, error) {
 	if opts.Workspace == "" {
 		return nil, fmt.Errorf("open memory: %w: Options.Workspace is required", ErrInvalidInput)
@@ -224,16 +253,10 @@ func Open(opts Options) (*Manager, error) {
 	}
 	m.store = s
 	m.layout = detectLayout(ws)
-	files, chunks, err := s.Counts(context.Background())
-	if err != nil {
+	if err := m.restoreStatus(context.Background()); err != nil {
 		_ = s.Close()
 		_ = m.lock.Unlock()
 		return nil, fmt.Errorf("open memory: %w", err)
-	}
-	m.files, m.chunks = files, chunks
-	m.state = StateIndexing
-	if s.Compatible() && chunks > 0 {
-		m.state = StateReady // a previous index is usable until the first sync
 	}
 	if !s.Compatible() {
 		meta := s.Meta()
@@ -292,6 +315,12 @@ func (m *Manager) Status() Status {
 
 func (m *Manager) lastErrorLocked() string {
 	var parts []string
+	if m.unavailable != "" {
+		parts = append(parts, m.unavailable)
+	}
+	if m.notice != "" {
+		parts = append(parts, m.notice)
+	}
 	if m.syncErr != "" {
 		parts = append(parts, m.syncErr)
 	}

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -9,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"unicode"
+
+	"github.com/atrium-dev/atrium/backend/memory/index"
 )
 
 // kind is the classification of a workspace-relative path (SPEC §4.1).
@@ -143,31 +146,81 @@ func (m *Manager) resolveInside(abs string) (string, fs.FileInfo, error) {
 	return real, info, nil
 }
 
-// listFiles walks the workspace for indexable memory Markdown. Symlinked
-// files are followed only when they resolve inside the workspace to another
-// indexable path; symlinked directories are not followed.
-func (m *Manager) listFiles() ([]diskFile, error) {
-	var out []diskFile
-	add := func(rel, abs string, d fs.DirEntry) {
-		var info fs.FileInfo
-		var err error
-		if d.Type()&fs.ModeSymlink != 0 {
-			_, info, err = m.resolveInside(abs)
-			if err != nil {
-				m.log.Debug("memory file symlink skipped", "path", rel, "err", err)
-				return
-			}
-		} else {
-			info, err = d.Info()
-			if err != nil || !info.Mode().IsRegular() {
-				return
-			}
+// listing is the result of a stat-only walk of the workspace (listFiles).
+type listing struct {
+	files []diskFile
+	// unreadable holds the folders (with a trailing "/") and files that
+	// exist but could not be listed or stat'ed. Their index entries are
+	// kept: a file that cannot be read is not a deleted file.
+	unreadable []string
+	// problems describes the unreadable entries for Status.LastError.
+	problems []string
+}
+
+// keeps reports whether rel is, or lies under, an unreadable entry.
+func (l *listing) keeps(rel string) bool {
+	for _, u := range l.unreadable {
+		if rel == u || (strings.HasSuffix(u, "/") && strings.HasPrefix(rel, u)) {
+			return true
 		}
-		out = append(out, diskFile{rel: rel, abs: abs, size: info.Size(), mtime: info.ModTime().UnixMilli()})
+	}
+	return false
+}
+
+func (l *listing) unreadableEntry(rel string, dir bool, err error) {
+	if dir {
+		l.unreadable = append(l.unreadable, rel+"/")
+		l.problems = append(l.problems, fmt.Sprintf("%s: folder unreadable (%v); its notes stay indexed", rel, err))
+		return
+	}
+	l.unreadable = append(l.unreadable, rel)
+	l.problems = append(l.problems, fmt.Sprintf("%s: unreadable (%v); its indexed copy is kept", rel, err))
+}
+
+// listFiles walks the workspace for indexable memory Markdown without
+// reading any file. Symlinked files are never listed: a link that resolves
+// to memory Markdown inside the workspace is a second name of a file that is
+// listed under its real path, and links leading anywhere else are refused.
+// Symlinked folders are not followed.
+//
+// Never is "cannot read" taken for "deleted" (see checkRoots): a missing or
+// unreadable workspace root, or memory/ folder while indexed (in st or in the
+// live store) notes lie under it, is an *unavailableError and nothing is
+// listed; an unreadable subfolder or file is recorded in the listing, whose
+// caller keeps its index entries.
+func (m *Manager) listFiles(ctx context.Context, st *index.Store) (*listing, error) {
+	memIndexed, err := m.memoryIndexed(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.checkRoots(memIndexed); err != nil {
+		return nil, err
+	}
+	l := &listing{}
+	add := func(rel, abs string, d fs.DirEntry) {
+		if d.Type()&fs.ModeSymlink != 0 {
+			m.log.Debug("memory file symlink not indexed", "path", rel)
+			return
+		}
+		info, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return // deleted while we were looking
+		}
+		if err != nil {
+			l.unreadableEntry(rel, false, err)
+			return
+		}
+		if !info.Mode().IsRegular() {
+			return
+		}
+		l.files = append(l.files, diskFile{rel: rel, abs: abs, size: info.Size(), mtime: info.ModTime().UnixMilli()})
 	}
 	entries, err := os.ReadDir(m.ws)
 	if err != nil {
-		return nil, fmt.Errorf("list workspace: %w", err)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, &unavailableError{reason: fmt.Sprintf("workspace %s is missing", m.ws)}
+		}
+		return nil, &unavailableError{reason: fmt.Sprintf("workspace %s is unreadable: %v", m.ws, err)}
 	}
 	for _, e := range entries {
 		if !e.IsDir() && classify(e.Name()).indexed {
@@ -175,12 +228,23 @@ func (m *Manager) listFiles() ([]diskFile, error) {
 		}
 	}
 	root := filepath.Join(m.ws, "memory")
+	var rootErr error
 	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		if err != nil {
-			if p == root && errors.Is(err, fs.ErrNotExist) {
+			if p == root {
+				if errors.Is(err, fs.ErrNotExist) && !memIndexed {
+					return fs.SkipAll // no memory/ folder, and nothing indexed from one
+				}
+				rootErr = memoryFolderError(root, err)
 				return fs.SkipAll
 			}
 			m.log.Warn("memory walk error", "path", p, "err", err)
+			if rel, rerr := filepath.Rel(m.ws, p); rerr == nil && !errors.Is(err, fs.ErrNotExist) {
+				l.unreadableEntry(filepath.ToSlash(rel), d != nil && d.IsDir(), err)
+			}
 			if d != nil && d.IsDir() {
 				return fs.SkipDir
 			}
@@ -197,6 +261,14 @@ func (m *Manager) listFiles() ([]diskFile, error) {
 			}
 			return nil
 		}
+		if p == root {
+			// memory is not a folder (a file, or a symlink, which is not
+			// followed): nothing under it can be listed.
+			if memIndexed {
+				rootErr = &unavailableError{reason: fmt.Sprintf("memory folder %s is not a folder", root)}
+			}
+			return fs.SkipAll
+		}
 		if classify(rel).indexed {
 			add(rel, p, d)
 		}
@@ -205,7 +277,29 @@ func (m *Manager) listFiles() ([]diskFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list workspace: %w", err)
 	}
-	return out, nil
+	if rootErr != nil {
+		return nil, rootErr
+	}
+	return l, nil
+}
+
+// memoryIndexed reports whether st, or the live store it replaces during a
+// rebuild, holds notes under memory/. Callers hold writeMu.
+func (m *Manager) memoryIndexed(ctx context.Context, st *index.Store) (bool, error) {
+	stores := []*index.Store{st}
+	if m.store != nil && m.store != st {
+		stores = append(stores, m.store)
+	}
+	for _, s := range stores {
+		ok, err := s.HasFilesUnder(ctx, "memory")
+		if err != nil {
+			return false, err
+		}
+		if ok {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // detectLayout reports "openclaw", "atrium", "mixed" or "empty" (SPEC §4.1).

@@ -39,9 +39,17 @@ const (
 // are read and hashed, changed ones are re-chunked and re-embedded (unchanged
 // chunks come from the embedding cache), deleted ones are dropped. If the
 // index was built with another embedder or chunking, Sync rebuilds it into a
-// new index and swaps it in. Unreadable, binary or non-UTF-8 files are
+// new index and swaps it in. Binary, oversized or unreadable files are
 // skipped with a warning and reported in Status.LastError; they do not fail
-// the sync. The error is non-nil only when the scan itself failed.
+// the sync (text with invalid UTF-8 is indexed with U+FFFD in place of the
+// bad bytes, as Get shows it). A workspace that cannot be read as a whole
+// is not a workspace whose notes were deleted: Sync then keeps the index,
+// sets StateError and returns an error wrapping ErrUnavailable. Otherwise
+// the error is non-nil only when the scan itself failed or was cancelled.
+//
+// The end of each completed sync (and the fact that a sync was started and
+// has not completed) is recorded in the index, so that a later Open reports
+// a true state.
 func (m *Manager) Sync(ctx context.Context) error {
 	if m.closed.Load() {
 		return ErrClosed
@@ -71,7 +79,9 @@ func (m *Manager) rebuildLocked(ctx context.Context) error {
 	}
 	if serr != nil {
 		m.mu.Lock()
-		m.state = StateKeywordOnly // the old index still answers keyword queries
+		if m.unavailable == "" {
+			m.state = StateKeywordOnly // the old index still answers keyword queries
+		}
 		m.mu.Unlock()
 		return fmt.Errorf("rebuild index: %w", serr)
 	}
@@ -107,59 +117,91 @@ func (m *Manager) finishWithError(msg string) {
 	m.mu.Unlock()
 }
 
-// scanLocked is one full scan into st. Callers hold writeMu.
+// scanLocked is one full scan into st (the live store, or a staging store
+// during a rebuild). Callers hold writeMu.
 func (m *Manager) scanLocked(ctx context.Context, st *index.Store) error {
 	start := time.Now()
+	live := st == m.store
 	m.mu.Lock()
-	m.state = StateIndexing
 	dirtyAtStart := make([]string, 0, len(m.dirty))
 	for p := range m.dirty {
 		dirtyAtStart = append(dirtyAtStart, p)
 	}
 	m.mu.Unlock()
 
-	disk, err := m.listFiles()
-	if err != nil {
-		m.finishWithError(err.Error())
-		return err
+	// The listing is stat-only and quick; the state says "indexing" only
+	// once it succeeded (a sync that finds the workspace gone changes
+	// nothing but the state and the error).
+	l, err := m.listFiles(ctx, st)
+	if errors.Is(err, ErrUnavailable) {
+		m.markUnavailable(err)
+		return fmt.Errorf("sync: %w", err)
 	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("sync: %w", ctx.Err())
+		}
+		m.finishWithError(err.Error())
+		return fmt.Errorf("sync: %w", err)
+	}
+	m.markAvailable()
+	m.mu.Lock()
+	m.state = StateIndexing
+	m.notice = ""
+	m.mu.Unlock()
 	known, err := st.Files(ctx)
 	if err != nil {
 		m.finishWithError(err.Error())
-		return err
+		return fmt.Errorf("sync: %w", err)
 	}
 	knownBy := make(map[string]index.FileRecord, len(known))
 	for _, r := range known {
 		knownBy[r.Path] = r
 	}
-	onDisk := make(map[string]bool, len(disk))
+	onDisk := make(map[string]bool, len(l.files))
 	var todo []diskFile
 	m.mu.Lock()
-	for _, f := range disk {
+	for _, f := range l.files {
 		onDisk[f.rel] = true
 		if r, ok := knownBy[f.rel]; ok && r.Size == f.size && r.MTime == f.mtime {
 			continue
 		}
-		if sk, ok := m.skipped[f.rel]; ok && sk.size == f.size && sk.mtime == f.mtime {
+		if sk, ok := m.skipped[f.rel]; ok && !sk.retry && sk.size == f.size && sk.mtime == f.mtime {
 			continue
 		}
 		todo = append(todo, f)
 	}
 	for p := range m.skipped {
-		if !onDisk[p] {
+		if !onDisk[p] && !l.keeps(p) {
 			delete(m.skipped, p)
+		}
+	}
+	gone := 0
+	for _, r := range known {
+		if !onDisk[r.Path] && !l.keeps(r.Path) {
+			gone++
 		}
 	}
 	m.mu.Unlock()
 
-	prog := &Progress{Total: len(todo)}
-	m.setProgress(prog)
+	if len(todo) > 0 || gone > 0 {
+		// Until the end of this sync is recorded, a later Open knows that
+		// the index may be half-way (the process may be killed).
+		m.mu.Lock()
+		rec := m.currentRecordLocked(true)
+		m.mu.Unlock()
+		m.saveSyncRecord(ctx, st, rec)
+	}
+
+	m.setProgress(&Progress{Total: len(todo)})
 	var changed, deleted, errs []string
+	errs = append(errs, l.problems...)
 	var stop error
 	// A full sync writes in groups of files: one SQLite transaction and one
 	// Bleve batch (one keyword segment) per group instead of per file.
 	// EndBulk below flushes the last group before the sync reports anything.
 	st.BeginBulk()
+	commits := st.Commits()
 	for i, f := range todo {
 		if err := ctx.Err(); err != nil {
 			stop = err
@@ -181,14 +223,38 @@ func (m *Manager) scanLocked(ctx context.Context, st *index.Store) error {
 				stop = ctx.Err()
 				break
 			}
+			if errors.Is(err, ErrUnavailable) {
+				stop = err // the workspace went away during the sync
+				break
+			}
 			errs = append(errs, f.rel+": "+err.Error())
 			m.log.Error("memory file index failed", "path", f.rel, "err", err)
 		}
+		if c := st.Commits(); live && c != commits {
+			// A group was committed: show what searches now see.
+			commits = c
+			m.refreshCounts(ctx, st)
+		}
 		m.setProgress(&Progress{Done: i + 1, Total: len(todo)})
 	}
-	if stop == nil {
+	if stop == nil && gone > 0 {
+		// Deletions only after a last look at the roots: a workspace that
+		// vanished during the sync must not empty the index.
+		memIndexed, err := m.memoryIndexed(ctx, st)
+		if err == nil {
+			err = m.checkRoots(memIndexed)
+		}
+		switch {
+		case errors.Is(err, ErrUnavailable):
+			stop = err
+		case err != nil:
+			errs = append(errs, "deletions postponed: "+err.Error())
+			gone = 0
+		}
+	}
+	if stop == nil && gone > 0 {
 		for _, r := range known {
-			if onDisk[r.Path] {
+			if onDisk[r.Path] || l.keeps(r.Path) {
 				continue
 			}
 			if err := st.DeleteFile(ctx, r.Path); err != nil {
@@ -206,48 +272,69 @@ func (m *Manager) scanLocked(ctx context.Context, st *index.Store) error {
 		m.log.Error("memory keyword index batch failed", "err", err)
 	}
 
-	files, chunks, cerr := st.Counts(ctx)
+	files, chunks, cerr := st.Counts(context.WithoutCancel(ctx))
+	unavailable := errors.Is(stop, ErrUnavailable)
 	m.mu.Lock()
 	m.progress = nil
-	if cerr == nil {
+	if cerr == nil && live {
 		m.files, m.chunks = files, chunks
 	}
-	m.layout = detectLayout(m.ws)
+	if !unavailable {
+		m.layout = detectLayout(m.ws)
+	}
 	switch {
+	case unavailable:
+		// markUnavailable below sets the state.
 	case stop != nil:
-		if m.chunks > 0 {
-			m.state = StateReady
-		} else {
-			m.state = StateIndexing
-		}
+		m.state = StateStale
+		m.notice = "the last sync did not complete (cancelled); the next sync resumes it"
 	case len(errs) > 0:
 		m.state = StateError
 		m.syncErr = summarize(errs)
 	case cerr != nil:
 		m.state = StateError
 		m.syncErr = cerr.Error()
-	case m.files > 0 && m.chunks == 0:
+	case files > 0 && chunks == 0:
 		m.state = StateError
-		m.syncErr = fmt.Sprintf("no chunks indexed although %d memory files exist", m.files)
+		m.syncErr = fmt.Sprintf("no chunks indexed although %d memory files exist", files)
 	default:
 		m.state = StateReady
 		m.syncErr = ""
 	}
+	var rec syncRecord
 	if stop == nil {
 		m.lastSync = time.Now().UnixMilli()
 		for _, p := range dirtyAtStart {
 			delete(m.dirty, p)
 		}
+		rec = m.currentRecordLocked(false)
 	}
 	m.mu.Unlock()
+	if unavailable {
+		m.markUnavailable(stop)
+	}
+	if stop == nil {
+		m.saveSyncRecord(ctx, st, rec)
+	}
 	m.log.Info("memory sync finished", "files", files, "chunks", chunks, "changed", len(changed),
-		"deleted", len(deleted), "errors", len(errs), "duration_ms", time.Since(start).Milliseconds())
+		"deleted", len(deleted), "errors", len(errs), "complete", stop == nil, "duration_ms", time.Since(start).Milliseconds())
 	m.fire(changed, "index")
 	m.fire(deleted, "delete")
 	if stop != nil {
 		return fmt.Errorf("sync: %w", stop)
 	}
 	return nil
+}
+
+// refreshCounts sets Status.Files and Status.Chunks from st.
+func (m *Manager) refreshCounts(ctx context.Context, st *index.Store) {
+	files, chunks, err := st.Counts(ctx)
+	if err != nil {
+		return // the end of the sync counts again
+	}
+	m.mu.Lock()
+	m.files, m.chunks = files, chunks
+	m.mu.Unlock()
 }
 
 func summarize(errs []string) string {
@@ -257,9 +344,58 @@ func summarize(errs []string) string {
 	return strings.Join(errs[:3], "; ") + fmt.Sprintf("; and %d more", len(errs)-3)
 }
 
+// Binary detection (textContent): a file is binary if it holds a NUL byte or
+// if more than binaryPercent percent of its bytes are invalid UTF-8 or
+// control characters other than tab, line feed, vertical tab, form feed,
+// carriage return and escape.
+const binaryPercent = 30
+
+// textContent decides whether a file's bytes are text. For text it returns
+// the string to index, with every invalid UTF-8 sequence replaced by U+FFFD
+// (exactly as Get serves it), and the number of bytes replaced; for binary
+// content it returns a reason to skip the file.
+func textContent(b []byte) (text string, replaced int, binaryReason string) {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		return "", 0, fmt.Sprintf("binary content (NUL byte at offset %d)", i)
+	}
+	if utf8.Valid(b) && !hasControl(b) {
+		return string(b), 0, ""
+	}
+	nonText := 0
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			replaced++
+			nonText++
+		case r < 0x20 && r != '\t' && r != '\n' && r != '\v' && r != '\f' && r != '\r' && r != 0x1b, r == 0x7f:
+			nonText++
+		}
+		i += size
+	}
+	if nonText*100 > len(b)*binaryPercent {
+		return "", 0, fmt.Sprintf("binary content (%d%% of bytes are not text)", nonText*100/len(b))
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD"), replaced, ""
+}
+
+// hasControl reports whether b holds a C0 control byte other than the
+// whitespace and escape that text files use, or DEL.
+func hasControl(b []byte) bool {
+	for _, c := range b {
+		if (c < 0x20 && c != '\t' && c != '\n' && c != '\v' && c != '\f' && c != '\r' && c != 0x1b) || c == 0x7f {
+			return true
+		}
+	}
+	return false
+}
+
 // indexOne brings one path's index entry in line with the disk: re-index if
-// its content hash changed, drop it if it is gone, skip (with a recorded
-// reason) if it is not valid UTF-8 text. Callers hold writeMu.
+// its content hash changed, drop it if it is gone (only if its folders can
+// be read: see checkGone), is not memory Markdown, or is a symlink (indexed
+// under its target's path, see listFiles); skip it with a recorded reason if
+// it is binary, too large or unreadable (an unreadable file keeps its index
+// entry). Callers hold writeMu.
 func (m *Manager) indexOne(ctx context.Context, st *index.Store, rel string) (indexResult, error) {
 	abs := filepath.Join(m.ws, filepath.FromSlash(rel))
 	dropIfKnown := func() (indexResult, error) {
@@ -276,45 +412,45 @@ func (m *Manager) indexOne(ctx context.Context, st *index.Store, rel string) (in
 		}
 		return resDeleted, nil
 	}
+	// dropIfGone drops a path that does not exist, unless its workspace or
+	// memory/ folder is what is missing.
+	dropIfGone := func() (indexResult, error) {
+		if err := m.checkGone(rel); err != nil {
+			return resUnchanged, err
+		}
+		return dropIfKnown()
+	}
 	if !classify(rel).indexed {
 		return dropIfKnown()
 	}
-	li, err := os.Lstat(abs)
+	info, err := os.Lstat(abs)
 	if errors.Is(err, fs.ErrNotExist) {
-		return dropIfKnown()
+		return dropIfGone()
 	}
 	if err != nil {
-		return m.skip(ctx, st, rel, 0, 0, fmt.Sprintf("unreadable: %v", err))
+		return m.skip(ctx, st, rel, 0, 0, fmt.Sprintf("unreadable: %v", err), true)
 	}
-	readPath := abs
-	info := li
-	if li.Mode()&fs.ModeSymlink != 0 {
-		real, ri, err := m.resolveInside(abs)
-		if err != nil {
-			m.log.Debug("memory file symlink skipped", "path", rel, "err", err)
-			return dropIfKnown()
-		}
-		readPath, info = real, ri
+	if info.Mode()&fs.ModeSymlink != 0 {
+		m.log.Debug("memory file symlink not indexed", "path", rel)
+		return dropIfKnown()
 	}
 	if !info.Mode().IsRegular() {
 		return dropIfKnown()
 	}
 	size, mtime := info.Size(), info.ModTime().UnixMilli()
 	if size > MaxFileBytes {
-		return m.skip(ctx, st, rel, size, mtime, fmt.Sprintf("file too large (%d bytes, limit %d)", size, MaxFileBytes))
+		return m.skip(ctx, st, rel, size, mtime, fmt.Sprintf("file too large (%d bytes, limit %d)", size, MaxFileBytes), false)
 	}
-	content, err := os.ReadFile(readPath)
+	content, err := os.ReadFile(abs)
 	if errors.Is(err, fs.ErrNotExist) {
-		return dropIfKnown() // deleted while we were looking at it
+		return dropIfGone() // deleted while we were looking at it
 	}
 	if err != nil {
-		return m.skip(ctx, st, rel, size, mtime, fmt.Sprintf("unreadable: %v", err))
+		return m.skip(ctx, st, rel, size, mtime, fmt.Sprintf("unreadable: %v", err), true)
 	}
-	if i := bytes.IndexByte(content, 0); i >= 0 {
-		return m.skip(ctx, st, rel, size, mtime, fmt.Sprintf("binary content (NUL byte at offset %d)", i))
-	}
-	if !utf8.Valid(content) {
-		return m.skip(ctx, st, rel, size, mtime, "not valid UTF-8")
+	text, replaced, binary := textContent(content)
+	if binary != "" {
+		return m.skip(ctx, st, rel, size, mtime, binary, false)
 	}
 	sum := sha256.Sum256(content)
 	hash := hex.EncodeToString(sum[:])
@@ -334,7 +470,10 @@ func (m *Manager) indexOne(ctx context.Context, st *index.Store, rel string) (in
 		}
 		return resUnchanged, nil
 	}
-	chunks := chunk.Split(string(content), m.opts.Chunking)
+	if replaced > 0 {
+		m.log.Warn("memory file is not valid UTF-8; indexed with replacement characters", "path", rel, "bytes_replaced", replaced)
+	}
+	chunks := chunk.Split(text, m.opts.Chunking)
 	vecs, err := m.embedChunks(ctx, st, chunks)
 	if err != nil {
 		return resUnchanged, err
@@ -351,15 +490,21 @@ func (m *Manager) indexOne(ctx context.Context, st *index.Store, rel string) (in
 	return resChanged, nil
 }
 
-// skip records a file that cannot be indexed (logged once per size/mtime)
-// and drops any stale index entry for it.
-func (m *Manager) skip(ctx context.Context, st *index.Store, rel string, size, mtime int64, reason string) (indexResult, error) {
+// skip records a file that cannot be indexed (logged once per size, mtime
+// and reason). A file whose content is unusable (binary, too large) is
+// dropped from the index; one that cannot be read (retry) keeps its index
+// entry, since "cannot read" is not "changed", and is read again by the next
+// sync.
+func (m *Manager) skip(ctx context.Context, st *index.Store, rel string, size, mtime int64, reason string, retry bool) (indexResult, error) {
 	m.mu.Lock()
 	prev, had := m.skipped[rel]
-	m.skipped[rel] = skipEntry{size: size, mtime: mtime, reason: reason}
+	m.skipped[rel] = skipEntry{size: size, mtime: mtime, reason: reason, retry: retry}
 	m.mu.Unlock()
-	if !had || prev.size != size || prev.mtime != mtime {
+	if !had || prev.size != size || prev.mtime != mtime || prev.reason != reason {
 		m.log.Warn("memory file skipped", "path", rel, "reason", reason)
+	}
+	if retry {
+		return resSkipped, nil
 	}
 	if _, ok, err := st.File(ctx, rel); err == nil && ok {
 		if err := st.DeleteFile(ctx, rel); err != nil {

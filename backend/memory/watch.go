@@ -14,39 +14,47 @@ import (
 )
 
 // Run keeps the index current until ctx is done (then it returns ctx.Err())
-// or the Manager is closed (ErrClosed): an initial Sync, then an fsnotify
-// watcher on the workspace root and every folder under memory/ (debounced by
-// Options.Debounce; changed paths count as Status.Dirty until indexed), plus
-// a full rescan every Options.RescanInterval because watchers die silently
+// or the Manager is closed (ErrClosed): an fsnotify watcher on the workspace
+// root and every folder under memory/ (debounced by Options.Debounce;
+// changed paths count as Status.Dirty until indexed), an initial Sync, and a
+// full rescan every Options.RescanInterval because watchers die silently
 // (SPEC §4.2). A failed sync or a dead watcher is logged and Run carries on.
+//
+// When the workspace becomes unavailable (moved, renamed, unmounted: see
+// ErrUnavailable) the index is kept and Run looks for the workspace every
+// Options.Debounce; when it is back, Run watches it afresh (the old watches
+// may follow the folders to where they were moved) and syncs.
 func (m *Manager) Run(ctx context.Context) error {
 	if m.closed.Load() {
 		return ErrClosed
 	}
-	if err := m.Sync(ctx); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if errors.Is(err, ErrClosed) {
-			return err
-		}
-		m.log.Error("memory initial sync failed", "err", err)
-	}
 
+	var w *fsnotify.Watcher
 	var events chan fsnotify.Event
 	var errs chan error
-	var w *fsnotify.Watcher
-	if !m.opts.DisableWatcher {
-		var err error
-		w, err = fsnotify.NewWatcher()
+	stopWatch := func() {
+		if w != nil {
+			_ = w.Close()
+		}
+		w, events, errs = nil, nil, nil
+	}
+	defer func() { stopWatch() }()
+	// startWatch (re)creates the watcher; it is started before a sync so
+	// that no change made during the sync goes unnoticed.
+	startWatch := func() {
+		stopWatch()
+		if m.opts.DisableWatcher {
+			return
+		}
+		nw, err := fsnotify.NewWatcher()
 		if err != nil {
 			m.log.Error("memory watcher unavailable; relying on periodic rescan", "err", err)
-		} else {
-			defer w.Close()
-			m.watchTree(w, m.ws, false)
-			m.watchTree(w, filepath.Join(m.ws, "memory"), true)
-			events, errs = w.Events, w.Errors
+			return
 		}
+		w = nw
+		m.watchTree(w, m.ws, false)
+		m.watchTree(w, filepath.Join(m.ws, "memory"), true)
+		events, errs = w.Events, w.Errors
 	}
 
 	rescan := time.NewTicker(m.opts.RescanInterval)
@@ -55,10 +63,47 @@ func (m *Manager) Run(ctx context.Context) error {
 	debounce.Stop()
 	defer debounce.Stop()
 	// soon schedules an early full rescan after a watcher error (events may
-	// have been lost); repeated errors collapse into one rescan.
+	// have been lost) or when the workspace or memory/ folder itself was
+	// moved or removed; repeated requests collapse into one rescan.
 	soon := time.NewTimer(time.Hour)
 	soon.Stop()
 	defer soon.Stop()
+	// probe looks for an unavailable workspace; rewatch says that the
+	// watcher must be recreated once the workspace root is back.
+	probe := time.NewTimer(time.Hour)
+	probe.Stop()
+	defer probe.Stop()
+	rewatch := false
+	armProbe := func() {
+		if m.isUnavailable() {
+			rewatch = true
+			probe.Reset(m.opts.Debounce)
+		}
+	}
+	// syncNow runs a full sync; failures are logged (an unavailable
+	// workspace was logged once by the sync itself).
+	syncNow := func(initial bool) error {
+		err := m.Sync(ctx)
+		if err != nil && ctx.Err() == nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrUnavailable) {
+			if initial {
+				m.log.Error("memory initial sync failed", "err", err)
+			} else {
+				m.log.Error("memory rescan failed", "err", err)
+			}
+		}
+		armProbe()
+		return err
+	}
+
+	startWatch()
+	if err := syncNow(true); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if errors.Is(err, ErrClosed) {
+			return err
+		}
+	}
 
 	for {
 		select {
@@ -72,8 +117,12 @@ func (m *Manager) Run(ctx context.Context) error {
 				events, errs = nil, nil
 				continue
 			}
-			if m.onEvent(w, ev) {
+			dirty, rescanSoon := m.onEvent(w, ev)
+			if dirty {
 				debounce.Reset(m.opts.Debounce)
+			}
+			if rescanSoon {
+				soon.Reset(m.opts.Debounce)
 			}
 		case err, ok := <-errs:
 			if !ok {
@@ -85,14 +134,24 @@ func (m *Manager) Run(ctx context.Context) error {
 			soon.Reset(m.opts.Debounce)
 		case <-debounce.C:
 			m.flushDirty(ctx)
+			armProbe()
 		case <-soon.C:
-			if err := m.Sync(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, ErrClosed) {
-				m.log.Error("memory rescan failed", "err", err)
-			}
+			_ = syncNow(false)
 		case <-rescan.C:
-			if err := m.Sync(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, ErrClosed) {
-				m.log.Error("memory rescan failed", "err", err)
+			_ = syncNow(false)
+		case <-probe.C:
+			if !m.isUnavailable() {
+				continue
 			}
+			if m.checkRoots(false) != nil {
+				probe.Reset(m.opts.Debounce) // the workspace root is still gone
+				continue
+			}
+			if rewatch {
+				rewatch = false
+				startWatch()
+			}
+			_ = syncNow(false)
 		}
 	}
 }
@@ -126,13 +185,24 @@ func (m *Manager) watchTree(w *fsnotify.Watcher, dir string, recursive bool) {
 	})
 }
 
-// onEvent records a watcher event; it reports whether something became dirty.
-func (m *Manager) onEvent(w *fsnotify.Watcher, ev fsnotify.Event) bool {
+// onEvent records a watcher event. It reports whether a path became dirty,
+// and whether a full rescan is due soon: the workspace root or its memory/
+// folder was itself moved or removed (the rescan tells an unavailable
+// workspace from deleted notes).
+func (m *Manager) onEvent(w *fsnotify.Watcher, ev fsnotify.Event) (dirty, rescanSoon bool) {
 	rel, err := filepath.Rel(m.ws, ev.Name)
-	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
-		return false
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return false, false
 	}
 	rel = filepath.ToSlash(rel)
+	if rel == "." || rel == "memory" {
+		if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+			return false, true
+		}
+		if rel == "." {
+			return false, false
+		}
+	}
 	if ev.Has(fsnotify.Create) {
 		if st, err := os.Lstat(ev.Name); err == nil && st.IsDir() {
 			if rel == "memory" || strings.HasPrefix(rel, "memory/") {
@@ -148,19 +218,19 @@ func (m *Manager) onEvent(w *fsnotify.Watcher, ev fsnotify.Event) bool {
 					}
 					return nil
 				})
-				return n > 0
+				return n > 0, false
 			}
-			return false
+			return false, false
 		}
 	}
 	if !classify(rel).indexed {
-		return false
+		return false, false
 	}
 	if ev.Op == fsnotify.Chmod {
-		return false
+		return false, false
 	}
 	m.markDirty(rel)
-	return true
+	return true, false
 }
 
 func (m *Manager) markDirty(rel string) {
@@ -178,6 +248,9 @@ func (m *Manager) flushDirty(ctx context.Context) {
 	}
 	if !m.store.Compatible() {
 		return // the next Sync rebuilds everything
+	}
+	if m.isUnavailable() {
+		return // Run's probe syncs when the workspace is back
 	}
 	m.mu.Lock()
 	paths := make([]string, 0, len(m.dirty))
@@ -207,6 +280,12 @@ func (m *Manager) flushDirty(ctx context.Context) {
 			return
 		}
 		res, err := m.indexOne(ctx, m.store, p)
+		if errors.Is(err, ErrUnavailable) {
+			// The workspace went away: nothing here is deleted, and the
+			// remaining paths stay dirty until it is back.
+			m.markUnavailable(err)
+			break
+		}
 		if err != nil {
 			errs = append(errs, p+": "+err.Error())
 			m.log.Error("memory file index failed", "path", p, "err", err)
@@ -239,17 +318,23 @@ func (m *Manager) flushDirty(ctx context.Context) {
 	if cerr == nil {
 		m.files, m.chunks = files, chunks
 	}
-	m.layout = detectLayout(m.ws)
 	switch {
+	case m.unavailable != "":
+		// markUnavailable set the state; the layout cannot be seen.
 	case len(errs) > 0:
 		m.state = StateError
 		m.syncErr = summarize(errs)
 	case m.files > 0 && m.chunks == 0:
 		m.state = StateError
 		m.syncErr = "no chunks indexed although memory files exist"
-	case m.state != StateIndexing:
+	case m.state != StateIndexing && m.state != StateStale:
+		// A stale index (never fully synced, or its last sync incomplete)
+		// stays stale until a full sync completes.
 		m.state = StateReady
 		m.syncErr = ""
+	}
+	if m.unavailable == "" {
+		m.layout = detectLayout(m.ws)
 	}
 	m.mu.Unlock()
 	m.fire(changed, "index")

@@ -89,7 +89,11 @@ func (s *Store) fileTx(ctx context.Context) (*sql.Tx, func(commit bool) error, e
 			}
 			done = true
 			if commit {
-				return tx.Commit()
+				if err := tx.Commit(); err != nil {
+					return err
+				}
+				s.commits.Add(1)
+				return nil
 			}
 			return tx.Rollback()
 		}, nil
@@ -273,8 +277,15 @@ func (s *Store) commitBulk() error {
 		s.abortBulk()
 		return fmt.Errorf("commit bulk write: %w", err)
 	}
+	s.commits.Add(1)
 	return nil
 }
+
+// Commits counts the SQLite commits that made file writes visible to other
+// readers (Files, Counts, Search): one per PutFile or DeleteFile outside bulk
+// mode, one per flushed group in bulk mode. A caller that shows counts
+// during a long bulk write polls it and recounts when it changed.
+func (s *Store) Commits() uint64 { return s.commits.Load() }
 
 func (s *Store) dropPending() {
 	s.pend, s.pendIDs, s.pendBytes, s.pendSince = nil, nil, 0, time.Time{}

@@ -23,6 +23,10 @@
 // [OpenStaging] and swaps it in with [Promote]. Vectors of two dimensions never
 // mix.
 //
+// Callers may keep their own small records in the meta table
+// ([Store.SetMetaValue], e.g. the memory engine's record of its last sync);
+// they live and die with the index and do not affect compatibility.
+//
 // Corrupt or unreadable index files are moved aside (renamed to
 // "<name>.corrupt-<unix>") with a logged message and recreated empty; the
 // caller then re-indexes from the Markdown.
@@ -40,6 +44,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	sqlite_vec "github.com/asg017/sqlite-vec-go-bindings/cgo"
@@ -130,6 +135,8 @@ type Store struct {
 	bulkMaxOps   int
 	bulkMaxBytes int
 	bulkMaxAge   time.Duration
+
+	commits atomic.Uint64 // see [Store.Commits]
 
 	closed chan struct{}
 	once   sync.Once

@@ -490,3 +490,76 @@ func decodeVector(b []byte) []float32 {
 	}
 	return v
 }
+
+// HasFilesUnder reports whether any indexed path lies below the folder dir
+// (workspace-relative, forward slashes, e.g. "memory"). During a bulk write
+// it sees the writes not yet committed.
+func (s *Store) HasFilesUnder(ctx context.Context, dir string) (bool, error) {
+	if s.isClosed() {
+		return false, ErrClosed
+	}
+	q, release := s.reader()
+	defer release()
+	// '0' is the byte after '/': the range holds exactly the paths "dir/...".
+	var n int
+	if err := q.QueryRowContext(ctx, "SELECT EXISTS(SELECT 1 FROM files WHERE path >= ? AND path < ?)", dir+"/", dir+"0").Scan(&n); err != nil {
+		return false, fmt.Errorf("look up files under %s: %w", dir, err)
+	}
+	return n == 1, nil
+}
+
+// isIdentityKey reports whether key is one of the meta keys that define the
+// index's identity (written by Open, compared by [Store.Compatible]).
+func isIdentityKey(key string) bool {
+	switch key {
+	case "provider", "model", "dims", "chunking", "schema", "generation":
+		return true
+	}
+	return false
+}
+
+// MetaValue returns a value stored with [Store.SetMetaValue]; ok is false
+// when key was never set. During a bulk write it sees the writes not yet
+// committed.
+func (s *Store) MetaValue(ctx context.Context, key string) (value string, ok bool, err error) {
+	if s.isClosed() {
+		return "", false, ErrClosed
+	}
+	q, release := s.reader()
+	defer release()
+	err = q.QueryRowContext(ctx, "SELECT value FROM meta WHERE key = ?", key).Scan(&value)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("read meta %s: %w", key, err)
+	}
+	return value, true, nil
+}
+
+// SetMetaValue stores a caller-defined value in the meta table (for example
+// the memory engine's record of its last sync), next to the index's identity
+// and in the same file, so that it survives restarts and is replaced with
+// the index by a rebuild. The identity keys (provider, model, dims,
+// chunking, schema, generation) are refused. In bulk mode the value is
+// written in the open group and becomes durable with it.
+func (s *Store) SetMetaValue(ctx context.Context, key, value string) error {
+	if key == "" || isIdentityKey(key) {
+		return fmt.Errorf("write meta %q: reserved or empty key", key)
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.isClosed() {
+		return ErrClosed
+	}
+	var ex interface {
+		ExecContext(context.Context, string, ...any) (sql.Result, error)
+	} = s.db
+	if s.btx != nil {
+		ex = s.btx // the bulk transaction holds SQLite's write lock
+	}
+	if _, err := ex.ExecContext(ctx, "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", key, value); err != nil {
+		return fmt.Errorf("write meta %s: %w", key, err)
+	}
+	return nil
+}
