@@ -167,7 +167,7 @@ func mapErr(err error) error {
 		code = gateway.CodeForbidden
 	case errors.Is(err, chat.ErrBusy):
 		code = gateway.CodeConflict
-	case errors.Is(err, memory.ErrClosed):
+	case errors.Is(err, memory.ErrClosed), errors.Is(err, memory.ErrUnavailable):
 		code = gateway.CodeUnavailable
 	case errors.Is(err, context.DeadlineExceeded):
 		code = gateway.CodeTimeout

@@ -94,7 +94,14 @@ func (l localMemory) Sync(ctx context.Context) (memory.Status, error) {
 	return l.m.Status(), nil
 }
 func (l localMemory) Prepare(ctx context.Context) error             { return l.m.Sync(ctx) }
-func (l localMemory) Status(context.Context) (memory.Status, error) { return l.m.Status(), nil }
+// Status runs a stat-only check first, so a fresh process reports dirty
+// files and a stale index truthfully.
+func (l localMemory) Status(ctx context.Context) (memory.Status, error) {
+	if err := l.m.Check(ctx); err != nil {
+		return memory.Status{}, err
+	}
+	return l.m.Status(), nil
+}
 func (l localMemory) Search(ctx context.Context, o memory.SearchOptions) (memory.SearchResponse, error) {
 	return l.m.Search(ctx, o)
 }

@@ -187,3 +187,32 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	defer s.mu.Unlock()
 	return s.w.Write(p)
 }
+
+// TestStatusSeesChanges: a fresh process reports files changed since the
+// last index as dirty and the index as stale.
+func TestStatusSeesChanges(t *testing.T) {
+	home, ws := workspace(t)
+	common := []string{"--home", home, "--workspace", ws}
+	if code, out, errOut := runCLI(t, nil, append([]string{"memory", "index"}, common...)...); code != 0 {
+		t.Fatalf("index: %d\n%s%s", code, out, errOut)
+	}
+	if code, out, _ := runCLI(t, nil, append([]string{"memory", "status"}, common...)...); code != 0 || !strings.Contains(out, "ready") || !strings.Contains(out, "(0 dirty)") {
+		t.Fatalf("status after index: %d\n%s", code, out)
+	}
+	later := time.Now().Add(2 * time.Second)
+	p := filepath.Join(ws, "MEMORY.md")
+	if err := os.WriteFile(p, []byte("# Memory\n\nThe staging server is now called orca.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(p, later, later); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ := runCLI(t, nil, append([]string{"memory", "status", "--json"}, common...)...)
+	var st memory.Status
+	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil {
+		t.Fatalf("status --json: %d %v\n%s", code, err, out)
+	}
+	if st.Dirty != 1 || st.State == memory.StateReady {
+		t.Fatalf("status after an edit: %+v (want 1 dirty and not ready)", st)
+	}
+}
