@@ -270,27 +270,11 @@ func (m *Manager) Check(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("check: %w", err)
 	}
-	knownBy := make(map[string]index.FileRecord, len(known))
-	for _, r := range known {
-		knownBy[r.Path] = r
-	}
-	onDisk := make(map[string]bool, len(l.files))
-	var dirty []string
 	m.mu.Lock()
-	for _, f := range l.files {
-		onDisk[f.rel] = true
-		if r, ok := knownBy[f.rel]; ok && r.Size == f.size && r.MTime == f.mtime {
-			continue
-		}
-		if sk, ok := m.skipped[f.rel]; ok && sk.size == f.size && sk.mtime == f.mtime {
-			continue
-		}
+	changed, gone := m.compareLocked(l, known)
+	dirty := gone
+	for _, f := range changed {
 		dirty = append(dirty, f.rel)
-	}
-	for _, r := range known {
-		if !onDisk[r.Path] && !l.keeps(r.Path) {
-			dirty = append(dirty, r.Path)
-		}
 	}
 	for _, p := range dirty {
 		m.dirty[p] = struct{}{}

@@ -154,37 +154,11 @@ func (m *Manager) scanLocked(ctx context.Context, st *index.Store) error {
 		m.finishWithError(err.Error())
 		return fmt.Errorf("sync: %w", err)
 	}
-	knownBy := make(map[string]index.FileRecord, len(known))
-	for _, r := range known {
-		knownBy[r.Path] = r
-	}
-	onDisk := make(map[string]bool, len(l.files))
-	var todo []diskFile
 	m.mu.Lock()
-	for _, f := range l.files {
-		onDisk[f.rel] = true
-		if r, ok := knownBy[f.rel]; ok && r.Size == f.size && r.MTime == f.mtime {
-			continue
-		}
-		if sk, ok := m.skipped[f.rel]; ok && !sk.retry && sk.size == f.size && sk.mtime == f.mtime {
-			continue
-		}
-		todo = append(todo, f)
-	}
-	for p := range m.skipped {
-		if !onDisk[p] && !l.keeps(p) {
-			delete(m.skipped, p)
-		}
-	}
-	gone := 0
-	for _, r := range known {
-		if !onDisk[r.Path] && !l.keeps(r.Path) {
-			gone++
-		}
-	}
+	todo, gone := m.compareLocked(l, known)
 	m.mu.Unlock()
 
-	if len(todo) > 0 || gone > 0 {
+	if len(todo) > 0 || len(gone) > 0 {
 		// Until the end of this sync is recorded, a later Open knows that
 		// the index may be half-way (the process may be killed).
 		m.mu.Lock()
@@ -237,7 +211,7 @@ func (m *Manager) scanLocked(ctx context.Context, st *index.Store) error {
 		}
 		m.setProgress(&Progress{Done: i + 1, Total: len(todo)})
 	}
-	if stop == nil && gone > 0 {
+	if stop == nil && len(gone) > 0 {
 		// Deletions only after a last look at the roots: a workspace that
 		// vanished during the sync must not empty the index.
 		memIndexed, err := m.memoryIndexed(ctx, st)
@@ -249,20 +223,17 @@ func (m *Manager) scanLocked(ctx context.Context, st *index.Store) error {
 			stop = err
 		case err != nil:
 			errs = append(errs, "deletions postponed: "+err.Error())
-			gone = 0
+			gone = nil
 		}
 	}
-	if stop == nil && gone > 0 {
-		for _, r := range known {
-			if onDisk[r.Path] || l.keeps(r.Path) {
+	if stop == nil {
+		for _, p := range gone {
+			if err := st.DeleteFile(ctx, p); err != nil {
+				errs = append(errs, p+": "+err.Error())
+				m.log.Error("memory file delete failed", "path", p, "err", err)
 				continue
 			}
-			if err := st.DeleteFile(ctx, r.Path); err != nil {
-				errs = append(errs, r.Path+": "+err.Error())
-				m.log.Error("memory file delete failed", "path", r.Path, "err", err)
-				continue
-			}
-			deleted = append(deleted, r.Path)
+			deleted = append(deleted, p)
 		}
 	}
 	// Not cancelled with ctx: a cancelled sync still keeps the files it has
@@ -607,4 +578,40 @@ func (m *Manager) embedRetry(ctx context.Context, texts []string) ([][]float32, 
 		}
 	}
 	return nil, fmt.Errorf("embed: %w", last)
+}
+
+// compareLocked compares a stat-only listing with the indexed files (the
+// rule shared by Sync and Check): a file is changed when it is new or its
+// size or modification time differ from its index record, unless it was
+// skipped (binary, too large) at that same size and time and is not marked
+// for retry; an indexed file is gone when the listing lacks it and no
+// unreadable folder could be hiding it. Skip records of vanished files are
+// forgotten. m.mu must be held.
+func (m *Manager) compareLocked(l *listing, known []index.FileRecord) (changed []diskFile, gone []string) {
+	knownBy := make(map[string]index.FileRecord, len(known))
+	for _, r := range known {
+		knownBy[r.Path] = r
+	}
+	onDisk := make(map[string]bool, len(l.files))
+	for _, f := range l.files {
+		onDisk[f.rel] = true
+		if r, ok := knownBy[f.rel]; ok && r.Size == f.size && r.MTime == f.mtime {
+			continue
+		}
+		if sk, ok := m.skipped[f.rel]; ok && !sk.retry && sk.size == f.size && sk.mtime == f.mtime {
+			continue
+		}
+		changed = append(changed, f)
+	}
+	for p := range m.skipped {
+		if !onDisk[p] && !l.keeps(p) {
+			delete(m.skipped, p)
+		}
+	}
+	for _, r := range known {
+		if !onDisk[r.Path] && !l.keeps(r.Path) {
+			gone = append(gone, r.Path)
+		}
+	}
+	return changed, gone
 }

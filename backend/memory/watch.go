@@ -260,6 +260,7 @@ func (m *Manager) flushDirty(ctx context.Context) {
 	m.mu.Unlock()
 	sort.Strings(paths)
 	var changed, deleted, errs []string
+	var done []string // indexed or dropped; no longer dirty once committed and counted
 	// A multi-file change set (a checkout, a copied folder) is written as a
 	// bulk group (see index.Store.BeginBulk); a single edit is applied, and
 	// searchable, immediately.
@@ -291,9 +292,7 @@ func (m *Manager) flushDirty(ctx context.Context) {
 			m.log.Error("memory file index failed", "path", p, "err", err)
 			continue // stays dirty; the next flush or rescan retries
 		}
-		m.mu.Lock()
-		delete(m.dirty, p)
-		m.mu.Unlock()
+		done = append(done, p)
 		switch res {
 		case resChanged:
 			changed = append(changed, p)
@@ -307,14 +306,15 @@ func (m *Manager) flushDirty(ctx context.Context) {
 		// journal keeps it for the next write or Open): keep them dirty.
 		errs = append(errs, err.Error())
 		m.log.Error("memory keyword index batch failed", "err", err)
-		m.mu.Lock()
-		for _, p := range paths {
-			m.dirty[p] = struct{}{}
-		}
-		m.mu.Unlock()
+		done = nil
 	}
 	files, chunks, cerr := m.store.Counts(ctx)
+	// Dirty paths are cleared together with the new counts, so a Status that
+	// shows no dirty files also shows them counted (and searchable).
 	m.mu.Lock()
+	for _, p := range done {
+		delete(m.dirty, p)
+	}
 	if cerr == nil {
 		m.files, m.chunks = files, chunks
 	}
