@@ -304,3 +304,31 @@ func TestSearchOptionsValidation(t *testing.T) {
 		t.Errorf("MaxResults 0: %d results, %v", len(res.Results), err)
 	}
 }
+
+// TestCommonContentWord: a name that occurs in nearly every note (the diary
+// of Caroline) is still a complete match for the notes holding it, so a
+// search for it returns them at the default floor; a query made only of
+// function words ("the") does not.
+func TestCommonContentWord(t *testing.T) {
+	files := map[string]string{}
+	topics := []string{"pottery class", "camping trip", "adoption papers", "painting a sunset", "running club",
+		"guitar lessons", "a job interview", "the charity race", "her grandmother's necklace", "a support group"}
+	for i := 0; i < 30; i++ {
+		files[fmt.Sprintf("memory/2023-06-%02d.md", i+1)] = fmt.Sprintf(
+			"# Day %d\n\nCaroline talked about %s with Melanie, and the evening was quiet.\n", i+1, topics[i%len(topics)])
+	}
+	f := newFixture(t, files, nil)
+	f.sync(t)
+	rs := f.search(t, "Caroline")
+	if len(rs) == 0 {
+		t.Fatal("a search for a name found in every note returns nothing at the default floor")
+	}
+	for _, r := range rs {
+		if !strings.Contains(r.Snippet, "Caroline") {
+			t.Errorf("result %s:%d does not contain the name", r.Path, r.StartLine)
+		}
+	}
+	if rs := f.search(t, "the"); len(rs) != 0 {
+		t.Errorf("a lone function word cleared the default floor: %v", resultPaths(rs))
+	}
+}

@@ -44,7 +44,7 @@ import (
 //	idf₁    = idf at df = 1, the information of a term unique to one chunk
 //	idfᵣ    = idf at df = max(1, ⌈N / InformativeDF⌉)
 //	w(t)    = p(t) · min(idf(t), idf₁)                      weight of t
-//	W       = max(Σ_{t∈Q} w(t), idfᵣ)
+//	W       = Σ_{t∈Q} w(t), or max(Σ w(t), idfᵣ) when every t is a stopword
 //	cov(d)  = Σ_{t∈Q, t∈d} w(t) / W                         coverage
 //	rel(d)  = bm25(d) / max_{d'} bm25(d')                   relative BM25
 //	k(d)    = √cov(d) · (KeywordRelBase + (1 − KeywordRelBase) · rel(d))
@@ -57,12 +57,12 @@ import (
 // chunk actually contains. A chunk containing every informative term of the
 // query has cov = 1; one matching only "to" and "how" of "how to bake
 // sourdough bread", or only 谱 of "火锅 食谱", has a small cov, however its
-// BM25 score compares with the other chunks'. The max(…, idfᵣ) in W makes a
-// query that carries little information in total score low too: full
-// coverage needs at least the information of a term found in one chunk in
-// InformativeDF (20), so a lone stopword ("the") or a word found in most
-// chunks cannot reach it, while an identifier or an emoji used in a handful
-// of chunks can.
+// BM25 score compares with the other chunks'. A query of function words
+// only ("the", "how to") has no content to cover: its W is at least idfᵣ,
+// the information of a term found in one chunk in InformativeDF (20), so it
+// scores low. A content word counts in full however common it is: a search
+// for a name that occurs in most notes ("Caroline") is fully covered by the
+// chunks that contain it and returns them.
 //
 // The square root is a concave credit for partial coverage: natural-language
 // questions rarely have all their words in one chunk, and a chunk holding half
@@ -105,8 +105,8 @@ const (
 	KeywordRelBase = 0.7
 	// StopwordPrior multiplies the weight of a function word in coverage.
 	StopwordPrior = 0.2
-	// InformativeDF: a term found in at most one chunk in InformativeDF is
-	// informative enough on its own to give full coverage.
+	// InformativeDF: a query made only of stopwords needs the information of
+	// a term found in at most one chunk in InformativeDF for full coverage.
 	InformativeDF = 20
 	// PhraseBonus·cov is added to the fused score of an exact phrase match.
 	PhraseBonus = 0.1
@@ -470,6 +470,7 @@ func (s *Store) weighTerms(ctx context.Context, q *analysedQuery) error {
 	idfRef := bm25IDF(n, max(1, uint64(math.Ceil(float64(n)/InformativeDF))))
 	q.weight = make([]float64, len(q.terms))
 	var total float64
+	content := false // the query has a term that is not a function word
 	for i, t := range q.terms {
 		tfr, err := r.TermFieldReader(ctx, []byte(t), textField, false, false, false)
 		if err != nil {
@@ -485,11 +486,16 @@ func (s *Store) weighTerms(ctx context.Context, q *analysedQuery) error {
 		}
 		if stopwords[t] {
 			w *= StopwordPrior
+		} else {
+			content = true
 		}
 		q.weight[i] = w
 		total += w
 	}
-	q.norm = max(total, idfRef)
+	q.norm = total
+	if !content {
+		q.norm = max(total, idfRef)
+	}
 	return nil
 }
 
