@@ -16,6 +16,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/atrium-dev/atrium/backend/api"
@@ -48,6 +49,10 @@ type Options struct {
 	Logger *slog.Logger
 	// RescanInterval overrides the memory engine's periodic rescan (0 = its default).
 	RescanInterval time.Duration
+	// AnyPortIfBusy makes Listen fall back to a free port when the chosen
+	// one is taken (the desktop window is handed the address; browsers and
+	// the CLI find it in $ATRIUM_HOME/gateway.json).
+	AnyPortIfBusy bool
 }
 
 // App is a built Atrium backend. Fields are read-only after New.
@@ -63,8 +68,9 @@ type App struct {
 	Model       model.Config
 	ModelReason string
 
-	log *slog.Logger
-	db  *sql.DB
+	log     *slog.Logger
+	db      *sql.DB
+	anyPort bool
 }
 
 // New builds the app. Nothing listens and nothing is indexed until Run.
@@ -75,7 +81,7 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 	if o.Getenv == nil {
 		o.Getenv = os.Getenv
 	}
-	a := &App{Layout: o.Layout, log: o.Logger}
+	a := &App{Layout: o.Layout, log: o.Logger, anyPort: o.AnyPortIfBusy}
 	defer func() {
 		if err != nil {
 			a.Close()
@@ -182,7 +188,12 @@ func (a *App) snapshot() gateway.Snapshot {
 // Listen binds the gateway's port, so URL is known before Run. A port in use
 // is reported with the address.
 func (a *App) Listen() error {
-	if err := a.Gateway.Listen(); err != nil {
+	err := a.Gateway.Listen()
+	if err != nil && a.anyPort && errors.Is(err, syscall.EADDRINUSE) {
+		a.log.Warn("gateway port in use; using a free port", "err", err)
+		err = a.Gateway.ListenOn("127.0.0.1:0")
+	}
+	if err != nil {
 		return fmt.Errorf("gateway listen: %w", err)
 	}
 	if err := WriteGatewayInfo(a.Layout.GatewayFile(), GatewayInfo{Addr: a.Gateway.Addr(), PID: os.Getpid()}); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -377,5 +378,44 @@ func TestOfflineChat(t *testing.T) {
 	}
 	if len(m.Sources) == 0 || m.Sources[0].Path != "memory/2026-11-01.md" {
 		t.Errorf("sources: %+v", m.Sources)
+	}
+}
+
+// TestListenFallback: a taken port is an error for `serve`, while the
+// desktop window (AnyPortIfBusy) takes a free port and records it in
+// gateway.json for the CLI.
+func TestListenFallback(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	port := busy.Addr().(*net.TCPAddr).Port
+	for _, anyPort := range []bool{false, true} {
+		dir := t.TempDir()
+		ws := filepath.Join(dir, "ws")
+		a, err := New(context.Background(), Options{
+			Layout:        paths.Layout{Home: filepath.Join(dir, "home"), Workspace: ws},
+			Port:          port,
+			Getenv:        func(string) string { return "" },
+			Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
+			AnyPortIfBusy: anyPort,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = a.Listen()
+		switch {
+		case !anyPort && err == nil:
+			t.Error("serve bound a port that is taken")
+		case anyPort && err != nil:
+			t.Errorf("desktop did not fall back to a free port: %v", err)
+		case anyPort:
+			info, ierr := ReadGatewayInfo(a.Layout.GatewayFile())
+			if ierr != nil || info.Addr != a.Gateway.Addr() || strings.HasSuffix(info.Addr, fmt.Sprintf(":%d", port)) {
+				t.Errorf("gateway.json %+v (%v), gateway at %s", info, ierr, a.Gateway.Addr())
+			}
+		}
+		a.Close()
 	}
 }

@@ -93,7 +93,8 @@ func (l localMemory) Sync(ctx context.Context) (memory.Status, error) {
 	}
 	return l.m.Status(), nil
 }
-func (l localMemory) Prepare(ctx context.Context) error             { return l.m.Sync(ctx) }
+func (l localMemory) Prepare(ctx context.Context) error { return l.m.Sync(ctx) }
+
 // Status runs a stat-only check first, so a fresh process reports dirty
 // files and a stale index truthfully.
 func (l localMemory) Status(ctx context.Context) (memory.Status, error) {

@@ -102,8 +102,8 @@ Flags (every command):
   --port N          gateway port on 127.0.0.1 (default 18789)
   --json            machine-readable output (memory commands)
 
-Search flags: --max-results N (default 6), --min-score S (0..1, default 0.35;
-a negative value turns the floor off). Get flags: --from LINE --lines N.
+Search flags: --max-results N (default 6), --min-score S (0..1; 0 means the
+default 0.35; a negative value turns the floor off). Get flags: --from LINE --lines N.
 Environment: ATRIUM_LOG=debug|info|warn|error; OPENAI_API_KEY, OPENAI_BASE_URL,
 OPENAI_MODEL select an OpenAI-compatible model (see README).
 `
@@ -207,17 +207,13 @@ func newLogger(o Options, level slog.Level) *slog.Logger {
 	return slog.New(slog.NewTextHandler(o.Stderr, &slog.HandlerOptions{Level: level}))
 }
 
-// hasDisplay reports whether a desktop window can be shown.
-func hasDisplay(getenv func(string) string) bool {
-	if runtime.GOOS != "linux" && runtime.GOOS != "freebsd" {
-		return true
-	}
-	return getenv("DISPLAY") != "" || getenv("WAYLAND_DISPLAY") != ""
-}
-
 func runDesktop(ctx context.Context, args []string, o Options) error {
-	if o.Desktop == nil || !hasDisplay(o.Getenv) {
-		fmt.Fprintln(o.Stderr, "atrium: no display found; serving the UI in the browser instead")
+	if o.Desktop == nil {
+		fmt.Fprintln(o.Stderr, "atrium: this build has no desktop window; serving the UI in the browser instead")
+		return runServe(ctx, args, o)
+	}
+	if err := displayUsable(o.Getenv); err != nil {
+		fmt.Fprintf(o.Stderr, "atrium: no usable display (%v); serving the UI in the browser instead\n", err)
 		return runServe(ctx, args, o)
 	}
 	var c common
@@ -227,7 +223,9 @@ func runDesktop(ctx context.Context, args []string, o Options) error {
 		return err
 	}
 	log := newLogger(o, slog.LevelInfo)
-	a, err := start(ctx, c, o, log, []string{"wails://wails", "wails.localhost", "wails.localhost:*"})
+	// The window is handed the gateway's address, so when the default port
+	// is taken (and none was asked for) any free port will do.
+	a, err := start(ctx, c, o, log, []string{"wails://wails", "wails.localhost", "wails.localhost:*"}, c.port == 0)
 	if err != nil {
 		return err
 	}
@@ -249,7 +247,7 @@ func runServe(ctx context.Context, args []string, o Options) error {
 		return err
 	}
 	log := newLogger(o, slog.LevelInfo)
-	a, err := start(ctx, c, o, log, nil)
+	a, err := start(ctx, c, o, log, nil, false)
 	if err != nil {
 		return err
 	}
@@ -267,7 +265,7 @@ func modelName(a *atrium.App) string {
 }
 
 // start builds the app and binds its port.
-func start(ctx context.Context, c common, o Options, log *slog.Logger, origins []string) (*atrium.App, error) {
+func start(ctx context.Context, c common, o Options, log *slog.Logger, origins []string, anyPort bool) (*atrium.App, error) {
 	layout, err := c.layout(o)
 	if err != nil {
 		return nil, err
@@ -280,6 +278,7 @@ func start(ctx context.Context, c common, o Options, log *slog.Logger, origins [
 		AllowedOrigins: origins,
 		Getenv:         o.Getenv,
 		Logger:         log,
+		AnyPortIfBusy:  anyPort,
 	})
 	if err != nil {
 		return nil, err

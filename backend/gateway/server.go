@@ -318,15 +318,21 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // Listen binds Options.Addr. It is optional before [Server.Run] (which
 // calls it) and lets callers read [Server.Addr] when using port 0. Calling
 // it again is a no-op.
-func (s *Server) Listen() error {
+func (s *Server) Listen() error { return s.ListenOn(s.opts.Addr) }
+
+// ListenOn binds addr instead of Options.Addr (for example "127.0.0.1:0"
+// when the configured port is taken and any port will do, as for the
+// desktop window, which is handed the address). Calling it when already
+// listening is a no-op.
+func (s *Server) ListenOn(addr string) error {
 	s.lnMu.Lock()
 	defer s.lnMu.Unlock()
 	if s.ln != nil {
 		return nil
 	}
-	ln, err := net.Listen("tcp", s.opts.Addr)
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("gateway: listen on %s: %w", s.opts.Addr, err)
+		return fmt.Errorf("gateway: listen on %s: %w", addr, err)
 	}
 	s.ln = ln
 	close(s.ready)

@@ -140,7 +140,7 @@ func importName(name string) (string, error) {
 	case ".md", ".txt", ".markdown":
 		n = strings.TrimSuffix(n, ext)
 	default:
-		return "", fmt.Errorf("%w: %q: only .md and .txt notes can be imported", ErrInvalidInput, name)
+		return "", fmt.Errorf("%w: %q: only .md, .markdown and .txt notes can be imported", ErrInvalidInput, name)
 	}
 	n = strings.TrimRight(n, ". ")
 	if n == "" {

@@ -404,7 +404,7 @@ func TestImportNames(t *testing.T) {
 	}
 	for _, name := range []string{"evil.exe", "notes", "photo.png", "x.md.exe", "archive.tar.gz"} {
 		_, err := f.m.Import(ctx, ImportRequest{Name: name, Content: "MZ"})
-		if !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), "only .md and .txt notes can be imported") {
+		if !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), "only .md, .markdown and .txt notes can be imported") {
 			t.Errorf("Import(%q) = %v", name, err)
 		}
 	}
