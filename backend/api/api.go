@@ -146,6 +146,7 @@ func Register(o Options) {
 func decode(c *gateway.Call, v any) error { return gateway.DecodeParams(c, v) }
 
 // mapErr turns a service error into a protocol error (nil stays nil).
+// UNAVAILABLE, TIMEOUT and chat.Retryable errors are marked retryable.
 // The message is the service's own wrapped error text, which already says
 // what failed and on which input.
 func mapErr(err error) error {
@@ -172,5 +173,8 @@ func mapErr(err error) error {
 	case errors.Is(err, context.DeadlineExceeded):
 		code = gateway.CodeTimeout
 	}
-	return &gateway.Error{Code: code, Message: err.Error(), Retryable: code == gateway.CodeUnavailable || code == gateway.CodeTimeout}
+	// A busy session (CONFLICT) is retryable too: the same send succeeds
+	// once the session's run has ended.
+	retryable := code == gateway.CodeUnavailable || code == gateway.CodeTimeout || chat.Retryable(err)
+	return &gateway.Error{Code: code, Message: err.Error(), Retryable: retryable}
 }

@@ -5,11 +5,16 @@
 // Send stores the user's message in history and starts a run in the
 // background; the run builds the model context (a system prompt, the
 // session's recent history, the message), streams the model's answer as
-// events through Options.Emit (chat.thinking, chat.reasoning, chat.chunk,
-// then exactly one of chat.final, chat.cancelled or chat.error; payloads as
-// in docs/PROTOCOL.md), lets the model call the memory_search tool, and
-// stores the assistant message when the run ends. Without a model the
-// built-in offline provider (Offline) answers from memory search.
+// events through Options.Emit (chat.thinking, which carries the stored user
+// message so every client can show the question, chat.reasoning,
+// chat.chunk, then exactly one of chat.final, chat.cancelled or chat.error;
+// payloads as in docs/PROTOCOL.md), lets the model call the memory_search
+// tool, and stores the assistant message when the run ends. Without a model
+// the built-in offline provider (Offline) answers from memory search.
+//
+// Timestamps follow history's ordering rule: user messages get strictly
+// increasing ts at least 2 ms apart, and a run's assistant message gets its
+// user message's ts + 1, so answers stay next to their questions.
 package chat
 
 import (
@@ -167,6 +172,9 @@ type Service struct {
 	bySession map[string]*run
 	idem      map[string]idemEntry
 	wg        sync.WaitGroup
+	// lastTS is the ts (Unix ms) of the newest user message this service
+	// stored; the next one gets at least lastTS+2 (see nextTS).
+	lastTS int64
 }
 
 type idemEntry struct {
@@ -177,9 +185,10 @@ type idemEntry struct {
 // run is one answer in progress.
 type run struct {
 	RunRef
+	userMsg   history.Message // the stored user message (its TS is the run's start)
 	userMsgID string
 	userText  string
-	startedAt time.Time
+	startedAt time.Time // = userMsg.TS
 	ctx       context.Context
 	cancel    context.CancelCauseFunc
 	// stored is set (under Service.mu) once the user message is in
@@ -219,7 +228,9 @@ func (o *stream) String() string {
 	return text
 }
 
-// Run-ending causes.
+// Run-ending causes. A run ended by errClosing is stored and reported as
+// interrupted (history.ErrorInterrupted), one ended by errCancelled as
+// cancelled.
 var (
 	errCancelled  = errors.New("cancelled by the user")
 	errClosing    = errors.New("chat service closing")
@@ -383,15 +394,20 @@ func (s *Service) Send(ctx context.Context, r SendRequest) (SendResult, error) {
 	if sessionID == "" {
 		sessionID = uuid.NewString()
 	}
+	ts := s.nextTS(now)
 	base, cancel := context.WithCancelCause(context.Background())
 	rctx, stop := context.WithTimeoutCause(base, s.opts.RunTimeout, errRunTimeout)
 	rn := &run{
 		RunRef:    RunRef{RunID: uuid.NewString(), ProfileID: r.ProfileID, SessionID: sessionID, MessageID: uuid.NewString()},
 		userMsgID: uuid.NewString(),
 		userText:  text,
-		startedAt: now,
+		startedAt: time.UnixMilli(ts),
 		ctx:       rctx,
 		cancel:    func(cause error) { cancel(cause); stop() },
+	}
+	rn.userMsg = history.Message{
+		ID: rn.userMsgID, ProfileID: rn.ProfileID, SessionID: sessionID, RunID: rn.RunID,
+		Role: history.RoleUser, Content: text, TS: ts,
 	}
 	res := SendResult{RunID: rn.RunID, MessageID: rn.MessageID, SessionID: sessionID, UserMessageID: rn.userMsgID}
 	s.runs[rn.RunID] = rn
@@ -402,10 +418,7 @@ func (s *Service) Send(ctx context.Context, r SendRequest) (SendResult, error) {
 	}
 	s.mu.Unlock()
 
-	err := s.opts.History.Append(ctx, history.Message{
-		ID: rn.userMsgID, ProfileID: rn.ProfileID, SessionID: sessionID, RunID: rn.RunID,
-		Role: history.RoleUser, Content: text, TS: now.UnixMilli(),
-	})
+	err := s.opts.History.Append(ctx, rn.userMsg)
 	if err != nil {
 		s.mu.Lock()
 		s.forget(rn)
@@ -421,6 +434,15 @@ func (s *Service) Send(ctx context.Context, r SendRequest) (SendResult, error) {
 
 	go s.execute(rn)
 	return res, nil
+}
+
+// nextTS returns the ts (Unix ms) for a new user message: now, but at least
+// 2 ms after the previous one, so that the assistant message of that
+// previous run (its ts + 1) fits between them. s.mu must be held.
+func (s *Service) nextTS(now time.Time) int64 {
+	ts := max(now.UnixMilli(), s.lastTS+2)
+	s.lastTS = ts
+	return ts
 }
 
 // forget removes rn from the run maps; s.mu must be held.
@@ -521,9 +543,11 @@ func (s *Service) Active(profileID string) []ActiveRun {
 	return out
 }
 
-// Close refuses new messages, cancels the runs in progress (each ends with
-// chat.cancelled and keeps its partial text) and waits for them to finish.
-// It is safe to call more than once.
+// Close refuses new messages, interrupts the runs in progress (each ends
+// with chat.cancelled, reason "interrupted", and is stored with Error
+// history.ErrorInterrupted and its partial text, even when empty, so every
+// client learns from history how it ended) and waits for them to finish. It
+// is safe to call more than once.
 func (s *Service) Close() error {
 	s.mu.Lock()
 	s.closed = true
@@ -545,9 +569,18 @@ func (s *Service) emit(event string, payload any) {
 	s.opts.Emit(event, payload)
 }
 
+// Retryable reports whether repeating the request that returned err may
+// succeed without changing it: ErrBusy (the session's run, or the runs in
+// progress, will end) and ErrClosed (the service is stopping; a restarted
+// one will take it).
+func Retryable(err error) bool {
+	return errors.Is(err, ErrBusy) || errors.Is(err, ErrClosed)
+}
+
 // ErrorCode maps an error returned by a Service method to the gateway's
 // error code (SPEC §3): NOT_FOUND, INVALID_REQUEST, FORBIDDEN, CONFLICT
-// (ErrBusy), UNAVAILABLE (ErrClosed), else INTERNAL.
+// (ErrBusy, retryable: see Retryable), UNAVAILABLE (ErrClosed), else
+// INTERNAL.
 func ErrorCode(err error) string {
 	switch {
 	case errors.Is(err, ErrNotFound):

@@ -316,8 +316,8 @@ func TestCancel(t *testing.T) {
 			if _, err := e.svc.Cancel(CancelRequest{ProfileID: "main", SessionID: "theirs", RunID: res.RunID}); !errors.Is(err, ErrForbidden) {
 				t.Fatalf("foreign cancel: %v", err)
 			}
-			if _, err := e.svc.Send(context.Background(), SendRequest{ProfileID: "main", SessionID: "mine", Message: "x"}); !errors.Is(err, ErrBusy) {
-				t.Fatalf("second send: %v", err)
+			if _, err := e.svc.Send(context.Background(), SendRequest{ProfileID: "main", SessionID: "mine", Message: "x"}); !errors.Is(err, ErrBusy) || !Retryable(err) || ErrorCode(err) != "CONFLICT" {
+				t.Fatalf("second send: %v (want a retryable CONFLICT)", err)
 			}
 			req := CancelRequest{ProfileID: "main", SessionID: "mine"}
 			if byRunID {
@@ -329,8 +329,8 @@ func TestCancel(t *testing.T) {
 			}
 			evs := e.rec.runEvents(t, res.RunID)
 			ev, isCancel := evs[len(evs)-1].payload.(CancelledEvent)
-			if !isCancel || ev.Message == nil || ev.Message.Content != "partial answer" || ev.Message.Error != history.ErrorCancelled ||
-				ev.Message.ID != res.MessageID {
+			if !isCancel || ev.Reason != ReasonCancelled || ev.Message == nil || ev.Message.Content != "partial answer" ||
+				ev.Message.Error != history.ErrorCancelled || ev.Message.ID != res.MessageID {
 				t.Fatalf("terminal = %+v", evs[len(evs)-1])
 			}
 			stored, err := e.store.Get(context.Background(), res.MessageID)
@@ -402,8 +402,13 @@ func TestCloseCancelsRuns(t *testing.T) {
 	e.rec.mu.Lock()
 	last := e.rec.events[len(e.rec.events)-1]
 	e.rec.mu.Unlock()
-	if ev, ok := last.payload.(CancelledEvent); !ok || ev.Message == nil || ev.Message.Content != "half" {
+	if ev, ok := last.payload.(CancelledEvent); !ok || ev.Reason != ReasonInterrupted || ev.Message == nil ||
+		ev.Message.Content != "half" || ev.Message.Error != history.ErrorInterrupted {
 		t.Fatalf("last event = %+v", last)
+	}
+	stored, err := e.store.Get(context.Background(), res.MessageID)
+	if err != nil || stored.Content != "half" || stored.Error != history.ErrorInterrupted {
+		t.Fatalf("stored = %+v, %v", stored, err)
 	}
 	if _, err := e.svc.Send(context.Background(), SendRequest{ProfileID: "main", Message: "x"}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("send after close: %v", err)
@@ -534,12 +539,13 @@ func TestEventJSONShapes(t *testing.T) {
 		payload any
 		want    string
 	}{
-		{ThinkingEvent{RunRef: ref}, `{"runId":"r","profileId":"main","sessionId":"s","messageId":"m"}`},
+		{ThinkingEvent{RunRef: ref, UserMessage: history.Message{ID: "u", ProfileID: "main", SessionID: "s", RunID: "r", Role: "user", Content: "q", TS: 1}},
+			`{"runId":"r","profileId":"main","sessionId":"s","messageId":"m","userMessage":{"id":"u","profileId":"main","sessionId":"s","runId":"r","role":"user","content":"q","ts":1}}`},
 		{ChunkEvent{RunRef: ref, Delta: "d", Seq: 3}, `{"runId":"r","profileId":"main","sessionId":"s","messageId":"m","delta":"d","seq":3}`},
 		{ReasoningEvent{RunRef: ref, Delta: "d"}, `{"runId":"r","profileId":"main","sessionId":"s","messageId":"m","delta":"d"}`},
 		{FinalEvent{RunRef: ref, Message: history.Message{ID: "m", ProfileID: "main", SessionID: "s", RunID: "r", Role: "assistant", Content: "c", TS: 1}},
 			`{"runId":"r","profileId":"main","sessionId":"s","messageId":"m","message":{"id":"m","profileId":"main","sessionId":"s","runId":"r","role":"assistant","content":"c","ts":1}}`},
-		{CancelledEvent{RunRef: ref}, `{"runId":"r","profileId":"main","sessionId":"s","messageId":"m"}`},
+		{CancelledEvent{RunRef: ref, Reason: ReasonCancelled}, `{"runId":"r","profileId":"main","sessionId":"s","messageId":"m","reason":"cancelled"}`},
 		{ErrorEvent{RunRef: ref, Error: RunError{Code: "UNAVAILABLE", Message: "x"}},
 			`{"runId":"r","profileId":"main","sessionId":"s","messageId":"m","error":{"code":"UNAVAILABLE","message":"x"}}`},
 		{SendResult{RunID: "r", MessageID: "m", SessionID: "s", UserMessageID: "u"}, `{"runId":"r","messageId":"m","sessionId":"s","userMessageId":"u"}`},
@@ -585,6 +591,10 @@ func TestErrorCode(t *testing.T) {
 	for err, want := range tests {
 		if got := ErrorCode(err); got != want {
 			t.Errorf("ErrorCode(%v) = %s, want %s", err, got, want)
+		}
+		// Only a busy session or a closing service is worth repeating as is.
+		if got, want := Retryable(err), errors.Is(err, ErrBusy) || errors.Is(err, ErrClosed); got != want {
+			t.Errorf("Retryable(%v) = %v, want %v", err, got, want)
 		}
 	}
 }

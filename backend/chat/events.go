@@ -30,9 +30,12 @@ type RunRef struct {
 }
 
 // ThinkingEvent is the payload of chat.thinking: the run was accepted and
-// has started.
+// has started. UserMessage is the stored user message the run answers, so
+// that every client (not only the sender) shows the question; clients merge
+// it by id with their local copy.
 type ThinkingEvent struct {
 	RunRef
+	UserMessage history.Message `json:"userMessage"`
 }
 
 // ReasoningEvent is the payload of chat.reasoning: a piece of the model's
@@ -59,10 +62,20 @@ type FinalEvent struct {
 	Message history.Message `json:"message"`
 }
 
-// CancelledEvent is the payload of chat.cancelled. Message is the persisted
-// partial answer (Error "cancelled"), or nil when no text had arrived.
+// Reasons a run ended without an answer (CancelledEvent.Reason). They equal
+// the Error of the stored message.
+const (
+	ReasonCancelled   = history.ErrorCancelled   // the person cancelled it
+	ReasonInterrupted = history.ErrorInterrupted // the server stopped
+)
+
+// CancelledEvent is the payload of chat.cancelled. Reason is ReasonCancelled
+// or ReasonInterrupted. Message is the persisted partial answer (Error =
+// Reason); a cancelled run without text stores nothing (Message nil), an
+// interrupted one is always stored.
 type CancelledEvent struct {
 	RunRef
+	Reason  string           `json:"reason"`
 	Message *history.Message `json:"message,omitempty"`
 }
 
@@ -72,7 +85,8 @@ type CancelledEvent struct {
 // the run's chat.chunk deltas 1..Seq (Seq 0: nothing yet). The run's next
 // chunk carries Seq+1, so a client shows Content and then appends only
 // chunks with a larger seq. StartedAt is the Unix time (ms) the run was
-// accepted, equal to the ts of its user message.
+// accepted, equal to the ts of its user message; the stored answer will
+// have ts StartedAt+1.
 type ActiveRun struct {
 	RunRef
 	Content   string `json:"content"`

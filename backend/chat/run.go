@@ -58,7 +58,7 @@ func (s *Service) execute(rn *run) {
 	p := s.provider()
 	s.log.Info("chat run started", "run", rn.RunID, "profile", rn.ProfileID, "session", rn.SessionID,
 		"provider", p.Name(), "model", p.Model())
-	s.emit(EventThinking, ThinkingEvent{RunRef: rn.RunRef})
+	s.emit(EventThinking, ThinkingEvent{RunRef: rn.RunRef, UserMessage: rn.userMsg})
 
 	st := &runState{s: s, rn: rn}
 	err := st.answer(p)
@@ -338,13 +338,16 @@ func (s *Service) context(ctx context.Context, rn *run) []model.Message {
 }
 
 // finish persists the assistant message and emits the terminal event for
-// the outcome of answer; it returns "final", "cancelled" or "error".
+// the outcome of answer; it returns "final", "cancelled", "interrupted" or
+// "error". The message's TS is its user message's TS + 1 (history's
+// ordering rule), EndedAt the time now.
 func (st *runState) finish(err error) string {
 	s, rn := st.s, st.rn
 	cause := context.Cause(rn.ctx)
 	msg := history.Message{
 		ID: rn.MessageID, ProfileID: rn.ProfileID, SessionID: rn.SessionID, RunID: rn.RunID,
-		Role: history.RoleAssistant, Content: st.rn.out.String(), TS: s.opts.Now().UnixMilli(), Sources: st.sources,
+		Role: history.RoleAssistant, Content: st.rn.out.String(), TS: rn.userMsg.TS + 1, Sources: st.sources,
+		EndedAt: s.opts.Now().UnixMilli(),
 	}
 	// The run's context may be done: store with a fresh, bounded one.
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -377,16 +380,21 @@ func (st *runState) finish(err error) string {
 		s.emit(EventFinal, FinalEvent{RunRef: rn.RunRef, Message: msg})
 		return "final"
 	case rn.ctx.Err() != nil && (cause == errCancelled || cause == errClosing):
-		ev := CancelledEvent{RunRef: rn.RunRef}
-		if msg.Content != "" {
-			msg.Error = history.ErrorCancelled
+		ev := CancelledEvent{RunRef: rn.RunRef, Reason: ReasonCancelled}
+		if cause == errClosing {
+			// Stored even without text: the server is going away and its
+			// clients may miss this event, so history must tell them.
+			ev.Reason = ReasonInterrupted
+		}
+		if msg.Content != "" || ev.Reason == ReasonInterrupted {
+			msg.Error = ev.Reason
 			if store(msg) {
 				ev.Message = &msg
 			}
 		}
 		release()
 		s.emit(EventCancelled, ev)
-		return "cancelled"
+		return ev.Reason
 	}
 	code, text := classify(err, cause, s.opts.RunTimeout)
 	msg.Error = text

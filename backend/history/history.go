@@ -24,9 +24,15 @@ const (
 	RoleAssistant = "assistant"
 )
 
-// ErrorCancelled is the Message.Error of an assistant message whose run was
-// cancelled; Content then holds the partial text.
-const ErrorCancelled = "cancelled"
+// Message.Error values that are not failures: the run was stopped and
+// Content holds whatever text had arrived (possibly none).
+const (
+	// ErrorCancelled: the person cancelled the run (chat.cancel).
+	ErrorCancelled = "cancelled"
+	// ErrorInterrupted: the server stopped (shutdown or restart) while the
+	// run was in progress.
+	ErrorInterrupted = "interrupted"
+)
 
 // Paging limits for Profile and Session.
 const (
@@ -53,8 +59,11 @@ type Source struct {
 // Message is one chat message (docs/PROTOCOL.md "Message"). TS is Unix
 // milliseconds. RunID links a message to the run that answered it (user
 // message) or produced it (assistant message). Error is set on assistant
-// messages whose run failed (the failure text) or was cancelled
-// (ErrorCancelled); Content then holds whatever text had arrived.
+// messages whose run failed (the failure text), was cancelled
+// (ErrorCancelled) or was interrupted by a server stop (ErrorInterrupted);
+// Content then holds whatever text had arrived. EndedAt (Unix ms, assistant
+// messages only, 0 when unknown) is when the run ended; TS places the
+// message in the timeline (see the package doc's ordering rule).
 type Message struct {
 	ID        string   `json:"id"`
 	ProfileID string   `json:"profileId"`
@@ -65,6 +74,7 @@ type Message struct {
 	TS        int64    `json:"ts"`
 	Sources   []Source `json:"sources,omitempty"`
 	Error     string   `json:"error,omitempty"`
+	EndedAt   int64    `json:"endedAt,omitempty"`
 }
 
 // Page is one page of a profile's timeline, oldest message first.
@@ -96,6 +106,17 @@ var migrations = []string{
 	);
 	CREATE INDEX IF NOT EXISTS history_messages_profile ON history_messages(profile_id, ts, seq);
 	CREATE INDEX IF NOT EXISTS history_messages_session ON history_messages(session_id, ts, seq);`,
+	// 2: completion time, and the ordering rule for messages stored before
+	// it (their assistant ts was the completion time): the answer moves to
+	// just after its question and the old ts becomes ended_at.
+	`ALTER TABLE history_messages ADD COLUMN ended_at INTEGER NOT NULL DEFAULT 0;
+	CREATE INDEX IF NOT EXISTS history_messages_run ON history_messages(run_id);
+	UPDATE history_messages AS a
+		SET ended_at = a.ts,
+		    ts = (SELECT u.ts + 1 FROM history_messages AS u
+		          WHERE u.run_id = a.run_id AND u.role = 'user' ORDER BY u.seq LIMIT 1)
+		WHERE a.role = 'assistant' AND a.run_id != ''
+		  AND EXISTS (SELECT 1 FROM history_messages AS u WHERE u.run_id = a.run_id AND u.role = 'user');`,
 }
 
 // Open creates or upgrades the history tables (history_*) in db and returns
@@ -182,16 +203,16 @@ func (s *Store) Append(ctx context.Context, m Message) error {
 		sources = string(b)
 	}
 	_, err := s.db.ExecContext(ctx, `INSERT INTO history_messages
-		(id, profile_id, session_id, run_id, role, content, ts, sources, error)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`,
-		m.ID, m.ProfileID, m.SessionID, m.RunID, m.Role, m.Content, m.TS, sources, m.Error)
+		(id, profile_id, session_id, run_id, role, content, ts, sources, error, ended_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`,
+		m.ID, m.ProfileID, m.SessionID, m.RunID, m.Role, m.Content, m.TS, sources, m.Error, m.EndedAt)
 	if err != nil {
 		return fmt.Errorf("append message %s: %w", m.ID, err)
 	}
 	return nil
 }
 
-const cols = `seq, id, profile_id, session_id, run_id, role, content, ts, sources, error`
+const cols = `seq, id, profile_id, session_id, run_id, role, content, ts, sources, error, ended_at`
 
 func scanMessage(rows interface{ Scan(...any) error }) (Message, int64, error) {
 	var (
@@ -199,7 +220,7 @@ func scanMessage(rows interface{ Scan(...any) error }) (Message, int64, error) {
 		seq     int64
 		sources string
 	)
-	if err := rows.Scan(&seq, &m.ID, &m.ProfileID, &m.SessionID, &m.RunID, &m.Role, &m.Content, &m.TS, &sources, &m.Error); err != nil {
+	if err := rows.Scan(&seq, &m.ID, &m.ProfileID, &m.SessionID, &m.RunID, &m.Role, &m.Content, &m.TS, &sources, &m.Error, &m.EndedAt); err != nil {
 		return Message{}, 0, err
 	}
 	if sources != "" {
@@ -247,7 +268,7 @@ func clampLimit(limit int) int {
 // With before empty it returns the newest page; with before set to a message
 // id (normally the previous Page.NextBefore) it returns the page of messages
 // just older than that message. Messages are ordered by TS, then by the order
-// they were stored. limit <= 0 means DefaultLimit; it is capped at MaxLimit.
+// they were stored (see the package doc's ordering rule). limit <= 0 means DefaultLimit; it is capped at MaxLimit.
 // An unknown cursor, or one from another profile, is ErrNotFound.
 func (s *Store) Profile(ctx context.Context, profileID, before string, limit int) (Page, error) {
 	limit = clampLimit(limit)

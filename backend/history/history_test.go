@@ -69,7 +69,7 @@ func TestOpenIsIdempotentAndPersists(t *testing.T) {
 			t.Fatalf("round %d: %d messages after reopen", round, len(page.Messages))
 		}
 		var versions int
-		if err := db.QueryRow(`SELECT COUNT(*) FROM history_schema`).Scan(&versions); err != nil || versions != 1 {
+		if err := db.QueryRow(`SELECT COUNT(*) FROM history_schema`).Scan(&versions); err != nil || versions != len(migrations) {
 			t.Fatalf("schema versions = %d, %v", versions, err)
 		}
 		db.Close()
@@ -208,14 +208,73 @@ func TestSession(t *testing.T) {
 
 func TestMessageJSONShape(t *testing.T) {
 	m := Message{ID: "1", ProfileID: "main", SessionID: "s", RunID: "r", Role: "assistant", Content: "c", TS: 7,
-		Sources: []Source{{Path: "a.md", StartLine: 1, EndLine: 2}}, Error: "cancelled"}
+		Sources: []Source{{Path: "a.md", StartLine: 1, EndLine: 2}}, Error: "cancelled", EndedAt: 9}
 	b, _ := json.Marshal(m)
-	want := `{"id":"1","profileId":"main","sessionId":"s","runId":"r","role":"assistant","content":"c","ts":7,"sources":[{"path":"a.md","startLine":1,"endLine":2}],"error":"cancelled"}`
+	want := `{"id":"1","profileId":"main","sessionId":"s","runId":"r","role":"assistant","content":"c","ts":7,"sources":[{"path":"a.md","startLine":1,"endLine":2}],"error":"cancelled","endedAt":9}`
 	if string(b) != want {
 		t.Fatalf("JSON = %s\nwant  %s", b, want)
+	}
+	// Stored and read back unchanged.
+	st, _ := openStore(t)
+	if err := st.Append(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.Get(context.Background(), "1"); err != nil || got.EndedAt != 9 || got.Error != "cancelled" || len(got.Sources) != 1 {
+		t.Fatalf("read back = %+v, %v", got, err)
 	}
 	b, _ = json.Marshal(Message{ID: "1", ProfileID: "main", SessionID: "s", Role: "user", Content: "c", TS: 7})
 	if string(b) != `{"id":"1","profileId":"main","sessionId":"s","role":"user","content":"c","ts":7}` {
 		t.Fatalf("JSON = %s", b)
+	}
+}
+
+// TestMigrationAppliesOrderingRule: a database written before the ordering
+// rule (assistant ts = completion time) is upgraded so that each answer sits
+// right after its question, and the old ts is kept as endedAt.
+func TestMigrationAppliesOrderingRule(t *testing.T) {
+	db, err := statedb.Open(filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ctx := context.Background()
+	// Schema version 1 only, with overlapping runs stored the old way.
+	if _, err := db.Exec(`CREATE TABLE history_schema (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL DEFAULT (unixepoch()))`); err != nil {
+		t.Fatal(err)
+	}
+	if err := migrate(ctx, db, 1, migrations[0]); err != nil {
+		t.Fatal(err)
+	}
+	rows := []struct {
+		id, run, role string
+		ts            int64
+	}{
+		{"uA", "rA", RoleUser, 1000},
+		{"uB", "rB", RoleUser, 2000},
+		{"aB", "rB", RoleAssistant, 3000}, // B ended first
+		{"aA", "rA", RoleAssistant, 4000},
+		{"aX", "", RoleAssistant, 5000}, // no run: left alone
+	}
+	for _, r := range rows {
+		if _, err := db.Exec(`INSERT INTO history_messages (id, profile_id, session_id, run_id, role, content, ts)
+			VALUES (?, 'main', 's', ?, ?, 'x', ?)`, r.id, r.run, r.role, r.ts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := st.Profile(ctx, "main", "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprint(ids(page.Messages)), "[uA aA uB aB aX]"; got != want {
+		t.Fatalf("order after migration = %s, want %s", got, want)
+	}
+	aA, _ := st.Get(ctx, "aA")
+	aX, _ := st.Get(ctx, "aX")
+	if aA.TS != 1001 || aA.EndedAt != 4000 || aX.TS != 5000 || aX.EndedAt != 0 {
+		t.Fatalf("aA = %+v, aX = %+v", aA, aX)
 	}
 }

@@ -242,6 +242,121 @@ describe('App', () => {
     expect(ws.lastRequest('chat.cancel').params).toEqual({ profileId: 'main', sessionId: 's1', runId: 'r1' });
   });
 
+  it('another tab sees the question of a run it did not send, above the streaming answer', async () => {
+    const { ws } = setup();
+    ws.handshake();
+    const done = new Set<string>();
+    await waitFor(() => expect(answer(ws, 'history.profile', { messages: [], active: [] }, done)).toBe(1));
+    const ev = { runId: 'r1', profileId: 'main', sessionId: 'tab1', messageId: 'a1' };
+    const question = { id: 'u1', profileId: 'main', sessionId: 'tab1', runId: 'r1', role: 'user', content: 'What is QK-7731?', ts: 1000 };
+    ws.serverEvent('chat.thinking', { ...ev, userMessage: question }, 2);
+    ws.serverEvent('chat.chunk', { ...ev, seq: 1, delta: 'The launch code' }, 3);
+    await waitFor(() =>
+      expect(bubbles()).toEqual([
+        { role: 'user', state: 'final', text: 'What is QK-7731?' },
+        { role: 'assistant', state: 'streaming', text: 'The launch code' },
+      ]),
+    );
+    // Another session's run: this tab may still send, and has nothing to cancel.
+    expect(screen.queryByTestId('chat-cancel')).toBeNull();
+    await fireEvent.input(testid('chat-input'), { target: { value: 'mine' } });
+    expect((testid('chat-send') as HTMLButtonElement).disabled).toBe(false);
+  });
+
+  it("while this session's run is active Send waits; a refused send shows the message, not the code", async () => {
+    localStorage.setItem('atrium.session.main', 's1');
+    const { ws } = setup();
+    ws.handshake();
+    const done = new Set<string>();
+    await waitFor(() => expect(answer(ws, 'history.profile', { messages: [], active: [] }, done)).toBe(1));
+    const ev = { runId: 'r1', profileId: 'main', sessionId: 's1', messageId: 'a1' };
+    // Our session's run, started in another tab.
+    ws.serverEvent('chat.thinking', { ...ev, userMessage: { id: 'u1', profileId: 'main', sessionId: 's1', runId: 'r1', role: 'user', content: 'first', ts: 1000 } }, 2);
+    await waitFor(() => expect(testid('chat-cancel')).toBeTruthy());
+    const input = testid('chat-input') as HTMLTextAreaElement;
+    await fireEvent.input(input, { target: { value: 'second' } });
+    expect((testid('chat-send') as HTMLButtonElement).disabled).toBe(true);
+    expect(testid('chat-busy').textContent).toContain('Answering');
+    await fireEvent.keyDown(input, { key: 'Enter' });
+    expect(ws.sent.some((f) => f.method === 'chat.send')).toBe(false);
+    expect(input.value).toBe('second'); // kept for later
+
+    ws.serverEvent('chat.final', { ...ev, message: { id: 'a1', profileId: 'main', sessionId: 's1', runId: 'r1', role: 'assistant', content: 'done', ts: 1001 } }, 3);
+    await waitFor(() => expect((testid('chat-send') as HTMLButtonElement).disabled).toBe(false));
+    await fireEvent.click(testid('chat-send'));
+    await waitFor(() => expect(ws.lastRequest('chat.send')).toBeDefined());
+    // A run that started elsewhere in between: the server refuses (retryable CONFLICT).
+    ws.fail(ws.lastRequest('chat.send'), 'CONFLICT', 'chat send: busy: session s1 is still answering the previous message', true);
+    await waitFor(() => expect(bubbles()[2]).toMatchObject({ role: 'user', state: 'error', text: 'second' }));
+    const note = screen.getAllByTestId('chat-message')[2].querySelector('.note') as HTMLElement;
+    expect(note.textContent).toBe('chat send: session s1 is still answering the previous message');
+    expect(note.title).toBe('CONFLICT');
+  });
+
+  it('a run cut by a server restart shows as interrupted after the reconnect, never as final', async () => {
+    localStorage.setItem('atrium.session.main', 's1');
+    const { ws } = setup();
+    ws.handshake();
+    const done = new Set<string>();
+    await waitFor(() => expect(answer(ws, 'history.profile', { messages: [], active: [] }, done)).toBe(1));
+    const q = (run: string, n: number) => ({ id: `u${n}`, profileId: 'main', sessionId: n === 1 ? 's1' : 's2', runId: run, role: 'user', content: `q${n}`, ts: 1000 + 2 * n });
+    // r1 (ours) is stored as interrupted by the shutdown; r2 (another session) vanished without a trace (hard kill).
+    for (const [run, n] of [['r1', 1], ['r2', 2]] as const) {
+      const ev = { runId: run, profileId: 'main', sessionId: q(run, n).sessionId, messageId: `a${n}` };
+      ws.serverEvent('chat.thinking', { ...ev, userMessage: q(run, n) }, 2 * n);
+      ws.serverEvent('chat.chunk', { ...ev, seq: 1, delta: `partial ${n}` }, 2 * n + 1);
+    }
+    await waitFor(() => expect(bubbles().map((b) => b.state)).toEqual(['final', 'streaming', 'final', 'streaming']));
+    expect((testid('chat-send') as HTMLButtonElement).disabled).toBe(true);
+
+    ws.serverClose(1006, 'server gone');
+    await waitFor(() => expect(FakeWebSocket.instances.length).toBe(2), { timeout: 2000 });
+    const ws2 = FakeWebSocket.last();
+    ws2.handshake();
+    const stored = [q('r1', 1), { id: 'a1', profileId: 'main', sessionId: 's1', runId: 'r1', role: 'assistant', content: 'partial 1', ts: 1003, error: 'interrupted' }, q('r2', 2)];
+    await waitFor(() => expect(answer(ws2, 'history.profile', { messages: stored, active: [] }, done)).toBe(1));
+    await waitFor(() =>
+      expect(bubbles()).toEqual([
+        { role: 'user', state: 'final', text: 'q1' },
+        { role: 'assistant', state: 'interrupted', text: 'partial 1' },
+        { role: 'user', state: 'final', text: 'q2' },
+        { role: 'assistant', state: 'interrupted', text: 'partial 2' },
+      ]),
+    );
+    expect(screen.getAllByTestId('chat-message')[1].textContent).toContain('Interrupted');
+    expect(screen.queryByTestId('chat-cancel')).toBeNull();
+    await fireEvent.input(testid('chat-input'), { target: { value: 'again' } });
+    expect((testid('chat-send') as HTMLButtonElement).disabled).toBe(false);
+  });
+
+  it('refreshes the file list during a long index (memory.progress), and shows import errors without codes', async () => {
+    const { ws } = setup();
+    ws.handshake();
+    const done = new Set<string>();
+    await waitFor(() => expect(answer(ws, 'memory.files', { files: [] }, done)).toBe(1));
+    const files = () => ws.sent.filter((f) => f.method === 'memory.files').length;
+    // Progress events keep coming (no memory.changed until the end): the list still refreshes.
+    let seq = 10;
+    const tick = setInterval(() => ws.serverEvent('memory.progress', { done: seq, total: 2213 }, seq++), 100);
+    try {
+      await waitFor(() => expect(files()).toBeGreaterThan(1), { timeout: 3000 });
+    } finally {
+      clearInterval(tick);
+    }
+    answer(ws, 'memory.files', { files: [{ path: 'memory/a.md', size: 10, mtime: 1, chunks: 1, layer: 'role', role: 'main' }] }, done);
+    await waitFor(() => expect(screen.getAllByTestId('memory-file')).toHaveLength(1));
+
+    const empty = new File(['x'], 'empty.md', { type: 'text/markdown' });
+    await fireEvent.drop(testid('memory-dropzone'), { dataTransfer: { files: [empty], types: ['Files'] } });
+    await waitFor(() => expect(ws.lastRequest('memory.import')).toBeDefined());
+    ws.fail(ws.lastRequest('memory.import'), 'INVALID_REQUEST', 'import empty.md: memory: invalid input: empty content');
+    await waitFor(() => expect(screen.getAllByTestId('import-result')[0].dataset.status).toBe('error'));
+    const row = screen.getAllByTestId('import-result')[0];
+    expect(row.querySelector('.msg')?.textContent).toBe('empty content');
+    expect(row.textContent).not.toContain('INVALID_REQUEST');
+    expect(row.title).toBe('INVALID_REQUEST: import empty.md: memory: invalid input: empty content');
+  });
+
   it('asks for a token when unauthorized and reconnects with it', async () => {
     const { ws } = setup();
     ws.serverOpen();

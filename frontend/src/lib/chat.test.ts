@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { initialChat, isRunActive, reduceChat, type ChatAction, type ChatState, type WireMessage } from './chat';
+import { initialChat, isRunActive, reduceChat, runsInProgress, type ChatAction, type ChatState, type WireMessage } from './chat';
 
 // Every run event carries the id the assistant reply will have (messageId), as chat.send returned it.
 const base = { profileId: 'main', sessionId: 's1', messageId: 'a1' };
@@ -105,7 +105,8 @@ describe('streaming', () => {
       ev('chat.thinking', { runId: 'r1' }),
       ev('chat.error', { runId: 'r1', error: { code: 'UNAVAILABLE', message: 'model unreachable' } }),
     );
-    expect(s.messages[0]).toMatchObject({ state: 'error', error: 'UNAVAILABLE: model unreachable', thinking: false });
+    // People see the message; the code stays available (tooltip, logic).
+    expect(s.messages[0]).toMatchObject({ state: 'error', error: 'model unreachable', errorCode: 'UNAVAILABLE', thinking: false });
 
     s = run(initialChat('main'), ev('chat.error', { runId: 'r3', error: { code: 'INTERNAL', message: 'boom' } }));
     expect(s.messages).toHaveLength(1);
@@ -369,5 +370,169 @@ describe('re-attach to a run in progress (history.profile active)', () => {
     expect(s.activeRunId).toBeNull();
     s = run(initialChat('main', 's1'), { type: 'history', messages: [], active: [snap('x', 1, { profileId: 'writer' })] });
     expect(s.messages).toHaveLength(0);
+  });
+});
+
+const view = (st: ChatState) => st.messages.map((m) => `${m.role[0]}:${m.content}:${m.state}`);
+
+describe('every client sees the question (chat.thinking carries userMessage)', () => {
+  const q = wire('u1', 'user', 'What is QK-7731?', 1000, { runId: 'r1' });
+  const thinking = ev('chat.thinking', { runId: 'r1', messageId: 'a1', userMessage: q }, 99_000);
+
+  it('another tab shows the question above the streaming answer', () => {
+    const s = run(initialChat('main', 'other-session'), thinking, ev('chat.chunk', { runId: 'r1', seq: 1, delta: 'The launch code' }, 99_001));
+    expect(view(s)).toEqual(['u:What is QK-7731?:final', 'a:The launch code:streaming']);
+    expect(s.messages[0]).toMatchObject({ id: 'u1', runId: 'r1' });
+    // The live reply takes the question's server ts + 1, as it will be stored.
+    expect(s.messages[1].ts).toBe(1001);
+    // Not our session: nothing to cancel here.
+    expect(s.activeRunId).toBeNull();
+  });
+
+  it('the sender keeps one copy, whether the ack or the event comes first', () => {
+    const send: ChatAction = { type: 'send', key: 'local:1', content: 'What is QK-7731?', ts: 5_000, sessionId: 's1' };
+    const sent: ChatAction = { type: 'sent', key: 'local:1', userMessageId: 'u1', messageId: 'a1', runId: 'r1', sessionId: 's1' };
+    for (const order of [[send, sent, thinking], [send, thinking, sent]]) {
+      const s = run(initialChat('main', 's1'), ...order);
+      expect(s.messages.map((m) => [m.role, m.id, m.key])).toEqual([
+        ['user', 'u1', 'local:1'],
+        ['assistant', null, 'run:r1'],
+      ]);
+      // The local clock (5000) gave way to the server's ts.
+      expect(s.messages[0]).toMatchObject({ ts: 1000, pending: false });
+      expect(s.activeRunId).toBe('r1');
+    }
+  });
+
+  it('an identical question of another run taken for ours is given back when the ack names ours', () => {
+    const s = run(
+      initialChat('main', 's1'),
+      { type: 'send', key: 'local:1', content: 'What is QK-7731?', ts: 5_000, sessionId: 's1' },
+      thinking, // another tab's run, same text and session
+      { type: 'sent', key: 'local:1', userMessageId: 'u2', messageId: 'a2', runId: 'r2', sessionId: 's1' },
+    );
+    expect(s.messages.filter((m) => m.role === 'user').map((m) => [m.id, m.runId]).sort()).toEqual([
+      ['u1', 'r1'],
+      ['u2', 'r2'],
+    ]);
+  });
+
+  it('...and a refused send does not turn the other run\'s question into an error', () => {
+    const s = run(
+      initialChat('main', 's1'),
+      { type: 'send', key: 'local:1', content: 'What is QK-7731?', ts: 5_000, sessionId: 's1' },
+      thinking,
+      { type: 'send-failed', key: 'local:1', error: 'session s1 is still answering the previous message', code: 'CONFLICT' },
+    );
+    const users = s.messages.filter((m) => m.role === 'user');
+    expect(users.map((m) => [m.id, m.state])).toEqual([
+      [null, 'error'],
+      ['u1', 'final'],
+    ]);
+    expect(users[0]).toMatchObject({ errorCode: 'CONFLICT', error: 'session s1 is still answering the previous message' });
+  });
+
+  it('a later history reload adds nothing', () => {
+    let s = run(initialChat('main'), thinking, ev('chat.final', { runId: 'r1', message: wire('a1', 'assistant', 'A code.', 1001, { runId: 'r1' }) }));
+    s = run(s, { type: 'history', messages: [q, wire('a1', 'assistant', 'A code.', 1001, { runId: 'r1' })] });
+    expect(view(s)).toEqual(['u:What is QK-7731?:final', 'a:A code.:final']);
+  });
+});
+
+describe('order: each answer right after its question (tester defect: pairs came apart after a reload)', () => {
+  // Two sessions overlap: B starts after A, B is cancelled first, A ends last. Stored ts follow the
+  // server's rule: questions 1000 and 1002, answers = question + 1 whatever their end time.
+  const uA = wire('uA', 'user', 'A?', 1000, { runId: 'rA', sessionId: 'sa' });
+  const uB = wire('uB', 'user', 'B?', 1002, { runId: 'rB', sessionId: 'sb' });
+  const aA = wire('aA', 'assistant', 'answer A', 1001, { runId: 'rA', sessionId: 'sa' });
+  const aB = wire('aB', 'assistant', 'half B', 1003, { runId: 'rB', sessionId: 'sb', error: 'cancelled' });
+  const want = ['u:A?:final', 'a:answer A:final', 'u:B?:final', 'a:half B:cancelled'];
+
+  it('live view and history agree', () => {
+    const live = run(
+      initialChat('main'),
+      ev('chat.thinking', { runId: 'rA', sessionId: 'sa', messageId: 'aA', userMessage: uA }, 50_000),
+      ev('chat.chunk', { runId: 'rA', sessionId: 'sa', messageId: 'aA', seq: 1, delta: 'answer' }, 50_001),
+      ev('chat.thinking', { runId: 'rB', sessionId: 'sb', messageId: 'aB', userMessage: uB }, 50_002),
+      ev('chat.chunk', { runId: 'rB', sessionId: 'sb', messageId: 'aB', seq: 1, delta: 'half B' }, 50_003),
+      ev('chat.cancelled', { runId: 'rB', sessionId: 'sb', messageId: 'aB', reason: 'cancelled', message: aB }, 50_004),
+      ev('chat.final', { runId: 'rA', sessionId: 'sa', messageId: 'aA', message: aA }, 50_005),
+    );
+    expect(view(live)).toEqual(want);
+    // A fresh tab reads the stored page (oldest first, as the server orders it) ...
+    expect(view(run(initialChat('main'), { type: 'history', messages: [uA, aA, uB, aB] }))).toEqual(want);
+    // ... and the live tab merging it changes nothing.
+    expect(view(run(live, { type: 'history', messages: [uA, aA, uB, aB] }))).toEqual(want);
+  });
+
+  it('a reply settles at its stored ts even when it streamed in before its question was known', () => {
+    const s = run(
+      initialChat('main'),
+      ev('chat.chunk', { runId: 'rA', sessionId: 'sa', messageId: 'aA', seq: 1, delta: 'answer A' }, 90_000),
+      { type: 'history', messages: [uA, uB] },
+      ev('chat.final', { runId: 'rA', sessionId: 'sa', messageId: 'aA', message: aA }, 90_001),
+    );
+    expect(view(s)).toEqual(['u:A?:final', 'a:answer A:final', 'u:B?:final']);
+  });
+});
+
+describe('a reply takes its stored state (tester defect: an interrupted run showed as final)', () => {
+  const q = wire('u1', 'user', 'long story', 1000, { runId: 'r1', sessionId: 's1' });
+  const streaming = (): ChatState =>
+    run(
+      initialChat('main', 's1'),
+      { type: 'history', messages: [q] },
+      ev('chat.thinking', { runId: 'r1', userMessage: q }),
+      ev('chat.chunk', { runId: 'r1', seq: 1, delta: 'Once upon' }),
+    );
+
+  it('a streaming reply replaced by a stored cancelled / interrupted / failed one shows that state', () => {
+    for (const [error, state] of [['cancelled', 'cancelled'], ['interrupted', 'interrupted'], ['model went away', 'error']]) {
+      const s = run(streaming(), { type: 'history', messages: [q, wire('a1', 'assistant', 'Once upon', 1001, { runId: 'r1', error })], active: [] });
+      expect(s.messages[1]).toMatchObject({ id: 'a1', state, content: 'Once upon' });
+      expect(s.activeRunId).toBeNull();
+      expect(isRunActive(s, 'r1')).toBe(false);
+    }
+  });
+
+  it('a stored state also replaces a final the live view had set', () => {
+    let s = run(streaming(), ev('chat.final', { runId: 'r1' })); // a final without its message
+    expect(s.messages[1].state).toBe('final');
+    s = run(s, { type: 'history', messages: [q, wire('a1', 'assistant', 'Once upon', 1001, { runId: 'r1', error: 'interrupted' })] });
+    expect(s.messages[1].state).toBe('interrupted');
+  });
+
+  it('chat.cancelled with reason interrupted (server shutdown) ends the run as interrupted, with or without text', () => {
+    let s = run(streaming(), ev('chat.cancelled', { runId: 'r1', reason: 'interrupted', message: wire('a1', 'assistant', 'Once upon', 1001, { runId: 'r1', error: 'interrupted' }) }));
+    expect(s.messages[1]).toMatchObject({ state: 'interrupted', content: 'Once upon' });
+    s = run(initialChat('main'), ev('chat.thinking', { runId: 'r2' }), ev('chat.cancelled', { runId: 'r2', reason: 'interrupted' }));
+    expect(s.messages[0].state).toBe('interrupted');
+  });
+
+  it('a run the restarted server no longer knows (not active, nothing stored) ends as interrupted', () => {
+    let s = streaming();
+    expect(s.activeRunId).toBe('r1');
+    const known = runsInProgress(s);
+    expect(known).toEqual(['r1']);
+    // Meanwhile another run started, after the request: it is not in `known` and stays streaming.
+    s = run(s, ev('chat.thinking', { runId: 'r9', sessionId: 'x' }, 2000));
+    s = run(s, { type: 'history', messages: [q], active: [], known });
+    expect(view(s)).toEqual(['u:long story:final', 'a:Once upon:interrupted', 'a::streaming']);
+    expect(s.activeRunId).toBeNull();
+    // A terminal event that still arrives sets the real outcome.
+    s = run(s, ev('chat.cancelled', { runId: 'r1', reason: 'cancelled' }));
+    expect(s.messages[1].state).toBe('cancelled');
+  });
+
+  it('a known run still listed as active keeps streaming', () => {
+    const s0 = streaming();
+    const s = run(s0, {
+      type: 'history',
+      messages: [q],
+      active: [{ runId: 'r1', profileId: 'main', sessionId: 's1', messageId: 'a1', content: 'Once upon a', seq: 2, startedAt: 1000 }],
+      known: runsInProgress(s0),
+    });
+    expect(view(s)).toEqual(['u:long story:final', 'a:Once upon a:streaming']);
+    expect(s.activeRunId).toBe('r1');
   });
 });

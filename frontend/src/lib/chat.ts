@@ -1,8 +1,18 @@
 // Chat state as a pure reducer: local sends, streamed run events and history pages.
-import { errorText } from './util';
+//
+// Order (docs/PROTOCOL.md "Message order"): messages are sorted by ts, ties in arrival order. The
+// server gives a run's reply the ts of its question + 1 and questions strictly increasing ts, so a
+// reply stays right after its question however overlapping runs end; live entries use the same
+// rule (a streaming reply gets the question's server ts + 1, from chat.thinking's userMessage or
+// the history snapshot's startedAt).
+import { errorCode, errorText } from './util';
 
 export type Role = 'user' | 'assistant';
-export type MessageState = 'streaming' | 'final' | 'cancelled' | 'error';
+/**
+ * `interrupted`: the run was cut short by the server stopping (stored error "interrupted"), or it
+ * vanished from the server (not running any more, nothing stored) while this client was away.
+ */
+export type MessageState = 'streaming' | 'final' | 'cancelled' | 'interrupted' | 'error';
 
 export interface Source {
   path: string;
@@ -35,7 +45,10 @@ export interface ChatMessage {
   runId?: string;
   sessionId?: string;
   sources?: Source[];
+  /** What went wrong, for people (no protocol code). */
   error?: string;
+  /** The protocol error code behind `error`, when known (for logic and tooltips). */
+  errorCode?: string;
   /** The agent accepted the run and nothing streamed yet. */
   thinking?: boolean;
   /** Streamed deltas by chunk seq (assistant messages while streaming). */
@@ -78,9 +91,13 @@ export type ChatAction =
    * assistant reply will have (as the wire names it), never the user message's.
    */
   | { type: 'sent'; key: string; userMessageId?: string; messageId?: string; runId?: string; sessionId?: string }
-  | { type: 'send-failed'; key: string; error: string }
+  | { type: 'send-failed'; key: string; error: string; code?: string }
   | { type: 'event'; event: string; payload: any; now: number }
-  | { type: 'history'; messages: WireMessage[]; active?: WireActiveRun[] }
+  /**
+   * A history.profile page. `known`: the runs this client thought in progress when it asked (see
+   * runsInProgress); one the server neither lists as active nor has a stored reply for is gone.
+   */
+  | { type: 'history'; messages: WireMessage[]; active?: WireActiveRun[]; known?: string[] }
   | { type: 'deleted'; messageId: string };
 
 const MAX_DONE_RUNS = 500;
@@ -91,21 +108,31 @@ export function initialChat(profileId: string, sessionId: string | null = null):
 
 /** The history store marks a reply cut short by chat.cancel with error "cancelled" (backend/history ErrorCancelled). */
 export const CANCELLED_MARK = 'cancelled';
+/** …and one cut short by the server stopping with error "interrupted" (backend/history ErrorInterrupted). */
+export const INTERRUPTED_MARK = 'interrupted';
+
+/** The state a stored message says it ended in: its error mark, else final. */
+function storedState(m: WireMessage, err: string | undefined): MessageState {
+  if (m.error === CANCELLED_MARK) return 'cancelled';
+  if (m.error === INTERRUPTED_MARK) return 'interrupted';
+  return err ? 'error' : 'final';
+}
 
 export function fromWire(m: WireMessage, state?: MessageState): ChatMessage {
-  const cancelled = m.error === CANCELLED_MARK;
-  const err = !cancelled && m.error !== undefined && m.error !== null && m.error !== '' ? errorText(m.error) : undefined;
+  const marked = m.error === CANCELLED_MARK || m.error === INTERRUPTED_MARK;
+  const err = !marked && m.error !== undefined && m.error !== null && m.error !== '' ? errorText(m.error) : undefined;
   return {
     key: m.id,
     id: m.id,
     role: m.role === 'user' ? 'user' : 'assistant',
     content: typeof m.content === 'string' ? m.content : '',
     ts: typeof m.ts === 'number' ? m.ts : 0,
-    state: state ?? (cancelled ? 'cancelled' : err ? 'error' : 'final'),
+    state: state ?? storedState(m, err),
     runId: m.runId,
     sessionId: m.sessionId,
     sources: Array.isArray(m.sources) && m.sources.length > 0 ? m.sources : undefined,
     error: err,
+    errorCode: err ? errorCode(m.error) || undefined : undefined,
   };
 }
 
@@ -141,13 +168,18 @@ function joinChunks(chunks: Array<[number, string]>): string {
   return chunks.map(([, d]) => d).join('');
 }
 
+/**
+ * A run's local reply entry. Its ts follows the ordering rule (question's server ts + 1) when the
+ * event carries the question (chat.thinking's userMessage); else `now` until the stored reply comes.
+ */
 function streamingEntry(runId: string, payload: any, now: number): ChatMessage {
+  const question = payload?.userMessage;
   return {
     key: `run:${runId}`,
     id: null,
     role: 'assistant',
     content: '',
-    ts: now,
+    ts: isWireMessage(question) && typeof question.ts === 'number' ? question.ts + 1 : now,
     state: 'streaming',
     runId,
     sessionId: typeof payload?.sessionId === 'string' ? payload.sessionId : undefined,
@@ -156,22 +188,51 @@ function streamingEntry(runId: string, payload: any, now: number): ChatMessage {
   };
 }
 
-/** Puts a persisted message in place of the run's local entry (or merges it with an existing copy). */
+/**
+ * Puts a persisted message in place of the run's local entry (or merges it with an existing copy),
+ * then re-sorts (the stored ts places it). `state` is what the event means (final, cancelled); the
+ * stored message's own mark (cancelled, interrupted, an error) wins over it.
+ */
 function settle(list: ChatMessage[], runId: string, wire: WireMessage, state: MessageState): ChatMessage[] {
   const next = list.slice();
   const ri = runIndex(next, runId);
   const ii = idIndex(next, wire.id, 'assistant');
-  const msg = { ...fromWire(wire, state), runId: wire.runId ?? runId };
+  const fresh = fromWire(wire);
+  const msg = { ...fresh, state: fresh.state === 'final' ? state : fresh.state, runId: wire.runId ?? runId };
   if (ii >= 0) {
     next[ii] = { ...msg, key: next[ii].key };
     if (ri >= 0 && ri !== ii) next.splice(ri, 1);
-    return next;
-  }
-  if (ri >= 0) {
+  } else if (ri >= 0) {
     next[ri] = { ...msg, key: next[ri].key };
-    return next;
+  } else {
+    next.push(msg);
   }
-  next.push(msg);
+  return sorted(next);
+}
+
+/**
+ * Merges the stored user message a run answers (chat.thinking's userMessage), so every client shows
+ * the question, once: it updates the copy with its id; else it names the sender's unacknowledged
+ * local copy (same text and session, or one acknowledged without an id for this run); else inserts it.
+ */
+function mergeQuestion(list: ChatMessage[], wire: WireMessage, runId: string): ChatMessage[] {
+  const fresh = { ...fromWire(wire, 'final'), runId: wire.runId ?? runId };
+  let i = idIndex(list, wire.id, 'user');
+  if (i < 0) i = list.findIndex((m) => m.role === 'user' && m.id === null && m.runId === fresh.runId);
+  if (i < 0) {
+    i = list.findIndex(
+      (m) => m.role === 'user' && m.id === null && m.pending && !m.runId && m.content === fresh.content &&
+        (!m.sessionId || !fresh.sessionId || m.sessionId === fresh.sessionId),
+    );
+  }
+  const next = list.slice();
+  if (i >= 0) {
+    const cur = next[i];
+    if (cur.id === fresh.id && cur.ts === fresh.ts && cur.runId === fresh.runId) return list;
+    next[i] = { ...cur, id: fresh.id, ts: fresh.ts, runId: fresh.runId, sessionId: fresh.sessionId ?? cur.sessionId };
+  } else {
+    next.push(fresh);
+  }
   return sorted(next);
 }
 
@@ -192,6 +253,11 @@ function onEvent(state: ChatState, event: string, payload: any, now: number): Ch
 
   switch (event) {
     case 'chat.thinking': {
+      if (isWireMessage(payload.userMessage) && payload.userMessage.role === 'user' &&
+          (!payload.userMessage.profileId || payload.userMessage.profileId === state.profileId)) {
+        const messages = mergeQuestion(state.messages, payload.userMessage, runId);
+        if (messages !== state.messages) state = { ...state, messages };
+      }
       if (done) return state;
       const i = runIndex(state.messages, runId);
       if (i >= 0) {
@@ -238,33 +304,36 @@ function onEvent(state: ChatState, event: string, payload: any, now: number): Ch
       return markDone({ ...state, messages: settle(state.messages, runId, payload.message, 'final') }, runId);
     }
     case 'chat.cancelled': {
+      // reason "interrupted": the server stopped; else the person cancelled it.
+      const ended: MessageState = payload.reason === INTERRUPTED_MARK ? 'interrupted' : 'cancelled';
       if (isWireMessage(payload.message)) {
-        return markDone({ ...state, messages: settle(state.messages, runId, payload.message, 'cancelled') }, runId);
+        return markDone({ ...state, messages: settle(state.messages, runId, payload.message, ended) }, runId);
       }
       const i = runIndex(state.messages, runId);
       let messages: ChatMessage[];
       if (i >= 0) {
         messages = state.messages.slice();
         const cur = messages[i];
-        messages[i] = { ...cur, state: cur.state === 'final' ? 'final' : 'cancelled', thinking: false, chunks: undefined, baseSeq: undefined };
+        messages[i] = { ...cur, state: cur.state === 'final' ? 'final' : ended, thinking: false, chunks: undefined, baseSeq: undefined };
       } else {
-        messages = sorted([...state.messages, { ...streamingEntry(runId, payload, now), state: 'cancelled', thinking: false, chunks: undefined, baseSeq: undefined }]);
+        messages = sorted([...state.messages, { ...streamingEntry(runId, payload, now), state: ended, thinking: false, chunks: undefined, baseSeq: undefined }]);
       }
       return markDone({ ...state, messages }, runId);
     }
     case 'chat.error': {
       const text = errorText(payload.error) || 'the run failed';
+      const code = errorCode(payload.error) || undefined;
       const i = runIndex(state.messages, runId);
       let messages: ChatMessage[];
       if (i >= 0) {
         messages = state.messages.slice();
         const cur = messages[i];
         if (cur.state === 'final') return markDone(state, runId);
-        messages[i] = { ...cur, state: 'error', error: text, thinking: false, chunks: undefined, baseSeq: undefined };
+        messages[i] = { ...cur, state: 'error', error: text, errorCode: code, thinking: false, chunks: undefined, baseSeq: undefined };
       } else {
         messages = sorted([
           ...state.messages,
-          { ...streamingEntry(runId, payload, now), state: 'error', error: text, thinking: false, chunks: undefined, baseSeq: undefined },
+          { ...streamingEntry(runId, payload, now), state: 'error', error: text, errorCode: code, thinking: false, chunks: undefined, baseSeq: undefined },
         ]);
       }
       return markDone({ ...state, messages }, runId);
@@ -276,10 +345,12 @@ function onEvent(state: ChatState, event: string, payload: any, now: number): Ch
 
 /**
  * Merges a history page: by message id, no duplicates; a persisted reply replaces its run's local
- * entry; a user message replaces its unacknowledged local copy of the same run. Then re-attaches
- * to the runs still in progress (see attachRuns).
+ * entry and takes its stored state (final, cancelled, interrupted or error: the store is the truth,
+ * whatever the live view last showed); a user message replaces its unacknowledged local copy of the
+ * same run. Then re-attaches to the runs still in progress (see attachRuns) and ends the `known`
+ * runs the server has forgotten (see endVanished).
  */
-export function mergeHistory(state: ChatState, page: WireMessage[], active: WireActiveRun[] = []): ChatState {
+export function mergeHistory(state: ChatState, page: WireMessage[], active: WireActiveRun[] = [], known: string[] = []): ChatState {
   let messages = state.messages.slice();
   let next = state;
   for (const m of page) {
@@ -290,28 +361,54 @@ export function mergeHistory(state: ChatState, page: WireMessage[], active: Wire
       ii = messages.findIndex((x) => x.role === 'user' && x.id === null && x.runId === m.runId);
     }
     if (ii >= 0) {
-      const cur = messages[ii];
-      const fresh = fromWire(m);
-      const st: MessageState = fresh.state === 'error' ? 'error' : cur.state === 'cancelled' ? 'cancelled' : 'final';
-      messages[ii] = { ...fresh, key: cur.key, state: st };
+      messages[ii] = { ...fromWire(m), key: messages[ii].key };
+      if (m.role === 'assistant' && m.runId) next = markDone(next, m.runId);
       continue;
     }
     if (m.role === 'assistant' && m.runId) {
       const ri = messages.findIndex((x) => x.role === 'assistant' && x.runId === m.runId && x.id === null);
+      next = markDone(next, m.runId);
       if (ri >= 0) {
-        const cur = messages[ri];
-        const fresh = fromWire(m);
-        const st: MessageState = fresh.state === 'error' ? 'error' : cur.state === 'cancelled' ? 'cancelled' : 'final';
-        messages[ri] = { ...fresh, key: cur.key, state: st };
-        next = markDone(next, m.runId);
+        messages[ri] = { ...fromWire(m), key: messages[ri].key };
         continue;
       }
-      next = markDone(next, m.runId);
     }
     messages.push(fromWire(m));
   }
   messages = sorted(messages);
-  return attachRuns({ ...next, messages }, active);
+  return endVanished(attachRuns({ ...next, messages }, active), active, known);
+}
+
+/**
+ * Runs this client thought in progress: streaming replies and the active run. Pass them as the
+ * history action's `known` when asking for history.
+ */
+export function runsInProgress(state: ChatState): string[] {
+  const ids = new Set<string>();
+  for (const m of state.messages) if (m.role === 'assistant' && m.state === 'streaming' && m.runId) ids.add(m.runId);
+  if (state.activeRunId && !state.doneRuns.includes(state.activeRunId)) ids.add(state.activeRunId);
+  return [...ids];
+}
+
+/**
+ * Ends runs that the server has forgotten: known to be in progress when history was requested, yet
+ * neither in `active` nor stored (e.g. the server was killed and restarted). Such a run can never
+ * send a terminal event, so it is marked interrupted; a terminal event that still arrives (the run
+ * ended, without a stored reply, just as history was read) sets its real state.
+ */
+function endVanished(state: ChatState, active: WireActiveRun[], known: string[]): ChatState {
+  let next = state;
+  for (const runId of known) {
+    if (next.doneRuns.includes(runId) || active.some((a) => isActiveRun(a) && a.runId === runId)) continue;
+    const i = runIndex(next.messages, runId);
+    if (i >= 0 && next.messages[i].state === 'streaming') {
+      const messages = next.messages.slice();
+      messages[i] = { ...messages[i], state: 'interrupted', thinking: false, chunks: undefined, baseSeq: undefined };
+      next = { ...next, messages };
+    }
+    next = markDone(next, runId);
+  }
+  return next;
 }
 
 function isActiveRun(a: unknown): a is WireActiveRun {
@@ -342,8 +439,9 @@ function attachRuns(state: ChatState, active: WireActiveRun[]): ChatState {
     const later = (cur?.chunks ?? []).filter(([s]) => s > a.seq);
     const chunks: Array<[number, string]> = a.seq > 0 ? [[a.seq, a.content], ...later] : later;
     const content = joinChunks(chunks);
+    // The reply will be stored with ts = startedAt (its question's ts) + 1.
     const entry: ChatMessage = {
-      ...(cur ?? streamingEntry(a.runId, a, typeof a.startedAt === 'number' ? a.startedAt : 0)),
+      ...(cur ?? streamingEntry(a.runId, a, typeof a.startedAt === 'number' ? a.startedAt + 1 : 0)),
       chunks,
       content,
       baseSeq: a.seq,
@@ -375,6 +473,10 @@ export function reduceChat(state: ChatState, action: ChatAction): ChatState {
       let messages = state.messages;
       if (i >= 0) {
         messages = messages.slice();
+        if (messages[i].id && action.userMessageId && messages[i].id !== action.userMessageId) {
+          // chat.thinking named this copy with another run's identical question: give that one back.
+          messages = unadopt(messages, i);
+        }
         const dup = action.userMessageId ? idIndex(messages, action.userMessageId, 'user') : -1;
         if (dup >= 0 && dup !== i) {
           // History already brought the persisted copy: drop the local one.
@@ -395,19 +497,38 @@ export function reduceChat(state: ChatState, action: ChatAction): ChatState {
     case 'send-failed': {
       const i = state.messages.findIndex((m) => m.key === action.key);
       if (i < 0) return state;
-      const messages = state.messages.slice();
-      messages[i] = { ...messages[i], state: 'error', error: action.error, pending: false };
+      // A copy that chat.thinking named after another run's identical question is that question.
+      const messages = state.messages[i].id ? unadopt(state.messages.slice(), i) : state.messages.slice();
+      messages[i] = { ...messages[i], state: 'error', error: action.error, errorCode: action.code, pending: false };
       return { ...state, messages };
     }
     case 'event':
       return onEvent(state, action.event, action.payload, action.now);
     case 'history':
-      return mergeHistory(state, action.messages, Array.isArray(action.active) ? action.active : []);
+      return mergeHistory(
+        state,
+        action.messages,
+        Array.isArray(action.active) ? action.active : [],
+        Array.isArray(action.known) ? action.known : [],
+      );
     case 'deleted': {
       const messages = state.messages.filter((m) => m.id !== action.messageId);
       return messages.length === state.messages.length ? state : { ...state, messages };
     }
   }
+}
+
+/**
+ * Undoes a wrong match of mergeQuestion: entry i (a local copy) was named after a stored question
+ * that turned out to be another run's. That question stays as its own entry; entry i becomes the
+ * unnamed local copy again, at the same index and with the same key, so the caller can finish it.
+ */
+function unadopt(messages: ChatMessage[], i: number): ChatMessage[] {
+  const cur = messages[i];
+  const theirs: ChatMessage = { ...cur, key: cur.id as string, pending: false };
+  messages[i] = { ...cur, id: null, runId: undefined };
+  messages.splice(i + 1, 0, theirs); // same ts: its place in the order; entry i keeps its index
+  return messages;
 }
 
 /** True while the given run may still produce output. */

@@ -33,6 +33,31 @@ export function debounce<A extends unknown[]>(fn: (...args: A) => void, ms: numb
   return d;
 }
 
+/**
+ * Throttle: calls fn at most once per `ms`, at the end of the window, with the latest arguments;
+ * unlike debounce it still fires while calls keep coming (e.g. a steady stream of progress events).
+ */
+export function throttle<A extends unknown[]>(fn: (...args: A) => void, ms: number) {
+  let timer: ReturnType<typeof setTimeout> | null = null;
+  let last: A | null = null;
+  const t = (...args: A) => {
+    last = args;
+    if (timer !== null) return;
+    timer = setTimeout(() => {
+      timer = null;
+      const a = last as A;
+      last = null;
+      fn(...a);
+    }, ms);
+  };
+  t.cancel = () => {
+    if (timer !== null) clearTimeout(timer);
+    timer = null;
+    last = null;
+  };
+  return t;
+}
+
 /** Storage access that never throws (private mode, disabled storage). */
 export function safeGet(storage: Storage | null | undefined, key: string): string | null {
   try {
@@ -52,15 +77,30 @@ export function safeSet(storage: Storage | null | undefined, key: string, value:
   }
 }
 
+/**
+ * Category labels the backend's wrapped error texts carry ("import a.md: memory: invalid input:
+ * empty content"). They repeat what the error code says and mean nothing to people, so errorText
+ * drops them when more text follows.
+ */
+const ERROR_LABELS = /(^|: )(?:(?:memory|chat|history): )?(?:invalid input|busy): (?=\S)|(^|: )(?:memory|chat|history): (?=\S)/g;
+
+/** Drops the category labels (ERROR_LABELS) from a server error message. */
+export function plainMessage(message: string): string {
+  return message.replace(ERROR_LABELS, (_m, a?: string, b?: string) => a ?? b ?? '');
+}
+
+/**
+ * The text to show people for an error: the message without the protocol code and without the
+ * backend's category labels (see plainMessage). The code stays available through errorCode.
+ */
 export function errorText(err: unknown): string {
   if (err == null) return '';
-  if (typeof err === 'string') return err;
+  if (typeof err === 'string') return plainMessage(err);
   if (typeof err === 'object') {
     const e = err as { code?: unknown; message?: unknown };
     const msg = typeof e.message === 'string' ? e.message : '';
     const code = typeof e.code === 'string' ? e.code : '';
-    if (code && msg) return `${code}: ${msg}`;
-    if (msg) return msg;
+    if (msg) return plainMessage(msg);
     if (code) return code;
   }
   try {
@@ -68,4 +108,23 @@ export function errorText(err: unknown): string {
   } catch {
     return String(err);
   }
+}
+
+/** The protocol error code of an error (GatewayError, or a wire `{code, message}`), or ''. */
+export function errorCode(err: unknown): string {
+  if (err && typeof err === 'object') {
+    const code = (err as { code?: unknown }).code;
+    if (typeof code === 'string') return code;
+  }
+  return '';
+}
+
+/** Tooltip text for an error: its code and its full, unedited message. */
+export function errorTitle(err: unknown): string {
+  if (err && typeof err === 'object') {
+    const e = err as { code?: unknown; message?: unknown };
+    const parts = [e.code, e.message].filter((x): x is string => typeof x === 'string' && x !== '');
+    if (parts.length > 0) return parts.join(': ');
+  }
+  return typeof err === 'string' ? err : '';
 }
