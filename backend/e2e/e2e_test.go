@@ -433,3 +433,58 @@ func TestUIReattachAndCancel(t *testing.T) {
 		t.Errorf("the cancelled reply ran to the end: %.200s…", last)
 	}
 }
+
+// TestUITwoTabs: two browser tabs on one gateway see the same timeline: the
+// question sent in one tab and its streamed answer appear in the other, in
+// the same order.
+func TestUITwoTabs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: skipped in -short mode")
+	}
+	chromium := chromiumPath(t)
+	tmp := t.TempDir()
+	bin := buildAtrium(t)
+	home, ws := filepath.Join(tmp, "home"), filepath.Join(tmp, "workspace")
+	for _, d := range []string{home, ws} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	model := &scriptedModel{reply: "First tab answer streams into both tabs.", delay: 60 * time.Millisecond}
+	modelSrv := httptest.NewServer(model)
+	defer modelSrv.Close()
+	url := startServe(t, bin, home, ws, freePort(t), []string{
+		"OPENAI_BASE_URL=" + modelSrv.URL + "/v1", "OPENAI_API_KEY=k", "OPENAI_MODEL=scripted",
+	})
+	tab1 := newBrowser(t, chromium, tmp)
+	if err := chromedp.Do(tab1, chromedp.Navigate(url)); err != nil {
+		t.Fatalf("navigate tab 1: %v", err)
+	}
+	tab2, cancel2 := chromedp.NewContext(tab1) // a second tab in the same browser
+	defer cancel2()
+	if err := chromedp.Do(tab2, chromedp.Navigate(url)); err != nil {
+		t.Fatalf("navigate tab 2: %v", err)
+	}
+	waitFor(t, tab1, "tab 1 to connect", connected, 30*time.Second)
+	waitFor(t, tab2, "tab 2 to connect", connected, 30*time.Second)
+
+	const question = "Question from the first tab"
+	if err := chromedp.Do(tab1,
+		chromedp.SendKeys(chromedp.CSS(`[data-testid=chat-input]`), question),
+		chromedp.Click(chromedp.CSS(`[data-testid=chat-send]`)),
+	); err != nil {
+		t.Fatalf("send from tab 1: %v", err)
+	}
+	waitFor(t, tab2, "the question and the streaming answer in tab 2",
+		`(() => { const ms = [...document.querySelectorAll('[data-testid=chat-message]')];
+		  const q = ms.findIndex(e => e.dataset.role === 'user' && e.textContent.includes('`+question+`'));
+		  return q >= 0 && ms.slice(q + 1).some(e => e.dataset.role === 'assistant' && e.dataset.state === 'streaming'); })()`, 20*time.Second)
+	const final = `[...document.querySelectorAll('[data-testid=chat-message][data-role=assistant][data-state=final]')].some(e => e.textContent.includes('streams into both tabs'))`
+	waitFor(t, tab1, "the final answer in tab 1", final, 20*time.Second)
+	waitFor(t, tab2, "the final answer in tab 2", final, 20*time.Second)
+	timeline := `[...document.querySelectorAll('[data-testid=chat-message]')].map(e => e.dataset.role + ':' + e.dataset.state + ':' + e.querySelector('[data-testid=chat-message-text]').textContent.trim()).join('\n')`
+	one, two := js[string](t, tab1, timeline), js[string](t, tab2, timeline)
+	if one != two {
+		t.Errorf("the tabs show different timelines:\ntab 1:\n%s\ntab 2:\n%s", one, two)
+	}
+}
