@@ -22,8 +22,12 @@ import (
 // of the query's terms that the chunk contains with BM25 relative to the best
 // keyword match, so that a weak match scores low in absolute terms (see
 // package index for the full rule). Each leg fetches max(50, 4·MaxResults)
-// candidates; the order does not depend on MaxResults. Chunks with identical
-// text are collapsed.
+// candidates at first; the index then widens the candidates (chunks holding
+// the query's rare terms, bigger pools) until it has proved that no other
+// chunk can enter the results, so the results are the exact top of the
+// whole index and the first k for MaxResults = k are the first k for any
+// larger MaxResults. Chunks with identical text are collapsed to the copy
+// with the smallest path.
 //
 // Options: MaxResults 0 means DefaultMaxResults (6), larger values are capped
 // at MaxMaxResults, negative values are ErrInvalidInput. MinScore 0 (the

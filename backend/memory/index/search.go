@@ -2,7 +2,6 @@ package index
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"math"
@@ -18,8 +17,8 @@ import (
 // Hybrid ranking (SPEC §4.3). This file is the reference implementation of
 // the memory_search score; the rule is:
 //
-// For every candidate chunk d the Store computes two exact, pool-independent
-// leg scores in [0,1]:
+// For every chunk d the Store defines two exact, pool-independent leg
+// scores in [0,1]:
 //
 //   - v(d), the vector score: cosine similarity between the query embedding
 //     and the chunk embedding, clamped to [0,1];
@@ -85,17 +84,80 @@ import (
 // chunks that share most of its characters ("连续67天零回滚率") and score
 // better on BM25 and on the vector leg.
 //
-// Every quantity is computed exactly for each candidate: df and N from the
+// Every quantity is computed exactly for each chunk: df and N from the
 // index, coverage and phrase from the positions of the query terms in the
-// chunk (the index's term vectors, i.e. the same analyzer that BM25 used), so
-// a chunk's score does not depend on the candidate pool and hence not on
-// maxResults.
+// chunk (the index's term vectors, i.e. the same analyzer that BM25 used).
+// A chunk's score therefore does not depend on the candidate pool.
 //
-// Candidates are the union of the two legs' pools (each PoolSize(maxResults)
-// long). A candidate found by only one leg gets its other leg's score computed
-// exactly (its stored embedding, or a BM25 query filtered to its id).
-// Chunks with identical text (same hash) are collapsed to the best one; ties
-// are broken by path, then start line, so the order is deterministic.
+// # Result set
+//
+// The results are the best-scoring chunks of the whole index, one per
+// distinct text: chunks with identical text (same hash) are collapsed to
+// the copy with the smallest path, then start line; distinct texts with
+// equal scores are ordered by that same key. Results scoring below
+// MinScore are dropped, and the first MaxResults are returned. Only chunks
+// that one of the legs finds (a stored vector, or at least one query term)
+// are results. This ranking is a function of the index and the query
+// alone, so the first k results for MaxResults = k are the first k for any
+// larger MaxResults, and the top result never depends on MaxResults.
+// Scores are rounded to a multiple of 10⁻⁹: copies of one text stored in
+// different index segments get BM25 scores that differ in the last bits,
+// and rounding makes them tie; should they still differ (a value next to a
+// rounding boundary), each copy gets the best score among them. (Bleve's
+// BM25 also drifts slightly while background segment merges run, since its
+// average field length counts a term once per segment; that is a change of
+// the index, not of the candidates, and is gone once merges settle.)
+//
+// Scoring every chunk would be too slow, so the Store scores a candidate set
+// and proves that no other chunk belongs in the results (a threshold
+// algorithm). Candidates come from three sources:
+//
+//   - the vector pool: the chunks nearest to the query embedding
+//     (sqlite-vec), so a chunk outside it has v ≤ v̄, the pool's lowest v;
+//   - the keyword pool: the best BM25 matches (Bleve), so a chunk outside it
+//     has rel ≤ r̄, the pool's lowest rel;
+//   - the coverage set, fetched on demand for a floor c: every chunk whose
+//     coverage is at least c. Such a chunk contains at least one essential
+//     term (the query terms left after setting aside the most frequent
+//     terms whose weights add up to less than c·W), so the set is the
+//     keyword query filtered to the chunks holding an essential term. It
+//     is what finds a verbatim phrase or a chunk with every query term
+//     that BM25 ranks low (a long chunk) and the embedding misses.
+//
+// The two pools start at PoolSize(MaxResults) = max(MinPool, 4·MaxResults)
+// chunks each (SPEC §4.3); they count chunks, so duplicated files fill them
+// with copies, which the bound below takes care of. A candidate found by one
+// side gets its other leg's score computed exactly: BM25 by the keyword
+// query filtered to its id, v by the same sqlite-vec distance restricted to
+// its rowid. (v is read only when the candidate could reach the results with
+// v = v̄; until then it stays out of the ranking, which is safe since it
+// scores below τ like a chunk outside the candidates.) A chunk that is not
+// a candidate scores at most
+//
+//	U(c) = max(0.7·v̄ + 0.3·k̄, 0.5·k̄) + PhraseBonus·c,   k̄ = √c·(0.7 + 0.3·r̄)
+//
+// where c bounds its coverage (1 before the coverage set is fetched; a pool
+// that came back shorter than asked holds every chunk that leg can find,
+// so then v̄ = 0, or k̄ = c = 0). Let τ be the score of the MaxResults-th
+// distinct text among the candidates (MinScore, or −∞ without a floor, when
+// fewer candidates clear it). The ranking is exact when U < τ − 10⁻⁸ (the
+// margin makes every copy of a result, which scores τ up to rounding, a
+// candidate, so the smallest path is known). Otherwise the search widens
+// and tries again:
+//
+//  1. if U(0) ≥ τ (the vector bound alone reaches τ), it doubles the vector
+//     pool;
+//  2. else it fetches the coverage set for the largest c with U(c) ≤ τ,
+//     unless more than MaxCoverageSet chunks hold an essential term;
+//  3. else it doubles both pools.
+//
+// Pools never exceed MaxPool. When nothing is left to widen (thousands of
+// chunks scoring near τ, e.g. with no floor and a query made of very common
+// characters) the search returns the ranking of the candidates it has,
+// which may then depend on MaxResults; it logs that at debug level. On the
+// five OpenClaw workspaces copied five times (13,920 chunks) no query of
+// the benchmark list needs that fallback, for any MaxResults up to 100 with
+// the default floor or without one.
 const (
 	VectorWeight       = 0.7
 	KeywordWeight      = 0.3
@@ -111,12 +173,23 @@ const (
 	// PhraseBonus·cov is added to the fused score of an exact phrase match.
 	PhraseBonus = 0.1
 	// MinPool is the smallest candidate pool per leg; a leg fetches
-	// max(MinPool, 4·maxResults) candidates, at most MaxPool.
+	// max(MinPool, 4·maxResults) candidates at first, at most MaxPool after
+	// widening.
 	MinPool = 50
 	MaxPool = 4096
+	// MaxCoverageSet is the largest coverage set (chunks holding an
+	// essential term) a search fetches.
+	MaxCoverageSet = 4096
+	// scoreGrid: final scores are rounded to a multiple of it, so that the
+	// last-bit differences in BM25 between copies of one text stored in
+	// different index segments do not separate their scores.
+	scoreGrid = 1e-9
+	// scoreNoise bounds what is left of those differences after rounding
+	// (a value next to a rounding boundary can still round either way).
+	scoreNoise = 1e-8
 )
 
-// PoolSize returns the per-leg candidate pool for maxResults (SPEC §4.3).
+// PoolSize returns the initial per-leg candidate pool for maxResults (SPEC §4.3).
 func PoolSize(maxResults int) int {
 	return min(MaxPool, max(MinPool, 4*maxResults))
 }
@@ -167,183 +240,613 @@ type Hit struct {
 	Phrase   bool
 }
 
+// cand is one candidate chunk of a search.
 type cand struct {
-	v, k       float64 // cosine; raw BM25 score
-	hasV, hasK bool
-	// locs are the positions of the query terms the chunk contains, from
-	// the index's term vectors (Bleve term locations).
-	locs bsearch.TermLocationMap
+	id   int64
+	v, k float64 // cosine; raw BM25 score
+	// vDone and kDone say that v and k are known (a chunk without a stored
+	// vector or without a query term has the leg score 0); hasK that the
+	// chunk contains a query term.
+	hasK         bool
+	vDone, kDone bool
+	// From SQLite: loaded is set once path, line and hash are read; gone
+	// marks a chunk missing from SQLite (never a result).
+	loaded, gone bool
+	path         string
+	line         int
+	hash         string
+	// cov and phrase: the chunk's coverage and phrase match, from the
+	// positions of the query terms in it (set with k); score: its final
+	// score (see Hit).
+	cov, score float64
+	phrase     bool
+}
+
+// legPool is the state of one leg's candidate pool.
+type legPool struct {
+	asked int // rows requested by the last fetch; 0 before the first
+	want  int // rows to request by the next fetch
+	// full: the last fetch returned asked rows, so chunks outside the pool
+	// may still match the leg.
+	full bool
+	// last is the leg score of the pool's last row (cosine, or raw BM25),
+	// an upper bound for every chunk outside a full pool.
+	last float64
+}
+
+// canGrow reports whether a bigger pool could hold more chunks: the pool
+// is full (chunks outside it match the leg) and below MaxPool.
+func (p *legPool) canGrow() bool { return p.full && p.asked < MaxPool }
+
+// grow doubles the pool for the next fetch; false when it cannot grow.
+func (p *legPool) grow() bool {
+	if !p.canGrow() {
+		return false
+	}
+	p.want = min(MaxPool, 2*p.asked)
+	return true
+}
+
+// searchRun is the state of one Search: the candidates and what is known
+// about the chunks that are not candidates.
+type searchRun struct {
+	s       *Store
+	q       Query
+	kq      analysedQuery
+	useVec  bool
+	qblob   []byte
+	cands   map[int64]*cand
+	maxBM25 float64
+	vec, kw legPool
+	// covFloor: every chunk with coverage ≥ covFloor is a candidate. Above
+	// 1 until the coverage set has been fetched.
+	covFloor float64
+	// covTooBig is the number of essential terms of the last coverage set
+	// found too big (more than any query has at first).
+	covTooBig int
+	// rounds counts the fetch rounds (for the debug log).
+	rounds int
 }
 
 // Search runs the hybrid search described above.
 func (s *Store) Search(ctx context.Context, q Query) ([]Hit, error) {
+	hits, _, err := s.search(ctx, q)
+	return hits, err
+}
+
+// search is Search; it also reports whether the ranking was proven exact.
+func (s *Store) search(ctx context.Context, q Query) (hits []Hit, exact bool, err error) {
 	if s.isClosed() {
-		return nil, ErrClosed
+		return nil, false, ErrClosed
 	}
 	if q.MaxResults <= 0 {
-		return nil, errors.New("search: MaxResults must be > 0")
+		return nil, false, errors.New("search: MaxResults must be > 0")
 	}
 	if math.IsNaN(q.MinScore) || q.MinScore > 1 {
-		return nil, fmt.Errorf("search: MinScore %v out of range (negative for no floor, else at most 1)", q.MinScore)
+		return nil, false, fmt.Errorf("search: MinScore %v out of range (negative for no floor, else at most 1)", q.MinScore)
 	}
-	pool := PoolSize(q.MaxResults)
-	cands := map[int64]*cand{}
-	get := func(id int64) *cand {
-		c := cands[id]
-		if c == nil {
-			c = &cand{}
-			cands[id] = c
+	r := &searchRun{s: s, q: q, cands: map[int64]*cand{}, covFloor: 2, covTooBig: math.MaxInt}
+	r.useVec = s.compt && len(q.Vector) == s.meta.Dims && !isZero(q.Vector)
+	if r.useVec {
+		r.qblob = encodeVector(q.Vector)
+		r.vec.want = PoolSize(q.MaxResults)
+	}
+	r.kq = s.analyzeQuery(q.Text)
+	if len(r.kq.terms) > 0 {
+		r.kw.want = PoolSize(q.MaxResults)
+		if err := s.weighTerms(ctx, &r.kq); err != nil {
+			return nil, false, err
 		}
-		return c
 	}
-	useVec := s.compt && len(q.Vector) == s.meta.Dims && !isZero(q.Vector)
-	var qblob []byte
-	if useVec {
-		qblob = encodeVector(q.Vector)
-		rows, err := s.db.QueryContext(ctx, "SELECT rowid, distance FROM vec_chunks WHERE embedding MATCH ? AND k = ?", qblob, pool)
+	for {
+		r.rounds++
+		tau, err := r.fetch(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("search vectors: %w", err)
+			return nil, false, err
+		}
+		if r.exact(tau) {
+			exact = true
+			break
+		}
+		more, err := r.widen(ctx, tau)
+		if err != nil {
+			return nil, false, err
+		}
+		if !more {
+			s.log.Debug("memory search: ranking not proven exact, candidate pools at their limits", "query", q.Text, "maxResults", q.MaxResults, "candidates", len(r.cands), "rounds", r.rounds)
+			break
+		}
+	}
+	hits, err = r.results(ctx, r.rank())
+	return hits, exact, err
+}
+
+// fetch brings the pools to their wanted sizes, completes the legs of the
+// candidates that may reach the results, scores them and returns the
+// threshold τ − scoreNoise that a chunk outside them must stay below.
+//
+// A candidate found only by the keyword side is first scored with the
+// vector pool's bound v̄; its embedding is read only when that bound
+// reaches the threshold of the candidates already scored exactly. Until
+// then it stays out of the ranking, which is safe: it scores below the
+// threshold, as a chunk outside the candidates would.
+func (r *searchRun) fetch(ctx context.Context) (float64, error) {
+	if r.useVec && r.vec.want > r.vec.asked {
+		if err := r.fetchVectors(ctx); err != nil {
+			return 0, err
+		}
+	}
+	if len(r.kq.terms) > 0 && r.kw.want > r.kw.asked {
+		if err := r.fetchKeywords(ctx); err != nil {
+			return 0, err
+		}
+	}
+	if err := r.completeKeywords(ctx); err != nil {
+		return 0, err
+	}
+	if err := r.loadRecords(ctx); err != nil {
+		return 0, err
+	}
+	if err := r.completeVectors(ctx, r.threshold(r.rank())-scoreNoise); err != nil {
+		return 0, err
+	}
+	if err := r.loadRecords(ctx); err != nil {
+		return 0, err
+	}
+	return r.threshold(r.rank()) - scoreNoise, nil
+}
+
+// get returns the candidate with id, adding it if new.
+func (r *searchRun) get(id int64) *cand {
+	c := r.cands[id]
+	if c == nil {
+		c = &cand{id: id}
+		r.cands[id] = c
+	}
+	return c
+}
+
+// fetchVectors runs the vector leg: the vec.want nearest chunks.
+func (r *searchRun) fetchVectors(ctx context.Context) error {
+	n := r.vec.want
+	rows, err := r.s.db.QueryContext(ctx, "SELECT rowid, distance FROM vec_chunks WHERE embedding MATCH ? AND k = ?", r.qblob, n)
+	if err != nil {
+		return fmt.Errorf("search vectors: %w", err)
+	}
+	defer rows.Close()
+	got := 0
+	for rows.Next() {
+		var id int64
+		var dist float64
+		if err := rows.Scan(&id, &dist); err != nil {
+			return fmt.Errorf("search vectors: %w", err)
+		}
+		got++
+		c := r.get(id)
+		c.v, c.vDone = clamp01(1-dist), true
+		r.vec.last = c.v
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("search vectors: %w", err)
+	}
+	r.vec.asked, r.vec.full = n, got >= n
+	return nil
+}
+
+// fetchKeywords runs the keyword leg: the kw.want best BM25 matches.
+func (r *searchRun) fetchKeywords(ctx context.Context) error {
+	n := r.kw.want
+	req := bleve.NewSearchRequestOptions(keywordQuery(r.kq.terms, nil), n, 0, false)
+	req.IncludeLocations = true
+	res, err := r.s.bl.SearchInContext(ctx, req)
+	if err != nil {
+		return fmt.Errorf("search keywords: %w", err)
+	}
+	for i, h := range res.Hits {
+		if i == 0 && r.kw.asked == 0 {
+			r.maxBM25 = h.Score
+		}
+		r.kw.last = h.Score
+		if id, err := strconv.ParseInt(h.ID, 10, 64); err == nil {
+			if c := r.get(id); !c.hasK {
+				r.setKeyword(c, h)
+			}
+		}
+	}
+	r.kw.asked, r.kw.full = n, len(res.Hits) >= n
+	return nil
+}
+
+// setKeyword records the BM25 score of a keyword hit and, from the
+// positions of the query terms in it (the index's term vectors, i.e. what
+// BM25 matched), its coverage and phrase match.
+func (r *searchRun) setKeyword(c *cand, h *bsearch.DocumentMatch) {
+	c.k, c.hasK, c.kDone = h.Score, true, true
+	if r.maxBM25 > 0 {
+		c.cov, c.phrase = r.kq.match(h.Locations[textField])
+	}
+}
+
+// completeKeywords computes the BM25 score and term positions of candidates
+// the keyword side has not seen, with the keyword query filtered to them.
+func (r *searchRun) completeKeywords(ctx context.Context) error {
+	var missing []string
+	for id, c := range r.cands {
+		if !c.kDone {
+			c.kDone = true // k = 0 unless the query below finds it
+			if r.maxBM25 > 0 {
+				missing = append(missing, docID(id))
+			}
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	res, err := r.searchKeywords(ctx, bleve.NewDocIDQuery(missing), len(missing))
+	if err != nil {
+		return err
+	}
+	for _, h := range res.Hits {
+		id, err := strconv.ParseInt(h.ID, 10, 64)
+		if err != nil {
+			continue
+		}
+		if c := r.cands[id]; c != nil {
+			r.setKeyword(c, h)
+		}
+	}
+	return nil
+}
+
+// searchKeywords runs the keyword query restricted to the chunks matching
+// filter (scores unchanged), returning up to size hits with positions.
+func (r *searchRun) searchKeywords(ctx context.Context, filter query.Query, size int) (*bleve.SearchResult, error) {
+	bq := bleve.NewBooleanQuery()
+	bq.AddMust(termsQuery(r.kq.terms))
+	bq.AddFilter(filter)
+	req := bleve.NewSearchRequestOptions(bq, size, 0, false)
+	req.IncludeLocations = true
+	res, err := r.s.bl.SearchInContext(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("search keywords: %w", err)
+	}
+	return res, nil
+}
+
+// vectorBound is the highest vector score of a chunk outside the vector
+// pool: v̄ when the pool is full, else 0 (the pool holds every stored vector).
+func (r *searchRun) vectorBound() float64 {
+	if r.useVec && r.vec.full {
+		return r.vec.last
+	}
+	return 0
+}
+
+// completeVectors computes the vector score of each candidate found only by
+// the keyword side whose score, with the bound v̄ for its vector score,
+// reaches tau; the others wait (see fetch). The scores come from the same
+// sqlite-vec distance as the vector pool's, restricted to those chunks
+// (one scan for up to MaxPool of them, much cheaper than reading the
+// embeddings one by one), so a chunk's v does not depend on the way it
+// was found.
+func (r *searchRun) completeVectors(ctx context.Context, tau float64) error {
+	vb := r.vectorBound()
+	var ids []any
+	for id, c := range r.cands {
+		if c.vDone || !c.kDone {
+			continue
+		}
+		if vb == 0 {
+			c.v, c.vDone = 0, true // no stored vector outside the pool, or no vector leg
+			continue
+		}
+		if r.scoreWith(c, vb) >= tau {
+			c.v, c.vDone = 0, true // 0 unless it has a stored vector
+			ids = append(ids, id)
+		}
+	}
+	for i := 0; i < len(ids); i += MaxPool {
+		part := ids[i:min(i+MaxPool, len(ids))]
+		args := append([]any{r.qblob, len(part)}, part...)
+		rows, err := r.s.db.QueryContext(ctx, "SELECT rowid, distance FROM vec_chunks WHERE embedding MATCH ? AND k = ? AND rowid IN ("+placeholders(len(part))+")", args...)
+		if err != nil {
+			return fmt.Errorf("search vectors: %w", err)
 		}
 		for rows.Next() {
 			var id int64
 			var dist float64
 			if err := rows.Scan(&id, &dist); err != nil {
 				rows.Close()
-				return nil, fmt.Errorf("search vectors: %w", err)
+				return fmt.Errorf("search vectors: %w", err)
 			}
-			c := get(id)
-			c.v, c.hasV = clamp01(1-dist), true
+			if c := r.cands[id]; c != nil {
+				c.v = clamp01(1 - dist)
+			}
 		}
 		err = rows.Err()
 		rows.Close()
 		if err != nil {
-			return nil, fmt.Errorf("search vectors: %w", err)
+			return fmt.Errorf("search vectors: %w", err)
 		}
 	}
+	return nil
+}
 
-	kq := s.analyzeQuery(q.Text)
-	var maxBM25 float64
-	if len(kq.terms) > 0 {
-		req := bleve.NewSearchRequestOptions(keywordQuery(kq.terms, nil), pool, 0, false)
-		req.IncludeLocations = true
-		res, err := s.bl.SearchInContext(ctx, req)
+// loadRecords reads path, start line and hash of the candidates whose legs
+// are complete (which puts them in the ranking); a chunk that SQLite does
+// not hold (an index being repaired) is marked gone.
+func (r *searchRun) loadRecords(ctx context.Context) error {
+	var ids []any
+	for id, c := range r.cands {
+		if c.vDone && c.kDone && !c.loaded {
+			c.loaded, c.gone = true, true
+			ids = append(ids, id)
+		}
+	}
+	const step = 500
+	for i := 0; i < len(ids); i += step {
+		part := ids[i:min(i+step, len(ids))]
+		rows, err := r.s.db.QueryContext(ctx, "SELECT id, path, start_line, hash FROM chunks WHERE id IN ("+placeholders(len(part))+")", part...)
 		if err != nil {
-			return nil, fmt.Errorf("search keywords: %w", err)
+			return fmt.Errorf("load chunks: %w", err)
+		}
+		for rows.Next() {
+			var id int64
+			var path, hash string
+			var line int
+			if err := rows.Scan(&id, &path, &line, &hash); err != nil {
+				rows.Close()
+				return fmt.Errorf("load chunks: %w", err)
+			}
+			if c := r.cands[id]; c != nil {
+				c.path, c.line, c.hash, c.gone = path, line, hash, false
+			}
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return fmt.Errorf("load chunks: %w", err)
+		}
+	}
+	return nil
+}
+
+// keyword returns the keyword score k of a candidate whose keyword side is
+// known.
+func (r *searchRun) keyword(c *cand) float64 {
+	if !c.hasK || r.maxBM25 <= 0 {
+		return 0
+	}
+	return KeywordScore(c.cov, c.k/r.maxBM25)
+}
+
+// scoreWith returns the final score of a candidate whose keyword side is
+// known, for vector score v, rounded to a multiple of scoreGrid.
+func (r *searchRun) scoreWith(c *cand, v float64) float64 {
+	sc := FuseScores(v, r.keyword(c))
+	if c.hasK && c.phrase {
+		sc = min(1, sc+PhraseBonus*c.cov)
+	}
+	return math.Round(sc/scoreGrid) * scoreGrid
+}
+
+// rank returns the scored candidates in result order: score descending,
+// then path, start line and id. Copies of one text get the best score among
+// them (their scores differ only by floating-point rounding), so they sort
+// by path and the first is the copy with the smallest path.
+func (r *searchRun) rank() []*cand {
+	out := make([]*cand, 0, len(r.cands))
+	best := map[string]float64{}
+	for _, c := range r.cands {
+		if c.loaded && !c.gone {
+			c.score = r.scoreWith(c, c.v)
+			out = append(out, c)
+			if b, ok := best[c.hash]; !ok || c.score > b {
+				best[c.hash] = c.score
+			}
+		}
+	}
+	for _, c := range out {
+		c.score = best[c.hash]
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.score != b.score {
+			return a.score > b.score
+		}
+		if a.path != b.path {
+			return a.path < b.path
+		}
+		if a.line != b.line {
+			return a.line < b.line
+		}
+		return a.id < b.id
+	})
+	return out
+}
+
+// collapse walks ranked and returns the results: the first chunk of each
+// distinct hash, at least MinScore, at most MaxResults of them.
+func (r *searchRun) collapse(ranked []*cand) []*cand {
+	seen := map[string]bool{}
+	var out []*cand
+	for _, c := range ranked {
+		if seen[c.hash] {
+			continue
+		}
+		seen[c.hash] = true
+		if r.q.MinScore >= 0 && c.score < r.q.MinScore {
+			break // ranked is sorted: no later chunk clears the floor
+		}
+		out = append(out, c)
+		if len(out) == r.q.MaxResults {
+			break
+		}
+	}
+	return out
+}
+
+// threshold returns τ: the score a chunk must reach to enter the results,
+// the MaxResults-th result's score, or MinScore (−∞ without a floor) when
+// the candidates hold fewer results.
+func (r *searchRun) threshold(ranked []*cand) float64 {
+	res := r.collapse(ranked)
+	if len(res) == r.q.MaxResults {
+		return res[len(res)-1].score
+	}
+	if r.q.MinScore >= 0 {
+		return r.q.MinScore
+	}
+	return math.Inf(-1)
+}
+
+// bound returns U(c), the highest score a chunk that is not a candidate can
+// have when its coverage is at most c (see the package comment).
+func (r *searchRun) bound(c float64) float64 {
+	v := r.vectorBound()
+	if !r.kw.full || r.maxBM25 <= 0 {
+		// The keyword pool holds every chunk with a query term.
+		return FuseScores(v, 0)
+	}
+	u := FuseScores(v, KeywordScore(c, r.kw.last/r.maxBM25))
+	if r.kq.seq != nil {
+		u += PhraseBonus * c
+	}
+	return min(1, u)
+}
+
+// exact reports whether no chunk outside the scored candidates can reach
+// tau (τ − scoreNoise), i.e. whether the ranking is the exact result.
+func (r *searchRun) exact(tau float64) bool {
+	if !(r.useVec && r.vec.full) && !r.kw.full {
+		return true // both legs returned every chunk they can find
+	}
+	if r.covFloor <= 1 {
+		// Outside chunks have coverage below covFloor, and U is strictly
+		// increasing in c, so they score below U(covFloor).
+		return r.bound(r.covFloor) <= tau
+	}
+	return r.bound(1) < tau
+}
+
+// widen enlarges the candidate set after a failed exactness test (see the
+// package comment); false when nothing is left to widen.
+func (r *searchRun) widen(ctx context.Context, tau float64) (bool, error) {
+	if r.bound(0) >= tau {
+		// A chunk without any query term could still make the results:
+		// only more vectors help (or, with no floor and too few results,
+		// more of either leg).
+		if r.useVec && r.vec.grow() {
+			return true, nil
+		}
+		return r.kw.grow(), nil
+	}
+	if r.kw.full && r.covFloor > 1 {
+		c := r.coverageFloor(tau)
+		terms, largest := r.kq.essential(c)
+		if len(terms) < r.covTooBig && largest <= MaxCoverageSet {
+			ok, err := r.fetchCoverage(ctx, c, terms)
+			if err != nil || ok {
+				return ok, err
+			}
+			// Too big now; retry once τ has risen enough to need fewer terms.
+			r.covTooBig = len(terms)
+		}
+	}
+	grewK := r.kw.grow()
+	grewV := r.useVec && r.vec.grow()
+	return grewK || grewV, nil
+}
+
+// coverageFloor returns the largest c in (0,1] (by bisection) with
+// U(c) ≤ tau, given U(0) < tau.
+func (r *searchRun) coverageFloor(tau float64) float64 {
+	if r.bound(1) <= tau {
+		return 1
+	}
+	lo, hi := 0.0, 1.0 // U(lo) < tau < U(hi)
+	for i := 0; i < 50; i++ {
+		mid := (lo + hi) / 2
+		if r.bound(mid) <= tau {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}
+
+// fetchCoverage makes every chunk with coverage ≥ c a candidate: the keyword
+// query filtered to the chunks holding at least one essential term gives
+// their BM25 scores and term positions, and those whose coverage reaches c
+// are kept. It returns false, changing nothing, when more than
+// MaxCoverageSet chunks hold an essential term.
+func (r *searchRun) fetchCoverage(ctx context.Context, c float64, essential []string) (bool, error) {
+	if len(essential) > 0 {
+		res, err := r.searchKeywords(ctx, termsQuery(essential), MaxCoverageSet)
+		if err != nil {
+			return false, fmt.Errorf("search coverage: %w", err)
+		}
+		if res.Total > uint64(len(res.Hits)) {
+			return false, nil
 		}
 		for _, h := range res.Hits {
 			id, err := strconv.ParseInt(h.ID, 10, 64)
-			if err != nil {
+			if err != nil || r.cands[id] != nil {
 				continue
 			}
-			if h.Score > maxBM25 {
-				maxBM25 = h.Score
+			if r.kq.coverage(h.Locations[textField]) >= c {
+				r.setKeyword(r.get(id), h)
 			}
-			c := get(id)
-			c.k, c.hasK, c.locs = h.Score, true, h.Locations[textField]
 		}
 	}
-	if len(cands) == 0 {
+	r.covFloor = c
+	return true, nil
+}
+
+// results turns the collapsed ranking into Hits with their texts.
+func (r *searchRun) results(ctx context.Context, ranked []*cand) ([]Hit, error) {
+	top := r.collapse(ranked)
+	if len(top) == 0 {
 		return nil, nil
 	}
-
-	// Complete the missing leg of each candidate exactly.
-	if useVec {
-		stmt, err := s.db.PrepareContext(ctx, "SELECT embedding FROM vec_chunks WHERE rowid = ?")
-		if err != nil {
-			return nil, fmt.Errorf("search vectors: %w", err)
-		}
-		for id, c := range cands {
-			if c.hasV {
-				continue
-			}
-			var blob []byte
-			err := stmt.QueryRowContext(ctx, id).Scan(&blob)
-			if errors.Is(err, sql.ErrNoRows) {
-				continue
-			}
-			if err != nil {
-				stmt.Close()
-				return nil, fmt.Errorf("search vectors: %w", err)
-			}
-			c.v, c.hasV = clamp01(cosine(q.Vector, decodeVector(blob))), true
-		}
-		stmt.Close()
+	ids := make([]any, len(top))
+	for i, c := range top {
+		ids[i] = c.id
 	}
-	if maxBM25 > 0 {
-		var missing []string
-		for id, c := range cands {
-			if !c.hasK {
-				missing = append(missing, docID(id))
-			}
-		}
-		if len(missing) > 0 {
-			req := bleve.NewSearchRequestOptions(keywordQuery(kq.terms, missing), len(missing), 0, false)
-			req.IncludeLocations = true
-			res, err := s.bl.SearchInContext(ctx, req)
-			if err != nil {
-				return nil, fmt.Errorf("search keywords: %w", err)
-			}
-			for _, h := range res.Hits {
-				id, err := strconv.ParseInt(h.ID, 10, 64)
-				if err != nil {
-					continue
-				}
-				if c := cands[id]; c != nil {
-					c.k, c.hasK, c.locs = h.Score, true, h.Locations[textField]
-				}
-			}
-		}
-		if err := s.weighTerms(ctx, &kq); err != nil {
-			return nil, err
-		}
+	type rest struct {
+		end               int
+		text, layer, role string
 	}
-
-	hits, err := s.loadHits(ctx, cands)
+	more := make(map[int64]rest, len(top))
+	rows, err := r.s.db.QueryContext(ctx, `SELECT c.id, c.end_line, c.text, coalesce(f.layer, ''), coalesce(f.role, '')
+		FROM chunks c LEFT JOIN files f ON f.path = c.path WHERE c.id IN (`+placeholders(len(ids))+")", ids...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("load chunks: %w", err)
 	}
-	for i := range hits {
-		h := &hits[i]
-		c := cands[h.ChunkID]
-		h.Vector = c.v
-		h.Score = FuseScores(c.v, 0)
-		if !c.hasK || maxBM25 <= 0 {
-			continue
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var x rest
+		if err := rows.Scan(&id, &x.end, &x.text, &x.layer, &x.role); err != nil {
+			return nil, fmt.Errorf("load chunks: %w", err)
 		}
-		h.Coverage, h.Phrase = kq.match(c.locs)
-		h.Keyword = KeywordScore(h.Coverage, c.k/maxBM25)
-		h.Score = FuseScores(c.v, h.Keyword)
-		if h.Phrase {
-			h.Score = min(1, h.Score+PhraseBonus*h.Coverage)
-		}
+		more[id] = x
 	}
-	sort.Slice(hits, func(i, j int) bool {
-		a, b := hits[i], hits[j]
-		if a.Score != b.Score {
-			return a.Score > b.Score
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("load chunks: %w", err)
+	}
+	out := make([]Hit, 0, len(top))
+	for _, c := range top {
+		x, ok := more[c.id]
+		if !ok {
+			continue // deleted since the ranking
 		}
-		if a.Path != b.Path {
-			return a.Path < b.Path
-		}
-		if a.StartLine != b.StartLine {
-			return a.StartLine < b.StartLine
-		}
-		return a.ChunkID < b.ChunkID
-	})
-	seen := map[string]bool{}
-	out := hits[:0]
-	for _, h := range hits {
-		if seen[h.Hash] {
-			continue
-		}
-		seen[h.Hash] = true
-		if q.MinScore >= 0 && h.Score < q.MinScore {
-			continue
-		}
-		out = append(out, h)
-		if len(out) == q.MaxResults {
-			break
-		}
+		out = append(out, Hit{
+			ChunkID: c.id, Path: c.path, StartLine: c.line, EndLine: x.end, Text: x.text, Hash: c.hash,
+			Layer: x.layer, Role: x.role,
+			Score: c.score, Vector: c.v, Keyword: r.keyword(c), Coverage: c.cov, Phrase: c.phrase,
+		})
 	}
 	return out, nil
 }
@@ -351,67 +854,23 @@ func (s *Store) Search(ctx context.Context, q Query) ([]Hit, error) {
 // keywordQuery ORs one term query per analysed term; ids (optional) restrict
 // the matches without changing their scores.
 func keywordQuery(terms []string, ids []string) query.Query {
-	disj := bleve.NewDisjunctionQuery()
-	for _, t := range terms {
-		tq := bleve.NewTermQuery(t)
-		tq.SetField(textField)
-		disj.AddQuery(tq)
-	}
 	bq := bleve.NewBooleanQuery()
-	bq.AddMust(disj)
+	bq.AddMust(termsQuery(terms))
 	if ids != nil {
 		bq.AddFilter(bleve.NewDocIDQuery(ids))
 	}
 	return bq
 }
 
-func (s *Store) loadHits(ctx context.Context, cands map[int64]*cand) ([]Hit, error) {
-	ids := make([]any, 0, len(cands))
-	for id := range cands {
-		ids = append(ids, id)
+// termsQuery ORs one term query per term on the text field.
+func termsQuery(terms []string) *query.DisjunctionQuery {
+	disj := bleve.NewDisjunctionQuery()
+	for _, t := range terms {
+		tq := bleve.NewTermQuery(t)
+		tq.SetField(textField)
+		disj.AddQuery(tq)
 	}
-	out := make([]Hit, 0, len(ids))
-	const step = 500
-	for i := 0; i < len(ids); i += step {
-		part := ids[i:min(i+step, len(ids))]
-		rows, err := s.db.QueryContext(ctx, `SELECT c.id, c.path, c.start_line, c.end_line, c.text, c.hash,
-			coalesce(f.layer, ''), coalesce(f.role, '') FROM chunks c LEFT JOIN files f ON f.path = c.path
-			WHERE c.id IN (`+placeholders(len(part))+")", part...)
-		if err != nil {
-			return nil, fmt.Errorf("load chunks: %w", err)
-		}
-		for rows.Next() {
-			var h Hit
-			if err := rows.Scan(&h.ChunkID, &h.Path, &h.StartLine, &h.EndLine, &h.Text, &h.Hash, &h.Layer, &h.Role); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("load chunks: %w", err)
-			}
-			out = append(out, h)
-		}
-		err = rows.Err()
-		rows.Close()
-		if err != nil {
-			return nil, fmt.Errorf("load chunks: %w", err)
-		}
-	}
-	return out, nil
-}
-
-func cosine(a, b []float32) float64 {
-	if len(a) != len(b) || len(a) == 0 {
-		return 0
-	}
-	var dot, na, nb float64
-	for i := range a {
-		x, y := float64(a[i]), float64(b[i])
-		dot += x * y
-		na += x * x
-		nb += y * y
-	}
-	if na == 0 || nb == 0 {
-		return 0
-	}
-	return dot / (math.Sqrt(na) * math.Sqrt(nb))
+	return disj
 }
 
 func clamp01(x float64) float64 {
@@ -431,9 +890,41 @@ type analysedQuery struct {
 	// seq is the phrase sequence of the query (see phraseTokens); nil when
 	// it has fewer than two tokens.
 	seq []string
-	// weight[i] is w(terms[i]) and norm is W (set by weighTerms).
+	// weight[i] is w(terms[i]), df[i] its document frequency and norm is W
+	// (set by weighTerms).
 	weight []float64
+	df     []uint64
 	norm   float64
+}
+
+// essential returns the terms a chunk with coverage ≥ c must contain at
+// least one of, and the largest of their document frequencies (a lower
+// bound on the number of chunks holding one). The other terms are the most
+// frequent ones whose weights add up to less than c·W: a chunk holding none
+// of the essential terms has coverage below c. With no essential term no
+// chunk reaches c.
+func (q *analysedQuery) essential(c float64) (terms []string, largest int) {
+	order := make([]int, len(q.terms))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		i, j := order[a], order[b]
+		if q.df[i] != q.df[j] {
+			return q.df[i] > q.df[j]
+		}
+		return q.weight[i] < q.weight[j]
+	})
+	var rest float64 // weight of the terms set aside
+	for _, i := range order {
+		if rest+q.weight[i] < c*q.norm {
+			rest += q.weight[i]
+			continue
+		}
+		terms = append(terms, q.terms[i])
+		largest = max(largest, int(q.df[i]))
+	}
+	return terms, largest
 }
 
 // analyzeQuery analyses text with the index analyzer.
@@ -469,6 +960,7 @@ func (s *Store) weighTerms(ctx context.Context, q *analysedQuery) error {
 	idf1 := bm25IDF(n, 1)
 	idfRef := bm25IDF(n, max(1, uint64(math.Ceil(float64(n)/InformativeDF))))
 	q.weight = make([]float64, len(q.terms))
+	q.df = make([]uint64, len(q.terms))
 	var total float64
 	content := false // the query has a term that is not a function word
 	for i, t := range q.terms {
@@ -480,6 +972,7 @@ func (s *Store) weighTerms(ctx context.Context, q *analysedQuery) error {
 		if err := tfr.Close(); err != nil {
 			return fmt.Errorf("search keywords: %w", err)
 		}
+		q.df[i] = df
 		w := idf1
 		if df > 0 {
 			w = min(bm25IDF(n, df), idf1)
@@ -514,8 +1007,14 @@ func bm25IDF(n, df uint64) float64 {
 // holds the positions of the query terms in the chunk, as recorded by the
 // index at analysis time.
 func (q *analysedQuery) match(locs bsearch.TermLocationMap) (cov float64, phrase bool) {
+	cov = q.coverage(locs)
+	return cov, cov > 0 && q.seq != nil && hasPhrase(locs, q.seq)
+}
+
+// coverage returns the coverage cov of a chunk (see match).
+func (q *analysedQuery) coverage(locs bsearch.TermLocationMap) float64 {
 	if q.norm <= 0 || len(locs) == 0 {
-		return 0, false
+		return 0
 	}
 	var sum float64
 	for i, t := range q.terms {
@@ -523,7 +1022,7 @@ func (q *analysedQuery) match(locs bsearch.TermLocationMap) (cov float64, phrase
 			sum += q.weight[i]
 		}
 	}
-	return clamp01(sum / q.norm), q.seq != nil && hasPhrase(locs, q.seq)
+	return clamp01(sum / q.norm)
 }
 
 // hasPhrase reports whether seq occurs at consecutive positions in locs.
