@@ -14,12 +14,16 @@ import (
 // the repo is …/main); tests and benchmarks that need it skip without it.
 func corporaDir(tb testing.TB) string {
 	tb.Helper()
-	d, err := filepath.Abs(filepath.Join("..", "..", "..", "shared", "corpora"))
+	d := os.Getenv("ATRIUM_CORPORA") // override for checkouts elsewhere
+	if d == "" {
+		d = filepath.Join("..", "..", "..", "shared", "corpora")
+	}
+	d, err := filepath.Abs(d)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	if st, err := os.Stat(d); err != nil || !st.IsDir() {
-		tb.Skipf("corpora not found at %s (expected shared/corpora beside the repository); skipping", d)
+		tb.Skipf("corpora not found at %s (expected shared/corpora beside the repository, or set ATRIUM_CORPORA); skipping", d)
 	}
 	return d
 }
