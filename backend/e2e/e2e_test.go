@@ -368,10 +368,11 @@ func TestUIEndToEnd(t *testing.T) {
 	}
 }
 
-// TestUIReattachAndCancel: a reload in the middle of a slow stream shows the
-// whole answer so far (re-attach, SPEC §3), and Cancel after the reload stops
-// the run while the question stays on screen.
-func TestUIReattachAndCancel(t *testing.T) {
+// openUI runs `atrium serve` on an empty workspace with the scripted model
+// and opens the UI in a new headless Chromium; it returns the tab (connected)
+// and the UI URL.
+func openUI(t *testing.T, model *scriptedModel) (context.Context, string) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("e2e: skipped in -short mode")
 	}
@@ -384,14 +385,8 @@ func TestUIReattachAndCancel(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	words := make([]string, 400)
-	words[0] = "Opening-words-of-a-long-answer"
-	for i := 1; i < len(words); i++ {
-		words[i] = fmt.Sprintf("w%03d", i)
-	}
-	model := &scriptedModel{reply: strings.Join(words, " "), delay: 50 * time.Millisecond} // ~20 s in all
 	modelSrv := httptest.NewServer(model)
-	defer modelSrv.Close()
+	t.Cleanup(modelSrv.Close)
 	url := startServe(t, bin, home, ws, freePort(t), []string{
 		"OPENAI_BASE_URL=" + modelSrv.URL + "/v1", "OPENAI_API_KEY=k", "OPENAI_MODEL=scripted",
 	})
@@ -400,6 +395,20 @@ func TestUIReattachAndCancel(t *testing.T) {
 		t.Fatalf("navigate: %v", err)
 	}
 	waitFor(t, ctx, "the UI to connect", connected, 30*time.Second)
+	return ctx, url
+}
+
+// TestUIReattachAndCancel: a reload in the middle of a slow stream shows the
+// whole answer so far (re-attach, SPEC §3), and Cancel after the reload stops
+// the run while the question stays on screen.
+func TestUIReattachAndCancel(t *testing.T) {
+	words := make([]string, 400)
+	words[0] = "Opening-words-of-a-long-answer"
+	for i := 1; i < len(words); i++ {
+		words[i] = fmt.Sprintf("w%03d", i)
+	}
+	// ~20 s in all: long enough to reload and cancel in the middle.
+	ctx, _ := openUI(t, &scriptedModel{reply: strings.Join(words, " "), delay: 50 * time.Millisecond})
 
 	const question = "Tell me a long story, please."
 	if err := chromedp.Do(ctx,
@@ -438,34 +447,12 @@ func TestUIReattachAndCancel(t *testing.T) {
 // question sent in one tab and its streamed answer appear in the other, in
 // the same order.
 func TestUITwoTabs(t *testing.T) {
-	if testing.Short() {
-		t.Skip("e2e: skipped in -short mode")
-	}
-	chromium := chromiumPath(t)
-	tmp := t.TempDir()
-	bin := buildAtrium(t)
-	home, ws := filepath.Join(tmp, "home"), filepath.Join(tmp, "workspace")
-	for _, d := range []string{home, ws} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	model := &scriptedModel{reply: "First tab answer streams into both tabs.", delay: 60 * time.Millisecond}
-	modelSrv := httptest.NewServer(model)
-	defer modelSrv.Close()
-	url := startServe(t, bin, home, ws, freePort(t), []string{
-		"OPENAI_BASE_URL=" + modelSrv.URL + "/v1", "OPENAI_API_KEY=k", "OPENAI_MODEL=scripted",
-	})
-	tab1 := newBrowser(t, chromium, tmp)
-	if err := chromedp.Do(tab1, chromedp.Navigate(url)); err != nil {
-		t.Fatalf("navigate tab 1: %v", err)
-	}
+	tab1, url := openUI(t, &scriptedModel{reply: "First tab answer streams into both tabs.", delay: 60 * time.Millisecond})
 	tab2, cancel2 := chromedp.NewContext(tab1) // a second tab in the same browser
 	defer cancel2()
 	if err := chromedp.Do(tab2, chromedp.Navigate(url)); err != nil {
 		t.Fatalf("navigate tab 2: %v", err)
 	}
-	waitFor(t, tab1, "tab 1 to connect", connected, 30*time.Second)
 	waitFor(t, tab2, "tab 2 to connect", connected, 30*time.Second)
 
 	const question = "Question from the first tab"
