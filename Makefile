@@ -21,7 +21,7 @@ APT_PKGS := build-essential pkg-config libsqlite3-dev libgtk-3-dev libwebkit2gtk
 FRONTEND_SRC := $(shell find frontend/src frontend/index.html frontend/package.json frontend/vite.config.ts -type f 2>/dev/null)
 
 .DEFAULT_GOAL := help
-.PHONY: help run serve desktop test test-go test-frontend bench screenshot deps deps-system deps-frontend frontend clean
+.PHONY: help run serve desktop test test-go test-frontend bench screenshot deps deps-system deps-go deps-frontend frontend clean
 
 help: ## Show this help
 	@echo "Atrium make targets:"
@@ -52,7 +52,13 @@ bench: deps frontend ## Run the Go benchmarks (results go in docs/BENCHMARKS.md)
 screenshot: desktop ## Screenshot the desktop window under Xvfb with a Chinese note found by search (out/window.png)
 	bash build/screenshot.sh $(BIN) out/window.png
 
-deps: deps-system deps-frontend
+deps: deps-system deps-go deps-frontend
+
+deps-go:
+	@command -v $(GO) >/dev/null || { echo "Go is missing: install Go 1.26 (https://go.dev/dl/) and put it on PATH"; exit 1; }
+	@v=$$($(GO) env GOVERSION | sed 's/^go//'); major=$${v%%.*}; rest=$${v#*.}; minor=$${rest%%.*}; \
+	  if [ "$$major" -lt 1 ] || { [ "$$major" = 1 ] && [ "$$minor" -lt 26 ]; }; then \
+	    echo "Go $$v is too old: Atrium needs Go 1.26 or newer (https://go.dev/dl/)"; exit 1; fi
 	$(GO) mod download
 
 deps-system:
@@ -74,7 +80,8 @@ deps-system:
 deps-frontend: frontend/node_modules/.package-lock.json
 
 frontend/node_modules/.package-lock.json: frontend/package.json frontend/package-lock.json
-	@command -v npm >/dev/null || { echo "npm is missing: install Node.js 20 (apt-get install -y nodejs npm)"; exit 1; }
+	@command -v npm >/dev/null || { echo "npm is missing: install Node.js 20 or newer with npm (https://nodejs.org/)"; exit 1; }
+	@v=$$(node -p 'process.versions.node.split(".")[0]'); [ "$$v" -ge 20 ] || { echo "Node.js $$v is too old: the UI build needs Node.js 20 or newer"; exit 1; }
 	cd frontend && npm ci --no-audit --no-fund
 	touch $@
 
