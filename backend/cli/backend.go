@@ -33,10 +33,18 @@ type memoryBackend interface {
 	Close() error
 }
 
-// openMemory opens the index directly, or, when a running app holds it,
-// connects to that app's gateway: --port, else the address the app wrote to
-// $ATRIUM_HOME/gateway.json, else config.json's port, else the default.
+// openMemory opens the index directly, or, when a running app holds it (or
+// the workspace is gone but the app still serves its index), asks that app.
 func openMemory(ctx context.Context, layout paths.Layout, port int, o Options) (memoryBackend, error) {
+	if wsErr := layout.CheckWorkspace(); wsErr != nil {
+		// A running app keeps its index when its workspace goes away (and
+		// reports the error in its status); ask it. Otherwise the workspace
+		// is mistyped or gone, and is never created here.
+		if r, err := dialApp(ctx, layout, port, o); err == nil {
+			return r, nil
+		}
+		return nil, wsErr
+	}
 	m, err := memory.Open(memory.Options{
 		Workspace:      layout.Workspace,
 		IndexDir:       layout.IndexDir(),
@@ -49,6 +57,17 @@ func openMemory(ctx context.Context, layout paths.Layout, port int, o Options) (
 	if !errors.Is(err, memory.ErrLocked) {
 		return nil, err
 	}
+	r, derr := dialApp(ctx, layout, port, o)
+	if derr != nil {
+		return nil, fmt.Errorf("%w, and %v", err, derr)
+	}
+	return r, nil
+}
+
+// dialApp connects to the running app's gateway — --port, else the address
+// the app wrote to $ATRIUM_HOME/gateway.json, else config.json's port, else
+// the default — and checks that it serves this workspace.
+func dialApp(ctx context.Context, layout paths.Layout, port int, o Options) (remoteMemory, error) {
 	addr := ""
 	switch {
 	case port != 0:
@@ -60,29 +79,38 @@ func openMemory(ctx context.Context, layout paths.Layout, port int, o Options) (
 		}
 		cfg, cerr := config.Load(layout.ConfigFile())
 		if cerr != nil {
-			return nil, cerr
+			return remoteMemory{}, cerr
 		}
 		if cfg.Gateway.Port == 0 {
 			cfg.Gateway.Port = config.DefaultPort
 		}
 		addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Gateway.Port))
 	}
-	tok, terr := os.ReadFile(layout.TokenFile())
-	if terr != nil {
-		return nil, fmt.Errorf("%w; and the running app's token is unreadable: %v", err, terr)
+	tok, err := os.ReadFile(layout.TokenFile())
+	if err != nil {
+		return remoteMemory{}, fmt.Errorf("the running app's token is unreadable: %w", err)
 	}
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	c, derr := gateway.Dial(dctx, gateway.ClientOptions{
+	c, err := gateway.Dial(dctx, gateway.ClientOptions{
 		URL:   "ws://" + addr + "/ws",
 		Token: strings.TrimSpace(string(tok)),
 		Client: gateway.ClientInfo{ID: "atrium-cli", Version: o.Version, Mode: "cli",
 			Platform: "cli", InstanceID: strconv.Itoa(os.Getpid())},
 	})
-	if derr != nil {
-		return nil, fmt.Errorf("%w, and its gateway at %s did not answer: %v", err, addr, derr)
+	if err != nil {
+		return remoteMemory{}, fmt.Errorf("its gateway at %s did not answer: %w", addr, err)
 	}
-	return remoteMemory{c}, nil
+	r := remoteMemory{c}
+	st, err := r.Status(dctx)
+	if err == nil && st.Workspace != layout.Workspace {
+		err = fmt.Errorf("the app at %s serves workspace %s, not %s", addr, st.Workspace, layout.Workspace)
+	}
+	if err != nil {
+		c.Close()
+		return remoteMemory{}, err
+	}
+	return r, nil
 }
 
 type localMemory struct{ m *memory.Manager }

@@ -192,6 +192,14 @@ func (c *common) layout(o Options) (paths.Layout, error) {
 	return paths.Resolve(c.home, c.workspace, o.Getenv)
 }
 
+// validate checks flag values that the flag package cannot.
+func (c *common) validate() error {
+	if c.port < 0 || c.port > 65535 {
+		return fmt.Errorf("%w: --port %d is not a TCP port (1..65535)", errUsage, c.port)
+	}
+	return nil
+}
+
 // newLogger logs to stderr at level (ATRIUM_LOG=debug|info|warn|error overrides it).
 func newLogger(o Options, level slog.Level) *slog.Logger {
 	switch strings.ToLower(o.Getenv("ATRIUM_LOG")) {
@@ -208,6 +216,15 @@ func newLogger(o Options, level slog.Level) *slog.Logger {
 }
 
 func runDesktop(ctx context.Context, args []string, o Options) error {
+	var c common
+	fs := newFlagSet("atrium", o)
+	c.register(fs)
+	if _, err := parse(fs, args, o); err != nil {
+		return err
+	}
+	if err := c.validate(); err != nil {
+		return err
+	}
 	if o.Desktop == nil {
 		fmt.Fprintln(o.Stderr, "atrium: this build has no desktop window; serving the UI in the browser instead")
 		return runServe(ctx, args, o)
@@ -215,12 +232,6 @@ func runDesktop(ctx context.Context, args []string, o Options) error {
 	if err := displayUsable(o.Getenv); err != nil {
 		fmt.Fprintf(o.Stderr, "atrium: no usable display (%v); serving the UI in the browser instead\n", err)
 		return runServe(ctx, args, o)
-	}
-	var c common
-	fs := newFlagSet("atrium", o)
-	c.register(fs)
-	if _, err := parse(fs, args, o); err != nil {
-		return err
 	}
 	log := newLogger(o, slog.LevelInfo)
 	// The window is handed the gateway's address, so when the default port
@@ -244,6 +255,9 @@ func runServe(ctx context.Context, args []string, o Options) error {
 	fs := newFlagSet("serve", o)
 	c.register(fs)
 	if _, err := parse(fs, args, o); err != nil {
+		return err
+	}
+	if err := c.validate(); err != nil {
 		return err
 	}
 	log := newLogger(o, slog.LevelInfo)

@@ -67,6 +67,8 @@ func TestCommands(t *testing.T) {
 		{"search without query", append([]string{"memory", "search"}, common...), 2, "", "needs an argument"},
 		{"bad flag", []string{"memory", "status", "--nope"}, 2, "", "flag provided but not defined"},
 		{"command help lists its flags", []string{"memory", "search", "--help"}, 0, "-max-results", ""},
+		{"port out of range", []string{"memory", "status", "--port", "99999"}, 2, "", "is not a TCP port"},
+		{"desktop help says nothing about displays", []string{"--help"}, 0, "Usage:", ""},
 		{"index", append([]string{"memory", "index"}, common...), 0, "2 files", ""},
 		{"status", append([]string{"memory", "status"}, common...), 0, "openclaw layout", ""},
 		{"search Chinese, flags after the query", append([]string{"memory", "search", "数据库连接池"}, common...), 0, "memory/2026-11-20.md:", ""},
@@ -90,7 +92,7 @@ func TestCommands(t *testing.T) {
 			if tt.stderr != "" && strings.Count(errOut, tt.stderr) != 1 {
 				t.Errorf("the error is printed %d times:\n%s", strings.Count(errOut, tt.stderr), errOut)
 			}
-			if code == 0 && strings.Contains(errOut, "level=INFO") {
+			if code == 0 && (strings.Contains(errOut, "level=INFO") || strings.Contains(errOut, "display")) {
 				t.Errorf("a memory command logged progress to stderr:\n%s", errOut)
 			}
 		})
@@ -167,6 +169,29 @@ func TestMemoryWhileServing(t *testing.T) {
 	// Without --port the CLI finds the app through $ATRIUM_HOME/gateway.json.
 	if code, out, errOut := runCLI(t, nil, "memory", "status", "--home", home, "--workspace", ws); code != 0 || !strings.Contains(out, "ready") {
 		t.Fatalf("status without --port: exit %d\n%s\n%s", code, out, errOut)
+	}
+	// The workspace goes away while the app runs: the CLI still asks the
+	// app, which keeps its index and reports the error.
+	if err := os.Rename(ws, ws+".gone"); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Rename(ws+".gone", ws)
+	for {
+		code, out, errOut := runCLI(t, nil, "memory", "status", "--home", home, "--workspace", ws)
+		if code == 0 && strings.Contains(out, "is missing") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status with the workspace gone: exit %d\n%s\n%s", code, out, errOut)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if code, out, _ := runCLI(t, nil, "memory", "search", "--home", home, "--workspace", ws, "bluefin"); code != 0 || !strings.Contains(out, "MEMORY.md") {
+		t.Fatalf("search with the workspace gone: exit %d\n%s", code, out)
+	}
+	// Another workspace name is not this app's: refused, not answered for.
+	if code, _, errOut := runCLI(t, nil, "memory", "status", "--home", home, "--workspace", ws+"-typo"); code != 1 || !strings.Contains(errOut, "does not exist") {
+		t.Fatalf("status for a mistyped workspace while the app runs: exit %d\n%s", code, errOut)
 	}
 }
 

@@ -27,6 +27,9 @@ func runMemory(ctx context.Context, args []string, o Options) error {
 	if err != nil {
 		return err
 	}
+	if err := c.validate(); err != nil {
+		return err
+	}
 	switch sub {
 	case "index", "status":
 		if len(pos) > 0 {
@@ -42,9 +45,6 @@ func runMemory(ctx context.Context, args []string, o Options) error {
 
 	layout, err := c.layout(o)
 	if err != nil {
-		return err
-	}
-	if err := layout.CheckWorkspace(); err != nil {
 		return err
 	}
 	if err := layout.Ensure(); err != nil {
