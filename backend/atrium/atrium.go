@@ -129,6 +129,7 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 		IndexDir:       o.Layout.IndexDir(),
 		Logger:         o.Logger,
 		RescanInterval: o.RescanInterval,
+		LockWait:       5 * time.Second, // a previous run may still be shutting down
 		OnChange:       func(ev memory.ChangeEvent) { a.Gateway.Broadcast("memory.changed", ev) },
 		OnProgress:     func(p memory.Progress) { a.Gateway.Broadcast("memory.progress", p) },
 	})

@@ -104,6 +104,10 @@ type Options struct {
 	// periodic rescan keeps the index current). Used by tests and by
 	// one-shot CLI commands.
 	DisableWatcher bool
+	// LockWait is how long Open waits for another process to release the
+	// index (an app that is still shutting down); default 0: fail at once
+	// with ErrLocked.
+	LockWait time.Duration
 	// Logger receives structured logs; default slog.Default().
 	Logger *slog.Logger
 	// OnChange, if set, is called (from the indexing goroutine, without
@@ -232,6 +236,15 @@ func Open(opts Options) (*Manager, error) {
 	}
 	m.lock = flock.New(filepath.Join(opts.IndexDir, LockName))
 	locked, err := m.lock.TryLock()
+	if err == nil && !locked && opts.LockWait > 0 {
+		opts.Logger.Info("memory index locked; waiting for the other process to release it", "dir", opts.IndexDir, "wait", opts.LockWait)
+		ctx, cancel := context.WithTimeout(context.Background(), opts.LockWait)
+		locked, err = m.lock.TryLockContext(ctx, 100*time.Millisecond)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = nil
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open memory: lock %s: %w", m.lock.Path(), err)
 	}

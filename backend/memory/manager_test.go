@@ -773,7 +773,19 @@ func TestOpenLocked(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Open after Close: %v", err)
 	}
-	again.Close()
+	// With LockWait, an Open waits for the holder to let go.
+	released := make(chan struct{})
+	go func() {
+		time.Sleep(300 * time.Millisecond) // the holder is still shutting down
+		again.Close()
+		close(released)
+	}()
+	waited, err := Open(Options{Workspace: ws, IndexDir: idx, DisableWatcher: true, LockWait: 10 * time.Second})
+	if err != nil {
+		t.Fatalf("Open with LockWait: %v", err)
+	}
+	<-released
+	waited.Close()
 }
 
 // cancellingEmbedder cancels the sync's context on its n-th call.
