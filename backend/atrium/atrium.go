@@ -166,6 +166,10 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 		return nil, fmt.Errorf("chat: %w", err)
 	}
 
+	if _, err := a.Chat.RecoverInterrupted(ctx); err != nil {
+		o.Logger.Warn("interrupted chat runs not recovered", "err", err)
+	}
+
 	api.Register(api.Options{
 		Gateway: a.Gateway,
 		Memory:  a.Memory,

@@ -284,6 +284,43 @@ func New(opts Options) (*Service, error) {
 	}, nil
 }
 
+// ReplyID is the id of the assistant message that answers run runID. It is
+// derived from the run id (a name-based UUID) rather than random, so that a
+// restarted server can store the answer of a run its predecessor was killed
+// in (RecoverInterrupted) under the id the clients already know.
+func ReplyID(runID string) string {
+	return uuid.NewSHA1(replyNamespace, []byte(runID)).String()
+}
+
+// replyNamespace scopes ReplyID's name-based UUIDs.
+var replyNamespace = uuid.MustParse("6f0f3b58-7c1e-4d6a-9a53-0a7c1f5e2b91")
+
+// RecoverInterrupted stores an "interrupted" answer for every question whose
+// run never ended with an answer because the process died (kill -9, power
+// loss): without it, clients that saw the run start would show a reply that
+// history does not have. Call it once at start-up, before serving. It
+// returns how many runs it closed.
+func (s *Service) RecoverInterrupted(ctx context.Context) (int, error) {
+	qs, err := s.opts.History.Unanswered(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("recover interrupted runs: %w", err)
+	}
+	now := s.opts.Now().UnixMilli()
+	for _, q := range qs {
+		a := history.Message{
+			ID: ReplyID(q.RunID), ProfileID: q.ProfileID, SessionID: q.SessionID, RunID: q.RunID,
+			Role: history.RoleAssistant, TS: q.TS + 1, Error: history.ErrorInterrupted, EndedAt: now,
+		}
+		if err := s.opts.History.Append(ctx, a); err != nil {
+			return 0, fmt.Errorf("recover interrupted run %s: %w", q.RunID, err)
+		}
+	}
+	if len(qs) > 0 {
+		s.log.Info("chat runs recovered as interrupted", "count", len(qs))
+	}
+	return len(qs), nil
+}
+
 // provider returns the configured provider or the offline one.
 func (s *Service) provider() model.Provider {
 	if s.opts.Provider == nil {
@@ -397,8 +434,9 @@ func (s *Service) Send(ctx context.Context, r SendRequest) (SendResult, error) {
 	ts := s.nextTS(now)
 	base, cancel := context.WithCancelCause(context.Background())
 	rctx, stop := context.WithTimeoutCause(base, s.opts.RunTimeout, errRunTimeout)
+	runID := uuid.NewString()
 	rn := &run{
-		RunRef:    RunRef{RunID: uuid.NewString(), ProfileID: r.ProfileID, SessionID: sessionID, MessageID: uuid.NewString()},
+		RunRef:    RunRef{RunID: runID, ProfileID: r.ProfileID, SessionID: sessionID, MessageID: ReplyID(runID)},
 		userMsgID: uuid.NewString(),
 		userText:  text,
 		startedAt: time.UnixMilli(ts),

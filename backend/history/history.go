@@ -329,6 +329,24 @@ func (s *Store) Session(ctx context.Context, sessionID string, limit int) ([]Mes
 	return msgs, nil
 }
 
+// Unanswered returns the user messages that started a run (RunID set) but
+// have no assistant message for that run — runs whose process was killed
+// before it could store an answer. Oldest first.
+func (s *Store) Unanswered(ctx context.Context) ([]Message, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+cols+` FROM history_messages AS u
+		WHERE u.role = 'user' AND u.run_id != ''
+		  AND NOT EXISTS (SELECT 1 FROM history_messages AS a WHERE a.run_id = u.run_id AND a.role = 'assistant')
+		ORDER BY u.ts, u.seq`)
+	if err != nil {
+		return nil, fmt.Errorf("unanswered messages: %w", err)
+	}
+	msgs, err := collect(rows)
+	if err != nil {
+		return nil, fmt.Errorf("unanswered messages: %w", err)
+	}
+	return msgs, nil
+}
+
 func collect(rows *sql.Rows) ([]Message, error) {
 	defer rows.Close()
 	msgs := []Message{}
