@@ -11,6 +11,7 @@ import (
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/analysis"
 	"github.com/blevesearch/bleve/v2/analysis/analyzer/custom"
+	regexpchar "github.com/blevesearch/bleve/v2/analysis/char/regexp"
 	"github.com/blevesearch/bleve/v2/analysis/lang/cjk"
 	"github.com/blevesearch/bleve/v2/analysis/token/lowercase"
 	"github.com/blevesearch/bleve/v2/analysis/tokenizer/exception"
@@ -29,18 +30,27 @@ const (
 	// lower-casing and CJK bigrams that also emit unigrams (so one-character
 	// CJK words and words shorter than a bigram match). Emoji modifiers
 	// (variation selectors, skin tones, zero-width joiners) are dropped, so
-	// "❤️" matches "❤" and a ZWJ sequence matches its parts.
+	// "❤️" matches "❤" and a ZWJ sequence matches its parts. Before
+	// segmentation, underscores at the edges of words are removed
+	// (trimUnderscores), so `_detect_project_name()`, `__init__` and
+	// Markdown's `__bold__` index as detect_project_name, init and bold.
 	AnalyzerName = "atrium_text"
+	trimFilter   = "atrium_trim_underscores"
 	bigramFilter = "atrium_cjk_bigram"
 	tokenizer    = "atrium_words_symbols"
 	textField    = "text"
 	// symbolPattern selects the runes the tokenizer keeps as single-rune
 	// tokens although Unicode word segmentation would drop them.
 	symbolPattern = `\p{So}`
+	// trimUnderscores matches runs of "_" that start or end a word (Unicode
+	// segmentation counts "_" as a word character); trimReplace keeps the
+	// neighbouring rune and puts a space where the underscores were.
+	trimUnderscores = `(^|[^\p{L}\p{N}_])_+|_+([^\p{L}\p{N}_]|$)`
+	trimReplace     = "${1} ${2}"
 	// analyzerVersion is stored in the Bleve index; a change recreates it.
 	// 1: unicode words + CJK bigrams; 2: symbols (So) kept as tokens, term
-	// vectors stored.
-	analyzerVersion = "2"
+	// vectors stored; 3: underscores trimmed from word edges.
+	analyzerVersion = "3"
 )
 
 var (
@@ -65,6 +75,13 @@ func NewMapping() (*mapping.IndexMappingImpl, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("bleve mapping: %w", err)
 	}
+	if err := im.AddCustomCharFilter(trimFilter, map[string]interface{}{
+		"type":    regexpchar.Name,
+		"regexp":  trimUnderscores,
+		"replace": trimReplace,
+	}); err != nil {
+		return nil, fmt.Errorf("bleve mapping: %w", err)
+	}
 	if err := im.AddCustomTokenizer(tokenizer, map[string]interface{}{
 		"type":       exception.Name,
 		"exceptions": []string{symbolPattern},
@@ -74,6 +91,7 @@ func NewMapping() (*mapping.IndexMappingImpl, error) {
 	}
 	if err := im.AddCustomAnalyzer(AnalyzerName, map[string]interface{}{
 		"type":          custom.Name,
+		"char_filters":  []string{trimFilter},
 		"tokenizer":     tokenizer,
 		"token_filters": []string{cjk.WidthName, lowercase.Name, bigramFilter},
 	}); err != nil {

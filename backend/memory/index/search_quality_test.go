@@ -319,3 +319,32 @@ func TestQualityOrderIndependentOfMaxResults(t *testing.T) {
 		}
 	}
 }
+
+// Identifiers with leading or trailing underscores (`_private()`,
+// `__init__`) match their bare name, and Markdown's __bold__ its word.
+func TestUnderscoreEdges(t *testing.T) {
+	b := openBuiltin(t, t.TempDir())
+	cases := []struct {
+		text string
+		want []string
+	}{
+		{"_detect_project_name()", []string{"detect_project_name"}},
+		{"def __init__(self):", []string{"def", "init", "self"}},
+		{"__bold__ and snake_case", []string{"bold", "and", "snake_case"}},
+		{"___", nil},
+	}
+	for _, c := range cases {
+		if got := b.analyze(c.text); !slices.Equal(got, c.want) {
+			t.Errorf("analyze(%q) = %q, want %q", c.text, got, c.want)
+		}
+	}
+	b.put(t, "memory/tools.md",
+		"The helper `_detect_project_name()` reads the nearest package.json and falls back to the folder name.",
+		"Unrelated: the espresso machine needs descaling every month.")
+	for _, q := range []string{"detect_project_name", "_detect_project_name", "detect_project_name()"} {
+		hs := b.search(t, q, 5, 0.35)
+		if len(hs) == 0 || hs[0].Path != "memory/tools.md" || hs[0].StartLine != 1 {
+			t.Errorf("%q: got %s", q, describeHits(hs))
+		}
+	}
+}
