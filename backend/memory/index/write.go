@@ -155,26 +155,16 @@ func (s *Store) PutFile(ctx context.Context, f FileRecord, chunks []ChunkRecord)
 	if err != nil {
 		return fmt.Errorf("put file %s: %w", f.Path, err)
 	}
-	insChunk, err := tx.PrepareContext(ctx, "INSERT INTO chunks(path, start_line, end_line, text, hash) VALUES(?, ?, ?, ?, ?)")
+	stmts, err := prepareAll(ctx, tx,
+		"INSERT INTO chunks(path, start_line, end_line, text, hash) VALUES(?, ?, ?, ?, ?)",
+		"INSERT INTO vec_chunks(rowid, embedding) VALUES(?, ?)",
+		"INSERT OR IGNORE INTO embedding_cache(provider, model, dims, hash, embedding) VALUES(?, ?, ?, ?, ?)",
+		"INSERT OR REPLACE INTO bleve_journal(chunk_id, op) VALUES(?, ?)")
 	if err != nil {
 		return fmt.Errorf("put file %s: %w", f.Path, err)
 	}
-	defer insChunk.Close()
-	insVec, err := tx.PrepareContext(ctx, "INSERT INTO vec_chunks(rowid, embedding) VALUES(?, ?)")
-	if err != nil {
-		return fmt.Errorf("put file %s: %w", f.Path, err)
-	}
-	defer insVec.Close()
-	insCache, err := tx.PrepareContext(ctx, "INSERT OR IGNORE INTO embedding_cache(provider, model, dims, hash, embedding) VALUES(?, ?, ?, ?, ?)")
-	if err != nil {
-		return fmt.Errorf("put file %s: %w", f.Path, err)
-	}
-	defer insCache.Close()
-	insJournal, err := tx.PrepareContext(ctx, "INSERT OR REPLACE INTO bleve_journal(chunk_id, op) VALUES(?, ?)")
-	if err != nil {
-		return fmt.Errorf("put file %s: %w", f.Path, err)
-	}
-	defer insJournal.Close()
+	defer closeAll(stmts)
+	insChunk, insVec, insCache, insJournal := stmts[0], stmts[1], stmts[2], stmts[3]
 
 	newIDs := make([]int64, len(chunks))
 	for i, c := range chunks {
@@ -562,4 +552,25 @@ func (s *Store) SetMetaValue(ctx context.Context, key, value string) error {
 		return fmt.Errorf("write meta %s: %w", key, err)
 	}
 	return nil
+}
+
+// prepareAll prepares each query on tx; on error it closes those prepared.
+func prepareAll(ctx context.Context, tx *sql.Tx, queries ...string) ([]*sql.Stmt, error) {
+	stmts := make([]*sql.Stmt, 0, len(queries))
+	for _, q := range queries {
+		st, err := tx.PrepareContext(ctx, q)
+		if err != nil {
+			closeAll(stmts)
+			return nil, err
+		}
+		stmts = append(stmts, st)
+	}
+	return stmts, nil
+}
+
+// closeAll closes prepared statements.
+func closeAll(stmts []*sql.Stmt) {
+	for _, st := range stmts {
+		st.Close()
+	}
 }

@@ -13,24 +13,7 @@ export function uuid(): string {
 
 /** Trailing-edge debounce with cancel/flush. */
 export function debounce<A extends unknown[]>(fn: (...args: A) => void, ms: number) {
-  let timer: ReturnType<typeof setTimeout> | null = null;
-  let last: A | null = null;
-  const d = (...args: A) => {
-    last = args;
-    if (timer !== null) clearTimeout(timer);
-    timer = setTimeout(() => {
-      timer = null;
-      const a = last as A;
-      last = null;
-      fn(...a);
-    }, ms);
-  };
-  d.cancel = () => {
-    if (timer !== null) clearTimeout(timer);
-    timer = null;
-    last = null;
-  };
-  return d;
+  return trailing(fn, ms, true);
 }
 
 /**
@@ -38,11 +21,19 @@ export function debounce<A extends unknown[]>(fn: (...args: A) => void, ms: numb
  * unlike debounce it still fires while calls keep coming (e.g. a steady stream of progress events).
  */
 export function throttle<A extends unknown[]>(fn: (...args: A) => void, ms: number) {
+  return trailing(fn, ms, false);
+}
+
+/** Calls fn with the latest arguments `ms` after a call; `restart` makes each call push the deadline back (debounce). */
+function trailing<A extends unknown[]>(fn: (...args: A) => void, ms: number, restart: boolean) {
   let timer: ReturnType<typeof setTimeout> | null = null;
   let last: A | null = null;
-  const t = (...args: A) => {
+  const f = (...args: A) => {
     last = args;
-    if (timer !== null) return;
+    if (timer !== null) {
+      if (!restart) return;
+      clearTimeout(timer);
+    }
     timer = setTimeout(() => {
       timer = null;
       const a = last as A;
@@ -50,12 +41,12 @@ export function throttle<A extends unknown[]>(fn: (...args: A) => void, ms: numb
       fn(...a);
     }, ms);
   };
-  t.cancel = () => {
+  f.cancel = () => {
     if (timer !== null) clearTimeout(timer);
     timer = null;
     last = null;
   };
-  return t;
+  return f;
 }
 
 /** Storage access that never throws (private mode, disabled storage). */
