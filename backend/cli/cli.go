@@ -177,6 +177,8 @@ func run(ctx context.Context, args []string, o Options) error {
 		return runServe(ctx, args, o)
 	case "memory":
 		return runMemory(ctx, args, o)
+	case "bench":
+		return runBench(ctx, args, o)
 	case "version":
 		fmt.Fprintln(o.Stdout, "atrium", o.Version, runtime.Version(), runtime.GOOS+"/"+runtime.GOARCH)
 		return nil
