@@ -1,5 +1,36 @@
 // Package embed defines the Embedder interface used by the memory index's
-// vector leg (SPEC §4.2) and the offline "builtin" embedder.
+// vector leg (SPEC §4.2) and its three providers: the offline "builtin"
+// embedder (default), "ollama" (Ollama's /api/embed) and "openai" (any
+// OpenAI-compatible /v1/embeddings: OpenAI, llama.cpp server, LM Studio,
+// vLLM). New builds one from Settings (config.json's "memory.embedding").
+//
+// # The HTTP providers (Ollama, OpenAI)
+//
+// Both share one client (HTTPOptions, documented defaults):
+//
+//   - Every returned vector is L2-normalised by the client, whatever the
+//     provider does, so cosine scores are comparable across providers.
+//   - Dims may be configured (then every vector of another length is
+//     ErrDimsMismatch, with both sizes in the message) or 0: learned from
+//     the first answer (Prober.Probe asks once), after which it is fixed.
+//   - Inputs are checked against MaxInputTokens (chunk.EstimateTokens,
+//     default 512) before anything is sent: a longer input is
+//     ErrInputTooLong, never truncated. Blank inputs are not sent and yield
+//     the zero vector. Calls are split into requests of at most BatchTokens
+//     estimated tokens (default 8192) and MaxBatch inputs (default 64).
+//   - Each request is bounded by Timeout (default 30 s). Network errors,
+//     timeouts, 408, 429 and 5xx are retried (default 3 retries) with
+//     exponential backoff and jitter (500 ms doubling up to 8 s), honouring
+//     Retry-After (capped at 30 s); other 4xx answers are final. When all
+//     attempts fail the error wraps ErrUnavailable, and for Cooldown
+//     (default 5 s) further calls fail at once instead of waiting again.
+//   - Errors name the provider, the URL and the HTTP status with a short
+//     body excerpt (*StatusError); the API key never appears in them.
+//     Answers that are not valid (malformed JSON, wrong vector count,
+//     repeated or missing openai "index", NaN/Inf) are ErrBadResponse.
+//
+// Environment fallbacks (Settings, provider "openai" only): OPENAI_API_KEY
+// when no key is configured, OPENAI_BASE_URL when no base URL is.
 //
 // # The builtin embedder
 //
@@ -58,15 +89,18 @@ import (
 // Embedder turns texts into vectors for the vector leg of memory search
 // (SPEC §4.2). Implementations must be safe for concurrent use.
 type Embedder interface {
-	// Provider names the backend: "builtin", later "ollama", "openai".
+	// Provider names the backend: "builtin", "ollama" or "openai".
 	Provider() string
 	// Model names the model within the provider; builtin: "hashed-ngram-v1".
 	Model() string
-	// Dims is the length of every returned vector.
+	// Dims is the length of every returned vector. An HTTP provider
+	// configured without dims reports 0 until its first answer (see
+	// Prober); from then on it is fixed.
 	Dims() int
 	// MaxInputTokens is the largest chunk.EstimateTokens of one input that
 	// the provider accepts; callers size chunks and batches with it.
-	// Builtin: 8192 (it embeds longer inputs too, without truncation).
+	// Builtin: 8192 (it embeds longer inputs too, without truncation);
+	// ollama/openai: HTTPOptions.MaxInputTokens (default 512).
 	MaxInputTokens() int
 	// Embed returns one vector of Dims float32s per input, in input order,
 	// each L2-normalised (unit length). An input with no features (empty,
