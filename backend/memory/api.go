@@ -109,8 +109,11 @@ const (
 	// StateReady: the last sync completed without errors; Dirty counts
 	// files changed since then that are not indexed yet.
 	StateReady = "ready"
-	// StateKeywordOnly: the index answers keyword queries only (it was
-	// built with another embedder and its rebuild has not completed).
+	// StateKeywordOnly: the index answers keyword queries only, or only
+	// partly by vector: it was built with another embedder and its rebuild
+	// has not completed, or the embedding provider failed for some chunks
+	// (stored without vectors; LastError counts them and says why, and the
+	// next sync embeds them). Chunks counts every chunk all the same.
 	StateKeywordOnly = "keyword-only"
 	// StateError: the last sync or flush failed for some files, or the
 	// workspace is unavailable (ErrUnavailable); LastError says why. The

@@ -77,6 +77,9 @@ const (
 	// MaxFileBytes is the largest Markdown file that is indexed; larger files
 	// are skipped with a warning (counted in Status.LastError).
 	MaxFileBytes = 16 << 20
+	// DefaultProbeTimeout bounds the request that learns an embedder's
+	// dims when they are not configured (see Options.ProbeTimeout).
+	DefaultProbeTimeout = 10 * time.Second
 	// MaxImportBytes is the largest note Import accepts.
 	MaxImportBytes = 8 << 20
 	// MaxMaxResults caps SearchOptions.MaxResults.
@@ -92,10 +95,19 @@ type Options struct {
 	// $ATRIUM_HOME/index/<id>). Required; created if missing.
 	IndexDir string
 	// Embedder embeds chunks and queries; default
-	// embed.NewBuiltin(embed.BuiltinOptions{}) (offline, 384 dims).
+	// embed.NewBuiltin(embed.BuiltinOptions{}) (offline, 384 dims). Its
+	// provider, model and dims are the index's identity: a change rebuilds
+	// the index (SPEC §4.2). An embedder whose Dims is 0 (not configured)
+	// is asked once at Open and again at each Sync until it answers (see
+	// embed.Prober); meanwhile the index keeps the dims it was built with.
 	Embedder embed.Embedder
 	// Chunking sizes chunks; zero values mean 400 tokens / 80 overlap.
+	// MaxTokens is lowered to the embedder's MaxInputTokens when larger,
+	// so that every chunk fits the provider's input limit.
 	Chunking chunk.Options
+	// ProbeTimeout bounds the dims probe of an embedder without configured
+	// dims; default DefaultProbeTimeout (10 s).
+	ProbeTimeout time.Duration
 	// Debounce delays indexing after a watcher event; default 1.5 s.
 	Debounce time.Duration
 	// RescanInterval is the period of the full rescan in Run; default 60 s.
@@ -133,6 +145,11 @@ type Manager struct {
 	store   *index.Store
 
 	writeMu sync.Mutex // one writer at a time: sync, watcher flush, import
+	// embedDown is the embedder's failure (embed.ErrUnavailable) in the
+	// running full sync: the sync's remaining files are stored without
+	// vectors at once instead of each waiting for the provider. Reset when
+	// a sync starts; guarded by writeMu.
+	embedDown error
 
 	mu       sync.Mutex // guards the status fields below
 	state    string
@@ -146,10 +163,18 @@ type Manager struct {
 	unavailable string
 	// notice explains a state that no error explains (why the index is
 	// stale or keyword-only); cleared when a sync starts.
-	notice   string
-	skipped  map[string]skipEntry
-	progress *Progress
-	dirty    map[string]struct{}
+	notice  string
+	skipped map[string]skipEntry
+	// pending counts, per path, the chunks stored without a vector because
+	// the embedder failed (keyword-only until a later sync embeds them);
+	// embedErr is the embedder's last error. See embedChunks.
+	pending  map[string]int
+	embedErr string
+	// stagedState is the state a rebuild's scan ended with, applied when
+	// the rebuilt index is swapped in (see scanLocked).
+	stagedState string
+	progress    *Progress
+	dirty       map[string]struct{}
 
 	closed atomic.Bool
 	done   chan struct{}
@@ -206,8 +231,14 @@ func Open(opts Options) (*Manager, error) {
 	if opts.Chunking.MaxTokens <= 0 {
 		opts.Chunking.MaxTokens = chunk.DefaultMaxTokens
 	}
+	if lim := opts.Embedder.MaxInputTokens(); lim > 0 && opts.Chunking.MaxTokens > lim {
+		opts.Chunking.MaxTokens = lim
+	}
 	if opts.Chunking.OverlapTokens == 0 {
 		opts.Chunking.OverlapTokens = chunk.DefaultOverlapTokens
+	}
+	if opts.ProbeTimeout <= 0 {
+		opts.ProbeTimeout = DefaultProbeTimeout
 	}
 	if opts.Debounce <= 0 {
 		opts.Debounce = DefaultDebounce
@@ -226,6 +257,7 @@ func Open(opts Options) (*Manager, error) {
 		wsReal:  wsReal,
 		skipped: map[string]skipEntry{},
 		dirty:   map[string]struct{}{},
+		pending: map[string]int{},
 		done:    make(chan struct{}),
 	}
 	// Take the index directory's lock before touching anything in it: a
@@ -259,7 +291,7 @@ func Open(opts Options) (*Manager, error) {
 		Chunking: fmt.Sprintf("lines/%d/%d", opts.Chunking.MaxTokens, opts.Chunking.OverlapTokens),
 		Logger:   opts.Logger,
 	}
-	s, err := index.Open(m.ixOpts)
+	s, err := m.openStore()
 	if err != nil {
 		_ = m.lock.Unlock()
 		return nil, fmt.Errorf("open memory: %w", err)
@@ -336,6 +368,9 @@ func (m *Manager) lastErrorLocked() string {
 	}
 	if m.syncErr != "" {
 		parts = append(parts, m.syncErr)
+	}
+	if p := m.pendingNoticeLocked(); p != "" {
+		parts = append(parts, p)
 	}
 	if n := len(m.skipped); n > 0 {
 		paths := make([]string, 0, n)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -138,6 +139,10 @@ type syncRecord struct {
 	LastError   string       `json:"lastError,omitempty"`
 	SkipVersion int          `json:"skipVersion,omitempty"`
 	Skipped     []skipRecord `json:"skipped,omitempty"`
+	// Pending counts, per path, the chunks stored without a vector (the
+	// embedder failed); EmbedError is its last error.
+	Pending    map[string]int `json:"pending,omitempty"`
+	EmbedError string         `json:"embedError,omitempty"`
 }
 
 // skipRecord is a skipEntry as persisted in a syncRecord.
@@ -183,6 +188,10 @@ func (m *Manager) saveSyncRecord(ctx context.Context, st *index.Store, rec syncR
 // Callers hold mu.
 func (m *Manager) currentRecordLocked(incomplete bool) syncRecord {
 	rec := syncRecord{LastSync: m.lastSync, Incomplete: incomplete, LastError: m.syncErr, SkipVersion: skipRecordVersion}
+	if len(m.pending) > 0 {
+		rec.Pending = maps.Clone(m.pending)
+		rec.EmbedError = m.embedErr
+	}
 	paths := make([]string, 0, len(m.skipped))
 	for p := range m.skipped {
 		paths = append(paths, p)
@@ -212,6 +221,12 @@ func (m *Manager) restoreStatus(ctx context.Context) error {
 			m.skipped[r.Path] = skipEntry{size: r.Size, mtime: r.MTime, reason: r.Reason, retry: r.Retry}
 		}
 	}
+	if s.Compatible() && s.Meta().Dims == m.ixOpts.Dims {
+		maps.Copy(m.pending, rec.Pending)
+		if len(m.pending) > 0 && m.embedErr == "" {
+			m.embedErr = rec.EmbedError
+		}
+	}
 	switch {
 	case !s.Compatible():
 		meta := s.Meta()
@@ -234,9 +249,39 @@ func (m *Manager) restoreStatus(ctx context.Context) error {
 		m.state = StateError
 		m.syncErr = rec.LastError
 	default:
-		m.state = StateReady
+		m.settleLocked()
 	}
 	return nil
+}
+
+// settleLocked sets the state of an index that is up to date: StateReady,
+// or StateKeywordOnly while chunks are stored without vectors (the
+// embedder failed; SPEC §4.2: never "ready" when the vector leg is missing
+// chunks). Callers hold mu (or own m).
+func (m *Manager) settleLocked() {
+	m.syncErr = ""
+	if len(m.pending) == 0 {
+		m.state = StateReady
+		return
+	}
+	m.state = StateKeywordOnly
+}
+
+// pendingNoticeLocked describes the chunks stored without vectors ("" when
+// there are none). Callers hold mu.
+func (m *Manager) pendingNoticeLocked() string {
+	if len(m.pending) == 0 {
+		return ""
+	}
+	n := 0
+	for _, c := range m.pending {
+		n += c
+	}
+	msg := fmt.Sprintf("%d chunk(s) in %d file(s) have no vector yet (embedding provider %s/%s", n, len(m.pending), m.emb.Provider(), m.emb.Model())
+	if m.embedErr != "" {
+		msg += ": " + m.embedErr
+	}
+	return msg + "); keyword search works, and the next sync adds the vectors when the provider answers"
 }
 
 // Check compares the workspace with the index by a stat-only scan: no file

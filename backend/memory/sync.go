@@ -15,16 +15,23 @@ import (
 	"unicode/utf8"
 
 	"github.com/atrium-dev/atrium/backend/memory/chunk"
+	"github.com/atrium-dev/atrium/backend/memory/embed"
 	"github.com/atrium-dev/atrium/backend/memory/index"
 )
 
-// Embedding batches are sized by the chunk token estimate (SPEC §4.2).
+// Embedding batches are sized by the chunk token estimate (SPEC §4.2). The
+// HTTP embedders split a batch further into requests by their own budget,
+// and retry each request with backoff (package embed).
 const (
 	maxBatchTokens = 8192
 	maxBatchTexts  = 64
-	embedAttempts  = 3
-	embedBackoff   = 250 * time.Millisecond
 )
+
+// placeholderDims is the vector length of an index created while the
+// embedder's dims are unknown (not configured, provider not answering): it
+// holds chunks without vectors only, and is rebuilt with the real dims once
+// the provider answers.
+const placeholderDims = 1
 
 type indexResult int
 
@@ -59,10 +66,73 @@ func (m *Manager) Sync(ctx context.Context) error {
 	if m.closed.Load() {
 		return ErrClosed
 	}
-	if !m.store.Compatible() {
+	m.embedDown = nil
+	m.refreshDims(ctx)
+	if !m.store.Compatible() || m.store.Meta().Dims != m.ixOpts.Dims {
 		return m.rebuildLocked(ctx)
 	}
 	return m.scanLocked(ctx, m.store)
+}
+
+// openStore opens the index for m.ixOpts. When the embedder's dims are
+// unknown it probes the provider once (Options.ProbeTimeout); if that
+// fails too, it opens the index with the dims the index was built with
+// (same provider, model and chunking), or else with placeholderDims, so
+// that keyword search works while the provider is away. Callers own m.
+func (m *Manager) openStore() (*index.Store, error) {
+	if m.ixOpts.Dims <= 0 {
+		m.probeDims(context.Background())
+		m.ixOpts.Dims = m.emb.Dims()
+	}
+	if m.ixOpts.Dims > 0 {
+		return index.Open(m.ixOpts)
+	}
+	m.ixOpts.Dims = placeholderDims
+	s, err := index.Open(m.ixOpts)
+	if err != nil {
+		return nil, err
+	}
+	meta := s.Meta()
+	if s.Compatible() || meta.Provider != m.ixOpts.Provider || meta.Model != m.ixOpts.Model ||
+		meta.Chunking != m.ixOpts.Chunking || meta.Schema != index.SchemaVersion {
+		m.log.Warn("memory embedder dims unknown and the provider did not answer; keyword search only until it does",
+			"provider", m.ixOpts.Provider, "model", m.ixOpts.Model)
+		return s, nil
+	}
+	if err := s.Close(); err != nil {
+		return nil, err
+	}
+	m.ixOpts.Dims = meta.Dims
+	m.log.Info("memory embedder dims unknown; using the index's", "dims", meta.Dims)
+	return index.Open(m.ixOpts)
+}
+
+// probeDims asks an embedder whose dims are unknown for them (logged when
+// it fails; a failure leaves Dims 0).
+func (m *Manager) probeDims(ctx context.Context) {
+	p, ok := m.emb.(embed.Prober)
+	if !ok || m.emb.Dims() > 0 {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, m.opts.ProbeTimeout)
+	defer cancel()
+	if _, err := p.Probe(pctx); err != nil {
+		m.log.Warn("memory embedder dims probe failed", "provider", m.emb.Provider(), "model", m.emb.Model(), "err", err)
+		m.mu.Lock()
+		m.embedErr = err.Error()
+		m.mu.Unlock()
+	}
+}
+
+// refreshDims learns unknown embedder dims (probe) and makes them the
+// index's: when they differ from the open index's, the caller rebuilds.
+// Callers hold writeMu.
+func (m *Manager) refreshDims(ctx context.Context) {
+	m.probeDims(ctx)
+	if d := m.emb.Dims(); d > 0 && d != m.ixOpts.Dims {
+		m.log.Info("memory embedder dims known; the index is rebuilt with them", "dims", d, "index_dims", m.ixOpts.Dims)
+		m.ixOpts.Dims = d
+	}
 }
 
 // rebuildLocked builds a fresh index in the staging directory and swaps it in.
@@ -73,12 +143,18 @@ func (m *Manager) rebuildLocked(ctx context.Context) error {
 		m.finishWithError(fmt.Sprintf("rebuild index: %v", err))
 		return fmt.Errorf("rebuild index: %w", err)
 	}
+	// The pending chunks of the old index are not the new one's.
+	m.mu.Lock()
+	oldPending := m.pending
+	m.pending = map[string]int{}
+	m.mu.Unlock()
 	serr := m.scanLocked(ctx, staging)
 	if err := staging.Close(); err != nil && serr == nil {
 		serr = err
 	}
 	if serr != nil {
 		m.mu.Lock()
+		m.pending = oldPending
 		if m.unavailable == "" {
 			m.state = StateKeywordOnly // the old index still answers keyword queries
 		}
@@ -104,6 +180,7 @@ func (m *Manager) rebuildLocked(ctx context.Context) error {
 	files, chunks, _ := ns.Counts(ctx)
 	m.mu.Lock()
 	m.files, m.chunks = files, chunks
+	m.state = m.stagedState
 	m.mu.Unlock()
 	m.log.Info("memory index rebuild finished", "files", files, "chunks", chunks)
 	return nil
@@ -156,6 +233,16 @@ func (m *Manager) scanLocked(ctx context.Context, st *index.Store) error {
 	}
 	m.mu.Lock()
 	todo, gone := m.compareLocked(l, known)
+	// Files with chunks stored without vectors are embedded again.
+	inTodo := make(map[string]bool, len(todo))
+	for _, f := range todo {
+		inTodo[f.rel] = true
+	}
+	for _, f := range l.files {
+		if _, ok := m.pending[f.rel]; ok && !inTodo[f.rel] {
+			todo = append(todo, f)
+		}
+	}
 	m.mu.Unlock()
 
 	if len(todo) > 0 || len(gone) > 0 {
@@ -233,6 +320,7 @@ func (m *Manager) scanLocked(ctx context.Context, st *index.Store) error {
 				m.log.Error("memory file delete failed", "path", p, "err", err)
 				continue
 			}
+			m.setPending(p, 0)
 			deleted = append(deleted, p)
 		}
 	}
@@ -247,6 +335,7 @@ func (m *Manager) scanLocked(ctx context.Context, st *index.Store) error {
 	unavailable := errors.Is(stop, ErrUnavailable)
 	m.mu.Lock()
 	m.progress = nil
+	prevState := m.state
 	if cerr == nil && live {
 		m.files, m.chunks = files, chunks
 	}
@@ -269,8 +358,12 @@ func (m *Manager) scanLocked(ctx context.Context, st *index.Store) error {
 		m.state = StateError
 		m.syncErr = fmt.Sprintf("no chunks indexed although %d memory files exist", files)
 	default:
-		m.state = StateReady
-		m.syncErr = ""
+		m.settleLocked()
+	}
+	if !live && stop == nil {
+		// A rebuild: searches still use the old index, so the state
+		// stays "indexing" until rebuildLocked has swapped the new one in.
+		m.stagedState, m.state = m.state, prevState
 	}
 	var rec syncRecord
 	if stop == nil {
@@ -372,6 +465,7 @@ func (m *Manager) indexOne(ctx context.Context, st *index.Store, rel string) (in
 	dropIfKnown := func() (indexResult, error) {
 		m.mu.Lock()
 		delete(m.skipped, rel)
+		delete(m.pending, rel)
 		m.mu.Unlock()
 		if _, ok, err := st.File(ctx, rel); err != nil {
 			return resUnchanged, err
@@ -427,13 +521,14 @@ func (m *Manager) indexOne(ctx context.Context, st *index.Store, rel string) (in
 	hash := hex.EncodeToString(sum[:])
 	m.mu.Lock()
 	delete(m.skipped, rel)
+	_, pending := m.pending[rel]
 	m.mu.Unlock()
 
 	rec, ok, err := st.File(ctx, rel)
 	if err != nil {
 		return resUnchanged, err
 	}
-	if ok && rec.Hash == hash {
+	if ok && rec.Hash == hash && !pending {
 		if rec.MTime != mtime || rec.Size != int64(len(content)) {
 			if err := st.TouchFile(ctx, rel, mtime, int64(len(content))); err != nil {
 				return resUnchanged, err
@@ -445,9 +540,13 @@ func (m *Manager) indexOne(ctx context.Context, st *index.Store, rel string) (in
 		m.log.Warn("memory file is not valid UTF-8; indexed with replacement characters", "path", rel, "bytes_replaced", replaced)
 	}
 	chunks := chunk.Split(text, m.opts.Chunking)
-	vecs, err := m.embedChunks(ctx, st, chunks)
+	vecs, missing, err := m.embedChunks(ctx, st, chunks)
+	if vecs == nil && len(chunks) > 0 {
+		return resUnchanged, err // cancelled, or the cache is unreadable
+	}
 	if err != nil {
-		return resUnchanged, err
+		m.log.Warn("memory chunks stored without vectors; keyword search only until the embedder answers",
+			"path", rel, "chunks", missing, "err", err)
 	}
 	k := classify(rel)
 	recs := make([]index.ChunkRecord, len(chunks))
@@ -458,7 +557,20 @@ func (m *Manager) indexOne(ctx context.Context, st *index.Store, rel string) (in
 	if err := st.PutFile(ctx, fr, recs); err != nil {
 		return resUnchanged, err
 	}
+	m.setPending(rel, missing)
 	return resChanged, nil
+}
+
+// setPending records that n chunks of rel are stored without vectors (0:
+// none).
+func (m *Manager) setPending(rel string, n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if n > 0 {
+		m.pending[rel] = n
+	} else {
+		delete(m.pending, rel)
+	}
 }
 
 // skip records a file that cannot be indexed (logged once per size, mtime
@@ -486,10 +598,16 @@ func (m *Manager) skip(ctx context.Context, st *index.Store, rel string, size, m
 }
 
 // embedChunks returns one vector per chunk, from the cache where possible;
-// the rest are embedded in batches sized by the token estimate, with retries.
-func (m *Manager) embedChunks(ctx context.Context, st *index.Store, chunks []chunk.Chunk) ([][]float32, error) {
+// the rest are embedded in batches sized by the token estimate (the
+// embedder retries each request). When the embedder fails, the chunks it
+// did not embed get the zero vector (stored without a vector: keyword
+// search only, see index.ChunkRecord) and missing counts them; err says
+// why. Once the embedder is unavailable (embed.ErrUnavailable) the rest of
+// the sync does not ask it again (m.embedDown). vecs is nil only when ctx
+// ended or the cache could not be read. Callers hold writeMu.
+func (m *Manager) embedChunks(ctx context.Context, st *index.Store, chunks []chunk.Chunk) (vecs [][]float32, missing int, err error) {
 	if len(chunks) == 0 {
-		return nil, nil
+		return nil, 0, nil
 	}
 	hashes := make([]string, len(chunks))
 	for i, c := range chunks {
@@ -497,87 +615,91 @@ func (m *Manager) embedChunks(ctx context.Context, st *index.Store, chunks []chu
 	}
 	cached, err := st.CachedEmbeddings(ctx, hashes)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	var missing []chunk.Chunk
+	var todo []chunk.Chunk
 	queued := map[string]bool{}
 	for _, c := range chunks {
 		if _, ok := cached[c.Hash]; ok || queued[c.Hash] {
 			continue
 		}
 		queued[c.Hash] = true
-		missing = append(missing, c)
+		todo = append(todo, c)
 	}
-	for len(missing) > 0 {
+	var failed error
+	for len(todo) > 0 && failed == nil {
+		if m.embedDown != nil {
+			failed = m.embedDown
+			break
+		}
 		n, tokens := 0, 0
-		for n < len(missing) && n < maxBatchTexts {
-			t := chunk.EstimateTokens(missing[n].Text)
+		for n < len(todo) && n < maxBatchTexts {
+			t := chunk.EstimateTokens(todo[n].Text)
 			if n > 0 && tokens+t > maxBatchTokens {
 				break
 			}
 			tokens += t
 			n++
 		}
-		batch := missing[:n]
-		missing = missing[n:]
+		batch := todo[:n]
 		texts := make([]string, len(batch))
 		for i, c := range batch {
 			texts[i] = c.Text
 		}
-		vecs, err := m.embedRetry(ctx, texts)
+		vs, err := m.embedBatch(ctx, texts)
 		if err != nil {
-			return nil, err
+			if ctx.Err() != nil {
+				return nil, 0, ctx.Err()
+			}
+			failed = err
+			if errors.Is(err, embed.ErrUnavailable) {
+				m.embedDown = err
+			}
+			break
 		}
 		for i, c := range batch {
-			cached[c.Hash] = vecs[i]
+			cached[c.Hash] = vs[i]
 		}
+		todo = todo[n:]
 	}
-	out := make([][]float32, len(chunks))
+	vecs = make([][]float32, len(chunks))
 	for i, c := range chunks {
-		out[i] = cached[c.Hash]
+		v, ok := cached[c.Hash]
+		if !ok {
+			v = make([]float32, m.ixOpts.Dims)
+			missing++
+		}
+		vecs[i] = v
 	}
-	return out, nil
+	m.mu.Lock()
+	if failed != nil {
+		m.embedErr = failed.Error()
+	} else if len(queued) > 0 {
+		m.embedErr = ""
+	}
+	m.mu.Unlock()
+	return vecs, missing, failed
 }
 
-// embedRetry calls the embedder with exponential backoff and validates the
-// shape of its answer.
-func (m *Manager) embedRetry(ctx context.Context, texts []string) ([][]float32, error) {
-	var last error
-	wait := embedBackoff
-	for attempt := 1; attempt <= embedAttempts; attempt++ {
-		vecs, err := m.emb.Embed(ctx, texts)
-		if err == nil {
-			if len(vecs) != len(texts) {
-				err = fmt.Errorf("embedder returned %d vectors for %d texts", len(vecs), len(texts))
-			} else {
-				for _, v := range vecs {
-					if len(v) != m.ixOpts.Dims {
-						err = fmt.Errorf("embedder returned %d dims, want %d", len(v), m.ixOpts.Dims)
-						break
-					}
-				}
-			}
-			if err == nil {
-				return vecs, nil
-			}
-		}
-		last = err
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if attempt < embedAttempts {
-			m.log.Warn("memory embedding failed; retrying", "attempt", attempt, "err", err)
-			select {
-			case <-time.After(wait):
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-m.done:
-				return nil, ErrClosed
-			}
-			wait *= 4
+// embedBatch calls the embedder once and checks the shape of its answer:
+// one vector per text, each of the index's dims (SPEC §4.2: vectors of two
+// dimensions never mix; a provider whose dims changed is
+// embed.ErrDimsMismatch until the next Sync rebuilds the index).
+func (m *Manager) embedBatch(ctx context.Context, texts []string) ([][]float32, error) {
+	vecs, err := m.emb.Embed(ctx, texts)
+	if err != nil {
+		return nil, err // package embed names the provider and the URL
+	}
+	if len(vecs) != len(texts) {
+		return nil, fmt.Errorf("embed: %s returned %d vectors for %d texts", m.emb.Provider(), len(vecs), len(texts))
+	}
+	for _, v := range vecs {
+		if len(v) != m.ixOpts.Dims {
+			return nil, fmt.Errorf("embed: %s/%s returned %d dims, the index has %d (the next sync rebuilds it): %w",
+				m.emb.Provider(), m.emb.Model(), len(v), m.ixOpts.Dims, embed.ErrDimsMismatch)
 		}
 	}
-	return nil, fmt.Errorf("embed: %w", last)
+	return vecs, nil
 }
 
 // compareLocked compares a stat-only listing with the indexed files (the

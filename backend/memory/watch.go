@@ -330,8 +330,7 @@ func (m *Manager) flushDirty(ctx context.Context) {
 	case m.state != StateIndexing && m.state != StateStale:
 		// A stale index (never fully synced, or its last sync incomplete)
 		// stays stale until a full sync completes.
-		m.state = StateReady
-		m.syncErr = ""
+		m.settleLocked()
 	}
 	if m.unavailable == "" {
 		m.layout = detectLayout(m.ws)

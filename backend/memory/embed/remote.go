@@ -11,6 +11,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -399,6 +400,10 @@ func (c *client) attempt(ctx context.Context, body []byte, n int) (vecs [][]floa
 	}
 	resp, err := c.opts.HTTPClient.Do(req)
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // the message names the method and URL already
+		}
 		if rctx.Err() != nil && ctx.Err() == nil {
 			err = fmt.Errorf("no answer within %v", c.opts.Timeout)
 		}

@@ -28,7 +28,7 @@ type FileRecord struct {
 // ChunkRecord is one chunk to store. Lines are 1-based and inclusive; Hash is
 // the hex SHA-256 of Text; Vector must have Meta().Dims elements and should be
 // L2-normalised; an all-zero Vector is allowed and makes the chunk
-// keyword-only.
+// keyword-only (it is neither searchable by vector nor cached).
 type ChunkRecord struct {
 	StartLine int
 	EndLine   int
@@ -178,15 +178,17 @@ func (s *Store) PutFile(ctx context.Context, f FileRecord, chunks []ChunkRecord)
 		}
 		newIDs[i] = id
 		blob := encodeVector(c.Vector)
-		// A zero vector (text without features) has no direction: it is
-		// not stored in vec0, so the chunk is found by keywords only.
+		// A zero vector (text without features, or a chunk stored without
+		// a vector because the provider did not answer) has no direction:
+		// it is not stored in vec0, so the chunk is found by keywords
+		// only, and not cached, so that it is embedded when it can be.
 		if !isZero(c.Vector) {
 			if _, err := insVec.ExecContext(ctx, id, blob); err != nil {
 				return fmt.Errorf("put file %s: insert vector: %w", f.Path, err)
 			}
-		}
-		if _, err := insCache.ExecContext(ctx, s.opts.Provider, s.opts.Model, s.opts.Dims, c.Hash, blob); err != nil {
-			return fmt.Errorf("put file %s: cache embedding: %w", f.Path, err)
+			if _, err := insCache.ExecContext(ctx, s.opts.Provider, s.opts.Model, s.opts.Dims, c.Hash, blob); err != nil {
+				return fmt.Errorf("put file %s: cache embedding: %w", f.Path, err)
+			}
 		}
 		if _, err := insJournal.ExecContext(ctx, id, opIndex); err != nil {
 			return fmt.Errorf("put file %s: journal: %w", f.Path, err)
