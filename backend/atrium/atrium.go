@@ -25,6 +25,7 @@ import (
 	"github.com/atrium-dev/atrium/backend/gateway"
 	"github.com/atrium-dev/atrium/backend/history"
 	"github.com/atrium-dev/atrium/backend/memory"
+	"github.com/atrium-dev/atrium/backend/memory/embed"
 	"github.com/atrium-dev/atrium/backend/model"
 	"github.com/atrium-dev/atrium/backend/paths"
 	"github.com/atrium-dev/atrium/backend/statedb"
@@ -71,6 +72,31 @@ type App struct {
 	log     *slog.Logger
 	db      *sql.DB
 	anyPort bool
+}
+
+// NewEmbedder builds the memory engine's embedder from config.json's
+// memory.embedding (SPEC §4.2; see config.Embedding and embed.New for the
+// defaults): builtin when nothing is configured, else ollama or openai, with
+// OPENAI_API_KEY and OPENAI_BASE_URL read through getenv (nil: os.Getenv)
+// when config has no key or base URL. It sends no request. The app and the
+// CLI's memory commands both use it, so that they open the index with the
+// same embedder (another one would make the index rebuild).
+func NewEmbedder(c config.Embedding, getenv func(string) string, log *slog.Logger) (embed.Embedder, error) {
+	e, err := embed.New(embed.Settings{
+		Provider:       c.Provider,
+		Model:          c.Model,
+		BaseURL:        c.BaseURL,
+		APIKey:         c.APIKey,
+		Dims:           c.Dims,
+		MaxInputTokens: c.MaxInputTokens,
+		Timeout:        time.Duration(c.TimeoutSeconds) * time.Second,
+		Logger:         log,
+		Getenv:         getenv,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("embedding provider: %w", err)
+	}
+	return e, nil
 }
 
 // New builds the app. Nothing listens and nothing is indexed until Run.
@@ -124,9 +150,14 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 
+	emb, err := NewEmbedder(a.Config.Memory.Embedding, o.Getenv, o.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("memory: %w", err)
+	}
 	a.Memory, err = memory.Open(memory.Options{
 		Workspace:      o.Layout.Workspace,
 		IndexDir:       o.Layout.IndexDir(),
+		Embedder:       emb,
 		Logger:         o.Logger,
 		RescanInterval: o.RescanInterval,
 		LockWait:       5 * time.Second, // a previous run may still be shutting down

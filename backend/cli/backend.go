@@ -45,10 +45,22 @@ func openMemory(ctx context.Context, layout paths.Layout, port int, o Options) (
 		}
 		return nil, wsErr
 	}
+	// The same embedder as the app's (config.json memory.embedding): any
+	// other would make the index rebuild.
+	cfg, err := config.Load(layout.ConfigFile())
+	if err != nil {
+		return nil, err
+	}
+	log := newLogger(o, slog.LevelWarn) // a command's output is its result, not progress logs
+	emb, err := atrium.NewEmbedder(cfg.Memory.Embedding, o.Getenv, log)
+	if err != nil {
+		return nil, err
+	}
 	m, err := memory.Open(memory.Options{
 		Workspace:      layout.Workspace,
 		IndexDir:       layout.IndexDir(),
-		Logger:         newLogger(o, slog.LevelWarn), // a command's output is its result, not progress logs
+		Embedder:       emb,
+		Logger:         log,
 		DisableWatcher: true,
 	})
 	if err == nil {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
 
 	"github.com/atrium-dev/atrium/backend/model"
@@ -24,6 +25,82 @@ type Config struct {
 	Model model.Config `json:"model"`
 	// Gateway settings.
 	Gateway Gateway `json:"gateway"`
+	// Memory settings (SPEC §4).
+	Memory Memory `json:"memory"`
+}
+
+// Memory holds the memory engine's settings.
+type Memory struct {
+	// Embedding selects the embedding provider of the vector leg (SPEC
+	// §4.2). The zero value is the offline builtin embedder.
+	Embedding Embedding `json:"embedding"`
+}
+
+// Embedding is "memory.embedding" in config.json, for example
+//
+//	{"provider": "ollama", "model": "nomic-embed-text", "dims": 768}
+//	{"provider": "openai", "model": "text-embedding-3-small", "apiKey": "sk-..."}
+//
+// Zero values mean the provider's defaults (package backend/memory/embed):
+// builtin 384 dims; ollama at http://127.0.0.1:11434 with
+// nomic-embed-text; openai at https://api.openai.com/v1 (or
+// $OPENAI_BASE_URL) with text-embedding-3-small and $OPENAI_API_KEY;
+// dims learned from the provider; timeout 30 s; 512 input tokens.
+// Changing provider, model or dims rebuilds the index.
+type Embedding struct {
+	// Provider: "builtin" (default), "ollama" or "openai" (any
+	// OpenAI-compatible /v1/embeddings server).
+	Provider string `json:"provider,omitempty"`
+	// Model name at the provider (builtin has one: "hashed-ngram-v1").
+	Model string `json:"model,omitempty"`
+	// BaseURL of the API (ollama, openai); for openai it includes "/v1".
+	BaseURL string `json:"baseUrl,omitempty"`
+	// APIKey (openai); empty: $OPENAI_API_KEY.
+	APIKey string `json:"apiKey,omitempty"`
+	// Dims is the vector length (0: builtin 384, others learned).
+	Dims int `json:"dims,omitempty"`
+	// TimeoutSeconds bounds each request (ollama, openai); 0: 30 s.
+	TimeoutSeconds int `json:"timeoutSeconds,omitempty"`
+	// MaxInputTokens is the provider's input limit in estimated tokens
+	// (ollama, openai); 0: 512. Chunks are sized to fit it.
+	MaxInputTokens int `json:"maxInputTokens,omitempty"`
+}
+
+// Limits checked by Load for memory.embedding.
+const (
+	MaxEmbeddingDims      = 65536
+	MaxEmbeddingTimeout   = 3600 // seconds
+	MaxEmbeddingMaxTokens = 1 << 20
+)
+
+// validate checks the shape of memory.embedding; the provider packages
+// check the rest when the embedder is built.
+func (e Embedding) validate() error {
+	switch e.Provider {
+	case "", "builtin":
+		if e.BaseURL != "" || e.APIKey != "" || e.TimeoutSeconds != 0 || e.MaxInputTokens != 0 {
+			return errors.New("memory.embedding: baseUrl, apiKey, timeoutSeconds and maxInputTokens are not used by the builtin provider (set \"provider\": \"ollama\" or \"openai\")")
+		}
+	case "ollama", "openai":
+	default:
+		return fmt.Errorf("memory.embedding.provider %q is not one of builtin, ollama, openai", e.Provider)
+	}
+	if e.Dims < 0 || e.Dims > MaxEmbeddingDims {
+		return fmt.Errorf("memory.embedding.dims %d out of range 0..%d", e.Dims, MaxEmbeddingDims)
+	}
+	if e.TimeoutSeconds < 0 || e.TimeoutSeconds > MaxEmbeddingTimeout {
+		return fmt.Errorf("memory.embedding.timeoutSeconds %d out of range 0..%d", e.TimeoutSeconds, MaxEmbeddingTimeout)
+	}
+	if e.MaxInputTokens < 0 || e.MaxInputTokens > MaxEmbeddingMaxTokens {
+		return fmt.Errorf("memory.embedding.maxInputTokens %d out of range 0..%d", e.MaxInputTokens, MaxEmbeddingMaxTokens)
+	}
+	if e.BaseURL != "" {
+		u, err := url.Parse(e.BaseURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("memory.embedding.baseUrl %q is not an http(s) URL", e.BaseURL)
+		}
+	}
+	return nil
 }
 
 // Gateway holds the listener settings.
@@ -60,6 +137,9 @@ func Load(path string) (Config, error) {
 	}
 	if c.Gateway.Port < 0 || c.Gateway.Port > 65535 {
 		return c, fmt.Errorf("config %s: gateway.port %d out of range 0..65535", path, c.Gateway.Port)
+	}
+	if err := c.Memory.Embedding.validate(); err != nil {
+		return c, fmt.Errorf("config %s: %w", path, err)
 	}
 	return c, nil
 }

@@ -29,6 +29,32 @@ func TestLoad(t *testing.T) {
 		{name: "unknown field", body: `{"modle":{}}`, wantErr: "unknown field"},
 		{name: "wrong type", body: `{"gateway":{"port":"x"}}`, wantErr: "config"},
 		{name: "port range", body: `{"gateway":{"port":70000}}`, wantErr: "out of range"},
+		{name: "ollama embedding", body: `{"memory":{"embedding":{"provider":"ollama","model":"bge-m3","baseUrl":"http://gpu:11434","dims":1024,"timeoutSeconds":60,"maxInputTokens":8192}}}`,
+			check: func(t *testing.T, c Config) {
+				want := Embedding{Provider: "ollama", Model: "bge-m3", BaseURL: "http://gpu:11434", Dims: 1024, TimeoutSeconds: 60, MaxInputTokens: 8192}
+				if c.Memory.Embedding != want {
+					t.Fatalf("got %+v", c.Memory.Embedding)
+				}
+			}},
+		{name: "openai embedding", body: `{"memory":{"embedding":{"provider":"openai","model":"text-embedding-3-small","apiKey":"sk-x"}}}`,
+			check: func(t *testing.T, c Config) {
+				if e := c.Memory.Embedding; e.Provider != "openai" || e.APIKey != "sk-x" || e.Model != "text-embedding-3-small" {
+					t.Fatalf("got %+v", e)
+				}
+			}},
+		{name: "builtin dims", body: `{"memory":{"embedding":{"provider":"builtin","dims":256}}}`,
+			check: func(t *testing.T, c Config) {
+				if c.Memory.Embedding.Dims != 256 {
+					t.Fatalf("got %+v", c.Memory.Embedding)
+				}
+			}},
+		{name: "unknown provider", body: `{"memory":{"embedding":{"provider":"cohere"}}}`, wantErr: `provider "cohere" is not one of`},
+		{name: "negative dims", body: `{"memory":{"embedding":{"provider":"ollama","dims":-1}}}`, wantErr: "dims -1 out of range"},
+		{name: "timeout range", body: `{"memory":{"embedding":{"provider":"openai","timeoutSeconds":99999}}}`, wantErr: "timeoutSeconds 99999 out of range"},
+		{name: "max tokens range", body: `{"memory":{"embedding":{"provider":"openai","maxInputTokens":-5}}}`, wantErr: "maxInputTokens -5 out of range"},
+		{name: "base URL without scheme", body: `{"memory":{"embedding":{"provider":"ollama","baseUrl":"localhost:11434"}}}`, wantErr: "not an http(s) URL"},
+		{name: "builtin with a URL", body: `{"memory":{"embedding":{"baseUrl":"http://x"}}}`, wantErr: "not used by the builtin provider"},
+		{name: "unknown embedding field", body: `{"memory":{"embedding":{"provider":"ollama","url":"http://x"}}}`, wantErr: "unknown field"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
