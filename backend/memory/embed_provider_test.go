@@ -567,3 +567,22 @@ func embedErrOf(t *testing.T, e embed.Embedder) error {
 	_, err := e.Embed(context.Background(), []string{"x"})
 	return err
 }
+
+// A provider that hangs never holds a search: the query's embedding is
+// bounded by QueryTimeout and the search answers from the keyword leg.
+func TestProviderHangingQueryFallsBackToKeywords(t *testing.T) {
+	srv := newOllamaServer(t, map[string]int{"m": 64}, 2048)
+	emb := srv.ollama(t, "m", embed.HTTPOptions{Dims: 64, Timeout: time.Hour})
+	f := newFixture(t, baseFiles, func(o *Options) { o.Embedder = emb; o.QueryTimeout = 200 * time.Millisecond })
+	f.sync(t)
+	release := srv.setGate("") // every request now hangs
+	defer release()
+	if rs := f.search(t, "QK-7731"); !hasPath(rs, "memory/2024-05-01.md") {
+		t.Fatalf("search with a hanging provider: %v", resultPaths(rs))
+	}
+	select {
+	case <-srv.gated:
+	default:
+		t.Fatal("the query was never sent to the provider")
+	}
+}

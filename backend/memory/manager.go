@@ -80,6 +80,9 @@ const (
 	// DefaultProbeTimeout bounds the request that learns an embedder's
 	// dims when they are not configured (see Options.ProbeTimeout).
 	DefaultProbeTimeout = 10 * time.Second
+	// DefaultQueryTimeout bounds a search query's embedding (see
+	// Options.QueryTimeout).
+	DefaultQueryTimeout = 10 * time.Second
 	// MaxImportBytes is the largest note Import accepts.
 	MaxImportBytes = 8 << 20
 	// MaxMaxResults caps SearchOptions.MaxResults.
@@ -108,6 +111,11 @@ type Options struct {
 	// ProbeTimeout bounds the dims probe of an embedder without configured
 	// dims; default DefaultProbeTimeout (10 s).
 	ProbeTimeout time.Duration
+	// QueryTimeout bounds the embedding of a search query (retries
+	// included); when it passes, the search answers from the keyword leg.
+	// Default DefaultQueryTimeout (10 s), so that a provider that hangs
+	// never holds a search for its whole retry schedule.
+	QueryTimeout time.Duration
 	// Debounce delays indexing after a watcher event; default 1.5 s.
 	Debounce time.Duration
 	// RescanInterval is the period of the full rescan in Run; default 60 s.
@@ -132,8 +140,10 @@ type Options struct {
 
 // Manager is the memory engine of one workspace. Create it with Open.
 type Manager struct {
-	opts   Options
-	log    *slog.Logger
+	opts Options
+	log  *slog.Logger
+	// emb embeds search queries (Options.Embedder bounded by QueryTimeout);
+	// indexing uses Options.Embedder itself.
 	emb    embed.Embedder
 	ws     string // absolute workspace path
 	wsReal string // ws with symlinks resolved
@@ -179,6 +189,18 @@ type Manager struct {
 	closed atomic.Bool
 	done   chan struct{}
 	once   sync.Once
+}
+
+// queryEmbedder bounds each Embed call by timeout (Options.QueryTimeout).
+type queryEmbedder struct {
+	embed.Embedder
+	timeout time.Duration
+}
+
+func (q queryEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	ctx, cancel := context.WithTimeout(ctx, q.timeout)
+	defer cancel()
+	return q.Embedder.Embed(ctx, texts)
 }
 
 // skipEntry remembers a file that could not be indexed, by size and mtime, so
@@ -240,6 +262,9 @@ func Open(opts Options) (*Manager, error) {
 	if opts.ProbeTimeout <= 0 {
 		opts.ProbeTimeout = DefaultProbeTimeout
 	}
+	if opts.QueryTimeout <= 0 {
+		opts.QueryTimeout = DefaultQueryTimeout
+	}
 	if opts.Debounce <= 0 {
 		opts.Debounce = DefaultDebounce
 	}
@@ -252,7 +277,7 @@ func Open(opts Options) (*Manager, error) {
 	m := &Manager{
 		opts:    opts,
 		log:     opts.Logger.With("component", "memory", "workspace", ws),
-		emb:     opts.Embedder,
+		emb:     queryEmbedder{Embedder: opts.Embedder, timeout: opts.QueryTimeout},
 		ws:      ws,
 		wsReal:  wsReal,
 		skipped: map[string]skipEntry{},

@@ -49,7 +49,12 @@ const (
 // new index and swaps it in. Binary, oversized or unreadable files are
 // skipped with a warning and reported in Status.LastError; they do not fail
 // the sync (text with invalid UTF-8 is indexed with U+FFFD in place of the
-// bad bytes, as Get shows it). A workspace that cannot be read as a whole
+// bad bytes, as Get shows it). Chunks the embedder cannot embed (provider
+// unreachable, failing, or answering with other dims) are stored without
+// vectors: searchable by keywords, counted in Status.Chunks, reported by
+// StateKeywordOnly and Status.LastError, and embedded by the next sync (Run's
+// periodic rescan) once the provider answers; a sync never fails for them.
+// Embedder dims that were unknown are probed first (see Options.Embedder). A workspace that cannot be read as a whole
 // is not a workspace whose notes were deleted: Sync then keeps the index,
 // sets StateError and returns an error wrapping ErrUnavailable. Otherwise
 // the error is non-nil only when the scan itself failed or was cancelled.
@@ -82,7 +87,7 @@ func (m *Manager) Sync(ctx context.Context) error {
 func (m *Manager) openStore() (*index.Store, error) {
 	if m.ixOpts.Dims <= 0 {
 		m.probeDims(context.Background())
-		m.ixOpts.Dims = m.emb.Dims()
+		m.ixOpts.Dims = m.opts.Embedder.Dims()
 	}
 	if m.ixOpts.Dims > 0 {
 		return index.Open(m.ixOpts)
@@ -110,14 +115,14 @@ func (m *Manager) openStore() (*index.Store, error) {
 // probeDims asks an embedder whose dims are unknown for them (logged when
 // it fails; a failure leaves Dims 0).
 func (m *Manager) probeDims(ctx context.Context) {
-	p, ok := m.emb.(embed.Prober)
-	if !ok || m.emb.Dims() > 0 {
+	p, ok := m.opts.Embedder.(embed.Prober)
+	if !ok || m.opts.Embedder.Dims() > 0 {
 		return
 	}
 	pctx, cancel := context.WithTimeout(ctx, m.opts.ProbeTimeout)
 	defer cancel()
 	if _, err := p.Probe(pctx); err != nil {
-		m.log.Warn("memory embedder dims probe failed", "provider", m.emb.Provider(), "model", m.emb.Model(), "err", err)
+		m.log.Warn("memory embedder dims probe failed", "provider", m.opts.Embedder.Provider(), "model", m.opts.Embedder.Model(), "err", err)
 		m.mu.Lock()
 		m.embedErr = err.Error()
 		m.mu.Unlock()
@@ -129,7 +134,7 @@ func (m *Manager) probeDims(ctx context.Context) {
 // Callers hold writeMu.
 func (m *Manager) refreshDims(ctx context.Context) {
 	m.probeDims(ctx)
-	if d := m.emb.Dims(); d > 0 && d != m.ixOpts.Dims {
+	if d := m.opts.Embedder.Dims(); d > 0 && d != m.ixOpts.Dims {
 		m.log.Info("memory embedder dims known; the index is rebuilt with them", "dims", d, "index_dims", m.ixOpts.Dims)
 		m.ixOpts.Dims = d
 	}
@@ -686,17 +691,17 @@ func (m *Manager) embedChunks(ctx context.Context, st *index.Store, chunks []chu
 // dimensions never mix; a provider whose dims changed is
 // embed.ErrDimsMismatch until the next Sync rebuilds the index).
 func (m *Manager) embedBatch(ctx context.Context, texts []string) ([][]float32, error) {
-	vecs, err := m.emb.Embed(ctx, texts)
+	vecs, err := m.opts.Embedder.Embed(ctx, texts)
 	if err != nil {
 		return nil, err // package embed names the provider and the URL
 	}
 	if len(vecs) != len(texts) {
-		return nil, fmt.Errorf("embed: %s returned %d vectors for %d texts", m.emb.Provider(), len(vecs), len(texts))
+		return nil, fmt.Errorf("embed: %s returned %d vectors for %d texts", m.opts.Embedder.Provider(), len(vecs), len(texts))
 	}
 	for _, v := range vecs {
 		if len(v) != m.ixOpts.Dims {
 			return nil, fmt.Errorf("embed: %s/%s returned %d dims, the index has %d (the next sync rebuilds it): %w",
-				m.emb.Provider(), m.emb.Model(), len(v), m.ixOpts.Dims, embed.ErrDimsMismatch)
+				m.opts.Embedder.Provider(), m.opts.Embedder.Model(), len(v), m.ixOpts.Dims, embed.ErrDimsMismatch)
 		}
 	}
 	return vecs, nil
