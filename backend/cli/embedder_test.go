@@ -9,13 +9,12 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-
-	"github.com/atrium-dev/atrium/backend/memory/embed"
 )
 
 // embeddingServer is a real HTTP server speaking Ollama's /api/embed and the
-// OpenAI /v1/embeddings API, answering with builtin vectors of dims. It
-// refuses OpenAI requests without "Bearer <key>" (HTTP 401).
+// OpenAI /v1/embeddings API, answering with scripted vectors of dims (byte
+// counts folded into dims buckets). It refuses OpenAI requests without
+// "Bearer <key>" (HTTP 401).
 func embeddingServer(t *testing.T, dims int, key string) (*httptest.Server, *atomic.Int64) {
 	var inputs atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -27,10 +26,12 @@ func embeddingServer(t *testing.T, dims int, key string) (*httptest.Server, *ato
 			http.Error(w, "bad request", http.StatusBadRequest)
 			return
 		}
-		vecs, err := embed.NewBuiltin(embed.BuiltinOptions{Dims: dims}).Embed(r.Context(), req.Input)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
+		vecs := make([][]float64, len(req.Input))
+		for i, in := range req.Input {
+			vecs[i] = make([]float64, dims)
+			for _, b := range []byte(in) {
+				vecs[i][int(b)%dims]++
+			}
 		}
 		inputs.Add(int64(len(req.Input)))
 		w.Header().Set("Content-Type", "application/json")
