@@ -78,8 +78,8 @@ type doc struct {
 
 // query is one evaluated query.
 type query struct {
-	id, text string
-	rel      Judgments
+	id, text, group string
+	rel             Judgments
 }
 
 // rawQuery is one queries.jsonl / questions.jsonl line.
@@ -91,6 +91,23 @@ type rawQuery struct {
 	Conv       string `json:"conv"`
 	Category   *int   `json:"category"`
 	Abstention bool   `json:"abstention"`
+	// QuestionType (LongMemEval) or Category and CategoryName (LoCoMo)
+	// name the query's group in Report.Groups.
+	QuestionType string `json:"question_type"`
+	CategoryName string `json:"category_name"`
+}
+
+// group is the query's group name for Report.Groups, or "".
+func (q *rawQuery) group() string {
+	switch {
+	case q.QuestionType != "":
+		return q.QuestionType
+	case q.Category != nil && q.CategoryName != "":
+		return fmt.Sprintf("category %d (%s)", *q.Category, q.CategoryName)
+	case q.Category != nil:
+		return fmt.Sprintf("category %d", *q.Category)
+	}
+	return ""
 }
 
 // readJSONL calls fn for every non-blank line of path.

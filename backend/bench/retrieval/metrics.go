@@ -95,6 +95,24 @@ func ReciprocalRank(ranked []string, rel Judgments) float64 {
 	return 0
 }
 
+// scored is the scores of one query and its group.
+type scored struct {
+	group string
+	Scores
+}
+
+// quality averages the scores that keep accepts (all when keep is nil).
+func quality(ss []scored, keep func(scored) bool) Quality {
+	var sel []Scores
+	for _, s := range ss {
+		if keep == nil || keep(s) {
+			sel = append(sel, s.Scores)
+		}
+	}
+	m := meanScores(sel)
+	return Quality{N: len(sel), Recall1: m.Recall1, Recall5: m.Recall5, Recall10: m.Recall10, NDCG10: m.NDCG10, MRR: m.RR, Any10: m.Any10}
+}
+
 // meanScores averages per-query scores (the "mean" of MRR and of every
 // other metric); an empty list gives zeros.
 func meanScores(ss []Scores) Scores {

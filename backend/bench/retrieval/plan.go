@@ -301,7 +301,7 @@ func (p *plan) selectQueries(o Options, raw []rawQuery, qrels map[string]Judgmen
 				p.missing++
 			}
 		}
-		part.queries = append(part.queries, query{id: q.ID, text: text, rel: rel})
+		part.queries = append(part.queries, query{id: q.ID, text: text, group: q.group(), rel: rel})
 		n++
 	}
 }

@@ -61,6 +61,8 @@
 //	           ranked list (as deep as Depth chunks reach), 0 if none
 //
 // These are the definitions of shared/corpora/bench/BASELINES.md.
+// Report.Groups gives the same figures per query group (LongMemEval's
+// "question_type", LoCoMo's category).
 //
 // Timing: index seconds are the wall time of memory.Open + Sync summed
 // over the partitions (writing the temporary Markdown is not counted);
@@ -138,15 +140,21 @@ type Options struct {
 	Log *slog.Logger
 }
 
-// Metrics are the quality figures of one mode, averaged over the queries,
-// and its search latency.
-type Metrics struct {
+// Quality are the quality figures of one mode averaged over N queries.
+type Quality struct {
+	N        int     `json:"n"`
 	Recall1  float64 `json:"recall@1"`
 	Recall5  float64 `json:"recall@5"`
 	Recall10 float64 `json:"recall@10"`
 	NDCG10   float64 `json:"ndcg@10"`
 	MRR      float64 `json:"mrr"`
 	Any10    float64 `json:"any@10"`
+}
+
+// Metrics are the quality figures of one mode over all evaluated queries
+// and its search latency.
+type Metrics struct {
+	Quality
 	Latency
 }
 
@@ -194,7 +202,11 @@ type Report struct {
 	Model      string `json:"model"`
 	// Modes maps each mode run to its metrics.
 	Modes map[string]Metrics `json:"modes"`
-	Index IndexStats         `json:"index"`
+	// Groups breaks the quality down by query group (LongMemEval's
+	// "question_type", or "category N (name)" for LoCoMo): group → mode →
+	// quality. Absent when no query names a group.
+	Groups map[string]map[string]Quality `json:"groups,omitempty"`
+	Index  IndexStats                    `json:"index"`
 	// Query is the hybrid's latency (the first mode's when the hybrid
 	// was not run).
 	Query    Latency `json:"query"`
@@ -283,7 +295,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	}
 	defer os.RemoveAll(root)
 
-	scores := map[string][]Scores{}
+	scores := map[string][]scored{}
 	lat := map[string][]time.Duration{}
 	var indexTime time.Duration
 	for i, part := range p.parts {
@@ -301,11 +313,24 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		rep.Index.ChunksPerSecond = float64(rep.Index.Chunks) / rep.Index.Seconds
 	}
 	for _, m := range o.Modes {
-		s := meanScores(scores[m])
 		rep.Modes[m] = Metrics{
-			Recall1: s.Recall1, Recall5: s.Recall5, Recall10: s.Recall10,
-			NDCG10: s.NDCG10, MRR: s.RR, Any10: s.Any10,
+			Quality: quality(scores[m], nil),
 			Latency: Latency{P50ms: Percentile(lat[m], 50), P99ms: Percentile(lat[m], 99)},
+		}
+		for _, sc := range scores[m] {
+			if sc.group == "" {
+				continue
+			}
+			if rep.Groups == nil {
+				rep.Groups = map[string]map[string]Quality{}
+			}
+			if rep.Groups[sc.group] == nil {
+				rep.Groups[sc.group] = map[string]Quality{}
+			}
+			if _, done := rep.Groups[sc.group][m]; !done {
+				g := sc.group
+				rep.Groups[g][m] = quality(scores[m], func(x scored) bool { return x.group == g })
+			}
 		}
 	}
 	top := o.Modes[0]
@@ -322,7 +347,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 // (appending to scores and lat) and removes its temporary files. It
 // returns the documents and chunks indexed and the Open + Sync time.
 func runPartition(ctx context.Context, o Options, root string, i int, part *partition,
-	scores map[string][]Scores, lat map[string][]time.Duration) (docs, chunks int, took time.Duration, err error) {
+	scores map[string][]scored, lat map[string][]time.Duration) (docs, chunks int, took time.Duration, err error) {
 	ws := part.workspace
 	if ws == "" {
 		ws = filepath.Join(root, fmt.Sprintf("ws%03d", i))
@@ -360,7 +385,7 @@ func runPartition(ctx context.Context, o Options, root string, i int, part *part
 				return 0, 0, 0, fmt.Errorf("bench retrieval: query %s (%s): %w", q.id, mode, err)
 			}
 			lat[mode] = append(lat[mode], d)
-			scores[mode] = append(scores[mode], Score(part.rank(res.Results), q.rel))
+			scores[mode] = append(scores[mode], scored{group: q.group, Scores: Score(part.rank(res.Results), q.rel)})
 		}
 	}
 	return part.docCount, st.Chunks, took, nil

@@ -119,6 +119,9 @@ func TestReportJSON(t *testing.T) {
 			t.Errorf("query.%s missing", k)
 		}
 	}
+	if _, ok := obj["groups"]; ok {
+		t.Error("groups present although no query names a group")
+	}
 	if obj["queries"] != float64(3) {
 		t.Errorf("queries = %v", obj["queries"])
 	}
@@ -220,6 +223,31 @@ func TestLoCoMoShapedRuns(t *testing.T) {
 			}
 			if hy := rep.Modes["hybrid"]; hy.Recall5 < tc.minHybridR {
 				t.Errorf("hybrid %+v", hy)
+			}
+			// Groups: the categories, each with its share of the queries.
+			wantGroups := map[string]int{"category 1": 1, "category 2": 1, "category 4": 2}
+			if len(tc.o.Categories) == 5 {
+				wantGroups["category 5"] = 1
+			}
+			if len(rep.Groups) != len(wantGroups) {
+				t.Fatalf("groups %v, want %v", rep.Groups, wantGroups)
+			}
+			for g, n := range wantGroups {
+				for _, m := range rep.ModeOrder() {
+					if q := rep.Groups[g][m]; q.N != n {
+						t.Errorf("group %s mode %s: n %d, want %d", g, m, q.N, n)
+					}
+				}
+			}
+			// The groups partition the queries: their n-weighted mean is the total.
+			for _, m := range rep.ModeOrder() {
+				var sum float64
+				for g := range wantGroups {
+					sum += float64(rep.Groups[g][m].N) * rep.Groups[g][m].NDCG10
+				}
+				if all := rep.Modes[m].NDCG10; !near(sum/float64(rep.Queries), all) {
+					t.Errorf("mode %s: groups' nDCG@10 average %.4f, total %.4f", m, sum/float64(rep.Queries), all)
+				}
 			}
 		})
 	}
