@@ -26,6 +26,7 @@ func runBenchRetrieval(ctx context.Context, args []string, o Options) error {
 	modes := fs.String("modes", "keyword,vector,hybrid", "comma-separated search modes")
 	cats := fs.String("categories", "1,2,3,4", "comma-separated query categories to keep (queries without one are always kept)")
 	depth := fs.Int("depth", 0, "chunks per search (default and maximum 100)")
+	workers := fs.Int("workers", 1, "queries searched at once (latencies are comparable only at 1)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	out := fs.String("out", "", "also write the JSON object to this file")
 	pos, err := parse(fs, args, o)
@@ -49,6 +50,7 @@ func runBenchRetrieval(ctx context.Context, args []string, o Options) error {
 		Limit:      *limit,
 		Modes:      splitList(*modes),
 		Depth:      *depth,
+		Workers:    *workers,
 		Categories: categories,
 		Log:        newLogger(o, slog.LevelWarn),
 	})

@@ -110,8 +110,8 @@ default 0.35; a negative value turns the floor off), --mode hybrid|keyword|vecto
 (default hybrid; keyword = BM25 leg only, vector = embedding leg only).
 Get flags: --from LINE --lines N.
 Bench retrieval flags: --set DIR (required), --workspaces DIR, --qrels NAME,
---limit N, --modes keyword,vector,hybrid, --categories 1,2,3,4, --depth N, --json,
---out FILE (also write the JSON report to FILE).
+--limit N, --modes keyword,vector,hybrid, --categories 1,2,3,4, --depth N,
+--workers N (default 1), --json, --out FILE (also write the JSON report to FILE).
 Environment: ATRIUM_LOG=debug|info|warn|error; OPENAI_API_KEY, OPENAI_BASE_URL,
 OPENAI_MODEL select an OpenAI-compatible model (see README).
 `

@@ -17,7 +17,11 @@ func (r Report) WriteText(w io.Writer) error {
 	if r.SkippedQueries > 0 || r.ExcludedQueries > 0 {
 		fmt.Fprintf(w, " (%d skipped: no judged document; %d excluded by category/abstention)", r.SkippedQueries, r.ExcludedQueries)
 	}
-	fmt.Fprintf(w, "\n%d docs in %d partition(s), top %d chunks per search, %s/%s\n", r.Docs, r.Partitions, r.Depth, r.Provider, r.Model)
+	fmt.Fprintf(w, "\n%d docs in %d partition(s), top %d chunks per search, %s/%s", r.Docs, r.Partitions, r.Depth, r.Provider, r.Model)
+	if r.Workers > 1 {
+		fmt.Fprintf(w, ", %d searches at once (latencies include their contention)", r.Workers)
+	}
+	fmt.Fprintln(w)
 	if r.MissingJudged > 0 {
 		fmt.Fprintf(w, "Warning: %d judged documents are not in their query's index (they count as misses)\n", r.MissingJudged)
 	}

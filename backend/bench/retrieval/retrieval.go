@@ -68,7 +68,8 @@
 // over the partitions (writing the temporary Markdown is not counted);
 // chunks are the indexed chunks of all partitions; query latency is the
 // wall time of one Manager.Search, reported per mode and, at the top
-// level, for the hybrid (or the first mode run); RSS is the process's peak
+// level, for the hybrid (or the first mode run), measured one search at a
+// time unless Options.Workers runs several at once; RSS is the process's peak
 // resident set (VmHWM from /proc/self/status; elsewhere the Go runtime's
 // memory obtained from the OS, which undercounts cgo allocations).
 //
@@ -87,6 +88,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/atrium-dev/atrium/backend/memory"
@@ -132,6 +134,10 @@ type Options struct {
 	// TempDir holds the temporary workspaces and indexes (removed when Run
 	// returns); default os.TempDir().
 	TempDir string
+	// Workers is the number of queries searched at once; default 1. More
+	// workers finish sooner on several CPUs, but the latencies then
+	// include their contention: compare latencies only at Workers 1.
+	Workers int
 	// Categories keeps only queries whose "category" is listed; default
 	// 1, 2, 3, 4. Queries without a category are always kept.
 	Categories []int
@@ -195,11 +201,14 @@ type Report struct {
 	MissingJudged int `json:"missingJudged"`
 	// Docs is the number of documents (workspaces: tagged turns) indexed;
 	// Partitions the number of indexes built.
-	Docs       int    `json:"docs"`
-	Partitions int    `json:"partitions"`
-	Depth      int    `json:"depth"`
-	Provider   string `json:"provider"`
-	Model      string `json:"model"`
+	Docs       int `json:"docs"`
+	Partitions int `json:"partitions"`
+	Depth      int `json:"depth"`
+	// Workers is the number of concurrent searches (latencies are
+	// comparable only at 1).
+	Workers  int    `json:"workers"`
+	Provider string `json:"provider"`
+	Model    string `json:"model"`
 	// Modes maps each mode run to its metrics.
 	Modes map[string]Metrics `json:"modes"`
 	// Groups breaks the quality down by query group (LongMemEval's
@@ -240,6 +249,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Depth < 0 || o.Depth > memory.MaxMaxResults {
 		return o, fmt.Errorf("%w: Depth %d out of range (1..%d chunks)", ErrInvalidOptions, o.Depth, memory.MaxMaxResults)
+	}
+	if o.Workers == 0 {
+		o.Workers = 1
+	}
+	if o.Workers < 0 {
+		return o, fmt.Errorf("%w: Workers %d is negative", ErrInvalidOptions, o.Workers)
 	}
 	if len(o.Modes) == 0 {
 		o.Modes = allModes
@@ -285,7 +300,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	rep := Report{
 		Set: p.name, Kind: p.kind, Level: p.level, Qrels: p.qrels,
 		SkippedQueries: p.skipped, ExcludedQueries: p.excluded, MissingJudged: p.missing,
-		Partitions: len(p.parts), Depth: o.Depth,
+		Partitions: len(p.parts), Depth: o.Depth, Workers: o.Workers,
 		Provider: o.Embedder.Provider(), Model: o.Embedder.Model(),
 		Modes: map[string]Metrics{},
 	}
@@ -376,19 +391,79 @@ func runPartition(ctx context.Context, o Options, root string, i int, part *part
 	}
 	log.Info("bench partition indexed", "docs", part.docCount, "files", st.Files, "chunks", st.Chunks, "seconds", took.Seconds(), "queries", len(part.queries))
 
-	for _, q := range part.queries {
-		for _, mode := range o.Modes {
-			t := time.Now()
-			res, err := m.Search(ctx, memory.SearchOptions{Query: q.text, MaxResults: o.Depth, MinScore: -1, Mode: mode})
-			d := time.Since(t)
-			if err != nil {
-				return 0, 0, 0, fmt.Errorf("bench retrieval: query %s (%s): %w", q.id, mode, err)
-			}
-			lat[mode] = append(lat[mode], d)
-			scores[mode] = append(scores[mode], scored{group: q.group, Scores: Score(part.rank(res.Results), q.rel)})
+	results, err := runQueries(ctx, o, m, part)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	for _, per := range results { // query order, whatever the workers did
+		for j, mode := range o.Modes {
+			lat[mode] = append(lat[mode], per[j].took)
+			scores[mode] = append(scores[mode], per[j].sc)
 		}
 	}
 	return part.docCount, st.Chunks, took, nil
+}
+
+// modeResult is one search of one query in one mode.
+type modeResult struct {
+	took time.Duration
+	sc   scored
+}
+
+// runQueries runs every query of the partition in every mode (modes
+// interleaved query by query) on o.Workers goroutines and returns the
+// results by query, then mode (o.Modes order). The first error stops it.
+func runQueries(ctx context.Context, o Options, m *memory.Manager, part *partition) ([][]modeResult, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	results := make([][]modeResult, len(part.queries))
+	next := make(chan int)
+	var (
+		wg       sync.WaitGroup
+		errOnce  sync.Once
+		firstErr error
+	)
+	for w := 0; w < o.Workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for qi := range next {
+				q := part.queries[qi]
+				per := make([]modeResult, len(o.Modes))
+				for j, mode := range o.Modes {
+					t := time.Now()
+					res, err := m.Search(ctx, memory.SearchOptions{Query: q.text, MaxResults: o.Depth, MinScore: -1, Mode: mode})
+					per[j].took = time.Since(t)
+					if err != nil {
+						errOnce.Do(func() {
+							firstErr = fmt.Errorf("bench retrieval: query %s (%s): %w", q.id, mode, err)
+							cancel()
+						})
+						return
+					}
+					per[j].sc = scored{group: q.group, Scores: Score(part.rank(res.Results), q.rel)}
+				}
+				results[qi] = per
+			}
+		}()
+	}
+feed:
+	for qi := range part.queries {
+		select {
+		case next <- qi:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("bench retrieval: %w", err)
+	}
+	return results, nil
 }
 
 // peakRSS returns the process's peak resident set in bytes: VmHWM from

@@ -76,6 +76,16 @@ func TestMiniSet(t *testing.T) {
 	if small.Query != small.Modes["hybrid"].Latency {
 		t.Error("top-level latency is not the hybrid's")
 	}
+	// Concurrent searches give the same figures.
+	par := run(t, Options{Set: "testdata/mini", Workers: 3})
+	if par.Workers != 3 || par.Queries != rep.Queries {
+		t.Errorf("workers 3: workers %d queries %d", par.Workers, par.Queries)
+	}
+	for _, m := range rep.ModeOrder() {
+		if par.Modes[m].Quality != rep.Modes[m].Quality {
+			t.Errorf("mode %s: workers 3 %+v, workers 1 %+v", m, par.Modes[m].Quality, rep.Modes[m].Quality)
+		}
+	}
 	kwOnly := run(t, Options{Set: "testdata/mini", Modes: []string{"keyword"}})
 	if kwOnly.Query != kwOnly.Modes["keyword"].Latency || kwOnly.Modes["keyword"].Recall10 != kw.Recall10 {
 		t.Errorf("keyword-only run %+v differs from the keyword row %+v", kwOnly.Modes["keyword"], kw)
@@ -336,6 +346,7 @@ func TestErrors(t *testing.T) {
 		{"unknown mode", Options{Set: "testdata/mini", Modes: []string{"semantic"}}, ErrInvalidOptions, `unknown mode "semantic"`},
 		{"depth too big", Options{Set: "testdata/mini", Depth: memory.MaxMaxResults + 1}, ErrInvalidOptions, "Depth"},
 		{"negative limit", Options{Set: "testdata/mini", Limit: -1}, ErrInvalidOptions, "Limit"},
+		{"negative workers", Options{Set: "testdata/mini", Workers: -2}, ErrInvalidOptions, "Workers"},
 		{"qrels matching nothing", Options{Set: "testdata/mini", Qrels: "testdata/locomo-mini/qrels.tsv"}, ErrInvalidSet, "is a corpus id"},
 	}
 	for _, tc := range tests {
@@ -346,6 +357,14 @@ func TestErrors(t *testing.T) {
 				t.Errorf("got %v, want %v containing %q", err, tc.is, tc.msg)
 			}
 		})
+	}
+}
+
+func TestCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Run(ctx, Options{Set: "testdata/mini", TempDir: t.TempDir(), Workers: 2}); !errors.Is(err, context.Canceled) {
+		t.Errorf("got %v, want context.Canceled", err)
 	}
 }
 
