@@ -21,7 +21,7 @@ APT_PKGS := build-essential pkg-config libsqlite3-dev libgtk-3-dev libwebkit2gtk
 FRONTEND_SRC := $(shell find frontend/src frontend/index.html frontend/package.json frontend/vite.config.ts -type f 2>/dev/null)
 
 .DEFAULT_GOAL := help
-.PHONY: help run serve desktop test test-go test-frontend bench screenshot deps deps-system deps-go deps-frontend frontend clean
+.PHONY: help run serve desktop test test-go test-frontend bench bench-retrieval screenshot deps deps-system deps-go deps-frontend frontend clean
 
 help: ## Show this help
 	@echo "Atrium make targets:"
@@ -46,8 +46,34 @@ test-go:
 test-frontend: deps-frontend
 	cd frontend && npm run check && npm test
 
-bench: deps frontend ## Run the Go benchmarks (results go in docs/BENCHMARKS.md)
+bench: deps frontend ## Run the Go benchmarks and the retrieval harness (results go in docs/BENCHMARKS.md)
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./backend/...
+	$(MAKE) --no-print-directory bench-retrieval
+
+# The retrieval quality harness (`atrium bench retrieval`) on every set found
+# under $(CORPORA)/bench: the table of each set on the terminal, its JSON in
+# out/bench/<name>.json. Without the corpora it prints a skip line.
+CORPORA   ?= $(or $(ATRIUM_CORPORA),../shared/corpora)
+BENCH_BIN := bin/atrium-bench
+
+bench-retrieval: deps-system deps-go ## Run the retrieval harness on every set under ../shared/corpora/bench (out/bench/*.json)
+	@d="$(CORPORA)/bench"; \
+	if [ ! -d "$$d" ]; then echo "bench retrieval: SKIPPED, no corpora at $$d (set CORPORA or ATRIUM_CORPORA)"; exit 0; fi; \
+	$(GO) build -o $(BENCH_BIN) .; mkdir -p out/bench; \
+	run() { name=$$1; dir=$$2; shift 2; \
+	  if [ ! -d "$$dir" ]; then echo "== $$name: SKIPPED, $$dir not found"; echo; return 0; fi; \
+	  echo "== $$name"; start=$$(date +%s); \
+	  ./$(BENCH_BIN) bench retrieval --set "$$dir" --out "out/bench/$$name.json" "$$@"; \
+	  echo "($$name: $$(( $$(date +%s) - start )) s, out/bench/$$name.json)"; echo; }; \
+	run locomo-turn               "$$d/locomo"; \
+	run locomo-session            "$$d/locomo" --qrels qrels_session.tsv; \
+	run locomo-audited            "$$d/locomo" --qrels qrels_audited.tsv; \
+	run locomo-workspaces         "$$d/locomo/workspaces"; \
+	run locomo-workspaces-session "$$d/locomo/workspaces" --qrels qrels_session.tsv; \
+	run locomo-workspaces-audited "$$d/locomo/workspaces" --qrels qrels_audited.tsv; \
+	run longmemeval               "$$d/longmemeval"; \
+	run cmrc2018                  "$$d/cmrc2018"; \
+	run drcd                      "$$d/drcd"
 
 screenshot: desktop ## Screenshot the desktop window under Xvfb with a Chinese note found by search (out/window.png)
 	bash build/screenshot.sh $(BIN) out/window.png

@@ -1,11 +1,113 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/atrium-dev/atrium/backend/bench/retrieval"
 )
 
-// runBenchRetrieval is `atrium bench retrieval` (being built on a branch).
+// runBenchRetrieval is `atrium bench retrieval --set DIR`: the retrieval
+// quality harness (package backend/bench/retrieval) on one set, printed as
+// a table or, with --json, as one JSON object (retrieval.Report); --out
+// FILE also writes that object to FILE.
 func runBenchRetrieval(ctx context.Context, args []string, o Options) error {
-	return errors.New("bench retrieval: not built yet")
+	fs := newFlagSet("bench retrieval", o)
+	set := fs.String("set", "", "BEIR-style set folder (corpus*.jsonl, queries.jsonl, qrels*.tsv) or a folder of workspaces")
+	wss := fs.String("workspaces", "", "folder of workspaces to index as they are (queries and qrels from --set)")
+	qrels := fs.String("qrels", "", "qrels file in the set folder (default qrels.tsv, else the first qrels*.tsv)")
+	limit := fs.Int("limit", 0, "run only the first N queries (0 = all)")
+	modes := fs.String("modes", "keyword,vector,hybrid", "comma-separated search modes")
+	cats := fs.String("categories", "1,2,3,4", "comma-separated query categories to keep (queries without one are always kept)")
+	depth := fs.Int("depth", 0, "chunks per search (default and maximum 100)")
+	workers := fs.Int("workers", 1, "queries searched at once (latencies are comparable only at 1)")
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	out := fs.String("out", "", "also write the JSON object to this file")
+	pos, err := parse(fs, args, o)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("%w: bench retrieval takes no arguments (got %q)", errUsage, pos[0])
+	}
+	if *set == "" {
+		return fmt.Errorf("%w: bench retrieval needs --set DIR", errUsage)
+	}
+	categories, err := intList(*cats)
+	if err != nil {
+		return fmt.Errorf("%w: --categories: %v", errUsage, err)
+	}
+	rep, err := retrieval.Run(ctx, retrieval.Options{
+		Set:        *set,
+		Workspaces: *wss,
+		Qrels:      *qrels,
+		Limit:      *limit,
+		Modes:      splitList(*modes),
+		Depth:      *depth,
+		Workers:    *workers,
+		Categories: categories,
+		Log:        newLogger(o, slog.LevelWarn),
+	})
+	if errors.Is(err, retrieval.ErrInvalidOptions) {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if err != nil {
+		return err
+	}
+	if *out != "" {
+		if err := writeJSONFile(*out, rep); err != nil {
+			return err
+		}
+	}
+	if *asJSON {
+		return printJSON(o.Stdout, rep)
+	}
+	return rep.WriteText(o.Stdout)
+}
+
+// writeJSONFile writes v as indented JSON to path (via a temp file and a
+// rename, so a reader never sees half a report).
+func writeJSONFile(path string, v any) error {
+	var b bytes.Buffer
+	if err := printJSON(&b, v); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// splitList splits a comma-separated flag value, dropping blanks.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// intList parses a comma-separated list of integers; empty gives nil.
+func intList(s string) ([]int, error) {
+	var out []int
+	for _, f := range splitList(s) {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a number", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }

@@ -94,6 +94,9 @@ Usage:
   atrium memory search [flags] QUERY   hybrid (BM25 + vector) search
   atrium memory get [flags] PATH       print a memory file (--from N --lines M)
   atrium memory status [flags]         files, chunks, provider, model, last sync
+  atrium bench retrieval --set DIR     retrieval quality of a BEIR-style set or LoCoMo workspaces:
+                                       Recall@1/5/10, nDCG@10, MRR for keyword, vector, hybrid
+  atrium bench scale [flags]           index scale benchmark: index time, disk, RSS, search latency
   atrium version                       print the version
 
 Flags (every command):
@@ -103,7 +106,12 @@ Flags (every command):
   --json            machine-readable output (memory commands)
 
 Search flags: --max-results N (default 6), --min-score S (0..1; 0 means the
-default 0.35; a negative value turns the floor off). Get flags: --from LINE --lines N.
+default 0.35; a negative value turns the floor off), --mode hybrid|keyword|vector
+(default hybrid; keyword = BM25 leg only, vector = embedding leg only).
+Get flags: --from LINE --lines N.
+Bench retrieval flags: --set DIR (required), --workspaces DIR, --qrels NAME,
+--limit N, --modes keyword,vector,hybrid, --categories 1,2,3,4, --depth N,
+--workers N (default 1), --json, --out FILE (also write the JSON report to FILE).
 Environment: ATRIUM_LOG=debug|info|warn|error; OPENAI_API_KEY, OPENAI_BASE_URL,
 OPENAI_MODEL select an OpenAI-compatible model (see README).
 `

@@ -21,6 +21,7 @@ func runMemory(ctx context.Context, args []string, o Options) error {
 	c.register(fs)
 	maxResults := fs.Int("max-results", memory.DefaultMaxResults, "search: number of results")
 	minScore := fs.Float64("min-score", memory.DefaultMinScore, "search: minimum hybrid score (0..1)")
+	mode := fs.String("mode", memory.ModeHybrid, "search: hybrid, keyword (BM25 only) or vector (embedding only)")
 	from := fs.Int("from", 0, "get: first line (1-based)")
 	lines := fs.Int("lines", 0, "get: number of lines (0 = to the end)")
 	pos, err := parse(fs, args, o)
@@ -87,7 +88,7 @@ func runMemory(ctx context.Context, args []string, o Options) error {
 		if err := m.Prepare(ctx); err != nil {
 			return err
 		}
-		res, err := m.Search(ctx, memory.SearchOptions{Query: strings.Join(pos, " "), MaxResults: *maxResults, MinScore: *minScore})
+		res, err := m.Search(ctx, memory.SearchOptions{Query: strings.Join(pos, " "), MaxResults: *maxResults, MinScore: *minScore, Mode: *mode})
 		if err != nil {
 			return err
 		}

@@ -28,11 +28,28 @@ const (
 // A negative value means no floor (every ranked hit is returned); a value
 // above 1 or NaN is ErrInvalidInput. For a floor just above zero pass a tiny
 // positive value such as 1e-9.
+//
+// Mode picks the legs (SPEC §4.3 defines the hybrid): "" or ModeHybrid
+// (default) both; ModeKeyword the BM25 leg only (the query is not
+// embedded); ModeVector the vector leg only (no keyword terms). Scores keep
+// the hybrid formula with the missing leg at 0, so a keyword-only score is
+// 0.5·k (plus the phrase bonus) and a vector-only score 0.7·cosine; the
+// floor applies to them as given. Any other value is ErrInvalidInput. The
+// single-leg modes exist to measure the legs (atrium bench retrieval) and
+// to debug a ranking; agents use the hybrid.
 type SearchOptions struct {
 	Query      string  `json:"query"`
 	MaxResults int     `json:"maxResults,omitempty"`
 	MinScore   float64 `json:"minScore,omitempty"`
+	Mode       string  `json:"mode,omitempty"`
 }
+
+// Search modes (SearchOptions.Mode).
+const (
+	ModeHybrid  = "hybrid"
+	ModeKeyword = "keyword"
+	ModeVector  = "vector"
+)
 
 // SearchResult is one ranked chunk. Path is workspace-relative with forward
 // slashes (e.g. "MEMORY.md", "memory/2024-05-01.md", "memory/global/decisions.md").

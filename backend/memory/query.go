@@ -35,8 +35,14 @@ import (
 // DefaultMinScore (0.35); a negative MinScore means no floor; MinScore above 1
 // or NaN is ErrInvalidInput (scores are in [0,1]). For a floor just above
 // zero pass a tiny positive value such as 1e-9.
+// Mode: "" or ModeHybrid runs both legs, ModeKeyword only the keyword leg
+// (the query is not embedded), ModeVector only the vector leg (the index
+// gets no keyword terms); anything else is ErrInvalidInput. A vector-only
+// search of an index without compatible vectors (StateKeywordOnly) returns
+// no results.
 // Snippets are at most MaxSnippetChars characters. If the query cannot be
-// embedded the search falls back to the keyword leg (logged). An empty query
+// embedded the hybrid search falls back to the keyword leg (logged) and a
+// vector-only search fails with the embedder's error. An empty query
 // is ErrInvalidInput; a query with no searchable token (punctuation only, say
 // "???") is not an error and returns no results.
 func (m *Manager) Search(ctx context.Context, o SearchOptions) (SearchResponse, error) {
@@ -54,6 +60,11 @@ func (m *Manager) Search(ctx context.Context, o SearchOptions) (SearchResponse, 
 	if math.IsNaN(o.MinScore) || o.MinScore > 1 {
 		return resp, fmt.Errorf("search: %w: minScore %v out of range (scores are in [0,1]; 0 means the default %v, negative means no floor)", ErrInvalidInput, o.MinScore, DefaultMinScore)
 	}
+	switch o.Mode {
+	case "", ModeHybrid, ModeKeyword, ModeVector:
+	default:
+		return resp, fmt.Errorf("search: %w: unknown mode %q (hybrid, keyword or vector)", ErrInvalidInput, o.Mode)
+	}
 	n := o.MaxResults
 	if n == 0 {
 		n = DefaultMaxResults
@@ -67,20 +78,32 @@ func (m *Manager) Search(ctx context.Context, o SearchOptions) (SearchResponse, 
 		return resp, ErrClosed
 	}
 	var qv []float32
-	if vs, err := m.emb.Embed(ctx, []string{q}); err != nil || len(vs) != 1 {
-		if ctx.Err() != nil {
-			return resp, fmt.Errorf("search: %w", ctx.Err())
+	if o.Mode != ModeKeyword {
+		if vs, err := m.emb.Embed(ctx, []string{q}); err != nil || len(vs) != 1 {
+			if ctx.Err() != nil {
+				return resp, fmt.Errorf("search: %w", ctx.Err())
+			}
+			if o.Mode == ModeVector {
+				if err == nil {
+					err = fmt.Errorf("embedder returned %d vectors for 1 query", len(vs))
+				}
+				return resp, fmt.Errorf("search: embed query: %w", err)
+			}
+			m.log.Warn("memory query embedding failed; keyword leg only", "err", err)
+		} else {
+			qv = vs[0]
 		}
-		m.log.Warn("memory query embedding failed; keyword leg only", "err", err)
-	} else {
-		qv = vs[0]
+	}
+	text := q
+	if o.Mode == ModeVector {
+		text = "" // no keyword terms: the index runs the vector leg alone
 	}
 	st, release, err := m.currentStore()
 	if err != nil {
 		return resp, fmt.Errorf("search: %w", err)
 	}
 	defer release()
-	hits, err := st.Search(ctx, index.Query{Text: q, Vector: qv, MaxResults: n, MinScore: minScore})
+	hits, err := st.Search(ctx, index.Query{Text: text, Vector: qv, MaxResults: n, MinScore: minScore})
 	if err != nil {
 		return resp, fmt.Errorf("search: %w", err)
 	}

@@ -1,0 +1,72 @@
+package retrieval
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteText prints the report for people: a header line, one row per mode
+// (keyword, vector, hybrid) with the quality metrics and the search
+// latency, the groups (if any) with R@10 and nDCG@10 per mode, then the
+// index, query and RSS lines.
+func (r Report) WriteText(w io.Writer) error {
+	fmt.Fprintf(w, "Set %s (%s, %s level, %s): %d queries", r.Set, r.Kind, r.Level, r.Qrels, r.Queries)
+	if r.SkippedQueries > 0 || r.ExcludedQueries > 0 {
+		fmt.Fprintf(w, " (%d skipped: no judged document; %d excluded by category/abstention)", r.SkippedQueries, r.ExcludedQueries)
+	}
+	fmt.Fprintf(w, "\n%d docs in %d partition(s), top %d chunks per search, %s/%s", r.Docs, r.Partitions, r.Depth, r.Provider, r.Model)
+	if r.Workers > 1 {
+		fmt.Fprintf(w, ", %d searches at once (latencies include their contention)", r.Workers)
+	}
+	fmt.Fprintln(w)
+	if r.MissingJudged > 0 {
+		fmt.Fprintf(w, "Warning: %d judged documents are not in their query's index (they count as misses)\n", r.MissingJudged)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "mode\tR@1\tR@5\tR@10\tany@10\tnDCG@10\tMRR\tp50 ms\tp99 ms\t")
+	for _, m := range r.ModeOrder() {
+		x := r.Modes[m]
+		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%.2f\t%.2f\t\n",
+			m, x.Recall1, x.Recall5, x.Recall10, x.Any10, x.NDCG10, x.MRR, x.P50ms, x.P99ms)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(r.Groups) > 0 {
+		if err := r.writeGroups(w); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(w, "Index: %.2f s, %d chunks, %.0f chunks/s\n", r.Index.Seconds, r.Index.Chunks, r.Index.ChunksPerSecond)
+	fmt.Fprintf(w, "Query: p50 %.2f ms, p99 %.2f ms\n", r.Query.P50ms, r.Query.P99ms)
+	_, err := fmt.Fprintf(w, "RSS peak: %.1f MiB; total %.1f s\n", float64(r.RSSBytes)/(1<<20), r.Seconds)
+	return err
+}
+
+// writeGroups prints one row per query group: n, then R@10 and nDCG@10 of
+// each mode.
+func (r Report) writeGroups(w io.Writer) error {
+	names := make([]string, 0, len(r.Groups))
+	for g := range r.Groups {
+		names = append(names, g)
+	}
+	sort.Strings(names)
+	modes := r.ModeOrder()
+	fmt.Fprintln(w, "By group (R@10 / nDCG@10):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "group\tn\t%s\t\n", strings.Join(modes, "\t"))
+	for _, g := range names {
+		n := 0
+		cells := make([]string, len(modes))
+		for i, m := range modes {
+			q := r.Groups[g][m]
+			n = q.N
+			cells[i] = fmt.Sprintf("%.3f / %.3f", q.Recall10, q.NDCG10)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t\n", g, n, strings.Join(cells, "\t"))
+	}
+	return tw.Flush()
+}
