@@ -84,7 +84,7 @@ func (m OwnerMap) SessionOwner(id string) (string, bool) {
 // Decision is the answer of a check.
 type Decision struct {
 	Allowed bool
-	Rule    string // the pattern of the deciding rule; "" when no rule matched or the request was malformed
+	Rule    string // the pattern of the deciding rule (".acl" for the reserved file); "" when no rule matched or the request was malformed
 	Reason  string // a human sentence saying why
 }
 

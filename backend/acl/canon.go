@@ -66,6 +66,9 @@ const lookAlikes = "\u2215\u2044\uFF0F\u29F8\uFF3C\u29F5\uFE68\u2216\u2024\u2025
 //     entry of its folder ("ROLES/x" when "roles/" exists, "Notes.md" when
 //     "notes.md" exists), on any file system, so case-insensitive ones
 //     (macOS, Windows) cannot be used to reach a file under another name;
+//     likewise a segment equal to an existing entry only after Unicode
+//     normalisation, unless the file system itself opens that entry under
+//     the NFC name (macOS);
 //   - symlinks anywhere in the existing part of the path that resolve outside
 //     the workspace, or cannot be resolved (dangling or looping); a path that
 //     resolves to the workspace root itself.
@@ -240,16 +243,31 @@ func walk(root, rel string) (string, bool, error) {
 			}
 			return "", false, fmt.Errorf("acl: check %q: list %s: %w", rel, cur, err)
 		}
-		var exact, folded fs.DirEntry
+		var exact, normed, folded fs.DirEntry
 		for _, e := range entries {
-			name := norm.NFC.String(e.Name())
-			if name == seg {
+			if e.Name() == seg {
 				exact = e
 				break
 			}
-			if folded == nil && strings.EqualFold(name, seg) {
+			name := norm.NFC.String(e.Name())
+			switch {
+			case name == seg:
+				normed = e
+			case folded == nil && strings.EqualFold(name, seg):
 				folded = e
 			}
+		}
+		if exact == nil && normed != nil {
+			// The entry is stored in another Unicode form. A file system
+			// that ignores normalisation (macOS) opens it under seg too;
+			// one that compares bytes (Linux) would make seg a second,
+			// look-alike file.
+			a, errA := os.Lstat(filepath.Join(cur, normed.Name()))
+			b, errB := os.Lstat(filepath.Join(cur, seg))
+			if errA != nil || errB != nil || !os.SameFile(a, b) {
+				return "", false, refuse("%q differs only in Unicode normalisation from the existing %q", seg, normed.Name())
+			}
+			exact = normed
 		}
 		if exact == nil {
 			if folded != nil {

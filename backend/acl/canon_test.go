@@ -231,3 +231,26 @@ func TestCanonicalizeWorkspaceErrors(t *testing.T) {
 		t.Fatalf("hostile path with missing workspace: %v", err)
 	}
 }
+
+func TestCanonicalizeNormalisationOnDisk(t *testing.T) {
+	ws, _ := workspace(t)
+	nfd := filepath.Join(ws, "memory", "global", "cafe\u0301.md") // stored decomposed
+	if err := os.WriteFile(nfd, []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const raw = "memory/global/caf\u00e9.md" // asked for composed
+	got, err := Canonicalize(ws, raw)
+	a, _ := os.Lstat(nfd)
+	b, errB := os.Lstat(filepath.Join(ws, filepath.FromSlash(raw)))
+	if errB == nil && os.SameFile(a, b) {
+		// The file system ignores normalisation (macOS): the NFC name opens it.
+		if err != nil || got != raw {
+			t.Fatalf("Canonicalize(%q) = %q, %v on a normalisation-insensitive file system", raw, got, err)
+		}
+		return
+	}
+	var pe *PathError
+	if !errors.As(err, &pe) || !strings.Contains(pe.Reason, "Unicode normalisation") {
+		t.Fatalf("Canonicalize(%q) = %q, %v; want a refusal (it would create a look-alike of %q)", raw, got, err, "cafe\u0301.md")
+	}
+}

@@ -66,10 +66,10 @@
 //     principal like any other, not a superuser: a rule that does not list
 //     admin (or `*`, `all`, `authenticated`) does not grant admin anything.
 //
-// The zero Principal (anonymous) matches nothing. Role names must be one path
-// segment without `*`, `/`, `\`, control characters or spaces, may not start
-// with `.` or `$`, and may not be, in any letter case, one of the reserved
-// words `admin`, `all`, `authenticated`.
+// The zero Principal (anonymous) matches nothing. Role names (ValidateRole)
+// are one NFC path segment without `*`, `/`, `\`, spaces, control or format
+// characters, not starting with `.` or `$`, and not, in any letter case, one
+// of the reserved words `admin`, `all`, `authenticated`.
 //
 // # Defaults
 //

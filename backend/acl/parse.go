@@ -10,8 +10,10 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
+	"golang.org/x/text/unicode/norm"
 )
 
 // MaxFileSize is the largest .acl file Parse accepts (1 MiB).
@@ -235,30 +237,44 @@ func parsePrincipal(s string) (principal, error) {
 	if strings.HasPrefix(s, "$") {
 		return principal{}, fmt.Errorf("unknown principal form %q (the only variable is $session_owner)", s)
 	}
-	if err := checkRoleName(s); err != nil {
-		return principal{}, err
+	if s == "" {
+		return principal{}, fmt.Errorf("empty principal")
+	}
+	if err := ValidateRole(s); err != nil {
+		return principal{}, fmt.Errorf("unknown principal form %q: %w", s, err)
 	}
 	return principal{kind: pRole, role: s}, nil
 }
 
-// checkRoleName checks a role name (see the package doc).
-func checkRoleName(s string) error {
+// ValidateRole checks that s can be a role name in a rule (see the package
+// doc: one path segment, no *, /, \, spaces or control characters, not
+// starting with "." or "$", not a reserved word in any case). Whoever
+// creates roles should call it, so that every role can be named in .acl.
+func ValidateRole(s string) error {
 	switch {
 	case s == "":
-		return fmt.Errorf("empty principal")
+		return fmt.Errorf("empty role name")
+	case !utf8.ValidString(s):
+		return fmt.Errorf("a role name must be valid UTF-8")
+	case !norm.NFC.IsNormalString(s):
+		return fmt.Errorf("a role name must be in Unicode NFC form")
+	case strings.HasPrefix(s, "$"):
+		return fmt.Errorf("a role name may not start with \"$\"")
 	case strings.HasPrefix(s, "."):
-		return fmt.Errorf("unknown principal form %q: a role name may not start with \".\"", s)
+		return fmt.Errorf("a role name may not start with \".\"")
 	case strings.ContainsAny(s, "*/\\"):
-		return fmt.Errorf("unknown principal form %q: a role name may not contain *, / or \\", s)
+		return fmt.Errorf("a role name may not contain *, / or \\")
+	case len(s) > MaxSegmentBytes:
+		return fmt.Errorf("a role name may not be longer than %d bytes", MaxSegmentBytes)
 	}
 	for _, w := range []string{"admin", "all", "authenticated"} {
 		if strings.EqualFold(s, w) {
-			return fmt.Errorf("unknown principal form %q: did you mean %q?", s, w)
+			return fmt.Errorf("%q is reserved: did you mean %q?", s, w)
 		}
 	}
 	for _, r := range s {
-		if unicode.IsControl(r) || unicode.IsSpace(r) {
-			return fmt.Errorf("unknown principal form %q: a role name may not contain spaces or control characters", s)
+		if unicode.IsControl(r) || unicode.IsSpace(r) || unicode.Is(unicode.Cf, r) {
+			return fmt.Errorf("a role name may not contain spaces, control or format characters")
 		}
 	}
 	return nil

@@ -141,3 +141,20 @@ rules:
 		t.Fatalf("prefix of a Chinese role allowed: %+v", d)
 	}
 }
+
+func TestValidateRole(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		ok   bool
+	}{
+		{"code-expert", true}, {"writer", true}, {"main", true}, {"写作", true}, {"analyst_2", true},
+		{"", false}, {"admin", false}, {"ADMIN", false}, {"All", false}, {"authenticated", false},
+		{"$session_owner", false}, {".hidden", false}, {"a/b", false}, {`a\b`, false}, {"a*", false},
+		{"code expert", false}, {"tab\there", false}, {"zero\u200bwidth", false}, {"cafe\u0301", false},
+		{"bad\xff", false}, {strings.Repeat("r", 256), false},
+	} {
+		if err := ValidateRole(c.name); (err == nil) != c.ok {
+			t.Errorf("ValidateRole(%q) = %v, want ok=%v", c.name, err, c.ok)
+		}
+	}
+}
