@@ -225,7 +225,7 @@ func windowsDevice(seg string) bool {
 // walk follows the lexically valid path rel from root (a symlink-free
 // absolute path) through the entries that exist, refusing case variants and
 // symlinks that leave root. It returns the real path relative to root (slash
-// form) and whether a symlink was followed.
+// form; "" for root itself) and whether a symlink was followed.
 func walk(root, rel string) (string, bool, error) {
 	refuse := func(format string, args ...any) error {
 		return &PathError{Path: rel, Reason: fmt.Sprintf(format, args...)}
@@ -233,7 +233,7 @@ func walk(root, rel string) (string, bool, error) {
 	cur := root
 	followed := false
 	segs := strings.Split(rel, "/")
-	var rest []string
+	var out, rest []string // the real path so far; the segments that do not exist
 	for i, seg := range segs {
 		entries, err := os.ReadDir(cur)
 		if err != nil {
@@ -277,32 +277,30 @@ func walk(root, rel string) (string, bool, error) {
 			break
 		}
 		next := filepath.Join(cur, exact.Name())
-		if exact.Type()&fs.ModeSymlink != 0 {
-			target, err := filepath.EvalSymlinks(next)
-			if err != nil {
-				return "", false, refuse("symlink %q cannot be resolved (dangling or looping)", strings.Join(segs[:i+1], "/"))
-			}
-			if !within(root, target) {
-				return "", false, refuse("symlink %q leads outside the workspace", strings.Join(segs[:i+1], "/"))
-			}
-			followed = true
-			next = target
+		if exact.Type()&fs.ModeSymlink == 0 {
+			out = append(out, seg) // seg as asked: NFC even where the disk stores NFD
+			cur = next
+			continue
 		}
-		cur = next
-	}
-	out, err := filepath.Rel(root, cur)
-	if err != nil {
-		return "", false, fmt.Errorf("acl: check %q: %w", rel, err)
-	}
-	out = filepath.ToSlash(out)
-	if len(rest) > 0 {
-		if out == "." {
-			out = strings.Join(rest, "/")
-		} else {
-			out += "/" + strings.Join(rest, "/")
+		target, err := filepath.EvalSymlinks(next)
+		if err != nil {
+			return "", false, refuse("symlink %q cannot be resolved (dangling or looping)", strings.Join(segs[:i+1], "/"))
 		}
+		if !within(root, target) {
+			return "", false, refuse("symlink %q leads outside the workspace", strings.Join(segs[:i+1], "/"))
+		}
+		r, err := filepath.Rel(root, target)
+		if err != nil {
+			return "", false, fmt.Errorf("acl: check %q: %w", rel, err)
+		}
+		out = out[:0]
+		if r = filepath.ToSlash(r); r != "." {
+			out = strings.Split(r, "/")
+		}
+		followed = true
+		cur = target
 	}
-	return out, followed, nil
+	return strings.Join(append(out, rest...), "/"), followed, nil
 }
 
 // isFile reports whether p exists and is not a directory (a path that goes
