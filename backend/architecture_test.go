@@ -21,6 +21,8 @@ const module = "github.com/atrium-dev/atrium"
 // module-relative package paths; "." is the root package).
 var allowed = map[string][]string{
 	"backend/paths":        {},
+	"backend/acl":          {},
+	"backend/audit":        {},
 	"backend/config":       {"backend/model"},
 	"backend/statedb":      {},
 	"backend/memory/chunk": {},
