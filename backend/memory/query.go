@@ -119,6 +119,7 @@ func (m *Manager) Search(ctx context.Context, o SearchOptions) (SearchResponse, 
 			Source:    "memory",
 			Layer:     h.Layer,
 			Role:      h.Role,
+			AlsoIn:    h.AlsoIn,
 		})
 	}
 	return resp, nil

@@ -55,8 +55,9 @@ type Ranking struct {
 const (
 	DefaultMMRLambda    = 0.7
 	DefaultHalfLifeDays = 30
-	// rerankPool is the smallest number of candidates MMR and temporal
-	// decay re-rank (4·maxResults when larger, at most MaxMaxResults).
+	// rerankPool is the smallest number of candidates fetched from the
+	// index to fold near-duplicates and re-rank (4·maxResults when larger,
+	// at most MaxMaxResults).
 	rerankPool = 50
 )
 
@@ -97,23 +98,29 @@ func (r *Ranking) resolve(e embed.Embedder) error {
 	return nil
 }
 
-// reranks reports whether the ranking re-orders the index's results, and
-// so needs more candidates than it returns.
-func (r *Ranking) reranks() bool { return r.MMR || r.TemporalDecay }
+// NearDuplicateJaccard: a result whose word set (see MMR) has at least
+// this Jaccard similarity with a better-ranked result is a near-duplicate
+// (the same paragraph in a daily log and in a summary note, under another
+// heading): it is folded into that result, whose AlsoIn gains its path.
+// 0.8 is the usual near-duplicate threshold of shingle-based detection; two
+// different facts in the same words ("the meeting is on Monday" /
+// "... Tuesday") stay apart (0.67).
+const NearDuplicateJaccard = 0.8
 
-// poolFor returns how many candidates to fetch from the index for n results.
+// poolFor returns how many candidates to fetch from the index for n
+// results: more than n, since near-duplicates are folded and MMR and decay
+// re-order.
 func (r *Ranking) poolFor(n int) int {
-	if !r.reranks() {
-		return n
-	}
 	return min(MaxMaxResults, max(n, rerankPool, 4*n))
 }
 
-// rerank applies temporal decay, then MMR, to hits (in index order) and
-// returns the first n.
+// rerank applies temporal decay (if on), folds near-duplicates, applies
+// MMR (if on) to hits (in index order) and returns the first n. The first
+// result of the index is the first result here unless decay re-orders;
+// the results for n are a prefix of those for any larger n.
 func (r *Ranking) rerank(hits []index.Hit, n int) []index.Hit {
-	if !r.reranks() || len(hits) == 0 {
-		return hits[:min(n, len(hits))]
+	if len(hits) == 0 {
+		return hits
 	}
 	rel := make([]float64, len(hits))
 	for i, h := range hits {
@@ -139,14 +146,43 @@ func (r *Ranking) rerank(hits []index.Hit, n int) []index.Hit {
 			return 0
 		})
 	}
+	sets := make([]map[string]struct{}, len(hits))
+	for i, h := range hits {
+		sets[i] = wordSet(h.Text)
+	}
+	order = foldNearDuplicates(hits, sets, order)
 	if r.MMR {
-		order = mmr(hits, rel, order, r.MMRLambda, n)
+		order = mmr(sets, rel, order, r.MMRLambda, n)
 	}
 	out := make([]index.Hit, 0, min(n, len(order)))
 	for _, i := range order[:min(n, len(order))] {
 		out = append(out, hits[i])
 	}
 	return out
+}
+
+// foldNearDuplicates keeps, in order, each hit that is not a near-duplicate
+// of a hit kept before it, and adds the paths of the folded hits to the
+// AlsoIn of the hit they duplicate.
+func foldNearDuplicates(hits []index.Hit, sets []map[string]struct{}, order []int) []int {
+	kept := make([]int, 0, len(order))
+next:
+	for _, i := range order {
+		for _, k := range kept {
+			if jaccard(sets[i], sets[k]) >= NearDuplicateJaccard {
+				h := &hits[k]
+				for _, p := range append([]string{hits[i].Path}, hits[i].AlsoIn...) {
+					if p != h.Path && !slices.Contains(h.AlsoIn, p) {
+						h.AlsoIn = append(h.AlsoIn, p)
+					}
+				}
+				slices.Sort(h.AlsoIn)
+				continue next
+			}
+		}
+		kept = append(kept, i)
+	}
+	return kept
 }
 
 // decay returns the temporal decay factor of the chunk at path p (a
@@ -185,11 +221,7 @@ func logDate(p string) (time.Time, bool) {
 // mmr greedily picks up to n of the candidates in order (best first by
 // rel): each pick maximises λ·rel − (1−λ)·(highest Jaccard similarity to a
 // pick so far). Ties keep the earlier candidate.
-func mmr(hits []index.Hit, rel []float64, order []int, lambda float64, n int) []int {
-	sets := make(map[int]map[string]struct{}, len(order))
-	for _, i := range order {
-		sets[i] = wordSet(hits[i].Text)
-	}
+func mmr(sets []map[string]struct{}, rel []float64, order []int, lambda float64, n int) []int {
 	left := slices.Clone(order)
 	picked := make([]int, 0, min(n, len(order)))
 	maxSim := make(map[int]float64, len(order))

@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -79,15 +80,18 @@ func TestRerankDecayAndMMR(t *testing.T) {
 	}
 	now := time.Date(2024, 6, 30, 0, 0, 0, 0, time.UTC)
 	plain := Ranking{}
-	if got := plain.rerank(hits, 2); len(got) != 2 || got[0].Path != hits[0].Path || got[1].Path != hits[1].Path {
-		t.Fatalf("no reranking changed the order: %v", got)
+	got := plain.rerank(slices.Clone(hits), 3)
+	// The exact copy of the first hit is folded into it.
+	if len(got) != 3 || got[0].Path != hits[0].Path || got[1].Path != hits[2].Path || got[2].Path != hits[3].Path {
+		t.Fatalf("plain ranking: %v", pathsOf(got))
 	}
-	if plain.poolFor(6) != 6 {
-		t.Fatal("pool grows without reranking")
+	if !slices.Equal(got[0].AlsoIn, []string{"memory/2024-01-02.md"}) {
+		t.Fatalf("alsoIn = %v", got[0].AlsoIn)
 	}
 
 	decay := Ranking{TemporalDecay: true, HalfLifeDays: 30, Now: func() time.Time { return now }}
-	got := decay.rerank(hits, 4)
+	hits[1].Text = "deploy the gateway with a blue green release on friday"
+	got = decay.rerank(slices.Clone(hits), 4)
 	// Six-month-old logs (0.9·2^-6) fall below yesterday's (0.6·0.98) and the
 	// undated MEMORY.md (0.5); of the two, the newer wins by a day's decay
 	// (0.89·2^(-180/30) > 0.9·2^(-181/30)).
@@ -97,22 +101,26 @@ func TestRerankDecayAndMMR(t *testing.T) {
 	if got[0].Score != 0.6 {
 		t.Fatalf("decay changed the reported score: %v", got[0].Score)
 	}
-	if decay.poolFor(6) != 50 || decay.poolFor(20) != 80 || decay.poolFor(MaxMaxResults) != MaxMaxResults {
+	if plain.poolFor(6) != 50 || decay.poolFor(6) != 50 || decay.poolFor(20) != 80 || decay.poolFor(MaxMaxResults) != MaxMaxResults {
 		t.Fatalf("pool sizes %d %d %d", decay.poolFor(6), decay.poolFor(20), decay.poolFor(MaxMaxResults))
 	}
 
 	mmr := Ranking{MMR: true, MMRLambda: 0.7}
-	got = mmr.rerank(hits, 3)
-	// The exact copy of the first hit (similarity 1) gives way to a
-	// different chunk: 0.7·0.89 − 0.3·1 = 0.323 < 0.7·0.6 − 0.3·0.2 = 0.36;
-	// it still beats MEMORY.md (0.7·0.5 − 0.3·0.18 = 0.295). The first
-	// result is always the best-scoring one.
-	if got[0].Path != hits[0].Path || got[1].Path != "memory/2024-06-29.md" || got[2].Path != "memory/2024-01-02.md" {
+	got = mmr.rerank(slices.Clone(hits), 3)
+	// The first result is always the best-scoring one. The near copy of it
+	// (similarity 0.7, below the fold threshold) keeps second place at
+	// λ 0.7 (0.7·0.89 − 0.3·0.7 = 0.413 > 0.7·0.6 − 0.3·0.2 = 0.36) but
+	// loses it at λ 0.3 (0.267 − 0.49 < 0.18 − 0.14).
+	if got[0].Path != hits[0].Path || got[1].Path != hits[1].Path {
 		t.Fatalf("mmr order: %v", pathsOf(got))
+	}
+	strong := Ranking{MMR: true, MMRLambda: 0.3}
+	if got := strong.rerank(slices.Clone(hits), 3); got[0].Path != hits[0].Path || got[1].Path != hits[2].Path {
+		t.Fatalf("mmr λ=0.3 order: %v", pathsOf(got))
 	}
 	// λ = 1 is relevance only.
 	rel := Ranking{MMR: true, MMRLambda: 1}
-	if got := rel.rerank(hits, 4); got[1].Path != hits[1].Path {
+	if got := rel.rerank(slices.Clone(hits), 4); got[1].Path != hits[1].Path {
 		t.Fatalf("mmr λ=1 order: %v", pathsOf(got))
 	}
 }

@@ -258,6 +258,10 @@ type Hit struct {
 	Keyword  float64
 	Coverage float64
 	Phrase   bool
+	// AlsoIn lists the other files (sorted, without Path) that hold a
+	// chunk with this exact text: duplicates are collapsed into one hit,
+	// but no path is lost.
+	AlsoIn []string
 }
 
 // cand is one candidate chunk of a search.
@@ -878,7 +882,42 @@ func (r *searchRun) results(ctx context.Context, ranked []*cand) ([]Hit, error) 
 			Score: c.score, Vector: c.v, Keyword: r.keyword(c), Coverage: c.cov, Phrase: c.phrase,
 		})
 	}
+	if err := r.s.addCopies(ctx, out); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// addCopies fills AlsoIn: for each hit, the other files holding a chunk
+// with the same text (hash), so that collapsing duplicates loses no path.
+func (s *Store) addCopies(ctx context.Context, hits []Hit) error {
+	if len(hits) == 0 {
+		return nil
+	}
+	at := make(map[string]int, len(hits))
+	args := make([]any, 0, len(hits))
+	for i, h := range hits {
+		at[h.Hash] = i
+		args = append(args, h.Hash)
+	}
+	rows, err := s.db.QueryContext(ctx, "SELECT DISTINCT hash, path FROM chunks WHERE hash IN ("+placeholders(len(args))+") ORDER BY path", args...)
+	if err != nil {
+		return fmt.Errorf("load copies: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var hash, path string
+		if err := rows.Scan(&hash, &path); err != nil {
+			return fmt.Errorf("load copies: %w", err)
+		}
+		if i, ok := at[hash]; ok && path != hits[i].Path {
+			hits[i].AlsoIn = append(hits[i].AlsoIn, path)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("load copies: %w", err)
+	}
+	return nil
 }
 
 // keywordQuery ORs one term query per analysed term; ids (optional) restrict
