@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/atrium-dev/atrium/backend/memory"
 	"log/slog"
 	"os"
 	"strconv"
@@ -27,6 +28,11 @@ func runBenchRetrieval(ctx context.Context, args []string, o Options) error {
 	cats := fs.String("categories", "1,2,3,4", "comma-separated query categories to keep (queries without one are always kept)")
 	depth := fs.Int("depth", 0, "chunks per search (default and maximum 100)")
 	workers := fs.Int("workers", 1, "queries searched at once (latencies are comparable only at 1)")
+	vw := fs.Float64("vector-weight", 0, "vector weight of the fused score (0 = the default for the embedder)")
+	mmr := fs.Bool("mmr", false, "re-rank with MMR")
+	lambda := fs.Float64("mmr-lambda", 0, "MMR λ (0 = 0.7)")
+	decay := fs.Bool("decay", false, "temporal decay of dated daily logs")
+	halfLife := fs.Float64("half-life", 0, "decay half-life in days (0 = 30)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	out := fs.String("out", "", "also write the JSON object to this file")
 	pos, err := parse(fs, args, o)
@@ -52,6 +58,7 @@ func runBenchRetrieval(ctx context.Context, args []string, o Options) error {
 		Depth:      *depth,
 		Workers:    *workers,
 		Categories: categories,
+		Ranking:    memory.Ranking{VectorWeight: *vw, MMR: *mmr, MMRLambda: *lambda, TemporalDecay: *decay, HalfLifeDays: *halfLife},
 		Log:        newLogger(o, slog.LevelWarn),
 	})
 	if errors.Is(err, retrieval.ErrInvalidOptions) {

@@ -99,7 +99,7 @@ func TestMemorySearchMode(t *testing.T) {
 	}{
 		{"keyword", []string{"memory", "search", "--mode", "keyword", "bluefin"}, 0, "1. MEMORY.md:", ""},
 		{"vector", []string{"memory", "search", "--mode", "vector", "--min-score", "-1", "数据库连接池"}, 0, "1. memory/2026-11-20.md:", ""},
-		{"keyword finds no sub-word", []string{"memory", "search", "--mode", "keyword", "bluefins"}, 0, "No results.", ""},
+		{"keyword finds no sub-word", []string{"memory", "search", "--mode", "keyword", "bluefinch"}, 0, "No results.", ""},
 		{"unknown mode", []string{"memory", "search", "--mode", "semantic", "bluefin"}, 1, "", `unknown mode "semantic"`},
 		{"help lists it", []string{"memory", "search", "--help"}, 0, "-mode", ""},
 	}

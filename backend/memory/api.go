@@ -63,6 +63,9 @@ type SearchResult struct {
 	Source    string  `json:"source"` // "memory"
 	Layer     string  `json:"layer"`  // LayerGlobal | LayerRole | LayerSession
 	Role      string  `json:"role,omitempty"`
+	// AlsoIn lists the other files holding this exact text (the
+	// duplicates collapsed into this result), sorted; omitted when none.
+	AlsoIn []string `json:"alsoIn,omitempty"`
 }
 
 // SearchResponse is the memory_search result.

@@ -116,6 +116,9 @@ type Options struct {
 	// Default DefaultQueryTimeout (10 s), so that a provider that hangs
 	// never holds a search for its whole retry schedule.
 	QueryTimeout time.Duration
+	// Ranking holds the search ranking options (SPEC §4.3); the zero value
+	// is the measured default (see Ranking).
+	Ranking Ranking
 	// Debounce delays indexing after a watcher event; default 1.5 s.
 	Debounce time.Duration
 	// RescanInterval is the period of the full rescan in Run; default 60 s.
@@ -264,6 +267,9 @@ func Open(opts Options) (*Manager, error) {
 	}
 	if opts.QueryTimeout <= 0 {
 		opts.QueryTimeout = DefaultQueryTimeout
+	}
+	if err := opts.Ranking.resolve(opts.Embedder); err != nil {
+		return nil, fmt.Errorf("open memory: %w", err)
 	}
 	if opts.Debounce <= 0 {
 		opts.Debounce = DefaultDebounce

@@ -32,6 +32,13 @@ func (c *countingEmbedder) Embed(ctx context.Context, texts []string) ([][]float
 	return c.Embedder.Embed(ctx, texts)
 }
 
+// Lexical forwards the wrapped embedder's Lexical, so that searches weigh
+// the legs as they do with the embedder itself.
+func (c *countingEmbedder) Lexical() bool {
+	l, ok := c.Embedder.(interface{ Lexical() bool })
+	return ok && l.Lexical()
+}
+
 func newCounting(dims int) *countingEmbedder {
 	return &countingEmbedder{Embedder: embed.NewBuiltin(embed.BuiltinOptions{Dims: dims})}
 }

@@ -36,7 +36,8 @@ func modeFiles() map[string]string {
 // TestSearchModes checks each SearchOptions.Mode against the same index:
 // the keyword leg alone misses a sub-word match that the vector leg alone
 // finds, both find exact words, the hybrid is the default, and the scores
-// stay within what one leg can give (0.5·k + phrase bonus, 0.7·cosine).
+// stay within what one leg can give with the builtin (lexical) embedder:
+// (1−0.3)·k + phrase bonus, 0.3·cosine.
 func TestSearchModes(t *testing.T) {
 	f := newFixture(t, modeFiles(), nil)
 	f.sync(t)
@@ -48,14 +49,14 @@ func TestSearchModes(t *testing.T) {
 		first    string // "" = no results
 		maxScore float64
 	}{
-		{"keyword misses a sub-word", "poolings", ModeKeyword, "", 1},
-		{"vector finds a sub-word", "poolings", ModeVector, "memory/pool.md", 0.7},
-		{"hybrid finds a sub-word", "poolings", ModeHybrid, "memory/pool.md", 1},
-		{"default is hybrid", "poolings", "", "memory/pool.md", 1},
-		{"keyword identifier", "QK-7731", ModeKeyword, "memory/ticket.md", 0.5 + 0.1},
-		{"vector identifier", "QK-7731", ModeVector, "memory/ticket.md", 0.7},
-		{"keyword Chinese", "向量数据库", ModeKeyword, "memory/vector.md", 0.5 + 0.1},
-		{"vector Chinese", "向量数据库", ModeVector, "memory/vector.md", 0.7},
+		{"keyword misses a sub-word", "poolside", ModeKeyword, "", 1},
+		{"vector finds a sub-word", "poolside", ModeVector, "memory/pool.md", LexicalVectorWeight},
+		{"hybrid finds a sub-word", "poolside", ModeHybrid, "memory/pool.md", 1},
+		{"default is hybrid", "poolside", "", "memory/pool.md", 1},
+		{"keyword identifier", "QK-7731", ModeKeyword, "memory/ticket.md", 1 - LexicalVectorWeight + 0.1},
+		{"vector identifier", "QK-7731", ModeVector, "memory/ticket.md", LexicalVectorWeight},
+		{"keyword Chinese", "向量数据库", ModeKeyword, "memory/vector.md", 1 - LexicalVectorWeight + 0.1},
+		{"vector Chinese", "向量数据库", ModeVector, "memory/vector.md", LexicalVectorWeight},
 		{"hybrid Chinese", "向量数据库", ModeHybrid, "memory/vector.md", 1},
 	}
 	for _, tc := range tests {

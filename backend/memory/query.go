@@ -103,10 +103,12 @@ func (m *Manager) Search(ctx context.Context, o SearchOptions) (SearchResponse, 
 		return resp, fmt.Errorf("search: %w", err)
 	}
 	defer release()
-	hits, err := st.Search(ctx, index.Query{Text: text, Vector: qv, MaxResults: n, MinScore: minScore})
+	rk := &m.opts.Ranking
+	hits, err := st.Search(ctx, index.Query{Text: text, Vector: qv, MaxResults: rk.poolFor(n), MinScore: minScore, VectorWeight: rk.VectorWeight})
 	if err != nil {
 		return resp, fmt.Errorf("search: %w", err)
 	}
+	hits = rk.rerank(hits, n)
 	for _, h := range hits {
 		resp.Results = append(resp.Results, SearchResult{
 			Path:      h.Path,
@@ -117,6 +119,7 @@ func (m *Manager) Search(ctx context.Context, o SearchOptions) (SearchResponse, 
 			Source:    "memory",
 			Layer:     h.Layer,
 			Role:      h.Role,
+			AlsoIn:    h.AlsoIn,
 		})
 	}
 	return resp, nil

@@ -326,8 +326,10 @@ func (part *partition) write(ws string) error {
 }
 
 // rank turns ranked result chunks into the ranked distinct document ids:
-// the document of each chunk (BEIR), or the tags in each chunk's lines in
-// text order (workspaces), first occurrence kept.
+// the document of each chunk (BEIR) followed by those of the copies folded
+// into it (AlsoIn: the same text in other documents ranks the same), or
+// the tags in each chunk's lines in text order (workspaces), first
+// occurrence kept.
 func (part *partition) rank(results []memory.SearchResult) []string {
 	seen := map[string]bool{}
 	var out []string
@@ -340,6 +342,9 @@ func (part *partition) rank(results []memory.SearchResult) []string {
 	for _, r := range results {
 		if part.lines == nil {
 			add(part.paths[r.Path])
+			for _, p := range r.AlsoIn {
+				add(part.paths[p])
+			}
 			continue
 		}
 		lines := part.lines[r.Path]

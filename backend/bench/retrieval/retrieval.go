@@ -82,6 +82,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -144,6 +145,11 @@ type Options struct {
 	// Log receives progress (Info, one line per partition) and the memory
 	// managers' logs; default: discarded.
 	Log *slog.Logger
+	// Ranking is passed to every partition's memory.Manager (vector
+	// weight, MMR, temporal decay). With TemporalDecay and no Now, each
+	// partition's clock is the day after its newest dated daily log (the
+	// conversation's present), so decay measures recency within it.
+	Ranking memory.Ranking
 }
 
 // Quality are the quality figures of one mode averaged over N queries.
@@ -376,7 +382,12 @@ func runPartition(ctx context.Context, o Options, root string, i int, part *part
 	log := o.Log.With("partition", part.name)
 
 	t0 := time.Now()
-	m, err := memory.Open(memory.Options{Workspace: ws, IndexDir: ixDir, Embedder: o.Embedder, DisableWatcher: true, Logger: log})
+	rk := o.Ranking
+	if rk.TemporalDecay && rk.Now == nil {
+		present := latestLogDate(ws).AddDate(0, 0, 1)
+		rk.Now = func() time.Time { return present }
+	}
+	m, err := memory.Open(memory.Options{Workspace: ws, IndexDir: ixDir, Embedder: o.Embedder, DisableWatcher: true, Logger: log, Ranking: rk})
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("bench retrieval: partition %q: %w", part.name, err)
 	}
@@ -482,4 +493,20 @@ func peakRSS() int64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return int64(ms.Sys)
+}
+
+// latestLogDate returns the newest YYYY-MM-DD that starts the name of a
+// Markdown file under ws/memory (zero time when there is none).
+func latestLogDate(ws string) time.Time {
+	var latest time.Time
+	_ = filepath.WalkDir(filepath.Join(ws, "memory"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || len(d.Name()) < 10 {
+			return nil
+		}
+		if t, err := time.Parse("2006-01-02", d.Name()[:10]); err == nil && t.After(latest) {
+			latest = t
+		}
+		return nil
+	})
+	return latest
 }

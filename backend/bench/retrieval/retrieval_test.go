@@ -50,7 +50,7 @@ func TestMiniSet(t *testing.T) {
 		t.Fatalf("modes %v", got)
 	}
 	kw, vec, hy := rep.Modes["keyword"], rep.Modes["vector"], rep.Modes["hybrid"]
-	// "poolings" shares no term with any document: the keyword leg finds
+	// "poolside" shares no term with any document: the keyword leg finds
 	// nothing; the English q2 finds its English document but not the
 	// Chinese one also judged (recall 1/2); every other query has its
 	// words in its document. Without a score floor the vector leg ranks

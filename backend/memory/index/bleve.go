@@ -13,6 +13,7 @@ import (
 	"github.com/blevesearch/bleve/v2/analysis/analyzer/custom"
 	regexpchar "github.com/blevesearch/bleve/v2/analysis/char/regexp"
 	"github.com/blevesearch/bleve/v2/analysis/lang/cjk"
+	"github.com/blevesearch/bleve/v2/analysis/lang/en"
 	"github.com/blevesearch/bleve/v2/analysis/token/lowercase"
 	"github.com/blevesearch/bleve/v2/analysis/tokenizer/exception"
 	"github.com/blevesearch/bleve/v2/analysis/tokenizer/unicode"
@@ -50,7 +51,7 @@ const (
 	// analyzerVersion is stored in the Bleve index; a change recreates it.
 	// 1: unicode words + CJK bigrams; 2: symbols (So) kept as tokens, term
 	// vectors stored; 3: underscores trimmed from word edges.
-	analyzerVersion = "3"
+	analyzerVersion = "4"
 )
 
 var (
@@ -93,7 +94,7 @@ func NewMapping() (*mapping.IndexMappingImpl, error) {
 		"type":          custom.Name,
 		"char_filters":  []string{trimFilter},
 		"tokenizer":     tokenizer,
-		"token_filters": []string{cjk.WidthName, lowercase.Name, bigramFilter},
+		"token_filters": []string{cjk.WidthName, lowercase.Name, en.PossessiveName, en.SnowballStemmerName, bigramFilter},
 	}); err != nil {
 		return nil, fmt.Errorf("bleve mapping: %w", err)
 	}

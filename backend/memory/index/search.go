@@ -12,6 +12,8 @@ import (
 	"github.com/blevesearch/bleve/v2"
 	bsearch "github.com/blevesearch/bleve/v2/search"
 	"github.com/blevesearch/bleve/v2/search/query"
+	"github.com/blevesearch/snowballstem"
+	"github.com/blevesearch/snowballstem/english"
 )
 
 // Hybrid ranking (SPEC §4.3). This file is the reference implementation of
@@ -26,9 +28,12 @@ import (
 //
 // and fuses them into
 //
-//	score(d) = max(VectorWeight·v + KeywordWeight·k, KeywordFloorWeight·k)
+//	score(d) = max(wv·v + (1 − wv)·k, KeywordFloorWeight·k)
 //
-// The first term is the SPEC's hybrid score 0.7·v + 0.3·k. The second is the
+// The first term is the SPEC's hybrid score 0.7·v + 0.3·k for the default
+// wv = VectorWeight; a query may set another weight (Query.VectorWeight:
+// package memory weighs a lexical embedder's vector leg at 0.3, see its
+// Search). The second is the
 // keyword floor: a keyword match on its own is worth up to 0.5, so a chunk
 // with k ≥ 0.7 clears the default minScore 0.35 even when the vector leg
 // finds nothing (an exact identifier such as "QK-7731" that the embedding
@@ -46,7 +51,7 @@ import (
 //	W       = Σ_{t∈Q} w(t), or max(Σ w(t), idfᵣ) when every t is a stopword
 //	cov(d)  = Σ_{t∈Q, t∈d} w(t) / W                         coverage
 //	rel(d)  = bm25(d) / max_{d'} bm25(d')                   relative BM25
-//	k(d)    = √cov(d) · (KeywordRelBase + (1 − KeywordRelBase) · rel(d))
+//	k(d)    = cov(d) · (KeywordRelBase + (1 − KeywordRelBase) · rel(d))
 //
 // p(t) is StopwordPrior for a short list of function words ("the", "how",
 // "的", "了" ...), 1 otherwise; terms missing from the index weigh idf₁
@@ -63,15 +68,18 @@ import (
 // for a name that occurs in most notes ("Caroline") is fully covered by the
 // chunks that contain it and returns them.
 //
-// The square root is a concave credit for partial coverage: natural-language
-// questions rarely have all their words in one chunk, and a chunk holding half
-// of the query's information gets 0.71 of the full keyword score, a third of it
-// 0.58, a tenth 0.32 (on LoCoMo the root ranks better than cov itself: turn@5
-// 0.854 against 0.846, see docs/BENCHMARKS.md).
+// Partial coverage earns linear credit: a chunk holding half of the query's
+// information gets half the keyword score. (Until analyzer v4 the credit
+// was √cov, which ranked slightly better when the keyword leg weighed 0.3;
+// with the lexical weighting of package memory, where the keyword leg
+// weighs 0.7, linear credit ranks as well or better on LoCoMo, LongMemEval,
+// CMRC and DRCD and keeps a chunk sharing one word of a three-word
+// question ("what is the weather like on mars" → "Likes short answers")
+// below minScore 0.35, see docs/BENCHMARKS.md.)
 //
 // rel(d) is the relative part: among chunks with the same coverage, BM25's
 // term frequency and length normalisation order them. It moves k only within
-// [KeywordRelBase·√cov, √cov], so a chunk containing a rare identifier
+// [KeywordRelBase·cov, cov], so a chunk containing a rare identifier
 // (cov = 1) always has k ≥ 0.7 and clears minScore 0.35 on the keyword floor
 // alone, wherever its BM25 score ranks.
 //
@@ -134,7 +142,7 @@ import (
 // scores below τ like a chunk outside the candidates.) A chunk that is not
 // a candidate scores at most
 //
-//	U(c) = max(0.7·v̄ + 0.3·k̄, 0.5·k̄) + PhraseBonus·c,   k̄ = √c·(0.7 + 0.3·r̄)
+//	U(c) = max(wv·v̄ + (1 − wv)·k̄, 0.5·k̄) + PhraseBonus·c,   k̄ = c·(0.7 + 0.3·r̄)
 //
 // where c bounds its coverage (1 before the coverage set is fetched; a pool
 // that came back shorter than asked holds every chunk that leg can find,
@@ -195,15 +203,22 @@ func PoolSize(maxResults int) int {
 }
 
 // FuseScores returns the final score of a chunk from its vector score v and
-// keyword score k, without the phrase bonus (see the package constants).
+// keyword score k with the SPEC's weights, without the phrase bonus (see the
+// package constants).
 func FuseScores(v, k float64) float64 {
-	return max(VectorWeight*v+KeywordWeight*k, KeywordFloorWeight*k)
+	return Fuse(VectorWeight, v, k)
 }
 
-// KeywordScore returns k = √cov·(KeywordRelBase + (1−KeywordRelBase)·rel)
+// Fuse returns max(wv·v + (1−wv)·k, KeywordFloorWeight·k): the fused score
+// for vector weight wv (Query.VectorWeight), without the phrase bonus.
+func Fuse(wv, v, k float64) float64 {
+	return max(wv*v+(1-wv)*k, KeywordFloorWeight*k)
+}
+
+// KeywordScore returns k = cov·(KeywordRelBase + (1−KeywordRelBase)·rel)
 // for coverage cov and relative BM25 score rel (both clamped to [0,1]).
 func KeywordScore(cov, rel float64) float64 {
-	return math.Sqrt(clamp01(cov)) * (KeywordRelBase + (1-KeywordRelBase)*clamp01(rel))
+	return clamp01(cov) * (KeywordRelBase + (1-KeywordRelBase)*clamp01(rel))
 }
 
 // Query is one hybrid search.
@@ -218,6 +233,11 @@ type Query struct {
 	// MinScore drops hits whose final score is lower; negative = no floor.
 	// It must not be NaN or above 1.
 	MinScore float64
+	// VectorWeight is wv in the fused score wv·v + (1−wv)·k; 0 means the
+	// SPEC's VectorWeight (0.7). It must be in [0,1]. A lexical embedder
+	// (package embed's builtin) repeats the keyword leg's evidence with
+	// collision noise, so package memory passes a lower weight for it.
+	VectorWeight float64
 }
 
 // Hit is one ranked chunk.
@@ -238,6 +258,10 @@ type Hit struct {
 	Keyword  float64
 	Coverage float64
 	Phrase   bool
+	// AlsoIn lists the other files (sorted, without Path) that hold a
+	// chunk with this exact text: duplicates are collapsed into one hit,
+	// but no path is lost.
+	AlsoIn []string
 }
 
 // cand is one candidate chunk of a search.
@@ -296,6 +320,7 @@ type searchRun struct {
 	useVec  bool
 	qblob   []byte
 	cands   map[int64]*cand
+	wv      float64 // the vector weight of the fused score
 	maxBM25 float64
 	vec, kw legPool
 	// covFloor: every chunk with coverage ≥ covFloor is a candidate. Above
@@ -325,7 +350,13 @@ func (s *Store) search(ctx context.Context, q Query) (hits []Hit, exact bool, er
 	if math.IsNaN(q.MinScore) || q.MinScore > 1 {
 		return nil, false, fmt.Errorf("search: MinScore %v out of range (negative for no floor, else at most 1)", q.MinScore)
 	}
-	r := &searchRun{s: s, q: q, cands: map[int64]*cand{}, covFloor: 2, covTooBig: math.MaxInt}
+	if math.IsNaN(q.VectorWeight) || q.VectorWeight < 0 || q.VectorWeight > 1 {
+		return nil, false, fmt.Errorf("search: VectorWeight %v out of range [0,1]", q.VectorWeight)
+	}
+	r := &searchRun{s: s, q: q, cands: map[int64]*cand{}, covFloor: 2, covTooBig: math.MaxInt, wv: q.VectorWeight}
+	if r.wv == 0 {
+		r.wv = VectorWeight
+	}
 	r.useVec = s.compt && len(q.Vector) == s.meta.Dims && !isZero(q.Vector)
 	if r.useVec {
 		r.qblob = encodeVector(q.Vector)
@@ -547,8 +578,11 @@ func (r *searchRun) completeVectors(ctx context.Context, tau float64) error {
 	}
 	for i := 0; i < len(ids); i += MaxPool {
 		part := ids[i:min(i+MaxPool, len(ids))]
-		args := append([]any{r.qblob, len(part)}, part...)
-		rows, err := r.s.db.QueryContext(ctx, "SELECT rowid, distance FROM vec_chunks WHERE embedding MATCH ? AND k = ? AND rowid IN ("+placeholders(len(part))+")", args...)
+		// vec_distance_cosine is the distance the vec0 table's KNN uses
+		// (distance_metric=cosine). A KNN query restricted by "rowid IN"
+		// is not used: sqlite-vec returned no row for a one-element list.
+		args := append([]any{r.qblob}, part...)
+		rows, err := r.s.db.QueryContext(ctx, "SELECT rowid, vec_distance_cosine(embedding, ?) FROM vec_chunks WHERE rowid IN ("+placeholders(len(part))+")", args...)
 		if err != nil {
 			return fmt.Errorf("search vectors: %w", err)
 		}
@@ -623,7 +657,7 @@ func (r *searchRun) keyword(c *cand) float64 {
 // scoreWith returns the final score of a candidate whose keyword side is
 // known, for vector score v, rounded to a multiple of scoreGrid.
 func (r *searchRun) scoreWith(c *cand, v float64) float64 {
-	sc := FuseScores(v, r.keyword(c))
+	sc := Fuse(r.wv, v, r.keyword(c))
 	if c.hasK && c.phrase {
 		sc = min(1, sc+PhraseBonus*c.cov)
 	}
@@ -706,9 +740,9 @@ func (r *searchRun) bound(c float64) float64 {
 	v := r.vectorBound()
 	if !r.kw.full || r.maxBM25 <= 0 {
 		// The keyword pool holds every chunk with a query term.
-		return FuseScores(v, 0)
+		return Fuse(r.wv, v, 0)
 	}
-	u := FuseScores(v, KeywordScore(c, r.kw.last/r.maxBM25))
+	u := Fuse(r.wv, v, KeywordScore(c, r.kw.last/r.maxBM25))
 	if r.kq.seq != nil {
 		u += PhraseBonus * c
 	}
@@ -848,7 +882,42 @@ func (r *searchRun) results(ctx context.Context, ranked []*cand) ([]Hit, error) 
 			Score: c.score, Vector: c.v, Keyword: r.keyword(c), Coverage: c.cov, Phrase: c.phrase,
 		})
 	}
+	if err := r.s.addCopies(ctx, out); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// addCopies fills AlsoIn: for each hit, the other files holding a chunk
+// with the same text (hash), so that collapsing duplicates loses no path.
+func (s *Store) addCopies(ctx context.Context, hits []Hit) error {
+	if len(hits) == 0 {
+		return nil
+	}
+	at := make(map[string]int, len(hits))
+	args := make([]any, 0, len(hits))
+	for i, h := range hits {
+		at[h.Hash] = i
+		args = append(args, h.Hash)
+	}
+	rows, err := s.db.QueryContext(ctx, "SELECT DISTINCT hash, path FROM chunks WHERE hash IN ("+placeholders(len(args))+") ORDER BY path", args...)
+	if err != nil {
+		return fmt.Errorf("load copies: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var hash, path string
+		if err := rows.Scan(&hash, &path); err != nil {
+			return fmt.Errorf("load copies: %w", err)
+		}
+		if i, ok := at[hash]; ok && path != hits[i].Path {
+			hits[i].AlsoIn = append(hits[i].AlsoIn, path)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("load copies: %w", err)
+	}
+	return nil
 }
 
 // keywordQuery ORs one term query per analysed term; ids (optional) restrict
@@ -1060,7 +1129,14 @@ var stopwords = func() map[string]bool {
 		had has have he her him his how i if in into is it its me my no not of on or our s she so t that the
 		their them then there they this to too us was we were what when where which who whom why will with
 		would you your 的 了 是 在 和 与 及 或 也 就 都 而 着 吗 呢 吧 啊 么 之 其 这 那 个 我 你 他 她 它 们`) {
-		m[w] = true
+		m[stemEnglish(w)] = true
 	}
 	return m
 }()
+
+// stemEnglish is the analyzer's English stem of a lower-cased word.
+func stemEnglish(w string) string {
+	env := snowballstem.NewEnv(w)
+	english.Stem(env)
+	return env.Current()
+}

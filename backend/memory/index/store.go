@@ -287,6 +287,7 @@ CREATE TABLE IF NOT EXISTS chunks(
   hash       TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path);
+CREATE INDEX IF NOT EXISTS chunks_hash ON chunks(hash);
 CREATE TABLE IF NOT EXISTS embedding_cache(
   provider  TEXT NOT NULL,
   model     TEXT NOT NULL,

@@ -238,7 +238,7 @@ func TestOrderIndependentOfMaxResults(t *testing.T) {
 		}
 		for i := range small {
 			if small[i].ChunkID != big[i].ChunkID || small[i].Score != big[i].Score {
-				t.Errorf("%q: rank %d differs: %v vs %v", q, i, paths(small), paths(big[:3]))
+				t.Errorf("%q: rank %d differs: %v vs %v (%v %v / %v %v)", q, i, paths(small), paths(big[:3]), small[i].Score, small[i].Keyword, big[i].Score, big[i].Keyword)
 				break
 			}
 		}
