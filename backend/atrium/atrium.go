@@ -74,6 +74,13 @@ type App struct {
 	anyPort bool
 }
 
+// MemoryRanking turns config.json's memory.search into the memory
+// engine's ranking options (zero values keep its measured defaults). The
+// app and the CLI's memory commands both use it.
+func MemoryRanking(c config.Search) memory.Ranking {
+	return memory.Ranking{VectorWeight: c.VectorWeight, MMR: c.MMR, MMRLambda: c.MMRLambda, TemporalDecay: c.TemporalDecay, HalfLifeDays: c.HalfLifeDays}
+}
+
 // NewEmbedder builds the memory engine's embedder from config.json's
 // memory.embedding (SPEC §4.2; see config.Embedding and embed.New for the
 // defaults): builtin when nothing is configured, else ollama or openai, with
@@ -158,6 +165,7 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 		Workspace:      o.Layout.Workspace,
 		IndexDir:       o.Layout.IndexDir(),
 		Embedder:       emb,
+		Ranking:        MemoryRanking(a.Config.Memory.Search),
 		Logger:         o.Logger,
 		RescanInterval: o.RescanInterval,
 		LockWait:       5 * time.Second, // a previous run may still be shutting down

@@ -60,6 +60,7 @@ func openMemory(ctx context.Context, layout paths.Layout, port int, o Options) (
 		Workspace:      layout.Workspace,
 		IndexDir:       layout.IndexDir(),
 		Embedder:       emb,
+		Ranking:        atrium.MemoryRanking(cfg.Memory.Search),
 		Logger:         log,
 		DisableWatcher: true,
 	})

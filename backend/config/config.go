@@ -34,6 +34,37 @@ type Memory struct {
 	// Embedding selects the embedding provider of the vector leg (SPEC
 	// §4.2). The zero value is the offline builtin embedder.
 	Embedding Embedding `json:"embedding"`
+	// Search holds the ranking options of memory_search (SPEC §4.3).
+	Search Search `json:"search"`
+}
+
+// Search is "memory.search" in config.json, for example
+//
+//	{"vectorWeight": 0.5, "mmr": true, "temporalDecay": true, "halfLifeDays": 14}
+//
+// Zero values mean the measured defaults (package backend/memory, Ranking):
+// vector weight 0.3 for the lexical builtin embedder and 0.7 (SPEC) for
+// ollama/openai; MMR off (λ 0.7 when on); temporal decay off (half-life 30
+// days when on). docs/BENCHMARKS.md shows what each option does.
+type Search struct {
+	VectorWeight  float64 `json:"vectorWeight,omitempty"`
+	MMR           bool    `json:"mmr,omitempty"`
+	MMRLambda     float64 `json:"mmrLambda,omitempty"`
+	TemporalDecay bool    `json:"temporalDecay,omitempty"`
+	HalfLifeDays  float64 `json:"halfLifeDays,omitempty"`
+}
+
+// validate checks the ranges of memory.search.
+func (s Search) validate() error {
+	switch {
+	case s.VectorWeight < 0 || s.VectorWeight > 1:
+		return fmt.Errorf("memory.search.vectorWeight %v is not in [0,1]", s.VectorWeight)
+	case s.MMRLambda < 0 || s.MMRLambda > 1:
+		return fmt.Errorf("memory.search.mmrLambda %v is not in [0,1]", s.MMRLambda)
+	case s.HalfLifeDays < 0 || s.HalfLifeDays > 36500:
+		return fmt.Errorf("memory.search.halfLifeDays %v is not a number of days in (0, 36500]", s.HalfLifeDays)
+	}
+	return nil
 }
 
 // Embedding is "memory.embedding" in config.json, for example
@@ -51,7 +82,7 @@ type Embedding struct {
 	// Provider: "builtin" (default), "ollama" or "openai" (any
 	// OpenAI-compatible /v1/embeddings server).
 	Provider string `json:"provider,omitempty"`
-	// Model name at the provider (builtin has one: "hashed-ngram-v1").
+	// Model name at the provider (builtin has one: "hashed-ngram-v2").
 	Model string `json:"model,omitempty"`
 	// BaseURL of the API (ollama, openai); for openai it includes "/v1".
 	BaseURL string `json:"baseUrl,omitempty"`
@@ -139,6 +170,9 @@ func Load(path string) (Config, error) {
 		return c, fmt.Errorf("config %s: gateway.port %d out of range 0..65535", path, c.Gateway.Port)
 	}
 	if err := c.Memory.Embedding.validate(); err != nil {
+		return c, fmt.Errorf("config %s: %w", path, err)
+	}
+	if err := c.Memory.Search.validate(); err != nil {
 		return c, fmt.Errorf("config %s: %w", path, err)
 	}
 	return c, nil
