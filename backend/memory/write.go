@@ -606,9 +606,9 @@ func (m *Manager) writeLocked(ctx context.Context, store *versions.Store, rel st
 		m.log.Info("memory concurrent write: last write kept, the replaced text saved", "path", rel, "writer", r.Writer,
 			"conflict", added.ID, "file", added.File)
 	}
-	if _, err := m.indexWritten(ctx, rel); err != nil {
-		return res, err
-	}
+	// Closed meanwhile: the write stands (text and version are stored);
+	// the next Sync indexes it.
+	_, _ = m.indexWritten(ctx, rel)
 	m.fire([]string{rel}, "write")
 	return res, nil
 }

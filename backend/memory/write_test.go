@@ -342,6 +342,13 @@ func TestWriteRules(t *testing.T) {
 			if v := f.version(t, "memory/global/none.md"); v != "" {
 				t.Fatalf("Version of a missing file = %q", v)
 			}
+			// Deleting a file by hand is an edit too.
+			if err := os.Remove(filepath.Join(f.ws, filepath.FromSlash(note))); err != nil {
+				t.Fatal(err)
+			}
+			if v := f.version(t, note); v != "admin=3,writer=3" {
+				t.Fatalf("Version after a hand deletion = %q", v)
+			}
 		}},
 		{"daily logs are append-only for roles", func(t *testing.T, f *writeFixture) {
 			_, err := f.m.Write(ctx, WriteRequest{Path: "memory/2024-05-01.md", Content: "wiped", Mode: WriteReplace, Writer: "main"})

@@ -3,6 +3,7 @@ package versions
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"strings"
@@ -195,9 +196,14 @@ func (s *Store) tx(ctx context.Context, fn func(c *sql.Conn) error) (err error) 
 	}
 	done := false
 	defer func() {
-		if !done {
-			// Not with ctx: a cancelled request must still release the lock.
-			_, _ = c.ExecContext(context.WithoutCancel(ctx), `ROLLBACK`)
+		if done {
+			return
+		}
+		// Not with ctx: a cancelled request must still release the lock.
+		if _, err := c.ExecContext(context.WithoutCancel(ctx), `ROLLBACK`); err != nil {
+			// Never hand a connection with an open transaction back to
+			// the pool: ErrBadConn makes database/sql discard it.
+			_ = c.Raw(func(any) error { return driver.ErrBadConn })
 		}
 	}()
 	if err := fn(c); err != nil {
