@@ -23,6 +23,11 @@ type Memory interface {
 	Files(ctx context.Context) ([]memory.FileInfo, error)
 	Status() memory.Status
 	Sync(ctx context.Context) error
+	Version(ctx context.Context, path string) (string, error)
+	Write(ctx context.Context, r memory.WriteRequest) (memory.WriteResult, error)
+	Note(ctx context.Context, r memory.NoteRequest) (memory.WriteResult, error)
+	ListConflicts(ctx context.Context, f memory.ConflictFilter) ([]memory.Conflict, error)
+	ResolveConflict(ctx context.Context, id int64, r memory.Resolution) (memory.Conflict, error)
 }
 
 // Options names the services to bind. All fields are required.
@@ -70,8 +75,7 @@ func Register(o Options) {
 		if err := decode(c, &p); err != nil {
 			return nil, err
 		}
-		res, err := o.Memory.Get(ctx, p)
-		return res, mapErr(err)
+		return getWithVersion(ctx, o.Memory, p)
 	})
 	g.Handle("memory.import", func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p memory.ImportRequest
@@ -100,6 +104,8 @@ func Register(o Options) {
 		}
 		return map[string]any{"files": files}, nil
 	})
+
+	registerWrites(g, o.Memory)
 
 	g.Handle("profiles.list", func(ctx context.Context, c *gateway.Call) (any, error) {
 		return map[string]any{"profiles": o.Chat.Profiles()}, nil
@@ -164,9 +170,9 @@ func mapErr(err error) error {
 	case errors.Is(err, memory.ErrInvalidPath), errors.Is(err, memory.ErrInvalidInput),
 		errors.Is(err, chat.ErrInvalidInput):
 		code = gateway.CodeInvalidRequest
-	case errors.Is(err, chat.ErrForbidden):
+	case errors.Is(err, chat.ErrForbidden), errors.Is(err, memory.ErrForbidden):
 		code = gateway.CodeForbidden
-	case errors.Is(err, chat.ErrBusy):
+	case errors.Is(err, chat.ErrBusy), errors.Is(err, memory.ErrConflict):
 		code = gateway.CodeConflict
 	case errors.Is(err, memory.ErrClosed), errors.Is(err, memory.ErrUnavailable):
 		code = gateway.CodeUnavailable

@@ -1,7 +1,7 @@
 // Package atrium is the wiring package: it builds every backend part in
-// order — paths, config, operator token, gateway transport, memory engine,
-// state db and history, model provider, chat service, method bindings — and
-// runs the long-lived ones. Both `atrium serve` and the desktop window start
+// order — paths, config, operator token, gateway transport, state db,
+// memory engine (with its file versions in the state db), history, model
+// provider, chat service, method bindings — and runs the long-lived ones. Both `atrium serve` and the desktop window start
 // the app through it. It holds no business logic.
 package atrium
 
@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -26,6 +27,7 @@ import (
 	"github.com/atrium-dev/atrium/backend/history"
 	"github.com/atrium-dev/atrium/backend/memory"
 	"github.com/atrium-dev/atrium/backend/memory/embed"
+	"github.com/atrium-dev/atrium/backend/memory/versions"
 	"github.com/atrium-dev/atrium/backend/model"
 	"github.com/atrium-dev/atrium/backend/paths"
 	"github.com/atrium-dev/atrium/backend/statedb"
@@ -157,6 +159,20 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 
+	// state.db before memory: the memory engine keeps its file versions
+	// and conflict records there (SPEC §5.3).
+	if a.db, err = statedb.Open(o.Layout.StateDB()); err != nil {
+		return nil, err
+	}
+	wsAbs, err := filepath.Abs(o.Layout.Workspace) // the memory engine's spelling of it
+	if err != nil {
+		return nil, fmt.Errorf("workspace: %w", err)
+	}
+	versionStore, err := versions.Open(a.db, versions.Options{Workspace: wsAbs})
+	if err != nil {
+		return nil, fmt.Errorf("memory versions: %w", err)
+	}
+
 	emb, err := NewEmbedder(a.Config.Memory.Embedding, o.Getenv, o.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("memory: %w", err)
@@ -171,14 +187,12 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 		LockWait:       5 * time.Second, // a previous run may still be shutting down
 		OnChange:       func(ev memory.ChangeEvent) { a.Gateway.Broadcast("memory.changed", ev) },
 		OnProgress:     func(p memory.Progress) { a.Gateway.Broadcast("memory.progress", p) },
+		Versions:       versionStore,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("memory: %w", err)
 	}
 
-	if a.db, err = statedb.Open(o.Layout.StateDB()); err != nil {
-		return nil, err
-	}
 	if a.History, err = history.Open(a.db); err != nil {
 		return nil, fmt.Errorf("history: %w", err)
 	}

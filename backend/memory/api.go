@@ -171,6 +171,9 @@ type Status struct {
 
 // ChangeEvent is delivered to Options.OnChange after the index changed.
 type ChangeEvent struct {
-	Paths  []string `json:"paths"`
-	Reason string   `json:"reason"` // "index" | "import" | "delete"
+	Paths []string `json:"paths"`
+	// Reason: "index" | "import" | "delete" | "write" (Write, Note or a
+	// conflict resolution changed the file) | "conflict" (a pending
+	// conflict was opened, or one was resolved keeping the file).
+	Reason string `json:"reason"`
 }

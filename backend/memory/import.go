@@ -81,29 +81,8 @@ func (m *Manager) Import(ctx context.Context, r ImportRequest) (ImportResult, er
 	m.log.Info("memory note imported", "path", rel, "bytes", len(r.Content))
 
 	res := ImportResult{Path: rel, Bytes: len(r.Content)}
-	m.writeMu.Lock()
-	if m.closed.Load() {
-		m.writeMu.Unlock()
-		return res, ErrClosed
-	}
-	_, ierr := m.indexOne(ctx, m.store, rel)
-	if ierr == nil {
-		if f, ok, err := m.store.File(ctx, rel); err == nil && ok {
-			res.Chunks = f.Chunks
-		}
-		if files, chunks, err := m.store.Counts(ctx); err == nil {
-			m.mu.Lock()
-			m.files, m.chunks = files, chunks
-			m.mu.Unlock()
-		}
-	}
-	m.writeMu.Unlock()
-	if ierr != nil {
-		// The note is safely on disk; the next sync will index it.
-		m.log.Error("memory imported note not indexed yet", "path", rel, "err", ierr)
-		m.mu.Lock()
-		m.dirty[rel] = struct{}{}
-		m.mu.Unlock()
+	if res.Chunks, err = m.indexWritten(ctx, rel); err != nil {
+		return res, err
 	}
 	m.fire([]string{rel}, "import")
 	return res, nil

@@ -8,13 +8,16 @@
 // from it. A Manager is created with Open (cheap, no scan), brought up to date
 // with Sync, and kept current by Run (fsnotify watcher, debounced, plus a
 // periodic rescan). Search, Get, Import, Files and Status are safe for
-// concurrent use with each other and with Run.
+// concurrent use with each other and with Run; so are Write, Note,
+// Version, ListConflicts and ResolveConflict (write.go: memory_write,
+// memory_note and the concurrent-write rules of SPEC §5.3, with version
+// vectors and conflict records kept by package backend/memory/versions).
 //
-// Errors: ErrNotFound, ErrInvalidPath, ErrInvalidInput, ErrClosed and
-// ErrUnavailable are returned wrapped with context; test with errors.Is. The
-// gateway maps them to NOT_FOUND, INVALID_REQUEST and UNAVAILABLE
-// (docs/PROTOCOL.md; ErrUnavailable, like ErrClosed, is meant to be
-// UNAVAILABLE: retryable).
+// Errors: ErrNotFound, ErrInvalidPath, ErrInvalidInput, ErrClosed,
+// ErrUnavailable, ErrForbidden and ErrConflict are returned wrapped with
+// context; test with errors.Is. The gateway maps them to NOT_FOUND,
+// INVALID_REQUEST, UNAVAILABLE, FORBIDDEN and CONFLICT (docs/PROTOCOL.md;
+// ErrUnavailable, like ErrClosed, is meant to be UNAVAILABLE: retryable).
 //
 // "Cannot read" is never taken for "deleted": a missing or unreadable
 // workspace (or memory/ folder) is an error state that keeps the index, an
@@ -40,6 +43,7 @@ import (
 	"github.com/atrium-dev/atrium/backend/memory/chunk"
 	"github.com/atrium-dev/atrium/backend/memory/embed"
 	"github.com/atrium-dev/atrium/backend/memory/index"
+	"github.com/atrium-dev/atrium/backend/memory/versions"
 )
 
 // Sentinel errors (wrapped with context by every method).
@@ -139,6 +143,20 @@ type Options struct {
 	OnChange func(ChangeEvent)
 	// OnProgress, if set, is called during a sync as files are processed.
 	OnProgress func(Progress)
+	// Versions keeps the files' version vectors and the conflict records
+	// (SPEC §5.3), opened on state.db for this same workspace. nil: Write,
+	// Note, Version and the conflict methods fail with ErrUnavailable, and
+	// hand edits are not counted.
+	Versions *versions.Store
+	// Authorize, if set, is asked before Write, Note and ResolveConflict
+	// do anything: writer is the role (or "admin"), session the caller's
+	// session ("" when none), action ActionWrite or ActionResolve, path the
+	// clean workspace-relative path. A non-nil error refuses the call
+	// (returned wrapping ErrForbidden). nil allows everything.
+	Authorize func(ctx context.Context, writer, session, action, path string) error
+	// Now is the clock of the write path (conflict file names, notes);
+	// default time.Now.
+	Now func() time.Time
 }
 
 // Manager is the memory engine of one workspace. Create it with Open.
@@ -188,6 +206,9 @@ type Manager struct {
 	stagedState string
 	progress    *Progress
 	dirty       map[string]struct{}
+
+	// locks serialises writes per file (write.go).
+	locks pathLocks
 
 	closed atomic.Bool
 	done   chan struct{}

@@ -35,9 +35,10 @@ const MainRole = "main"
 //	memory/templates/**                    → not indexed
 //	any other memory/**                    → layer role, role main
 //
-// Only ".md" files are indexed; names or folders starting with "." are not.
+// Only ".md" files are indexed; names or folders starting with "." are not,
+// nor conflict files (`<stem>.conflict-<UTC ts>.md`, see write.go).
 func classify(rel string) kind {
-	if rel == "" || !strings.EqualFold(path.Ext(rel), ".md") {
+	if rel == "" || !strings.EqualFold(path.Ext(rel), ".md") || isConflictFile(rel) {
 		return kind{}
 	}
 	parts := strings.Split(rel, "/")

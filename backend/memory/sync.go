@@ -524,6 +524,7 @@ func (m *Manager) indexOne(ctx context.Context, st *index.Store, rel string) (in
 	}
 	sum := sha256.Sum256(content)
 	hash := hex.EncodeToString(sum[:])
+	m.observeEdit(ctx, rel, hash) // a hand edit is a write by admin (SPEC §5.3)
 	m.mu.Lock()
 	delete(m.skipped, rel)
 	_, pending := m.pending[rel]
