@@ -17,6 +17,8 @@ import (
 	"github.com/blevesearch/bleve/v2/analysis/token/lowercase"
 	"github.com/blevesearch/bleve/v2/analysis/tokenizer/exception"
 	"github.com/blevesearch/bleve/v2/analysis/tokenizer/unicode"
+	"github.com/blevesearch/bleve/v2/index/scorch"
+	"github.com/blevesearch/bleve/v2/index/scorch/mergeplan"
 	"github.com/blevesearch/bleve/v2/mapping"
 	bindex "github.com/blevesearch/bleve_index_api"
 )
@@ -264,6 +266,27 @@ func (s *Store) refillBleve(ctx context.Context) error {
 	}
 	if n > 0 {
 		s.log.Info("memory keyword index rebuilt from SQLite", "chunks", n)
+	}
+	return nil
+}
+
+// Compact merges the keyword index into a single segment and returns when
+// the merge is done. Bleve computes BM25's average field length from the
+// segments' term dictionaries, so scores drift slightly while background
+// merges run after a write; once the index is one segment (and until the
+// next write) every search of the same query scores identically. Searching
+// never needs it; tests that compare scores across searches use it.
+func (s *Store) Compact(ctx context.Context) error {
+	ix, err := s.bl.Advanced()
+	if err != nil {
+		return fmt.Errorf("compact keyword index: %w", err)
+	}
+	sc, ok := ix.(*scorch.Scorch)
+	if !ok {
+		return nil // not a segmented index: nothing to merge
+	}
+	if err := sc.ForceMerge(ctx, &mergeplan.SingleSegmentMergePlanOptions); err != nil {
+		return fmt.Errorf("compact keyword index: %w", err)
 	}
 	return nil
 }

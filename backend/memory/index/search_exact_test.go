@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/blevesearch/bleve/v2/index/scorch"
-	"github.com/blevesearch/bleve/v2/index/scorch/mergeplan"
 )
 
 // Tests that the result list is the exact ranking of the whole index, so it
@@ -61,16 +59,8 @@ func fillDuplicated(t *testing.T, b builtinStore) (chunks int) {
 // run; comparing two searches needs a settled index.
 func settle(t *testing.T, s *Store) {
 	t.Helper()
-	ix, err := s.bl.Advanced()
-	if err != nil {
+	if err := s.Compact(context.Background()); err != nil {
 		t.Fatal(err)
-	}
-	sc, ok := ix.(*scorch.Scorch)
-	if !ok {
-		t.Fatalf("bleve index is %T, not scorch", ix)
-	}
-	if err := sc.ForceMerge(context.Background(), &mergeplan.SingleSegmentMergePlanOptions); err != nil {
-		t.Fatalf("force merge: %v", err)
 	}
 }
 

@@ -303,6 +303,7 @@ func TestKeywordScoreFormula(t *testing.T) {
 func TestQualityOrderIndependentOfMaxResults(t *testing.T) {
 	b := openBuiltin(t, t.TempDir())
 	fillNotes(t, b)
+	settle(t, b.Store)
 	for _, q := range []string{"连续63天零回滚率", "QK-7731", "nightly build timeout", "🧪", "how to bake sourdough bread", "连续 天"} {
 		one := b.search(t, q, 1, -1)
 		five := b.search(t, q, 5, -1)

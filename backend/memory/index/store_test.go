@@ -230,6 +230,7 @@ func TestOrderIndependentOfMaxResults(t *testing.T) {
 		}
 		put(t, s, fmt.Sprintf("memory/f%03d.md", i), strings.Join(b, " ")+fmt.Sprintf(" item%d", i))
 	}
+	settle(t, s)
 	for _, q := range []string{"apple river", "violin garden window", "stone", "item7 cloud"} {
 		small := search(t, s, q, 3)
 		big := search(t, s, q, 40)
