@@ -7,7 +7,6 @@ import (
 	"math/rand"
 	"strings"
 	"testing"
-
 )
 
 // Tests that the result list is the exact ranking of the whole index, so it
