@@ -290,11 +290,15 @@ func (p *legPool) grow() bool {
 // searchRun is the state of one Search: the candidates and what is known
 // about the chunks that are not candidates.
 type searchRun struct {
-	s       *Store
-	q       Query
-	kq      analysedQuery
-	useVec  bool
-	qblob   []byte
+	s      *Store
+	q      Query
+	kq     analysedQuery
+	useVec bool
+	qblob  []byte
+	// quant: the vector leg uses the quantized copy (quant.go); short is
+	// its shortlist order, computed at the first vector fetch.
+	quant   bool
+	short   []qscore
 	cands   map[int64]*cand
 	maxBM25 float64
 	vec, kw legPool
@@ -330,6 +334,12 @@ func (s *Store) search(ctx context.Context, q Query) (hits []Hit, exact bool, er
 	if r.useVec {
 		r.qblob = encodeVector(q.Vector)
 		r.vec.want = PoolSize(q.MaxResults)
+		if s.useQuant() {
+			if err := s.ensureQuant(ctx); err != nil {
+				return nil, false, err
+			}
+			r.quant = true
+		}
 	}
 	r.kq = s.analyzeQuery(q.Text)
 	if len(r.kq.terms) > 0 {
@@ -409,6 +419,24 @@ func (r *searchRun) get(id int64) *cand {
 // fetchVectors runs the vector leg: the vec.want nearest chunks.
 func (r *searchRun) fetchVectors(ctx context.Context) error {
 	n := r.vec.want
+	if r.quant {
+		// The pool is a prefix of the shortlist order (quant.go). Chunks
+		// outside the shortlist may match the leg while the copy holds
+		// more vectors than the pool.
+		if r.short == nil {
+			r.short = r.s.quant.shortlist(r.q.Vector, QuantShortlist)
+		}
+		got := min(n, len(r.short))
+		for _, e := range r.short[:got] {
+			c := r.get(e.id)
+			c.v, c.vDone = e.v, true
+		}
+		if got > 0 {
+			r.vec.last = r.short[got-1].v
+		}
+		r.vec.asked, r.vec.full = n, got < r.s.quant.count()
+		return nil
+	}
 	rows, err := r.s.db.QueryContext(ctx, "SELECT rowid, distance FROM vec_chunks WHERE embedding MATCH ? AND k = ?", r.qblob, n)
 	if err != nil {
 		return fmt.Errorf("search vectors: %w", err)
@@ -530,6 +558,21 @@ func (r *searchRun) vectorBound() float64 {
 // embeddings one by one), so a chunk's v does not depend on the way it
 // was found.
 func (r *searchRun) completeVectors(ctx context.Context, tau float64) error {
+	if r.quant {
+		// The int8 estimate costs microseconds: score every candidate.
+		var ids []int64
+		for id, c := range r.cands {
+			if !c.vDone && c.kDone {
+				ids = append(ids, id)
+			}
+		}
+		sc := r.s.quant.scores(r.q.Vector, ids)
+		for _, id := range ids {
+			c := r.cands[id]
+			c.v, c.vDone = sc[id], true // 0 without a stored vector
+		}
+		return nil
+	}
 	vb := r.vectorBound()
 	var ids []any
 	for id, c := range r.cands {
