@@ -149,7 +149,9 @@ import (
 //     pool;
 //  2. else it fetches the coverage set for the largest c with U(c) ≤ τ,
 //     unless more than MaxCoverageSet chunks hold an essential term;
-//  3. else it doubles both pools.
+//  3. else it doubles the vector pool, or the keyword pool once the vector
+//     pool cannot grow (v̄ weighs 0.7 in U, r̄ at most 0.09; and with the
+//     quantized vector leg a bigger vector pool costs no scan).
 //
 // Pools never exceed MaxPool. When nothing is left to widen (thousands of
 // chunks scoring near τ, e.g. with no floor and a query made of very common
@@ -462,27 +464,73 @@ func (r *searchRun) fetchVectors(ctx context.Context) error {
 }
 
 // fetchKeywords runs the keyword leg: the kw.want best BM25 matches.
+//
+// An OR query over every term costs the sum of their posting lists, which
+// at 100k chunks and more is dominated by words found in many chunks
+// ("the", "I", 的). So the pool is first asked of the chunks holding one of
+// the query's rarest terms (the conjunction of the full keyword query with
+// a zero-boost OR of those terms, so that a chunk's BM25 score is its
+// score in the full query), and accepted when a bound proves it is the
+// pool of the full query: a chunk holding none of those terms scores at
+// most the bound of splitFrequent, which must not exceed the pool's last
+// score. The rare terms are those found in at most one chunk in 1,000,
+// then 100, then FrequentDF (each step tried only if it adds terms); when
+// no step is proven, the full query runs.
 func (r *searchRun) fetchKeywords(ctx context.Context) error {
 	n := r.kw.want
+	tried := -1
+	for _, div := range []uint64{1000, 100, FrequentDF} {
+		rare, bound := r.kq.splitFrequent(div)
+		if rare == nil || len(rare) == tried {
+			continue
+		}
+		tried = len(rare)
+		res, err := r.searchKeywords(ctx, zeroBoost(termsQuery(rare)), n)
+		if err != nil {
+			return err
+		}
+		if len(res.Hits) == 0 || res.Hits[len(res.Hits)-1].Score < bound {
+			continue // a chunk with frequent terms only may belong in the pool
+		}
+		full := len(res.Hits) >= n
+		last := res.Hits[len(res.Hits)-1].Score
+		if !full {
+			// Every chunk with a rare term is in the pool; the others
+			// score at most bound.
+			last = bound
+		}
+		r.takeKeywords(res.Hits, n, last, full || bound > 0)
+		return nil
+	}
 	req := bleve.NewSearchRequestOptions(keywordQuery(r.kq.terms, nil), n, 0, false)
 	req.IncludeLocations = true
 	res, err := r.s.bl.SearchInContext(ctx, req)
 	if err != nil {
 		return fmt.Errorf("search keywords: %w", err)
 	}
-	for i, h := range res.Hits {
+	last := 0.0
+	if len(res.Hits) > 0 {
+		last = res.Hits[len(res.Hits)-1].Score
+	}
+	r.takeKeywords(res.Hits, n, last, len(res.Hits) >= n)
+	return nil
+}
+
+// takeKeywords records a keyword pool of n requested rows: its hits, the
+// bound last for the chunks outside it and whether such chunks may match.
+func (r *searchRun) takeKeywords(hits bsearch.DocumentMatchCollection, n int, last float64, full bool) {
+	for i, h := range hits {
 		if i == 0 && r.kw.asked == 0 {
 			r.maxBM25 = h.Score
 		}
-		r.kw.last = h.Score
 		if id, err := strconv.ParseInt(h.ID, 10, 64); err == nil {
 			if c := r.get(id); !c.hasK {
 				r.setKeyword(c, h)
 			}
 		}
 	}
-	r.kw.asked, r.kw.full = n, len(res.Hits) >= n
-	return nil
+	r.kw.last = last
+	r.kw.asked, r.kw.full = n, full
 }
 
 // setKeyword records the BM25 score of a keyword hit and, from the
@@ -510,7 +558,9 @@ func (r *searchRun) completeKeywords(ctx context.Context) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	res, err := r.searchKeywords(ctx, bleve.NewDocIDQuery(missing), len(missing))
+	ids := bleve.NewDocIDQuery(missing)
+	ids.SetBoost(0)
+	res, err := r.searchKeywords(ctx, ids, len(missing))
 	if err != nil {
 		return err
 	}
@@ -527,11 +577,16 @@ func (r *searchRun) completeKeywords(ctx context.Context) error {
 }
 
 // searchKeywords runs the keyword query restricted to the chunks matching
-// filter (scores unchanged), returning up to size hits with positions.
-func (r *searchRun) searchKeywords(ctx context.Context, filter query.Query, size int) (*bleve.SearchResult, error) {
+// restrict, a query whose score is zero (zeroBoost, or a DocIDQuery with
+// boost 0), returning up to size hits with positions. The restriction is a
+// conjunction, so the cost follows the restricting query's matches, not
+// the keyword query's (a Bleve filter would scan every match of the
+// keyword query); a hit's score is its score in the keyword query alone
+// (the zero clause adds 0 and no weight to the query norm), up to the
+// order of the floating-point sum (~10⁻¹⁶ relative, far below scoreGrid).
+func (r *searchRun) searchKeywords(ctx context.Context, restrict query.Query, size int) (*bleve.SearchResult, error) {
 	bq := bleve.NewBooleanQuery()
-	bq.AddMust(termsQuery(r.kq.terms))
-	bq.AddFilter(filter)
+	bq.AddMust(termsQuery(r.kq.terms), restrict)
 	req := bleve.NewSearchRequestOptions(bq, size, 0, false)
 	req.IncludeLocations = true
 	res, err := r.s.bl.SearchInContext(ctx, req)
@@ -539,6 +594,18 @@ func (r *searchRun) searchKeywords(ctx context.Context, filter query.Query, size
 		return nil, fmt.Errorf("search keywords: %w", err)
 	}
 	return res, nil
+}
+
+// zeroBoost sets the boost of an OR of term queries and of its terms to 0:
+// it then matches as before and scores 0.
+func zeroBoost(d *query.DisjunctionQuery) *query.DisjunctionQuery {
+	for _, q := range d.Disjuncts {
+		if tq, ok := q.(*query.TermQuery); ok {
+			tq.SetBoost(0)
+		}
+	}
+	d.SetBoost(0)
+	return d
 }
 
 // vectorBound is the highest vector score of a chunk outside the vector
@@ -796,9 +863,13 @@ func (r *searchRun) widen(ctx context.Context, tau float64) (bool, error) {
 			r.covTooBig = len(terms)
 		}
 	}
-	grewK := r.kw.grow()
-	grewV := r.useVec && r.vec.grow()
-	return grewK || grewV, nil
+	// The vector pool first: its bound v̄ weighs 0.7 in U, the keyword
+	// pool's r̄ at most 0.09, and with the quantized copy growing it costs
+	// no scan (the shortlist order is already computed).
+	if r.useVec && r.vec.grow() {
+		return true, nil
+	}
+	return r.kw.grow(), nil
 }
 
 // coverageFloor returns the largest c in (0,1] (by bisection) with
@@ -826,7 +897,7 @@ func (r *searchRun) coverageFloor(tau float64) float64 {
 // MaxCoverageSet chunks hold an essential term.
 func (r *searchRun) fetchCoverage(ctx context.Context, c float64, essential []string) (bool, error) {
 	if len(essential) > 0 {
-		res, err := r.searchKeywords(ctx, termsQuery(essential), MaxCoverageSet)
+		res, err := r.searchKeywords(ctx, zeroBoost(termsQuery(essential)), MaxCoverageSet)
 		if err != nil {
 			return false, fmt.Errorf("search coverage: %w", err)
 		}
@@ -938,6 +1009,45 @@ type analysedQuery struct {
 	weight []float64
 	df     []uint64
 	norm   float64
+	// n is the number of chunks in the keyword index.
+	n uint64
+}
+
+// FrequentDF: a query term found in more than one chunk in FrequentDF is
+// always "frequent" for the keyword pool (see fetchKeywords).
+const FrequentDF = 20
+
+// splitFrequent returns the query's rare terms (document frequency at most
+// n/div) and an upper bound on the BM25 score, in the full keyword
+// query, of a chunk that holds none of them. Bleve scores a term as
+// qw·idf·k1·tf/(tf + k1·norm) < k1·idf·qw, with the query weight
+// qw = idf·qn and the query norm qn = 1/√Σ idf² over the query's terms,
+// and multiplies the sum by the share of the query's terms the chunk
+// matches (coord). The bound takes qn over the terms that are in the index
+// (Bleve's own sum can only be larger) and coord ≤ |frequent|/|in index|.
+// No rare terms means no split (rare is nil).
+func (q *analysedQuery) splitFrequent(div uint64) (rare []string, bound float64) {
+	var sumSq, freqUB float64
+	inIndex, frequent := 0, 0
+	for i, t := range q.terms {
+		if q.df[i] == 0 {
+			rare = append(rare, t)
+			continue
+		}
+		idf := bm25IDF(q.n, q.df[i])
+		sumSq += idf * idf
+		inIndex++
+		if q.df[i]*div > q.n {
+			freqUB += bsearch.BM25_k1 * idf * idf
+			frequent++
+		} else {
+			rare = append(rare, t)
+		}
+	}
+	if frequent == 0 || inIndex == frequent {
+		return nil, 0
+	}
+	return rare, freqUB / math.Sqrt(sumSq) * float64(frequent) / float64(inIndex)
 }
 
 // essential returns the terms a chunk with coverage ≥ c must contain at
@@ -1004,6 +1114,7 @@ func (s *Store) weighTerms(ctx context.Context, q *analysedQuery) error {
 	idfRef := bm25IDF(n, max(1, uint64(math.Ceil(float64(n)/InformativeDF))))
 	q.weight = make([]float64, len(q.terms))
 	q.df = make([]uint64, len(q.terms))
+	q.n = n
 	var total float64
 	content := false // the query has a term that is not a function word
 	for i, t := range q.terms {
