@@ -113,9 +113,21 @@ import (
 // algorithm). Candidates come from three sources:
 //
 //   - the vector pool: the chunks nearest to the query embedding
-//     (sqlite-vec), so a chunk outside it has v ≤ v̄, the pool's lowest v;
+//     (sqlite-vec), so a chunk outside it has v ≤ v̄, the pool's lowest v.
+//     Above Options.QuantizeAbove stored vectors (10,000) the pool is a
+//     prefix of the quantized order instead (quant.go): v is then the int8
+//     estimate of the cosine, and v ≤ v̄ holds for the chunks of the
+//     shortlist but is an estimate for the others — the one place where
+//     the ranking is approximate, measured as the vector leg's recall;
 //   - the keyword pool: the best BM25 matches (Bleve), so a chunk outside it
-//     has rel ≤ r̄, the pool's lowest rel;
+//     has rel ≤ r̄, the pool's lowest rel. When the query has both rare and
+//     frequent terms (found in more than one chunk in FrequentDF), the pool
+//     holds the best matches among the chunks with a rare term, which is
+//     much cheaper at scale, and a chunk with frequent terms only is bounded
+//     separately: its coverage is at most cF (the frequent terms' share of
+//     W) and its rel at most relF (a bound on its BM25 score from Bleve's
+//     formula; see fetchKeywords and splitFrequent). U(c) below is then the
+//     larger of the two bounds;
 //   - the coverage set, fetched on demand for a floor c: every chunk whose
 //     coverage is at least c. Such a chunk contains at least one essential
 //     term (the query terms left after setting aside the most frequent
@@ -312,6 +324,11 @@ type searchRun struct {
 	covTooBig int
 	// rounds counts the fetch rounds (for the debug log).
 	rounds int
+	// split: the keyword pool holds the best chunks with a rare term (see
+	// fetchKeywords); a chunk with frequent terms only has coverage ≤ cF
+	// and rel ≤ relF. noSplit: the full query is required.
+	split, noSplit bool
+	cF, relF       float64
 }
 
 // Search runs the hybrid search described above.
@@ -468,45 +485,36 @@ func (r *searchRun) fetchVectors(ctx context.Context) error {
 // An OR query over every term costs the sum of their posting lists, which
 // at 100k chunks and more is dominated by words found in many chunks
 // ("the", "I", 的). So the pool is first asked of the chunks holding one of
-// the query's rarest terms (the conjunction of the full keyword query with
-// a zero-boost OR of those terms, so that a chunk's BM25 score is its
-// score in the full query), and accepted when a bound proves it is the
-// pool of the full query: a chunk holding none of those terms scores at
-// most the bound of splitFrequent, which must not exceed the pool's last
-// score. The rare terms are those found in at most one chunk in 1,000,
-// then 100, then FrequentDF (each step tried only if it adds terms); when
-// no step is proven, the full query runs.
+// the query's rare terms (found in at most one chunk in FrequentDF; the
+// conjunction of the full keyword query with a zero-boost OR of those
+// terms, so that a chunk's BM25 score is its score in the full query).
+// The chunks holding only frequent terms are then not in the pool; they
+// are bounded instead (the "split", see bound): their coverage is at most
+// cF, the frequent terms' share of W, and their BM25 score at most the
+// bound of splitFrequent, which must not exceed the pool's first score (so
+// that the maximum BM25 score is known exactly). When that fails, when
+// every term is frequent, or once the split has kept the search from
+// proving its ranking (widen), the full query runs.
 func (r *searchRun) fetchKeywords(ctx context.Context) error {
 	n := r.kw.want
-	tried := -1
-	for _, div := range []uint64{1000, 100, FrequentDF} {
-		rare, bound := r.kq.splitFrequent(div)
-		if rare == nil || len(rare) == tried {
-			continue
+	r.split = false
+	if !r.noSplit {
+		rare, bound, cF := r.kq.splitFrequent(FrequentDF)
+		if rare != nil {
+			res, err := r.searchKeywordsTop(ctx, zeroBoost(termsQuery(rare)), n)
+			if err != nil {
+				return err
+			}
+			if len(res.Hits) > 0 && res.Hits[0].Score >= bound {
+				r.takeKeywords(res.Hits, n, res.Hits[len(res.Hits)-1].Score, len(res.Hits) >= n)
+				r.split, r.cF, r.relF = true, cF, min(1, bound/r.maxBM25)
+				return nil
+			}
 		}
-		tried = len(rare)
-		res, err := r.searchKeywords(ctx, zeroBoost(termsQuery(rare)), n)
-		if err != nil {
-			return err
-		}
-		if len(res.Hits) == 0 || res.Hits[len(res.Hits)-1].Score < bound {
-			continue // a chunk with frequent terms only may belong in the pool
-		}
-		full := len(res.Hits) >= n
-		last := res.Hits[len(res.Hits)-1].Score
-		if !full {
-			// Every chunk with a rare term is in the pool; the others
-			// score at most bound.
-			last = bound
-		}
-		r.takeKeywords(res.Hits, n, last, full || bound > 0)
-		return nil
 	}
-	req := bleve.NewSearchRequestOptions(keywordQuery(r.kq.terms, nil), n, 0, false)
-	req.IncludeLocations = true
-	res, err := r.s.bl.SearchInContext(ctx, req)
+	res, err := r.searchKeywordsTop(ctx, nil, n)
 	if err != nil {
-		return fmt.Errorf("search keywords: %w", err)
+		return err
 	}
 	last := 0.0
 	if len(res.Hits) > 0 {
@@ -514,6 +522,52 @@ func (r *searchRun) fetchKeywords(ctx context.Context) error {
 	}
 	r.takeKeywords(res.Hits, n, last, len(res.Hits) >= n)
 	return nil
+}
+
+// searchKeywordsTop returns the size best hits of the keyword query
+// (restricted to restrict when not nil, see searchKeywords) with their
+// term positions. The ranking runs without positions (decoding them for
+// every matching chunk costs about as much as scoring it), then the
+// positions of the hits come from the query restricted to them. Total is
+// the ranking query's.
+func (r *searchRun) searchKeywordsTop(ctx context.Context, restrict query.Query, size int) (*bleve.SearchResult, error) {
+	q := keywordQuery(r.kq.terms, nil)
+	if restrict != nil {
+		bq := bleve.NewBooleanQuery()
+		bq.AddMust(termsQuery(r.kq.terms), restrict)
+		q = bq
+	}
+	res, err := r.s.bl.SearchInContext(ctx, bleve.NewSearchRequestOptions(q, size, 0, false))
+	if err != nil {
+		return nil, fmt.Errorf("search keywords: %w", err)
+	}
+	if len(res.Hits) == 0 {
+		return res, nil
+	}
+	ids := make([]string, len(res.Hits))
+	for i, h := range res.Hits {
+		ids[i] = h.ID
+	}
+	dq := bleve.NewDocIDQuery(ids)
+	dq.SetBoost(0)
+	withPos, err := r.searchKeywords(ctx, dq, len(ids))
+	if err != nil {
+		return nil, err
+	}
+	// Keep the ranking query's scores (the two queries may differ in the
+	// last bit, see searchKeywords), so that the pool's order and bounds
+	// are those of one query.
+	score := make(map[string]float64, len(res.Hits))
+	for _, h := range res.Hits {
+		score[h.ID] = h.Score
+	}
+	for _, h := range withPos.Hits {
+		if sc, ok := score[h.ID]; ok {
+			h.Score = sc
+		}
+	}
+	withPos.Hits, withPos.Total = sortHits(withPos.Hits), res.Total
+	return withPos, nil
 }
 
 // takeKeywords records a keyword pool of n requested rows: its hits, the
@@ -594,6 +648,17 @@ func (r *searchRun) searchKeywords(ctx context.Context, restrict query.Query, si
 		return nil, fmt.Errorf("search keywords: %w", err)
 	}
 	return res, nil
+}
+
+// sortHits orders hits by score descending, then id (as Bleve does).
+func sortHits(hs bsearch.DocumentMatchCollection) bsearch.DocumentMatchCollection {
+	sort.SliceStable(hs, func(i, j int) bool {
+		if hs[i].Score != hs[j].Score {
+			return hs[i].Score > hs[j].Score
+		}
+		return hs[i].ID < hs[j].ID
+	})
+	return hs
 }
 
 // zeroBoost sets the boost of an OR of term queries and of its terms to 0:
@@ -814,13 +879,22 @@ func (r *searchRun) threshold(ranked []*cand) float64 {
 // have when its coverage is at most c (see the package comment).
 func (r *searchRun) bound(c float64) float64 {
 	v := r.vectorBound()
-	if !r.kw.full || r.maxBM25 <= 0 {
-		// The keyword pool holds every chunk with a query term.
-		return FuseScores(v, 0)
+	u := FuseScores(v, 0) // a chunk without any query term
+	if r.maxBM25 <= 0 {
+		return u
 	}
-	u := FuseScores(v, KeywordScore(c, r.kw.last/r.maxBM25))
+	phrase := 0.0
 	if r.kq.seq != nil {
-		u += PhraseBonus * c
+		phrase = PhraseBonus
+	}
+	if r.kw.full {
+		// A chunk with a term the pool query matches, outside the pool.
+		u = max(u, FuseScores(v, KeywordScore(c, r.kw.last/r.maxBM25))+phrase*c)
+	}
+	if r.split {
+		// A chunk holding frequent terms only.
+		cf := min(c, r.cF)
+		u = max(u, FuseScores(v, KeywordScore(cf, r.relF))+phrase*cf)
 	}
 	return min(1, u)
 }
@@ -828,7 +902,7 @@ func (r *searchRun) bound(c float64) float64 {
 // exact reports whether no chunk outside the scored candidates can reach
 // tau (τ − scoreNoise), i.e. whether the ranking is the exact result.
 func (r *searchRun) exact(tau float64) bool {
-	if !(r.useVec && r.vec.full) && !r.kw.full {
+	if !(r.useVec && r.vec.full) && !r.kw.full && !r.split {
 		return true // both legs returned every chunk they can find
 	}
 	if r.covFloor <= 1 {
@@ -851,7 +925,7 @@ func (r *searchRun) widen(ctx context.Context, tau float64) (bool, error) {
 		}
 		return r.kw.grow(), nil
 	}
-	if r.kw.full && r.covFloor > 1 {
+	if (r.kw.full || r.split) && r.covFloor > 1 {
 		c := r.coverageFloor(tau)
 		terms, largest := r.kq.essential(c)
 		if len(terms) < r.covTooBig && largest <= MaxCoverageSet {
@@ -869,7 +943,16 @@ func (r *searchRun) widen(ctx context.Context, tau float64) (bool, error) {
 	if r.useVec && r.vec.grow() {
 		return true, nil
 	}
-	return r.kw.grow(), nil
+	if r.kw.grow() {
+		return true, nil
+	}
+	if r.split {
+		// Chunks with frequent terms only may still reach τ: ask the full
+		// query (the pool is fetched again at its current size).
+		r.noSplit, r.split, r.kw.asked = true, false, 0
+		return true, nil
+	}
+	return false, nil
 }
 
 // coverageFloor returns the largest c in (0,1] (by bisection) with
@@ -897,7 +980,7 @@ func (r *searchRun) coverageFloor(tau float64) float64 {
 // MaxCoverageSet chunks hold an essential term.
 func (r *searchRun) fetchCoverage(ctx context.Context, c float64, essential []string) (bool, error) {
 	if len(essential) > 0 {
-		res, err := r.searchKeywords(ctx, zeroBoost(termsQuery(essential)), MaxCoverageSet)
+		res, err := r.searchKeywordsTop(ctx, zeroBoost(termsQuery(essential)), MaxCoverageSet)
 		if err != nil {
 			return false, fmt.Errorf("search coverage: %w", err)
 		}
@@ -1018,7 +1101,8 @@ type analysedQuery struct {
 const FrequentDF = 20
 
 // splitFrequent returns the query's rare terms (document frequency at most
-// n/div) and an upper bound on the BM25 score, in the full keyword
+// n/div), the coverage cF that the other (frequent) terms add up to, and
+// an upper bound on the BM25 score, in the full keyword
 // query, of a chunk that holds none of them. Bleve scores a term as
 // qw·idf·k1·tf/(tf + k1·norm) < k1·idf·qw, with the query weight
 // qw = idf·qn and the query norm qn = 1/√Σ idf² over the query's terms,
@@ -1026,8 +1110,8 @@ const FrequentDF = 20
 // matches (coord). The bound takes qn over the terms that are in the index
 // (Bleve's own sum can only be larger) and coord ≤ |frequent|/|in index|.
 // No rare terms means no split (rare is nil).
-func (q *analysedQuery) splitFrequent(div uint64) (rare []string, bound float64) {
-	var sumSq, freqUB float64
+func (q *analysedQuery) splitFrequent(div uint64) (rare []string, bound, cF float64) {
+	var sumSq, freqUB, freqW float64
 	inIndex, frequent := 0, 0
 	for i, t := range q.terms {
 		if q.df[i] == 0 {
@@ -1039,15 +1123,16 @@ func (q *analysedQuery) splitFrequent(div uint64) (rare []string, bound float64)
 		inIndex++
 		if q.df[i]*div > q.n {
 			freqUB += bsearch.BM25_k1 * idf * idf
+			freqW += q.weight[i]
 			frequent++
 		} else {
 			rare = append(rare, t)
 		}
 	}
-	if frequent == 0 || inIndex == frequent {
-		return nil, 0
+	if frequent == 0 || inIndex == frequent || q.norm <= 0 {
+		return nil, 0, 0
 	}
-	return rare, freqUB / math.Sqrt(sumSq) * float64(frequent) / float64(inIndex)
+	return rare, freqUB / math.Sqrt(sumSq) * float64(frequent) / float64(inIndex), clamp01(freqW / q.norm)
 }
 
 // essential returns the terms a chunk with coverage ≥ c must contain at
