@@ -393,13 +393,16 @@ func first(r memory.SearchResponse) string {
 
 // editLatency runs the Manager's Run loop (watcher on), waits for its
 // initial sync, appends a line with a unique token to an existing daily log
-// and polls Search until the token is found.
+// and polls Search until the token is found. It closes m.
 func editLatency(ctx context.Context, m *memory.Manager, opts Options, gen *generator) (float64, error) {
 	before := m.Status().LastSync
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- m.Run(rctx) }()
 	defer func() {
+		// Close first: it waits for a write in progress (cancelling Run's
+		// context could interrupt one), and Run then returns.
+		_ = m.Close()
 		cancel()
 		<-done
 	}()
