@@ -146,6 +146,7 @@ func (s *Store) abortBulk() {
 		}
 		s.btx = nil
 	}
+	s.qpend = nil
 	s.dropPending()
 }
 
@@ -278,7 +279,21 @@ func (s *Store) commitBulk() error {
 		return fmt.Errorf("commit bulk write: %w", err)
 	}
 	s.commits.Add(1)
+	s.quant.apply(s.qpend)
+	s.qpend = nil
 	return nil
+}
+
+// committedVectors records the vector operations of one file's write once
+// it is committed: into the quantized copy outside bulk mode, into the
+// group's pending operations in bulk mode (applied at the group's commit).
+// Callers hold wmu.
+func (s *Store) committedVectors(ops []qop) {
+	if s.btx != nil {
+		s.qpend = append(s.qpend, ops...)
+		return
+	}
+	s.quant.apply(ops)
 }
 
 // Commits counts the SQLite commits that made file writes visible to other

@@ -121,9 +121,21 @@ import (
 // algorithm). Candidates come from three sources:
 //
 //   - the vector pool: the chunks nearest to the query embedding
-//     (sqlite-vec), so a chunk outside it has v ≤ v̄, the pool's lowest v;
+//     (sqlite-vec), so a chunk outside it has v ≤ v̄, the pool's lowest v.
+//     Above Options.QuantizeAbove stored vectors (10,000) the pool is a
+//     prefix of the quantized order instead (quant.go): v is then the int8
+//     estimate of the cosine, and v ≤ v̄ holds for the chunks of the
+//     shortlist but is an estimate for the others — the one place where
+//     the ranking is approximate, measured as the vector leg's recall;
 //   - the keyword pool: the best BM25 matches (Bleve), so a chunk outside it
-//     has rel ≤ r̄, the pool's lowest rel;
+//     has rel ≤ r̄, the pool's lowest rel. When the query has both rare and
+//     frequent terms (found in more than one chunk in FrequentDF), the pool
+//     holds the best matches among the chunks with a rare term, which is
+//     much cheaper at scale, and a chunk with frequent terms only is bounded
+//     separately: its coverage is at most cF (the frequent terms' share of
+//     W) and its rel at most relF (a bound on its BM25 score from Bleve's
+//     formula; see fetchKeywords and splitFrequent). U(c) below is then the
+//     larger of the two bounds;
 //   - the coverage set, fetched on demand for a floor c: every chunk whose
 //     coverage is at least c. Such a chunk contains at least one essential
 //     term (the query terms left after setting aside the most frequent
@@ -157,7 +169,9 @@ import (
 //     pool;
 //  2. else it fetches the coverage set for the largest c with U(c) ≤ τ,
 //     unless more than MaxCoverageSet chunks hold an essential term;
-//  3. else it doubles both pools.
+//  3. else it doubles the vector pool, or the keyword pool once the vector
+//     pool cannot grow (v̄ weighs 0.7 in U, r̄ at most 0.09; and with the
+//     quantized vector leg a bigger vector pool costs no scan).
 //
 // Pools never exceed MaxPool. When nothing is left to widen (thousands of
 // chunks scoring near τ, e.g. with no floor and a query made of very common
@@ -314,11 +328,15 @@ func (p *legPool) grow() bool {
 // searchRun is the state of one Search: the candidates and what is known
 // about the chunks that are not candidates.
 type searchRun struct {
-	s       *Store
-	q       Query
-	kq      analysedQuery
-	useVec  bool
-	qblob   []byte
+	s      *Store
+	q      Query
+	kq     analysedQuery
+	useVec bool
+	qblob  []byte
+	// quant: the vector leg uses the quantized copy (quant.go); short is
+	// its shortlist order, computed at the first vector fetch.
+	quant   bool
+	short   []qscore
 	cands   map[int64]*cand
 	wv      float64 // the vector weight of the fused score
 	maxBM25 float64
@@ -331,6 +349,11 @@ type searchRun struct {
 	covTooBig int
 	// rounds counts the fetch rounds (for the debug log).
 	rounds int
+	// split: the keyword pool holds the best chunks with a rare term (see
+	// fetchKeywords); a chunk with frequent terms only has coverage ≤ cF
+	// and rel ≤ relF. noSplit: the full query is required.
+	split, noSplit bool
+	cF, relF       float64
 }
 
 // Search runs the hybrid search described above.
@@ -361,6 +384,12 @@ func (s *Store) search(ctx context.Context, q Query) (hits []Hit, exact bool, er
 	if r.useVec {
 		r.qblob = encodeVector(q.Vector)
 		r.vec.want = PoolSize(q.MaxResults)
+		if s.useQuant() {
+			if err := s.ensureQuant(ctx); err != nil {
+				return nil, false, err
+			}
+			r.quant = true
+		}
 	}
 	r.kq = s.analyzeQuery(q.Text)
 	if len(r.kq.terms) > 0 {
@@ -440,6 +469,24 @@ func (r *searchRun) get(id int64) *cand {
 // fetchVectors runs the vector leg: the vec.want nearest chunks.
 func (r *searchRun) fetchVectors(ctx context.Context) error {
 	n := r.vec.want
+	if r.quant {
+		// The pool is a prefix of the shortlist order (quant.go). Chunks
+		// outside the shortlist may match the leg while the copy holds
+		// more vectors than the pool.
+		if r.short == nil {
+			r.short = r.s.quant.shortlist(r.q.Vector, QuantShortlist)
+		}
+		got := min(n, len(r.short))
+		for _, e := range r.short[:got] {
+			c := r.get(e.id)
+			c.v, c.vDone = e.v, true
+		}
+		if got > 0 {
+			r.vec.last = r.short[got-1].v
+		}
+		r.vec.asked, r.vec.full = n, got < r.s.quant.count()
+		return nil
+	}
 	rows, err := r.s.db.QueryContext(ctx, "SELECT rowid, distance FROM vec_chunks WHERE embedding MATCH ? AND k = ?", r.qblob, n)
 	if err != nil {
 		return fmt.Errorf("search vectors: %w", err)
@@ -465,27 +512,110 @@ func (r *searchRun) fetchVectors(ctx context.Context) error {
 }
 
 // fetchKeywords runs the keyword leg: the kw.want best BM25 matches.
+//
+// An OR query over every term costs the sum of their posting lists, which
+// at 100k chunks and more is dominated by words found in many chunks
+// ("the", "I", 的). So the pool is first asked of the chunks holding one of
+// the query's rare terms (found in at most one chunk in FrequentDF; the
+// conjunction of the full keyword query with a zero-boost OR of those
+// terms, so that a chunk's BM25 score is its score in the full query).
+// The chunks holding only frequent terms are then not in the pool; they
+// are bounded instead (the "split", see bound): their coverage is at most
+// cF, the frequent terms' share of W, and their BM25 score at most the
+// bound of splitFrequent, which must not exceed the pool's first score (so
+// that the maximum BM25 score is known exactly). When that fails, when
+// every term is frequent, or once the split has kept the search from
+// proving its ranking (widen), the full query runs.
 func (r *searchRun) fetchKeywords(ctx context.Context) error {
 	n := r.kw.want
-	req := bleve.NewSearchRequestOptions(keywordQuery(r.kq.terms, nil), n, 0, false)
-	req.IncludeLocations = true
-	res, err := r.s.bl.SearchInContext(ctx, req)
-	if err != nil {
-		return fmt.Errorf("search keywords: %w", err)
+	r.split = false
+	if !r.noSplit {
+		rare, bound, cF := r.kq.splitFrequent(FrequentDF)
+		if rare != nil {
+			res, err := r.searchKeywordsTop(ctx, zeroBoost(termsQuery(rare)), n)
+			if err != nil {
+				return err
+			}
+			if len(res.Hits) > 0 && res.Hits[0].Score >= bound {
+				r.takeKeywords(res.Hits, n, res.Hits[len(res.Hits)-1].Score, len(res.Hits) >= n)
+				r.split, r.cF, r.relF = true, cF, min(1, bound/r.maxBM25)
+				return nil
+			}
+		}
 	}
+	res, err := r.searchKeywordsTop(ctx, nil, n)
+	if err != nil {
+		return err
+	}
+	last := 0.0
+	if len(res.Hits) > 0 {
+		last = res.Hits[len(res.Hits)-1].Score
+	}
+	r.takeKeywords(res.Hits, n, last, len(res.Hits) >= n)
+	return nil
+}
+
+// searchKeywordsTop returns the size best hits of the keyword query
+// (restricted to restrict when not nil, see searchKeywords) with their
+// term positions. The ranking runs without positions (decoding them for
+// every matching chunk costs about as much as scoring it), then the
+// positions of the hits come from the query restricted to them. Total is
+// the ranking query's.
+func (r *searchRun) searchKeywordsTop(ctx context.Context, restrict query.Query, size int) (*bleve.SearchResult, error) {
+	q := keywordQuery(r.kq.terms, nil)
+	if restrict != nil {
+		bq := bleve.NewBooleanQuery()
+		bq.AddMust(termsQuery(r.kq.terms), restrict)
+		q = bq
+	}
+	res, err := r.s.bl.SearchInContext(ctx, bleve.NewSearchRequestOptions(q, size, 0, false))
+	if err != nil {
+		return nil, fmt.Errorf("search keywords: %w", err)
+	}
+	if len(res.Hits) == 0 {
+		return res, nil
+	}
+	ids := make([]string, len(res.Hits))
 	for i, h := range res.Hits {
+		ids[i] = h.ID
+	}
+	dq := bleve.NewDocIDQuery(ids)
+	dq.SetBoost(0)
+	withPos, err := r.searchKeywords(ctx, dq, len(ids))
+	if err != nil {
+		return nil, err
+	}
+	// Keep the ranking query's scores (the two queries may differ in the
+	// last bit, see searchKeywords), so that the pool's order and bounds
+	// are those of one query.
+	score := make(map[string]float64, len(res.Hits))
+	for _, h := range res.Hits {
+		score[h.ID] = h.Score
+	}
+	for _, h := range withPos.Hits {
+		if sc, ok := score[h.ID]; ok {
+			h.Score = sc
+		}
+	}
+	withPos.Hits, withPos.Total = sortHits(withPos.Hits), res.Total
+	return withPos, nil
+}
+
+// takeKeywords records a keyword pool of n requested rows: its hits, the
+// bound last for the chunks outside it and whether such chunks may match.
+func (r *searchRun) takeKeywords(hits bsearch.DocumentMatchCollection, n int, last float64, full bool) {
+	for i, h := range hits {
 		if i == 0 && r.kw.asked == 0 {
 			r.maxBM25 = h.Score
 		}
-		r.kw.last = h.Score
 		if id, err := strconv.ParseInt(h.ID, 10, 64); err == nil {
 			if c := r.get(id); !c.hasK {
 				r.setKeyword(c, h)
 			}
 		}
 	}
-	r.kw.asked, r.kw.full = n, len(res.Hits) >= n
-	return nil
+	r.kw.last = last
+	r.kw.asked, r.kw.full = n, full
 }
 
 // setKeyword records the BM25 score of a keyword hit and, from the
@@ -513,7 +643,9 @@ func (r *searchRun) completeKeywords(ctx context.Context) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	res, err := r.searchKeywords(ctx, bleve.NewDocIDQuery(missing), len(missing))
+	ids := bleve.NewDocIDQuery(missing)
+	ids.SetBoost(0)
+	res, err := r.searchKeywords(ctx, ids, len(missing))
 	if err != nil {
 		return err
 	}
@@ -530,11 +662,16 @@ func (r *searchRun) completeKeywords(ctx context.Context) error {
 }
 
 // searchKeywords runs the keyword query restricted to the chunks matching
-// filter (scores unchanged), returning up to size hits with positions.
-func (r *searchRun) searchKeywords(ctx context.Context, filter query.Query, size int) (*bleve.SearchResult, error) {
+// restrict, a query whose score is zero (zeroBoost, or a DocIDQuery with
+// boost 0), returning up to size hits with positions. The restriction is a
+// conjunction, so the cost follows the restricting query's matches, not
+// the keyword query's (a Bleve filter would scan every match of the
+// keyword query); a hit's score is its score in the keyword query alone
+// (the zero clause adds 0 and no weight to the query norm), up to the
+// order of the floating-point sum (~10⁻¹⁶ relative, far below scoreGrid).
+func (r *searchRun) searchKeywords(ctx context.Context, restrict query.Query, size int) (*bleve.SearchResult, error) {
 	bq := bleve.NewBooleanQuery()
-	bq.AddMust(termsQuery(r.kq.terms))
-	bq.AddFilter(filter)
+	bq.AddMust(termsQuery(r.kq.terms), restrict)
 	req := bleve.NewSearchRequestOptions(bq, size, 0, false)
 	req.IncludeLocations = true
 	res, err := r.s.bl.SearchInContext(ctx, req)
@@ -542,6 +679,29 @@ func (r *searchRun) searchKeywords(ctx context.Context, filter query.Query, size
 		return nil, fmt.Errorf("search keywords: %w", err)
 	}
 	return res, nil
+}
+
+// sortHits orders hits by score descending, then id (as Bleve does).
+func sortHits(hs bsearch.DocumentMatchCollection) bsearch.DocumentMatchCollection {
+	sort.SliceStable(hs, func(i, j int) bool {
+		if hs[i].Score != hs[j].Score {
+			return hs[i].Score > hs[j].Score
+		}
+		return hs[i].ID < hs[j].ID
+	})
+	return hs
+}
+
+// zeroBoost sets the boost of an OR of term queries and of its terms to 0:
+// it then matches as before and scores 0.
+func zeroBoost(d *query.DisjunctionQuery) *query.DisjunctionQuery {
+	for _, q := range d.Disjuncts {
+		if tq, ok := q.(*query.TermQuery); ok {
+			tq.SetBoost(0)
+		}
+	}
+	d.SetBoost(0)
+	return d
 }
 
 // vectorBound is the highest vector score of a chunk outside the vector
@@ -561,6 +721,21 @@ func (r *searchRun) vectorBound() float64 {
 // embeddings one by one), so a chunk's v does not depend on the way it
 // was found.
 func (r *searchRun) completeVectors(ctx context.Context, tau float64) error {
+	if r.quant {
+		// The int8 estimate costs microseconds: score every candidate.
+		var ids []int64
+		for id, c := range r.cands {
+			if !c.vDone && c.kDone {
+				ids = append(ids, id)
+			}
+		}
+		sc := r.s.quant.scores(r.q.Vector, ids)
+		for _, id := range ids {
+			c := r.cands[id]
+			c.v, c.vDone = sc[id], true // 0 without a stored vector
+		}
+		return nil
+	}
 	vb := r.vectorBound()
 	var ids []any
 	for id, c := range r.cands {
@@ -738,13 +913,22 @@ func (r *searchRun) threshold(ranked []*cand) float64 {
 // have when its coverage is at most c (see the package comment).
 func (r *searchRun) bound(c float64) float64 {
 	v := r.vectorBound()
-	if !r.kw.full || r.maxBM25 <= 0 {
-		// The keyword pool holds every chunk with a query term.
-		return Fuse(r.wv, v, 0)
+	u := Fuse(r.wv, v, 0) // a chunk without any query term
+	if r.maxBM25 <= 0 {
+		return u
 	}
-	u := Fuse(r.wv, v, KeywordScore(c, r.kw.last/r.maxBM25))
+	phrase := 0.0
 	if r.kq.seq != nil {
-		u += PhraseBonus * c
+		phrase = PhraseBonus
+	}
+	if r.kw.full {
+		// A chunk with a term the pool query matches, outside the pool.
+		u = max(u, Fuse(r.wv, v, KeywordScore(c, r.kw.last/r.maxBM25))+phrase*c)
+	}
+	if r.split {
+		// A chunk holding frequent terms only.
+		cf := min(c, r.cF)
+		u = max(u, Fuse(r.wv, v, KeywordScore(cf, r.relF))+phrase*cf)
 	}
 	return min(1, u)
 }
@@ -752,7 +936,7 @@ func (r *searchRun) bound(c float64) float64 {
 // exact reports whether no chunk outside the scored candidates can reach
 // tau (τ − scoreNoise), i.e. whether the ranking is the exact result.
 func (r *searchRun) exact(tau float64) bool {
-	if !(r.useVec && r.vec.full) && !r.kw.full {
+	if !(r.useVec && r.vec.full) && !r.kw.full && !r.split {
 		return true // both legs returned every chunk they can find
 	}
 	if r.covFloor <= 1 {
@@ -775,7 +959,7 @@ func (r *searchRun) widen(ctx context.Context, tau float64) (bool, error) {
 		}
 		return r.kw.grow(), nil
 	}
-	if r.kw.full && r.covFloor > 1 {
+	if (r.kw.full || r.split) && r.covFloor > 1 {
 		c := r.coverageFloor(tau)
 		terms, largest := r.kq.essential(c)
 		if len(terms) < r.covTooBig && largest <= MaxCoverageSet {
@@ -787,9 +971,22 @@ func (r *searchRun) widen(ctx context.Context, tau float64) (bool, error) {
 			r.covTooBig = len(terms)
 		}
 	}
-	grewK := r.kw.grow()
-	grewV := r.useVec && r.vec.grow()
-	return grewK || grewV, nil
+	// The vector pool first: its bound v̄ weighs 0.7 in U, the keyword
+	// pool's r̄ at most 0.09, and with the quantized copy growing it costs
+	// no scan (the shortlist order is already computed).
+	if r.useVec && r.vec.grow() {
+		return true, nil
+	}
+	if r.kw.grow() {
+		return true, nil
+	}
+	if r.split {
+		// Chunks with frequent terms only may still reach τ: ask the full
+		// query (the pool is fetched again at its current size).
+		r.noSplit, r.split, r.kw.asked = true, false, 0
+		return true, nil
+	}
+	return false, nil
 }
 
 // coverageFloor returns the largest c in (0,1] (by bisection) with
@@ -817,7 +1014,7 @@ func (r *searchRun) coverageFloor(tau float64) float64 {
 // MaxCoverageSet chunks hold an essential term.
 func (r *searchRun) fetchCoverage(ctx context.Context, c float64, essential []string) (bool, error) {
 	if len(essential) > 0 {
-		res, err := r.searchKeywords(ctx, termsQuery(essential), MaxCoverageSet)
+		res, err := r.searchKeywordsTop(ctx, zeroBoost(termsQuery(essential)), MaxCoverageSet)
 		if err != nil {
 			return false, fmt.Errorf("search coverage: %w", err)
 		}
@@ -964,6 +1161,47 @@ type analysedQuery struct {
 	weight []float64
 	df     []uint64
 	norm   float64
+	// n is the number of chunks in the keyword index.
+	n uint64
+}
+
+// FrequentDF: a query term found in more than one chunk in FrequentDF is
+// always "frequent" for the keyword pool (see fetchKeywords).
+const FrequentDF = 20
+
+// splitFrequent returns the query's rare terms (document frequency at most
+// n/div), the coverage cF that the other (frequent) terms add up to, and
+// an upper bound on the BM25 score, in the full keyword
+// query, of a chunk that holds none of them. Bleve scores a term as
+// qw·idf·k1·tf/(tf + k1·norm) < k1·idf·qw, with the query weight
+// qw = idf·qn and the query norm qn = 1/√Σ idf² over the query's terms,
+// and multiplies the sum by the share of the query's terms the chunk
+// matches (coord). The bound takes qn over the terms that are in the index
+// (Bleve's own sum can only be larger) and coord ≤ |frequent|/|in index|.
+// No rare terms means no split (rare is nil).
+func (q *analysedQuery) splitFrequent(div uint64) (rare []string, bound, cF float64) {
+	var sumSq, freqUB, freqW float64
+	inIndex, frequent := 0, 0
+	for i, t := range q.terms {
+		if q.df[i] == 0 {
+			rare = append(rare, t)
+			continue
+		}
+		idf := bm25IDF(q.n, q.df[i])
+		sumSq += idf * idf
+		inIndex++
+		if q.df[i]*div > q.n {
+			freqUB += bsearch.BM25_k1 * idf * idf
+			freqW += q.weight[i]
+			frequent++
+		} else {
+			rare = append(rare, t)
+		}
+	}
+	if frequent == 0 || inIndex == frequent || q.norm <= 0 {
+		return nil, 0, 0
+	}
+	return rare, freqUB / math.Sqrt(sumSq) * float64(frequent) / float64(inIndex), clamp01(freqW / q.norm)
 }
 
 // essential returns the terms a chunk with coverage ≥ c must contain at
@@ -1030,6 +1268,7 @@ func (s *Store) weighTerms(ctx context.Context, q *analysedQuery) error {
 	idfRef := bm25IDF(n, max(1, uint64(math.Ceil(float64(n)/InformativeDF))))
 	q.weight = make([]float64, len(q.terms))
 	q.df = make([]uint64, len(q.terms))
+	q.n = n
 	var total float64
 	content := false // the query has a term that is not a function word
 	for i, t := range q.terms {

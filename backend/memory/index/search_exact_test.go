@@ -130,9 +130,20 @@ func firstChunkID(t *testing.T, b builtinStore, path string) int64 {
 
 // For a table of queries, the top k for any MaxResults is a prefix of the
 // exhaustive ranking (hence the top k for small k is a prefix of the top k
-// for larger k), with the same scores, and the search proves it exact.
+// for larger k), with the same scores, and the search proves it exact. The
+// quantized vector leg (quant.go) must keep that: here its shortlist covers
+// the whole index.
 func TestTopKIsPrefixOfExhaustiveRanking(t *testing.T) {
-	b := openBuiltin(t, t.TempDir())
+	for _, mode := range []struct {
+		name          string
+		quantizeAbove int
+	}{{"exact", -1}, {"quantized", 1}} {
+		t.Run(mode.name, func(t *testing.T) { testTopKIsPrefix(t, mode.quantizeAbove) })
+	}
+}
+
+func testTopKIsPrefix(t *testing.T, quantizeAbove int) {
+	b := openBuiltinQuant(t, t.TempDir(), quantizeAbove)
 	chunks := fillDuplicated(t, b)
 	fillNotes(t, b)
 	chunks += 3*14 + 3 + 2

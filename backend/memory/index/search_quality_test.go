@@ -26,8 +26,15 @@ type builtinStore struct {
 
 func openBuiltin(t *testing.T, dir string) builtinStore {
 	t.Helper()
+	return openBuiltinQuant(t, dir, 0)
+}
+
+// openBuiltinQuant is openBuiltin with Options.QuantizeAbove set (1: the
+// quantized vector leg for any index of two vectors or more; -1: never).
+func openBuiltinQuant(t *testing.T, dir string, quantizeAbove int) builtinStore {
+	t.Helper()
 	emb := embed.NewBuiltin(embed.BuiltinOptions{})
-	s := mustOpen(t, Options{Dir: dir, Provider: emb.Provider(), Model: emb.Model(), Dims: emb.Dims(), Chunking: "test"})
+	s := mustOpen(t, Options{Dir: dir, Provider: emb.Provider(), Model: emb.Model(), Dims: emb.Dims(), Chunking: "test", QuantizeAbove: quantizeAbove})
 	return builtinStore{s, emb}
 }
 

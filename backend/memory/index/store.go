@@ -91,6 +91,10 @@ type Options struct {
 	Chunking string
 	// Logger receives structured logs; default slog.Default().
 	Logger *slog.Logger
+	// QuantizeAbove: searches of an index holding more stored vectors use
+	// the in-memory quantized copy (quant.go) instead of sqlite-vec's exact
+	// scan. 0 means DefaultQuantizeAbove (10,000); negative means never.
+	QuantizeAbove int
 }
 
 // Meta is the identity of an index as stored in its meta table.
@@ -137,6 +141,13 @@ type Store struct {
 	bulkMaxAge   time.Duration
 
 	commits atomic.Uint64 // see [Store.Commits]
+
+	// quant is the quantized copy of vec_chunks (quant.go); qpend holds the
+	// vector operations of the open bulk group, applied at its commit.
+	quant         *quantIndex
+	quantizeAbove int
+	vecCount      int // stored vectors at Open
+	qpend         []qop
 
 	closed chan struct{}
 	once   sync.Once
@@ -210,6 +221,9 @@ func checkOptions(o *Options) error {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.QuantizeAbove == 0 {
+		o.QuantizeAbove = DefaultQuantizeAbove
+	}
 	return nil
 }
 
@@ -253,6 +267,7 @@ func openAt(opts Options, dir string) (*Store, error) {
 		}
 	}
 	s.db, s.meta = db, meta
+	s.quant, s.quantizeAbove = newQuantIndex(meta.Dims, s.vecCount), opts.QuantizeAbove
 	s.compt = meta.Provider == opts.Provider && meta.Model == opts.Model && meta.Dims == opts.Dims &&
 		meta.Chunking == opts.Chunking && meta.Schema == SchemaVersion
 
@@ -353,6 +368,7 @@ func (s *Store) openDB() (*sql.DB, Meta, error) {
 		if err := db.QueryRowContext(ctx, q).Scan(&n); err != nil {
 			return db, Meta{}, fmt.Errorf("check sqlite: %w", err)
 		}
+		s.vecCount = n // the last one: vec_chunks
 	}
 	return db, meta, nil
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -151,7 +152,7 @@ func (s *Store) PutFile(ctx context.Context, f FileRecord, chunks []ChunkRecord)
 		return fmt.Errorf("put file %s: %w", f.Path, err)
 	}
 	defer end(false) //nolint:errcheck // undoes this file's write unless committed below
-	oldIDs, err := deleteChunksTx(ctx, tx, f.Path)
+	oldIDs, ops, err := deleteChunksTx(ctx, tx, f.Path)
 	if err != nil {
 		return fmt.Errorf("put file %s: %w", f.Path, err)
 	}
@@ -186,6 +187,7 @@ func (s *Store) PutFile(ctx context.Context, f FileRecord, chunks []ChunkRecord)
 			if _, err := insVec.ExecContext(ctx, id, blob); err != nil {
 				return fmt.Errorf("put file %s: insert vector: %w", f.Path, err)
 			}
+			ops = append(ops, qop{id: id, vec: slices.Clone(c.Vector)})
 			if _, err := insCache.ExecContext(ctx, s.opts.Provider, s.opts.Model, s.opts.Dims, c.Hash, blob); err != nil {
 				return fmt.Errorf("put file %s: cache embedding: %w", f.Path, err)
 			}
@@ -207,6 +209,7 @@ func (s *Store) PutFile(ctx context.Context, f FileRecord, chunks []ChunkRecord)
 	if err := end(true); err != nil {
 		return fmt.Errorf("put file %s: commit: %w", f.Path, err)
 	}
+	s.committedVectors(ops)
 
 	texts := make([]string, len(chunks))
 	for i, c := range chunks {
@@ -253,7 +256,7 @@ func (s *Store) DeleteFile(ctx context.Context, path string) error {
 		return fmt.Errorf("delete file %s: %w", path, err)
 	}
 	defer end(false) //nolint:errcheck // undoes this file's write unless committed below
-	ids, err := deleteChunksTx(ctx, tx, path)
+	ids, ops, err := deleteChunksTx(ctx, tx, path)
 	if err != nil {
 		return fmt.Errorf("delete file %s: %w", path, err)
 	}
@@ -268,49 +271,57 @@ func (s *Store) DeleteFile(ctx context.Context, path string) error {
 	if err := end(true); err != nil {
 		return fmt.Errorf("delete file %s: commit: %w", path, err)
 	}
+	s.committedVectors(ops)
 	if err := s.keywordOps(ctx, ids, nil, nil); err != nil {
 		return fmt.Errorf("delete file %s: %w", path, err)
 	}
 	return nil
 }
 
-// deleteChunksTx removes the chunks and vectors of path and returns their ids.
-func deleteChunksTx(ctx context.Context, tx *sql.Tx, path string) ([]int64, error) {
+// deleteChunksTx removes the chunks and vectors of path and returns their
+// ids and the deletions of the vectors that were stored (for the quantized
+// copy).
+func deleteChunksTx(ctx context.Context, tx *sql.Tx, path string) ([]int64, []qop, error) {
 	rows, err := tx.QueryContext(ctx, "SELECT id FROM chunks WHERE path = ?", path)
 	if err != nil {
-		return nil, fmt.Errorf("select chunks: %w", err)
+		return nil, nil, fmt.Errorf("select chunks: %w", err)
 	}
 	var ids []int64
 	for rows.Next() {
 		var id int64
 		if err := rows.Scan(&id); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("select chunks: %w", err)
+			return nil, nil, fmt.Errorf("select chunks: %w", err)
 		}
 		ids = append(ids, id)
 	}
 	err = rows.Err()
 	rows.Close()
 	if err != nil {
-		return nil, fmt.Errorf("select chunks: %w", err)
+		return nil, nil, fmt.Errorf("select chunks: %w", err)
 	}
 	if len(ids) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	del, err := tx.PrepareContext(ctx, "DELETE FROM vec_chunks WHERE rowid = ?")
 	if err != nil {
-		return nil, fmt.Errorf("delete vectors: %w", err)
+		return nil, nil, fmt.Errorf("delete vectors: %w", err)
 	}
 	defer del.Close()
+	var ops []qop
 	for _, id := range ids {
-		if _, err := del.ExecContext(ctx, id); err != nil {
-			return nil, fmt.Errorf("delete vectors: %w", err)
+		res, err := del.ExecContext(ctx, id)
+		if err != nil {
+			return nil, nil, fmt.Errorf("delete vectors: %w", err)
+		}
+		if n, err := res.RowsAffected(); err == nil && n > 0 {
+			ops = append(ops, qop{id: id})
 		}
 	}
 	if _, err := tx.ExecContext(ctx, "DELETE FROM chunks WHERE path = ?", path); err != nil {
-		return nil, fmt.Errorf("delete chunks: %w", err)
+		return nil, nil, fmt.Errorf("delete chunks: %w", err)
 	}
-	return ids, nil
+	return ids, ops, nil
 }
 
 // applyBatch runs a Bleve batch and then clears the journal rows it covered.
