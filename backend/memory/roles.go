@@ -48,7 +48,7 @@ const (
 	MaxSummaryChars = 2000
 	// RelatedMinScore is the hybrid-score floor for the related memories
 	// of a starting context.
-	RelatedMinScore = 0.2
+	RelatedMinScore = 0.1
 )
 
 // Template placeholders CreateRole fills. In the template's front matter a
@@ -826,7 +826,7 @@ func contextSummary(role, desc string, caps []string, sc StartingContext, zh boo
 		return en
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "# %s %s\n\n", t("Starting context for", "初始上下文："), role)
+	fmt.Fprintf(&b, "# %s%s\n\n", t("Starting context for ", "初始上下文："), role)
 	fmt.Fprintf(&b, "## %s\n- %s (%s)", t("Role", "角色配置"), clip(desc, 300), sc.Config.Path)
 	if len(caps) > 0 {
 		fmt.Fprintf(&b, " — %s%s", t("capabilities: ", "能力："), strings.Join(caps, ", "))
