@@ -453,3 +453,49 @@ func TestMalformedFrontMatterStillIndexed(t *testing.T) {
 		t.Fatalf("roles %+v %v", roles, err)
 	}
 }
+
+// TestRunArchivesExpiredSessions: Run's sweep archives a session once the
+// injected clock passes its ttl (at start, and on its ticker).
+func TestRunArchivesExpiredSessions(t *testing.T) {
+	f, clk := newSessionFixture(t, nil, func(o *Options) {
+		o.DisableWatcher = true
+		o.SessionSweep = 20 * time.Millisecond
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, id := range []string{"early", "later"} {
+		if _, err := f.m.CreateSession(ctx, CreateSessionRequest{ID: id, Owner: "main", TTL: 60}); err != nil {
+			t.Fatal(err)
+		}
+		if id == "early" {
+			clk.advance(time.Minute) // "early" is expired when Run starts
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- f.m.Run(ctx) }()
+	archived := func(id string) bool {
+		_, err := os.Stat(filepath.Join(f.ws, "memory", "archive", "sessions", id, SessionRecordName))
+		return err == nil
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !archived("early") {
+		if time.Now().After(deadline) {
+			t.Fatal("Run did not archive the expired session")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if archived("later") {
+		t.Fatal("a live session was archived")
+	}
+	clk.advance(time.Minute)
+	for !archived("later") {
+		if time.Now().After(deadline) {
+			t.Fatal("Run's sweep did not archive the session that expired later")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v", err)
+	}
+}
