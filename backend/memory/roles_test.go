@@ -282,3 +282,74 @@ func TestCreateRoleCustomTemplate(t *testing.T) {
 		t.Fatal("the re-encoded file lost the global rule")
 	}
 }
+
+// TestAppendRule: the rule lands inside `rules:` whatever the file's shape,
+// and the result parses with the new rule and every old one.
+func TestAppendRule(t *testing.T) {
+	_, line := roleRuleLine("qa")
+	for _, tc := range []struct {
+		name, in string
+		textual  bool // appended as text, the old file its prefix
+	}{
+		{"block, last", "version: \"1.0\"\nrules:\n  global/**: {read: [\"*\"]}\n", true},
+		{"block, no final newline, comment", "# top\nversion: \"1.0\"\nrules:\n    global/**: {read: [\"*\"]} # four spaces\n    # trailing comment", true},
+		{"rules first", "rules:\n  global/**: {read: [\"*\"]}\n# keep me\nversion: \"1.0\"\n", false},
+		{"flow", "version: \"1.0\"\nrules: {\"global/**\": {read: [\"*\"]}}\n", false},
+		{"empty flow", "version: \"1.0\"\nrules: {}\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := appendRule([]byte(tc.in), line)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.HasPrefix(string(out), tc.in); got != tc.textual {
+				t.Errorf("textual append = %v:\n%s", got, out)
+			}
+			if tc.name == "rules first" && !strings.Contains(string(out), "# keep me") {
+				t.Errorf("comment lost:\n%s", out)
+			}
+			pol, err := acl.Parse(out)
+			if err != nil {
+				t.Fatalf("%v:\n%s", err, out)
+			}
+			if d := pol.Check(acl.Principal{Role: "qa"}, acl.Write, "roles/qa/x.md", nil); !d.Allowed {
+				t.Errorf("new rule: %s\n%s", d.Reason, out)
+			}
+			if strings.Contains(tc.in, "global/**") {
+				if d := pol.Check(acl.Principal{Role: "qa"}, acl.Read, "global/x.md", nil); !d.Allowed {
+					t.Errorf("old rule lost:\n%s", out)
+				}
+			}
+		})
+	}
+}
+
+// TestOpenClawMainRole: in OpenClaw's layout a session of main promotes
+// into memory/promoted-*.md, which is main's role memory.
+func TestOpenClawMainRole(t *testing.T) {
+	ctx := context.Background()
+	f, _ := newSessionFixture(t, map[string]string{
+		"MEMORY.md":            "# Memory\n\nlong-term notes\n",
+		"memory/2026-11-28.md": "# log\n",
+	}, nil)
+	if _, err := f.m.CreateSession(ctx, CreateSessionRequest{ID: "m1", Owner: MainRole}); err != nil {
+		t.Fatal(err)
+	}
+	f.write(t, WriteRequest{Path: "memory/sessions/m1/context.md", Content: "remember the walrusgate fix\n", Mode: WriteReplace, Writer: MainRole})
+	res, err := f.m.Promote(ctx, PromoteRequest{Session: "m1", Path: "context.md", To: PromoteToRole})
+	if err != nil || res.Path != "memory/promoted-2026-11-29.md" {
+		t.Fatalf("promote = %+v %v", res, err)
+	}
+	rs := f.search(t, "walrusgate fix")
+	ok := false
+	for _, r := range rs {
+		ok = ok || (r.Path == res.Path && r.Layer == LayerRole && r.Role == MainRole)
+	}
+	if !ok {
+		t.Fatalf("promoted note not main's role memory: %+v", rs)
+	}
+	roles, err := f.m.ListRoles(ctx)
+	if err != nil || len(roles) != 1 || roles[0].Role != MainRole || roles[0].Path != "MEMORY.md" {
+		t.Fatalf("roles %+v %v", roles, err)
+	}
+}
