@@ -28,7 +28,7 @@ var allowed = map[string][]string{
 	"backend/memory/chunk": {},
 	"backend/memory/embed": {"backend/memory/chunk"},
 	"backend/memory/index": {"backend/memory/chunk", "backend/memory/embed"},
-	"backend/memory":       {"backend/memory/chunk", "backend/memory/embed", "backend/memory/index", "backend/memory/versions"},
+	"backend/memory":       {"backend/memory/chunk", "backend/memory/embed", "backend/memory/index", "backend/memory/versions", "backend/acl"},
 	"backend/history":      {},
 	"backend/model":        {},
 	"backend/chat":         {"backend/history", "backend/model", "backend/memory"},

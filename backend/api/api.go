@@ -30,10 +30,13 @@ type Memory interface {
 	ResolveConflict(ctx context.Context, id int64, r memory.Resolution) (memory.Conflict, error)
 }
 
-// Options names the services to bind. All fields are required.
+// Options names the services to bind. All fields are required except
+// Layers: nil uses Memory when it implements Layers, else the layer
+// methods are not registered.
 type Options struct {
 	Gateway *gateway.Server
 	Memory  Memory
+	Layers  Layers
 	Chat    *chat.Service
 	Version string
 	Started time.Time // process start, for health.uptimeMs
@@ -106,6 +109,12 @@ func Register(o Options) {
 	})
 
 	registerWrites(g, o.Memory)
+	if o.Layers == nil {
+		o.Layers, _ = o.Memory.(Layers)
+	}
+	if o.Layers != nil {
+		registerLayers(g, o.Layers)
+	}
 
 	g.Handle("profiles.list", func(ctx context.Context, c *gateway.Call) (any, error) {
 		return map[string]any{"profiles": o.Chat.Profiles()}, nil
@@ -167,12 +176,12 @@ func mapErr(err error) error {
 	switch {
 	case errors.Is(err, memory.ErrNotFound), errors.Is(err, chat.ErrNotFound):
 		code = gateway.CodeNotFound
-	case errors.Is(err, memory.ErrInvalidPath), errors.Is(err, memory.ErrInvalidInput),
+	case errors.Is(err, memory.ErrInvalidPath), errors.Is(err, memory.ErrInvalidInput), errors.Is(err, memory.ErrFrontMatter),
 		errors.Is(err, chat.ErrInvalidInput):
 		code = gateway.CodeInvalidRequest
 	case errors.Is(err, chat.ErrForbidden), errors.Is(err, memory.ErrForbidden):
 		code = gateway.CodeForbidden
-	case errors.Is(err, chat.ErrBusy), errors.Is(err, memory.ErrConflict):
+	case errors.Is(err, chat.ErrBusy), errors.Is(err, memory.ErrConflict), errors.Is(err, memory.ErrExists):
 		code = gateway.CodeConflict
 	case errors.Is(err, memory.ErrClosed), errors.Is(err, memory.ErrUnavailable):
 		code = gateway.CodeUnavailable

@@ -1,7 +1,8 @@
 // Package cli is the `atrium` command line (SPEC §1): the desktop app (no
-// arguments), `serve`, `memory index|search|get|status`, `version`. It parses
-// flags and environment, builds the app through package atrium, and prints
-// results for people (or JSON with --json). The desktop window itself is
+// arguments), `serve`, `memory index|search|get|status`, `agents
+// list|create`, `version`. It parses flags and environment, builds the app
+// through package atrium, and prints results for people (or JSON with
+// --json). The desktop window itself is
 // injected by main (Options.Desktop), so backend never imports Wails.
 package cli
 
@@ -94,6 +95,9 @@ Usage:
   atrium memory search [flags] QUERY   hybrid (BM25 + vector) search
   atrium memory get [flags] PATH       print a memory file (--from N --lines M)
   atrium memory status [flags]         files, chunks, provider, model, last sync
+  atrium agents list [flags]           roles (profiles) under memory/roles with their config
+  atrium agents create ROLE "DESC"     cold start: config from the role template, ACL rule, index,
+                                       and the new role's starting context (--capabilities a,b)
   atrium bench retrieval --set DIR     retrieval quality of a BEIR-style set or LoCoMo workspaces:
                                        Recall@1/5/10, nDCG@10, MRR for keyword, vector, hybrid
   atrium bench scale [flags]           index scale benchmark: index time, disk, RSS, search latency
@@ -103,7 +107,7 @@ Flags (every command):
   --workspace DIR   Markdown memory (env ATRIUM_WORKSPACE, default ~/Atrium)
   --home DIR        state dir (env ATRIUM_HOME, default ~/.atrium)
   --port N          gateway port on 127.0.0.1 (default 18789)
-  --json            machine-readable output (memory commands)
+  --json            machine-readable output (memory and agents commands)
 
 Search flags: --max-results N (default 6), --min-score S (0..1; 0 means the
 default 0.35; a negative value turns the floor off), --mode hybrid|keyword|vector
@@ -185,6 +189,8 @@ func run(ctx context.Context, args []string, o Options) error {
 		return runServe(ctx, args, o)
 	case "memory":
 		return runMemory(ctx, args, o)
+	case "agents":
+		return runAgents(ctx, args, o)
 	case "bench":
 		return runBench(ctx, args, o)
 	case "version":

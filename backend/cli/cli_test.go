@@ -2,12 +2,9 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -118,38 +115,8 @@ func TestSearchJSON(t *testing.T) {
 // commands go through its gateway instead of touching the index.
 func TestMemoryWhileServing(t *testing.T) {
 	home, ws := workspace(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	l.Close()
-
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan int, 1)
-	serveOut := &syncWriter{w: &bytes.Buffer{}}
-	go func() {
-		served <- Main([]string{"serve", "--home", home, "--workspace", ws, "--port", port}, Options{
-			Version: "test", Stdout: serveOut, Stderr: &bytes.Buffer{},
-			Getenv: func(string) string { return "" }, Context: ctx,
-		})
-	}()
-	defer func() {
-		cancel()
-		if code := <-served; code != 0 {
-			t.Errorf("serve exit %d", code)
-		}
-		if _, err := os.Stat(filepath.Join(home, "gateway.json")); err == nil {
-			t.Error("gateway.json left behind after the app stopped")
-		}
-	}()
+	port := serveApp(t, home, ws)
 	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(serveOut.String(), "is running") {
-		if time.Now().After(deadline) {
-			t.Fatal("atrium serve did not start within 30 s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 	for {
 		code, out, _ := runCLI(t, nil, "memory", "search", "--home", home, "--workspace", ws, "--port", port, "bluefin")
 		if code == 0 && strings.Contains(out, "MEMORY.md") {

@@ -174,6 +174,13 @@ type ChangeEvent struct {
 	Paths []string `json:"paths"`
 	// Reason: "index" | "import" | "delete" | "write" (Write, Note or a
 	// conflict resolution changed the file) | "conflict" (a pending
-	// conflict was opened, or one was resolved keeping the file).
+	// conflict was opened, or one was resolved keeping the file) |
+	// "archive" (an expired or archived session's files left memory).
 	Reason string `json:"reason"`
+	// Layers holds the layer of each path, in the order of Paths:
+	// LayerGlobal, LayerRole or LayerSession (SPEC §5.2).
+	Layers []string `json:"layers"`
+	// Global is true when any path is in global memory (L1), whose every
+	// change is broadcast to all agents (SPEC §5.2).
+	Global bool `json:"global"`
 }

@@ -40,6 +40,7 @@ import (
 
 	"github.com/gofrs/flock"
 
+	"github.com/atrium-dev/atrium/backend/acl"
 	"github.com/atrium-dev/atrium/backend/memory/chunk"
 	"github.com/atrium-dev/atrium/backend/memory/embed"
 	"github.com/atrium-dev/atrium/backend/memory/index"
@@ -154,9 +155,18 @@ type Options struct {
 	// clean workspace-relative path. A non-nil error refuses the call
 	// (returned wrapping ErrForbidden). nil allows everything.
 	Authorize func(ctx context.Context, writer, session, action, path string) error
-	// Now is the clock of the write path (conflict file names, notes);
-	// default time.Now.
+	// Now is the clock of the write path (conflict file names, notes) and
+	// of session expiry (sessions.go); default time.Now.
 	Now func() time.Time
+	// ACL returns the access policy in force (SPEC §5.1), e.g. an
+	// acl.Holder's Policy. nil, or a nil result: memory/.acl is read when
+	// needed (absent: acl.Defaults; malformed: acl.AdminOnly and an
+	// error). Used for session ttls, promotion by a role and the cold
+	// start's filtering (roles.go); it does not guard Search or Get.
+	ACL func() *acl.Policy
+	// SessionSweep is how often Run archives expired sessions; default
+	// DefaultSessionSweep (1 min).
+	SessionSweep time.Duration
 }
 
 // Manager is the memory engine of one workspace. Create it with Open.
@@ -209,6 +219,9 @@ type Manager struct {
 
 	// locks serialises writes per file (write.go).
 	locks pathLocks
+	// sessMu serialises session creation, promotion and archiving, and
+	// role creation (sessions.go, roles.go).
+	sessMu sync.Mutex
 
 	closed atomic.Bool
 	done   chan struct{}
@@ -300,6 +313,19 @@ func Open(opts Options) (*Manager, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if opts.SessionSweep <= 0 {
+		opts.SessionSweep = DefaultSessionSweep
+	}
+	if auth := opts.Authorize; auth != nil {
+		// The engine's own bookkeeping (a session record) is not a
+		// principal's write: see systemWrite.
+		opts.Authorize = func(ctx context.Context, writer, session, action, path string) error {
+			if action == ActionWrite && isSystemWrite(ctx, path) {
+				return nil
+			}
+			return auth(ctx, writer, session, action, path)
+		}
 	}
 	m := &Manager{
 		opts:    opts,
@@ -461,7 +487,12 @@ func (m *Manager) fire(paths []string, reason string) {
 		return
 	}
 	sort.Strings(paths)
-	m.opts.OnChange(ChangeEvent{Paths: paths, Reason: reason})
+	ev := ChangeEvent{Paths: paths, Reason: reason, Layers: make([]string, len(paths))}
+	for i, p := range paths {
+		ev.Layers[i] = classify(p).layer
+		ev.Global = ev.Global || ev.Layers[i] == LayerGlobal
+	}
+	m.opts.OnChange(ev)
 }
 
 // currentStore returns the store with a read lock held; call the returned

@@ -33,6 +33,7 @@ const MainRole = "main"
 //	memory/roles/<r>/**                    → layer role, role r
 //	memory/sessions/<id>/**                → layer session
 //	memory/templates/**                    → not indexed
+//	memory/archive/sessions/**             → not indexed (archived sessions, sessions.go)
 //	any other memory/**                    → layer role, role main
 //
 // Only ".md" files are indexed; names or folders starting with "." are not,
@@ -62,6 +63,10 @@ func classify(rel string) kind {
 			return kind{indexed: true, layer: LayerGlobal}
 		case "templates":
 			return kind{}
+		case "archive":
+			if len(parts) >= 4 && parts[2] == "sessions" {
+				return kind{}
+			}
 		case "sessions":
 			return kind{indexed: true, layer: LayerSession}
 		case "roles":
@@ -257,7 +262,7 @@ func (m *Manager) listFiles(ctx context.Context, st *index.Store) (*listing, err
 		}
 		rel = filepath.ToSlash(rel)
 		if d.IsDir() {
-			if p != root && (strings.HasPrefix(d.Name(), ".") || rel == "memory/templates") {
+			if p != root && (strings.HasPrefix(d.Name(), ".") || rel == "memory/templates" || rel == ArchivedSessionsDir) {
 				return fs.SkipDir
 			}
 			return nil

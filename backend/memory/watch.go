@@ -59,6 +59,9 @@ func (m *Manager) Run(ctx context.Context) error {
 
 	rescan := time.NewTicker(m.opts.RescanInterval)
 	defer rescan.Stop()
+	// sweep archives expired sessions (sessions.go).
+	sweep := time.NewTicker(m.opts.SessionSweep)
+	defer sweep.Stop()
 	debounce := time.NewTimer(time.Hour)
 	debounce.Stop()
 	defer debounce.Stop()
@@ -104,6 +107,7 @@ func (m *Manager) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	m.sweepSessions(ctx)
 
 	for {
 		select {
@@ -139,6 +143,8 @@ func (m *Manager) Run(ctx context.Context) error {
 			_ = syncNow(false)
 		case <-rescan.C:
 			_ = syncNow(false)
+		case <-sweep.C:
+			m.sweepSessions(ctx)
 		case <-probe.C:
 			if !m.isUnavailable() {
 				continue
@@ -175,7 +181,7 @@ func (m *Manager) watchTree(w *fsnotify.Watcher, dir string, recursive bool) {
 		if p != dir && strings.HasPrefix(d.Name(), ".") {
 			return fs.SkipDir
 		}
-		if rel, rerr := filepath.Rel(m.ws, p); rerr == nil && filepath.ToSlash(rel) == "memory/templates" {
+		if rel, rerr := filepath.Rel(m.ws, p); rerr == nil && (filepath.ToSlash(rel) == "memory/templates" || filepath.ToSlash(rel) == ArchivedSessionsDir) {
 			return fs.SkipDir
 		}
 		if err := w.Add(p); err != nil {

@@ -1,0 +1,110 @@
+package api
+
+import (
+	"context"
+	"strings"
+
+	"github.com/atrium-dev/atrium/backend/gateway"
+	"github.com/atrium-dev/atrium/backend/memory"
+)
+
+// This file binds the memory layers (SPEC §5.2; docs/PROTOCOL.md):
+// profiles.create (cold start), roles.list, sessions.create, sessions.list,
+// sessions.archive and memory.promote.
+
+// Layers is what the layer methods need (implemented by *memory.Manager).
+type Layers interface {
+	CreateRole(ctx context.Context, r memory.CreateRoleRequest) (memory.CreateRoleResult, error)
+	ListRoles(ctx context.Context) ([]memory.RoleInfo, error)
+	CreateSession(ctx context.Context, r memory.CreateSessionRequest) (memory.Session, error)
+	ListSessions(ctx context.Context, archived bool) ([]memory.Session, error)
+	ArchiveSession(ctx context.Context, id string) (memory.Session, error)
+	Promote(ctx context.Context, r memory.PromoteRequest) (memory.PromoteResult, error)
+}
+
+// LayerMethods lists the methods registerLayers adds.
+var LayerMethods = []string{"profiles.create", "roles.list", "sessions.create", "sessions.list", "sessions.archive", "memory.promote"}
+
+func registerLayers(g *gateway.Server, l Layers) {
+	g.Handle("profiles.create", func(ctx context.Context, c *gateway.Call) (any, error) {
+		var p struct {
+			Role         string   `json:"role"`
+			Description  string   `json:"description"`
+			Capabilities []string `json:"capabilities"`
+		}
+		if err := decode(c, &p); err != nil {
+			return nil, err
+		}
+		w, err := writer(c)
+		if err != nil {
+			return nil, err
+		}
+		if strings.TrimSpace(p.Role) == "" {
+			return nil, gateway.Errorf(gateway.CodeInvalidRequest, "profiles.create: role is required")
+		}
+		res, err := l.CreateRole(ctx, memory.CreateRoleRequest{Role: p.Role, Description: p.Description, Capabilities: p.Capabilities, Writer: w})
+		return res, mapErr(err)
+	})
+	g.Handle("roles.list", func(ctx context.Context, c *gateway.Call) (any, error) {
+		roles, err := l.ListRoles(ctx)
+		if err != nil {
+			return nil, mapErr(err)
+		}
+		return map[string]any{"roles": roles}, nil
+	})
+	g.Handle("sessions.create", func(ctx context.Context, c *gateway.Call) (any, error) {
+		var p memory.CreateSessionRequest
+		if err := decode(c, &p); err != nil {
+			return nil, err
+		}
+		w, err := writer(c)
+		if err != nil {
+			return nil, err
+		}
+		p.Writer = w
+		s, err := l.CreateSession(ctx, p)
+		return s, mapErr(err)
+	})
+	g.Handle("sessions.list", func(ctx context.Context, c *gateway.Call) (any, error) {
+		var p struct {
+			Archived bool `json:"archived"`
+		}
+		if err := decode(c, &p); err != nil {
+			return nil, err
+		}
+		list, err := l.ListSessions(ctx, p.Archived)
+		if err != nil {
+			return nil, mapErr(err)
+		}
+		return map[string]any{"sessions": list}, nil
+	})
+	g.Handle("sessions.archive", func(ctx context.Context, c *gateway.Call) (any, error) {
+		var p struct {
+			ID string `json:"id"`
+		}
+		if err := decode(c, &p); err != nil {
+			return nil, err
+		}
+		if _, err := writer(c); err != nil {
+			return nil, err
+		}
+		if p.ID == "" {
+			return nil, gateway.Errorf(gateway.CodeInvalidRequest, "sessions.archive: id is required")
+		}
+		s, err := l.ArchiveSession(ctx, p.ID)
+		return s, mapErr(err)
+	})
+	g.Handle("memory.promote", func(ctx context.Context, c *gateway.Call) (any, error) {
+		var p memory.PromoteRequest
+		if err := decode(c, &p); err != nil {
+			return nil, err
+		}
+		w, err := writer(c)
+		if err != nil {
+			return nil, err
+		}
+		p.Writer = w
+		res, err := l.Promote(ctx, p)
+		return res, mapErr(err)
+	})
+}
