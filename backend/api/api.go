@@ -10,8 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/atrium-dev/atrium/backend/acl"
 	"github.com/atrium-dev/atrium/backend/chat"
 	"github.com/atrium-dev/atrium/backend/gateway"
+	"github.com/atrium-dev/atrium/backend/guard"
 	"github.com/atrium-dev/atrium/backend/memory"
 )
 
@@ -31,12 +33,16 @@ type Memory interface {
 }
 
 // Options names the services to bind. All fields are required except
-// Layers: nil uses Memory when it implements Layers, else the layer
-// methods are not registered.
+// Layers (nil uses Memory when it implements Layers, else the layer
+// methods are not registered) and Guard.
 type Options struct {
 	Gateway *gateway.Server
 	Memory  Memory
 	Layers  Layers
+	// Guard enforces the ACL and audits every memory method (SPEC §5.1;
+	// access.go). nil: no ACL checks, `as` and audit.tail are refused
+	// (tests of the bare bindings only; the app always sets it).
+	Guard   *guard.Guard
 	Chat    *chat.Service
 	Version string
 	Started time.Time // process start, for health.uptimeMs
@@ -59,6 +65,7 @@ func Register(o Options) {
 			"version":  o.Version,
 			"uptimeMs": time.Since(o.Started).Milliseconds(),
 			"memory":   map[string]any{"state": o.Memory.Status().State},
+			"acl":      aclStatus(o.Guard),
 		}, nil
 	})
 
@@ -70,13 +77,33 @@ func Register(o Options) {
 		if strings.TrimSpace(p.Query) == "" {
 			return nil, gateway.Errorf(gateway.CodeInvalidRequest, "memory.search: query is empty")
 		}
+		ctx, who, err := principal(ctx, o.Guard, c)
+		if err != nil {
+			return nil, err
+		}
 		res, err := o.Memory.Search(ctx, p)
+		if err != nil || o.Guard == nil {
+			return res, mapErr(err)
+		}
+		// A post-filter for now: the index-level filter (before ranking,
+		// BM25 statistics over the readable subset, so that no score
+		// reveals an unreadable file) is still to come; see package guard.
+		res, err = o.Guard.FilterSearch(who, p.Query, res)
 		return res, mapErr(err)
 	})
 	g.Handle("memory.get", func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p memory.GetOptions
 		if err := decode(c, &p); err != nil {
 			return nil, err
+		}
+		ctx, who, err := principal(ctx, o.Guard, c)
+		if err != nil {
+			return nil, err
+		}
+		if o.Guard != nil {
+			if p.Path, err = o.Guard.Check(who, "get", acl.Read, p.Path); err != nil {
+				return nil, mapErr(err)
+			}
 		}
 		return getWithVersion(ctx, o.Memory, p)
 	})
@@ -85,11 +112,20 @@ func Register(o Options) {
 		if err := decode(c, &p); err != nil {
 			return nil, err
 		}
+		ctx, who, err := principal(ctx, o.Guard, c)
+		if err != nil {
+			return nil, err
+		}
+		if o.Guard != nil {
+			if err := checkImport(o.Guard, who, p); err != nil {
+				return nil, mapErr(err)
+			}
+		}
 		res, err := o.Memory.Import(ctx, p)
 		return res, mapErr(err)
 	})
 	g.Handle("memory.status", func(ctx context.Context, c *gateway.Call) (any, error) {
-		return o.Memory.Status(), nil
+		return statusWithACL(o.Memory.Status(), o.Guard), nil
 	})
 	g.Handle("memory.sync", func(ctx context.Context, c *gateway.Call) (any, error) {
 		if err := o.Memory.Sync(ctx); err != nil {
@@ -98,9 +134,18 @@ func Register(o Options) {
 		return o.Memory.Status(), nil
 	})
 	g.Handle("memory.files", func(ctx context.Context, c *gateway.Call) (any, error) {
+		ctx, who, err := principal(ctx, o.Guard, c)
+		if err != nil {
+			return nil, err
+		}
 		files, err := o.Memory.Files(ctx)
 		if err != nil {
 			return nil, mapErr(err)
+		}
+		if o.Guard != nil {
+			if files, err = o.Guard.FilterFiles(who, files); err != nil {
+				return nil, mapErr(err)
+			}
 		}
 		if files == nil {
 			files = []memory.FileInfo{}
@@ -108,12 +153,16 @@ func Register(o Options) {
 		return map[string]any{"files": files}, nil
 	})
 
-	registerWrites(g, o.Memory)
+	g.Handle("audit.tail", func(ctx context.Context, c *gateway.Call) (any, error) {
+		return auditTail(ctx, o.Guard, c)
+	})
+
+	registerWrites(g, o.Memory, o.Guard)
 	if o.Layers == nil {
 		o.Layers, _ = o.Memory.(Layers)
 	}
 	if o.Layers != nil {
-		registerLayers(g, o.Layers)
+		registerLayers(g, o.Layers, o.Guard)
 	}
 
 	g.Handle("profiles.list", func(ctx context.Context, c *gateway.Call) (any, error) {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"strings"
 
+	"github.com/atrium-dev/atrium/backend/acl"
 	"github.com/atrium-dev/atrium/backend/gateway"
+	"github.com/atrium-dev/atrium/backend/guard"
 	"github.com/atrium-dev/atrium/backend/memory"
 )
 
@@ -25,7 +27,7 @@ type Layers interface {
 // LayerMethods lists the methods registerLayers adds.
 var LayerMethods = []string{"profiles.create", "roles.list", "sessions.create", "sessions.list", "sessions.archive", "memory.promote"}
 
-func registerLayers(g *gateway.Server, l Layers) {
+func registerLayers(g *gateway.Server, l Layers, gd *guard.Guard) {
 	g.Handle("profiles.create", func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p struct {
 			Role         string   `json:"role"`
@@ -35,9 +37,12 @@ func registerLayers(g *gateway.Server, l Layers) {
 		if err := decode(c, &p); err != nil {
 			return nil, err
 		}
-		w, err := writer(c)
+		_, w, err := writer(ctx, gd, c, "profiles.create "+p.Role)
 		if err != nil {
 			return nil, err
+		}
+		if w != memory.AdminWriter {
+			return nil, gateway.Errorf(gateway.CodeForbidden, "profiles.create: only admin creates roles")
 		}
 		if strings.TrimSpace(p.Role) == "" {
 			return nil, gateway.Errorf(gateway.CodeInvalidRequest, "profiles.create: role is required")
@@ -57,7 +62,7 @@ func registerLayers(g *gateway.Server, l Layers) {
 		if err := decode(c, &p); err != nil {
 			return nil, err
 		}
-		w, err := writer(c)
+		ctx, w, err := writer(ctx, gd, c, "sessions.create")
 		if err != nil {
 			return nil, err
 		}
@@ -85,8 +90,10 @@ func registerLayers(g *gateway.Server, l Layers) {
 		if err := decode(c, &p); err != nil {
 			return nil, err
 		}
-		if _, err := writer(c); err != nil {
+		if _, w, err := writer(ctx, gd, c, "sessions.archive "+p.ID); err != nil {
 			return nil, err
+		} else if w != memory.AdminWriter {
+			return nil, gateway.Errorf(gateway.CodeForbidden, "sessions.archive: only admin archives sessions")
 		}
 		if p.ID == "" {
 			return nil, gateway.Errorf(gateway.CodeInvalidRequest, "sessions.archive: id is required")
@@ -99,9 +106,18 @@ func registerLayers(g *gateway.Server, l Layers) {
 		if err := decode(c, &p); err != nil {
 			return nil, err
 		}
-		w, err := writer(c)
+		ctx, w, err := writer(ctx, gd, c, "promote "+p.Path)
 		if err != nil {
 			return nil, err
+		}
+		if gd != nil {
+			// The source is read by the writer: checked and audited here
+			// (the target's write by the engine's Authorize hook).
+			who, _ := guard.PrincipalFrom(ctx)
+			src := memory.SessionsDir + "/" + p.Session + "/" + strings.TrimPrefix(p.Path, memory.SessionsDir+"/"+p.Session+"/")
+			if _, err := gd.Check(who, "promote", acl.Read, src); err != nil {
+				return nil, mapErr(err)
+			}
 		}
 		p.Writer = w
 		res, err := l.Promote(ctx, p)

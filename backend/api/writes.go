@@ -2,7 +2,11 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"strings"
+
+	"github.com/atrium-dev/atrium/backend/acl"
+	"github.com/atrium-dev/atrium/backend/guard"
 
 	"github.com/atrium-dev/atrium/backend/gateway"
 	"github.com/atrium-dev/atrium/backend/memory"
@@ -11,18 +15,35 @@ import (
 // This file binds memory.write, memory.note, conflicts.list and
 // conflicts.resolve (SPEC §4.3, §5.3; docs/PROTOCOL.md).
 
-// writer is the principal a gateway call writes as. Today every operator
-// connection is the person at the desktop (SPEC §5.1 `admin`); node
-// connections do not write memory (FORBIDDEN). The ACL wiring will name
-// roles here (the `as` parameter of issue 4).
-func writer(c *gateway.Call) (string, error) {
-	if c.Role != gateway.RoleOperator {
-		return "", gateway.Errorf(gateway.CodeForbidden, "%s: only operator connections may write memory", c.Method)
+// writer is the memory writer of a gateway call and ctx carrying its
+// principal (access.go): an operator connection writes as admin, or as
+// the role named by `as`; node connections do not write memory
+// (FORBIDDEN, audited). target names the file for the audit entry of a
+// refused device.
+func writer(ctx context.Context, g *guard.Guard, c *gateway.Call, target string) (context.Context, string, error) {
+	ctx, p, err := principal(ctx, g, c)
+	if err != nil {
+		return ctx, "", err
 	}
-	return memory.AdminWriter, nil
+	if err := deviceWrite(g, c, p, target); err != nil {
+		return ctx, "", err
+	}
+	return ctx, writerOf(p), nil
 }
 
-func registerWrites(g *gateway.Server, mem Memory) {
+// writePath canonicalises a write's path first (audited when refused), so
+// that a path trick is refused and recorded before the engine sees it; the
+// engine's Authorize hook then checks and audits the write itself.
+func writePath(ctx context.Context, g *guard.Guard, op, raw string) (string, error) {
+	if g == nil {
+		return raw, nil
+	}
+	p, _ := guard.PrincipalFrom(ctx)
+	rel, _, err := g.Canonical(p, op, raw)
+	return rel, mapErr(err)
+}
+
+func registerWrites(g *gateway.Server, mem Memory, gd *guard.Guard) {
 	g.Handle("memory.write", func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p struct {
 			Path        string `json:"path"`
@@ -33,8 +54,11 @@ func registerWrites(g *gateway.Server, mem Memory) {
 		if err := decode(c, &p); err != nil {
 			return nil, err
 		}
-		w, err := writer(c)
+		ctx, w, err := writer(ctx, gd, c, p.Path)
 		if err != nil {
+			return nil, err
+		}
+		if p.Path, err = writePath(ctx, gd, memory.ActionWrite, p.Path); err != nil {
 			return nil, err
 		}
 		res, err := mem.Write(ctx, memory.WriteRequest{Path: p.Path, Content: p.Content, Mode: p.Mode, BaseVersion: p.BaseVersion, Writer: w})
@@ -48,12 +72,20 @@ func registerWrites(g *gateway.Server, mem Memory) {
 		if err := decode(c, &p); err != nil {
 			return nil, err
 		}
-		w, err := writer(c)
+		ctx, w, err := writer(ctx, gd, c, "note "+p.Role)
 		if err != nil {
 			return nil, err
 		}
 		if strings.TrimSpace(p.Role) == "" {
 			p.Role = memory.MainRole
+		}
+		if gd != nil {
+			// The note's file is built from the role name: a role that is
+			// not one path segment (a path trick) is refused and audited.
+			if err := acl.ValidateRole(p.Role); err != nil {
+				who, _ := guard.PrincipalFrom(ctx)
+				return nil, mapErr(gd.DenyInvalid(who, "note", p.Role, err.Error()))
+			}
 		}
 		res, err := mem.Note(ctx, memory.NoteRequest{Role: p.Role, Text: p.Text, Writer: w})
 		return res, mapErr(err)
@@ -84,7 +116,8 @@ func registerWrites(g *gateway.Server, mem Memory) {
 		if p.ID <= 0 {
 			return nil, gateway.Errorf(gateway.CodeInvalidRequest, "conflicts.resolve: id is required")
 		}
-		if _, err := writer(c); err != nil {
+		ctx, _, err := writer(ctx, gd, c, fmt.Sprintf("conflict %d", p.ID))
+		if err != nil {
 			return nil, err
 		}
 		done, err := mem.ResolveConflict(ctx, p.ID, memory.Resolution{Choice: p.Choice, Content: p.Content})

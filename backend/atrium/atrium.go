@@ -1,6 +1,7 @@
 // Package atrium is the wiring package: it builds every backend part in
 // order — paths, config, operator token, gateway transport, state db,
-// memory engine (with its file versions in the state db), history, model
+// ACL holder, audit log and guard (SPEC §5.1), memory engine (with its
+// file versions in the state db and the guard as its Authorize hook), history, model
 // provider, chat service, method bindings — and runs the long-lived ones. Both `atrium serve` and the desktop window start
 // the app through it. It holds no business logic.
 package atrium
@@ -20,10 +21,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/atrium-dev/atrium/backend/acl"
 	"github.com/atrium-dev/atrium/backend/api"
+	"github.com/atrium-dev/atrium/backend/audit"
 	"github.com/atrium-dev/atrium/backend/chat"
 	"github.com/atrium-dev/atrium/backend/config"
 	"github.com/atrium-dev/atrium/backend/gateway"
+	"github.com/atrium-dev/atrium/backend/guard"
 	"github.com/atrium-dev/atrium/backend/history"
 	"github.com/atrium-dev/atrium/backend/memory"
 	"github.com/atrium-dev/atrium/backend/memory/embed"
@@ -67,6 +71,12 @@ type App struct {
 	Memory  *memory.Manager
 	History *history.Store
 	Chat    *chat.Service
+	// ACL holds the policy of <workspace>/memory/.acl (reloaded by Run),
+	// Audit the audit log in $ATRIUM_HOME/audit, Guard the enforcement
+	// point in front of memory (SPEC §5.1).
+	ACL   *acl.Holder
+	Audit *audit.Log
+	Guard *guard.Guard
 	// Model is the detected model configuration and ModelReason why it was chosen.
 	Model       model.Config
 	ModelReason string
@@ -173,6 +183,20 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 		return nil, fmt.Errorf("memory versions: %w", err)
 	}
 
+	// The ACL and the audit log before memory: every write the engine does
+	// for a principal asks the guard (SPEC §5.1). Session owners are read
+	// from the engine's records once it exists.
+	a.Guard, err = NewGuard(o.Layout, guard.OwnersFunc(func(id string) (string, bool) {
+		if a.Memory == nil {
+			return "", false
+		}
+		return a.Memory.SessionOwner(id)
+	}), o.Logger)
+	if err != nil {
+		return nil, err
+	}
+	a.ACL, a.Audit = a.Guard.ACL(), a.Guard.Audit()
+
 	emb, err := NewEmbedder(a.Config.Memory.Embedding, o.Getenv, o.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("memory: %w", err)
@@ -188,6 +212,8 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 		OnChange:       func(ev memory.ChangeEvent) { a.Gateway.Broadcast("memory.changed", ev) },
 		OnProgress:     func(p memory.Progress) { a.Gateway.Broadcast("memory.progress", p) },
 		Versions:       versionStore,
+		Authorize:      a.Guard.Authorize,
+		ACL:            a.ACL.Policy,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("memory: %w", err)
@@ -226,6 +252,7 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 	api.Register(api.Options{
 		Gateway: a.Gateway,
 		Memory:  a.Memory,
+		Guard:   a.Guard,
 		Chat:    a.Chat,
 		Version: o.Version,
 		Started: time.Now(),
@@ -306,16 +333,50 @@ func (a *App) WSURL() string { return "ws://" + a.Gateway.Addr() + "/ws" }
 func (a *App) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	go func() { errc <- wrap("memory", a.Memory.Run(ctx)) }()
 	go func() { errc <- wrap("gateway", a.Gateway.Run(ctx)) }()
+	go func() { errc <- wrap("acl", a.ACL.Run(ctx)) }() // reloads memory/.acl on change
 	first := <-errc
 	cancel()
-	second := <-errc
-	if first != nil {
-		return first
+	var errs []error
+	errs = append(errs, first)
+	for range 2 {
+		errs = append(errs, <-errc)
 	}
-	return second
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// NewGuard builds the ACL holder on <workspace>/memory/.acl (loaded once
+// here; App.Run keeps it current), the audit log in layout.AuditDir() and
+// the guard over both (SPEC §5.1). A malformed .acl is not an error: the
+// holder keeps admin-only rules and reports it in its Status (and the log).
+// owners resolves $session_owner (nil: no session has an owner); log nil
+// means slog.Default(). The app and the CLI's local memory commands both
+// use it, so that both enforce and audit the same way.
+func NewGuard(layout paths.Layout, owners acl.SessionOwners, log *slog.Logger) (*guard.Guard, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	holder := acl.NewHolder(acl.HolderOptions{Logger: log})
+	aclPath := filepath.Join(layout.Workspace, "memory", ".acl")
+	if err := holder.Load(aclPath); err != nil {
+		log.Warn("acl not loaded; admin-only rules in force", "path", aclPath, "err", err)
+	}
+	auditLog, err := audit.New(audit.Options{Dir: layout.AuditDir(), Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("audit log: %w", err)
+	}
+	g, err := guard.New(guard.Options{Workspace: layout.Workspace, ACL: holder, Audit: auditLog, Owners: owners, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("guard: %w", err)
+	}
+	return g, nil
 }
 
 func wrap(what string, err error) error {

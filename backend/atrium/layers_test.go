@@ -83,7 +83,8 @@ func TestLayersOverGateway(t *testing.T) {
 	if err := call("sessions.create", map[string]any{"id": "rm-1", "owner": "release-manager", "ttl": 3600}, &s); err != nil || s.Owner != "release-manager" || s.TTL != 3600 {
 		t.Fatalf("sessions.create = %+v %v", s, err)
 	}
-	must(t, call("memory.write", map[string]any{"path": "memory/sessions/rm-1/context.md", "content": "# Context\n\nRelease 2.1 ships on Thursday.\n", "mode": "replace"}, nil))
+	// The session's owner writes its notes (SPEC §5.1 defaults: admin only reads them).
+	must(t, call("memory.write", map[string]any{"path": "memory/sessions/rm-1/context.md", "content": "# Context\n\nRelease 2.1 ships on Thursday.\n", "mode": "replace", "as": "release-manager"}, nil))
 	var list struct{ Sessions []memory.Session }
 	if err := call("sessions.list", nil, &list); err != nil || len(list.Sessions) != 1 || len(list.Sessions[0].Files) != 2 {
 		t.Fatalf("sessions.list = %+v %v", list, err)

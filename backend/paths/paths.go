@@ -122,6 +122,10 @@ func (l Layout) GatewayFile() string { return filepath.Join(l.Home, "gateway.jso
 // LogsDir is $ATRIUM_HOME/logs.
 func (l Layout) LogsDir() string { return filepath.Join(l.Home, "logs") }
 
+// AuditDir is $ATRIUM_HOME/audit: the audit log's day files (SPEC §5.1
+// "Audit": YYYY-MM-DD.jsonl).
+func (l Layout) AuditDir() string { return filepath.Join(l.Home, "audit") }
+
 // IndexRoot is $ATRIUM_HOME/index.
 func (l Layout) IndexRoot() string { return filepath.Join(l.Home, "index") }
 

@@ -1,0 +1,208 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/atrium-dev/atrium/backend/acl"
+	"github.com/atrium-dev/atrium/backend/audit"
+	"github.com/atrium-dev/atrium/backend/gateway"
+	"github.com/atrium-dev/atrium/backend/guard"
+	"github.com/atrium-dev/atrium/backend/memory"
+)
+
+// This file puts the ACL (SPEC §5.1) in front of the memory methods:
+// who a call acts as (principal, the `as` parameter), the read checks of
+// memory.get / memory.files / memory.search, the import check, and
+// audit.tail. Writes, notes, promotions and conflict resolutions are
+// checked by the memory engine's Authorize hook (guard.Authorize), which
+// sees the principal through guard.WithPrincipal.
+
+// asParam is the optional `as` parameter of the memory methods.
+type asParam struct {
+	As string `json:"as"`
+}
+
+// principal returns who call acts as (SPEC §5.1 principals; issue 4 item
+// 3): an operator connection is the person at the desktop (admin) unless it
+// names a role with `as`, when it is exactly that role (no admin rights);
+// a node connection (a paired device) is `authenticated` and may not use
+// `as` (FORBIDDEN, audited). A malformed `as` is INVALID_REQUEST, audited.
+// The returned ctx carries the principal for the memory engine's
+// Authorize hook.
+func principal(ctx context.Context, g *guard.Guard, c *gateway.Call) (context.Context, acl.Principal, error) {
+	var a asParam
+	if err := decode(c, &a); err != nil {
+		return ctx, acl.Principal{}, err
+	}
+	var p acl.Principal
+	switch {
+	case c.Role != gateway.RoleOperator:
+		p = acl.Principal{Authenticated: true}
+		if a.As != "" {
+			if g == nil {
+				return ctx, p, gateway.Errorf(gateway.CodeForbidden, "%s: only an operator connection may use as", c.Method)
+			}
+			return ctx, p, mapErr(g.Deny(p, c.Method, "as "+a.As, "only an operator (admin) connection may act as a role"))
+		}
+	case a.As == "":
+		p = acl.Principal{Admin: true}
+	default:
+		if g == nil {
+			return ctx, p, gateway.Errorf(gateway.CodeUnavailable, "%s: as needs the ACL, which this app does not run", c.Method)
+		}
+		if err := acl.ValidateRole(a.As); err != nil {
+			admin := acl.Principal{Admin: true}
+			return ctx, admin, mapErr(g.DenyInvalid(admin, c.Method, "as "+a.As, err.Error()))
+		}
+		p = acl.Principal{Role: a.As}
+	}
+	return guard.WithPrincipal(ctx, p), p, nil
+}
+
+// writerOf is the memory writer name of p: its role, or admin.
+func writerOf(p acl.Principal) string {
+	if p.Role != "" {
+		return p.Role
+	}
+	return memory.AdminWriter
+}
+
+// deviceWrite refuses a memory write by a device (node connection):
+// devices do not write memory (audited when the guard runs).
+func deviceWrite(g *guard.Guard, c *gateway.Call, p acl.Principal, target string) error {
+	if c.Role == gateway.RoleOperator {
+		return nil
+	}
+	if g != nil {
+		if err := g.Deny(p, c.Method, target, "devices (node connections) do not write memory"); !errors.Is(err, memory.ErrForbidden) {
+			return mapErr(err)
+		}
+	}
+	return gateway.Errorf(gateway.CodeForbidden, "%s: only operator connections may write memory", c.Method)
+}
+
+// importTarget is the file memory.import would write for r (mirrors
+// memory.Import's placement: global, else the main role's folder, or
+// memory/ in the OpenClaw layout), or an error for a name with folders.
+func importTarget(roles bool, r memory.ImportRequest) (string, error) {
+	name := strings.TrimSpace(r.Name)
+	if name == "" || strings.ContainsAny(name, `/\`) || name == "." || name == ".." {
+		return "", fmt.Errorf("import name %q must be a plain file name", r.Name)
+	}
+	stem := strings.TrimSuffix(name, path.Ext(name))
+	dir := "memory"
+	switch {
+	case r.Layer == memory.LayerGlobal:
+		dir = "memory/global"
+	case roles:
+		dir = "memory/roles/" + memory.MainRole
+	}
+	return dir + "/" + stem + ".md", nil
+}
+
+// auditTail serves audit.tail {n?, role?, result?, operation?, since?}
+// → {entries, corrupt}: admin (an operator connection without `as`) only.
+func auditTail(ctx context.Context, g *guard.Guard, c *gateway.Call) (any, error) {
+	var p struct {
+		N         int    `json:"n"`
+		Role      string `json:"role"`
+		Result    string `json:"result"`
+		Operation string `json:"operation"`
+		Since     string `json:"since"`
+		As        string `json:"as"`
+	}
+	if err := decode(c, &p); err != nil {
+		return nil, err
+	}
+	if g == nil {
+		return nil, gateway.Errorf(gateway.CodeUnavailable, "audit.tail: this app keeps no audit log")
+	}
+	if c.Role != gateway.RoleOperator || p.As != "" {
+		who := acl.Principal{Authenticated: true}
+		if c.Role == gateway.RoleOperator {
+			who = acl.Principal{Role: p.As}
+		}
+		return nil, mapErr(g.Deny(who, "audit.tail", "audit", "only admin may read the audit log"))
+	}
+	if p.Result != "" && p.Result != audit.Allowed && p.Result != audit.Denied {
+		return nil, gateway.Errorf(gateway.CodeInvalidRequest, "audit.tail: result %q (want %q or %q)", p.Result, audit.Allowed, audit.Denied)
+	}
+	if p.N < 0 || p.N > audit.MaxTail {
+		return nil, gateway.Errorf(gateway.CodeInvalidRequest, "audit.tail: n %d out of 0..%d", p.N, audit.MaxTail)
+	}
+	f := audit.Filter{Role: p.Role, Result: p.Result, Operation: p.Operation}
+	if p.Since != "" {
+		t, err := time.Parse(time.RFC3339Nano, p.Since)
+		if err != nil {
+			return nil, gateway.Errorf(gateway.CodeInvalidRequest, "audit.tail: since %q is not RFC 3339", p.Since)
+		}
+		f.Since = t
+	}
+	rep, err := g.Audit().TailReport(p.N, f)
+	if err != nil {
+		return nil, gateway.Errorf(gateway.CodeInternal, "audit.tail: %v", err)
+	}
+	entries := rep.Entries
+	if entries == nil {
+		entries = []audit.Entry{}
+	}
+	return map[string]any{"entries": entries, "corrupt": rep.Corrupt}, nil
+}
+
+// ACLStatus is the `acl` object of memory.status and health: what the
+// holder has in force and the last load error with its line.
+type ACLStatus struct {
+	Path   string `json:"path"`
+	Source string `json:"source"` // file, defaults or admin-only
+	Rules  int    `json:"rules"`
+	Error  string `json:"error,omitempty"`
+	Line   int    `json:"line,omitempty"`
+	Column int    `json:"column,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// aclStatus reports g's holder; nil without a guard.
+func aclStatus(g *guard.Guard) *ACLStatus {
+	if g == nil {
+		return nil
+	}
+	st := g.ACL().Status()
+	out := &ACLStatus{Path: st.Path, Source: st.Source, Rules: st.Rules}
+	if st.Err != nil {
+		out.Error = st.Err.Error()
+		var pe *acl.ParseError
+		if errors.As(st.Err, &pe) {
+			out.Line, out.Column, out.Reason = pe.Line, pe.Column, pe.Reason
+		}
+	}
+	return out
+}
+
+// checkImport checks (and audits, operation "import") that who may write
+// the file memory.import would create for r. A name with folders is
+// refused (INVALID_REQUEST, audited); other malformed names are left to
+// memory.Import.
+func checkImport(g *guard.Guard, who acl.Principal, r memory.ImportRequest) error {
+	st, err := os.Stat(filepath.Join(g.Workspace(), "memory", "roles"))
+	target, err := importTarget(err == nil && st.IsDir(), r)
+	if err != nil {
+		return g.DenyInvalid(who, "import", r.Name, err.Error())
+	}
+	_, err = g.Check(who, "import", acl.Write, target)
+	return err
+}
+
+// statusWithACL is memory.status: the engine's status plus the ACL's.
+func statusWithACL(st memory.Status, g *guard.Guard) any {
+	return struct {
+		memory.Status
+		ACL *ACLStatus `json:"acl,omitempty"`
+	}{st, aclStatus(g)}
+}
