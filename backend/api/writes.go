@@ -31,16 +31,21 @@ func writer(ctx context.Context, g *guard.Guard, c *gateway.Call, target string)
 	return ctx, writerOf(p), nil
 }
 
-// writePath canonicalises a write's path first (audited when refused), so
-// that a path trick is refused and recorded before the engine sees it; the
-// engine's Authorize hook then checks and audits the write itself.
-func writePath(ctx context.Context, g *guard.Guard, op, raw string) (string, error) {
+// writePath checks a write before the engine sees it: the path is
+// canonicalised and the write checked and audited (one entry), so that a
+// path trick or a forbidden file is refused and recorded whatever the
+// engine would say about the path; ctx then tells the engine's Authorize
+// hook that this write was checked.
+func writePath(ctx context.Context, g *guard.Guard, raw string) (context.Context, string, error) {
 	if g == nil {
-		return raw, nil
+		return ctx, raw, nil
 	}
 	p, _ := guard.PrincipalFrom(ctx)
-	rel, _, err := g.Canonical(p, op, raw)
-	return rel, mapErr(err)
+	rel, err := g.Check(p, memory.ActionWrite, acl.Write, raw)
+	if err != nil {
+		return ctx, "", mapErr(err)
+	}
+	return guard.WithChecked(ctx, rel), rel, nil
 }
 
 func registerWrites(g *gateway.Server, mem Memory, gd *guard.Guard) {
@@ -58,7 +63,7 @@ func registerWrites(g *gateway.Server, mem Memory, gd *guard.Guard) {
 		if err != nil {
 			return nil, err
 		}
-		if p.Path, err = writePath(ctx, gd, memory.ActionWrite, p.Path); err != nil {
+		if ctx, p.Path, err = writePath(ctx, gd, p.Path); err != nil {
 			return nil, err
 		}
 		res, err := mem.Write(ctx, memory.WriteRequest{Path: p.Path, Content: p.Content, Mode: p.Mode, BaseVersion: p.BaseVersion, Writer: w})

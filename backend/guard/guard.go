@@ -111,6 +111,16 @@ func WithPrincipal(ctx context.Context, p acl.Principal) context.Context {
 	return context.WithValue(ctx, principalKey{}, p)
 }
 
+type checkedKey struct{}
+
+// WithChecked returns ctx recording that a write of the canonical path rel
+// by ctx's principal was just checked and audited (Check, action write), so
+// that Authorize does not audit the same write twice. Only a caller that
+// did that Check may use it.
+func WithChecked(ctx context.Context, rel string) context.Context {
+	return context.WithValue(ctx, checkedKey{}, rel)
+}
+
 // PrincipalFrom returns the principal WithPrincipal stored, if any.
 func PrincipalFrom(ctx context.Context) (acl.Principal, bool) {
 	p, ok := ctx.Value(principalKey{}).(acl.Principal)
@@ -228,6 +238,9 @@ func (g *Guard) Authorize(ctx context.Context, writer, session, action, path str
 	}
 	if p.Session == "" {
 		p.Session = session
+	}
+	if rel, ok := ctx.Value(checkedKey{}).(string); ok && action == memory.ActionWrite && rel == path {
+		return nil // checked and audited by the caller (WithChecked)
 	}
 	_, err := g.Check(p, action, acl.Write, path)
 	return err
