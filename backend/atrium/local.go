@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/atrium-dev/atrium/backend/config"
+	"github.com/atrium-dev/atrium/backend/guard"
 	"github.com/atrium-dev/atrium/backend/memory"
 	"github.com/atrium-dev/atrium/backend/memory/versions"
 	"github.com/atrium-dev/atrium/backend/paths"
@@ -17,10 +18,13 @@ import (
 // LocalMemory is the memory engine opened by a one-shot command (the
 // CLI's `agents create`) when no app is running: the app's embedder and
 // ranking (config.json) and its file versions in state.db, so that the
-// command's writes count exactly as the app's would. No watcher runs.
+// command's writes count exactly as the app's would; its Guard (the ACL of
+// memory/.acl, loaded once, and the audit log) checks and audits them as
+// the app's does. No watcher runs.
 type LocalMemory struct {
 	*memory.Manager
-	db *sql.DB
+	Guard *guard.Guard
+	db    *sql.DB
 }
 
 // OpenLocalMemory opens the workspace's index and state.db like New does.
@@ -52,7 +56,18 @@ func OpenLocalMemory(layout paths.Layout, getenv func(string) string, log *slog.
 		db.Close()
 		return nil, fmt.Errorf("memory versions: %w", err)
 	}
-	m, err := memory.Open(memory.Options{
+	l := &LocalMemory{db: db}
+	l.Guard, err = NewGuard(layout, guard.OwnersFunc(func(id string) (string, bool) {
+		if l.Manager == nil {
+			return "", false
+		}
+		return l.Manager.SessionOwner(id)
+	}), log)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	l.Manager, err = memory.Open(memory.Options{
 		Workspace:      layout.Workspace,
 		IndexDir:       layout.IndexDir(),
 		Embedder:       emb,
@@ -60,12 +75,14 @@ func OpenLocalMemory(layout paths.Layout, getenv func(string) string, log *slog.
 		Logger:         log,
 		DisableWatcher: true,
 		Versions:       vs,
+		Authorize:      l.Guard.Authorize,
+		ACL:            l.Guard.ACL().Policy,
 	})
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
-	return &LocalMemory{Manager: m, db: db}, nil
+	return l, nil
 }
 
 // Close closes the memory engine, then state.db.

@@ -11,9 +11,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/atrium-dev/atrium/backend/acl"
 	"github.com/atrium-dev/atrium/backend/atrium"
 	"github.com/atrium-dev/atrium/backend/config"
 	"github.com/atrium-dev/atrium/backend/gateway"
+	"github.com/atrium-dev/atrium/backend/guard"
 	"github.com/atrium-dev/atrium/backend/memory"
 	"github.com/atrium-dev/atrium/backend/paths"
 )
@@ -28,8 +30,12 @@ type memoryBackend interface {
 	Prepare(ctx context.Context) error
 	Sync(ctx context.Context) (memory.Status, error)
 	Status(ctx context.Context) (memory.Status, error)
-	Search(ctx context.Context, o memory.SearchOptions) (memory.SearchResponse, error)
-	Get(ctx context.Context, o memory.GetOptions) (memory.GetResponse, error)
+	// Search, Get and Write act as the person at the desktop (admin), or
+	// as role `as` when it is set (SPEC §5.1; issue 4: "look through any
+	// role's eyes"): checked and audited by the guard, locally or in the app.
+	Search(ctx context.Context, as string, o memory.SearchOptions) (memory.SearchResponse, error)
+	Get(ctx context.Context, as string, o memory.GetOptions) (memory.GetResponse, error)
+	Write(ctx context.Context, as string, r memory.WriteRequest) (memory.WriteResult, error)
 	Close() error
 }
 
@@ -45,25 +51,9 @@ func openMemory(ctx context.Context, layout paths.Layout, port int, o Options) (
 		}
 		return nil, wsErr
 	}
-	// The same embedder as the app's (config.json memory.embedding): any
-	// other would make the index rebuild.
-	cfg, err := config.Load(layout.ConfigFile())
-	if err != nil {
-		return nil, err
-	}
-	log := newLogger(o, slog.LevelWarn) // a command's output is its result, not progress logs
-	emb, err := atrium.NewEmbedder(cfg.Memory.Embedding, o.Getenv, log)
-	if err != nil {
-		return nil, err
-	}
-	m, err := memory.Open(memory.Options{
-		Workspace:      layout.Workspace,
-		IndexDir:       layout.IndexDir(),
-		Embedder:       emb,
-		Ranking:        atrium.MemoryRanking(cfg.Memory.Search),
-		Logger:         log,
-		DisableWatcher: true,
-	})
+	// The same embedder, versions and guard as the app's (config.json
+	// memory.embedding: any other would make the index rebuild).
+	m, err := atrium.OpenLocalMemory(layout, o.Getenv, newLogger(o, slog.LevelWarn)) // a command's output is its result, not progress logs
 	if err == nil {
 		return localMemory{m}, nil
 	}
@@ -126,7 +116,7 @@ func dialApp(ctx context.Context, layout paths.Layout, port int, o Options) (rem
 	return r, nil
 }
 
-type localMemory struct{ m *memory.Manager }
+type localMemory struct{ m *atrium.LocalMemory }
 
 func (l localMemory) Sync(ctx context.Context) (memory.Status, error) {
 	if err := l.m.Sync(ctx); err != nil {
@@ -144,11 +134,55 @@ func (l localMemory) Status(ctx context.Context) (memory.Status, error) {
 	}
 	return l.m.Status(), nil
 }
-func (l localMemory) Search(ctx context.Context, o memory.SearchOptions) (memory.SearchResponse, error) {
-	return l.m.Search(ctx, o)
+
+// principal is who a local command acts as: admin, or role as.
+func (l localMemory) principal(as string) (acl.Principal, error) {
+	if as == "" {
+		return acl.Principal{Admin: true}, nil
+	}
+	if err := acl.ValidateRole(as); err != nil {
+		return acl.Principal{}, fmt.Errorf("%w: --as %q: %v", errUsage, as, err)
+	}
+	return acl.Principal{Role: as}, nil
 }
-func (l localMemory) Get(ctx context.Context, o memory.GetOptions) (memory.GetResponse, error) {
+
+// Search is a post-filtered search (see package guard: the filter before
+// ranking is still to come).
+func (l localMemory) Search(ctx context.Context, as string, o memory.SearchOptions) (memory.SearchResponse, error) {
+	p, err := l.principal(as)
+	if err != nil {
+		return memory.SearchResponse{}, err
+	}
+	res, err := l.m.Search(ctx, o)
+	if err != nil {
+		return res, err
+	}
+	return l.m.Guard.FilterSearch(p, o.Query, res)
+}
+func (l localMemory) Get(ctx context.Context, as string, o memory.GetOptions) (memory.GetResponse, error) {
+	p, err := l.principal(as)
+	if err != nil {
+		return memory.GetResponse{}, err
+	}
+	if o.Path, err = l.m.Guard.Check(p, "get", acl.Read, o.Path); err != nil {
+		return memory.GetResponse{}, err
+	}
 	return l.m.Get(ctx, o)
+}
+func (l localMemory) Write(ctx context.Context, as string, r memory.WriteRequest) (memory.WriteResult, error) {
+	p, err := l.principal(as)
+	if err != nil {
+		return memory.WriteResult{}, err
+	}
+	ctx = guard.WithPrincipal(ctx, p)
+	if r.Path, err = l.m.Guard.Check(p, memory.ActionWrite, acl.Write, r.Path); err != nil {
+		return memory.WriteResult{}, err
+	}
+	r.Writer = memory.AdminWriter
+	if p.Role != "" {
+		r.Writer = p.Role
+	}
+	return l.m.Write(guard.WithChecked(ctx, r.Path), r)
 }
 func (l localMemory) Close() error { return l.m.Close() }
 
@@ -161,11 +195,23 @@ func (r remoteMemory) Sync(ctx context.Context) (st memory.Status, err error) {
 func (r remoteMemory) Status(ctx context.Context) (st memory.Status, err error) {
 	return st, r.call(ctx, "memory.status", nil, &st)
 }
-func (r remoteMemory) Search(ctx context.Context, o memory.SearchOptions) (res memory.SearchResponse, err error) {
-	return res, r.call(ctx, "memory.search", o, &res)
+func (r remoteMemory) Search(ctx context.Context, as string, o memory.SearchOptions) (res memory.SearchResponse, err error) {
+	return res, r.call(ctx, "memory.search", struct {
+		memory.SearchOptions
+		As string `json:"as,omitempty"`
+	}{o, as}, &res)
 }
-func (r remoteMemory) Get(ctx context.Context, o memory.GetOptions) (res memory.GetResponse, err error) {
-	return res, r.call(ctx, "memory.get", o, &res)
+func (r remoteMemory) Get(ctx context.Context, as string, o memory.GetOptions) (res memory.GetResponse, err error) {
+	return res, r.call(ctx, "memory.get", struct {
+		memory.GetOptions
+		As string `json:"as,omitempty"`
+	}{o, as}, &res)
+}
+func (r remoteMemory) Write(ctx context.Context, as string, w memory.WriteRequest) (res memory.WriteResult, err error) {
+	return res, r.call(ctx, "memory.write", struct {
+		memory.WriteRequest
+		As string `json:"as,omitempty"`
+	}{w, as}, &res)
 }
 
 // call reports a refused request as the server's message alone; the code is

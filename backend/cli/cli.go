@@ -44,6 +44,8 @@ type Options struct {
 	Desktop func(ctx context.Context, o DesktopOptions) error
 	// Stdout, Stderr default to os.Stdout, os.Stderr.
 	Stdout, Stderr io.Writer
+	// Stdin defaults to os.Stdin (`atrium memory write` reads its content there).
+	Stdin io.Reader
 	// Getenv defaults to os.Getenv.
 	Getenv func(string) string
 	// Context is the parent context (default context.Background()); the
@@ -58,6 +60,9 @@ var errUsage = errors.New("usage")
 func Main(args []string, o Options) int {
 	if o.Stdout == nil {
 		o.Stdout = os.Stdout
+	}
+	if o.Stdin == nil {
+		o.Stdin = os.Stdin
 	}
 	if o.Stderr == nil {
 		o.Stderr = os.Stderr
@@ -94,7 +99,11 @@ Usage:
   atrium memory index [flags]          index the workspace's Markdown memory now
   atrium memory search [flags] QUERY   hybrid (BM25 + vector) search
   atrium memory get [flags] PATH       print a memory file (--from N --lines M)
-  atrium memory status [flags]         files, chunks, provider, model, last sync
+  atrium memory write [flags] PATH     write standard input to a memory file
+                                       (--mode append|replace, --base VERSION)
+  atrium memory status [flags]         files, chunks, provider, model, last sync, ACL in force
+  atrium audit tail [flags]            the newest access decisions (-n N, --role R,
+                                       --result allowed|denied, --operation OP)
   atrium agents list [flags]           roles (profiles) under memory/roles with their config
   atrium agents create ROLE "DESC"     cold start: config from the role template, ACL rule, index,
                                        and the new role's starting context (--capabilities a,b)
@@ -113,6 +122,8 @@ Search flags: --max-results N (default 6), --min-score S (0..1; 0 means the
 default 0.35; a negative value turns the floor off), --mode hybrid|keyword|vector
 (default hybrid; keyword = BM25 leg only, vector = embedding leg only).
 Get flags: --from LINE --lines N.
+memory search|get|write --as ROLE: act as that role, checked and audited
+exactly as that role (SPEC §5.1); without it you act as admin.
 Bench retrieval flags: --set DIR (required), --workspaces DIR, --qrels NAME,
 --limit N, --modes keyword,vector,hybrid, --categories 1,2,3,4, --depth N,
 --workers N (default 1), --json, --out FILE (also write the JSON report to FILE).
@@ -191,6 +202,8 @@ func run(ctx context.Context, args []string, o Options) error {
 		return runMemory(ctx, args, o)
 	case "agents":
 		return runAgents(ctx, args, o)
+	case "audit":
+		return runAudit(ctx, args, o)
 	case "bench":
 		return runBench(ctx, args, o)
 	case "version":

@@ -8,12 +8,13 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/atrium-dev/atrium/backend/acl"
 	"github.com/atrium-dev/atrium/backend/memory"
 )
 
 func runMemory(ctx context.Context, args []string, o Options) error {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return fmt.Errorf("%w: memory needs a subcommand: index, search, get or status", errUsage)
+		return fmt.Errorf("%w: memory needs a subcommand: index, search, get, write or status", errUsage)
 	}
 	sub, args := args[0], args[1:]
 	var c common
@@ -21,7 +22,9 @@ func runMemory(ctx context.Context, args []string, o Options) error {
 	c.register(fs)
 	maxResults := fs.Int("max-results", memory.DefaultMaxResults, "search: number of results")
 	minScore := fs.Float64("min-score", memory.DefaultMinScore, "search: minimum hybrid score (0..1)")
-	mode := fs.String("mode", memory.ModeHybrid, "search: hybrid, keyword (BM25 only) or vector (embedding only)")
+	mode := fs.String("mode", memory.ModeHybrid, "search: hybrid, keyword (BM25 only) or vector (embedding only); write: append or replace")
+	as := fs.String("as", "", "search, get, write: act as this role (checked and audited exactly as that role)")
+	base := fs.String("base", "", "write: the version the new content is based on")
 	from := fs.Int("from", 0, "get: first line (1-based)")
 	lines := fs.Int("lines", 0, "get: number of lines (0 = to the end)")
 	pos, err := parse(fs, args, o)
@@ -31,6 +34,14 @@ func runMemory(ctx context.Context, args []string, o Options) error {
 	if err := c.validate(); err != nil {
 		return err
 	}
+	if *as != "" {
+		if err := acl.ValidateRole(*as); err != nil {
+			return fmt.Errorf("%w: --as %q: %v", errUsage, *as, err)
+		}
+		if sub != "search" && sub != "get" && sub != "write" {
+			return fmt.Errorf("%w: --as applies to memory search, get and write", errUsage)
+		}
+	}
 	switch sub {
 	case "index", "status":
 		if len(pos) > 0 {
@@ -39,6 +50,13 @@ func runMemory(ctx context.Context, args []string, o Options) error {
 	case "search", "get":
 		if len(pos) == 0 {
 			return fmt.Errorf("%w: memory %s needs an argument", errUsage, sub)
+		}
+	case "write":
+		if len(pos) != 1 {
+			return fmt.Errorf("%w: memory write needs one PATH (the content is read from standard input)", errUsage)
+		}
+		if *mode != memory.WriteAppend && *mode != memory.WriteReplace {
+			return fmt.Errorf("%w: memory write needs --mode append or --mode replace", errUsage)
 		}
 	default:
 		return fmt.Errorf("%w: unknown memory subcommand %q", errUsage, sub)
@@ -88,7 +106,7 @@ func runMemory(ctx context.Context, args []string, o Options) error {
 		if err := m.Prepare(ctx); err != nil {
 			return err
 		}
-		res, err := m.Search(ctx, memory.SearchOptions{Query: strings.Join(pos, " "), MaxResults: *maxResults, MinScore: *minScore, Mode: *mode})
+		res, err := m.Search(ctx, *as, memory.SearchOptions{Query: strings.Join(pos, " "), MaxResults: *maxResults, MinScore: *minScore, Mode: *mode})
 		if err != nil {
 			return err
 		}
@@ -107,7 +125,7 @@ func runMemory(ctx context.Context, args []string, o Options) error {
 		}
 		return nil
 	case "get":
-		res, err := m.Get(ctx, memory.GetOptions{Path: pos[0], From: *from, Lines: *lines})
+		res, err := m.Get(ctx, *as, memory.GetOptions{Path: pos[0], From: *from, Lines: *lines})
 		if err != nil {
 			return err
 		}
@@ -117,6 +135,27 @@ func runMemory(ctx context.Context, args []string, o Options) error {
 		fmt.Fprint(o.Stdout, res.Text)
 		if !strings.HasSuffix(res.Text, "\n") {
 			fmt.Fprintln(o.Stdout)
+		}
+		return nil
+	case "write":
+		content, err := io.ReadAll(io.LimitReader(o.Stdin, memory.MaxImportBytes+1))
+		if err != nil {
+			return fmt.Errorf("memory write: read standard input: %w", err)
+		}
+		res, err := m.Write(ctx, *as, memory.WriteRequest{Path: pos[0], Content: string(content), Mode: *mode, BaseVersion: *base})
+		if err != nil {
+			return err
+		}
+		if c.json {
+			return printJSON(o.Stdout, res)
+		}
+		switch {
+		case res.Pending:
+			fmt.Fprintf(o.Stdout, "Not written: %s is a decision file changed meanwhile; conflict %d waits for your choice.\n", res.Path, res.Conflict.ID)
+		case res.Conflict != nil:
+			fmt.Fprintf(o.Stdout, "Wrote %s (version %s); the replaced text is kept as conflict %d.\n", res.Path, res.Version, res.Conflict.ID)
+		default:
+			fmt.Fprintf(o.Stdout, "Wrote %s (version %s).\n", res.Path, res.Version)
 		}
 		return nil
 	}

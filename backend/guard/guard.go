@@ -186,8 +186,9 @@ func (g *Guard) Canonical(p acl.Principal, op, raw string) (rel, name string, er
 		if rerr := g.Record(p, op, raw, false, err.Error()); rerr != nil {
 			return "", "", rerr
 		}
-		if errors.Is(err, acl.ErrInvalidPath) {
-			return "", "", fmt.Errorf("%s: %w: %w", op, memory.ErrInvalidPath, err)
+		var pe *acl.PathError
+		if errors.As(err, &pe) {
+			return "", "", fmt.Errorf("%s %q: %w: %s", op, raw, memory.ErrInvalidPath, pe.Reason)
 		}
 		return "", "", fmt.Errorf("%s: %w: %w", op, memory.ErrForbidden, err)
 	}
