@@ -123,6 +123,21 @@ func TestMemoryAsRole(t *testing.T) {
 			if all := tailJSON(t, home, ws, "-n", "2"); len(all) != 2 {
 				t.Errorf("audit tail -n 2: %d entries", len(all))
 			}
+			if !serving {
+				// A malformed .acl in a fresh process: nothing good was ever
+				// loaded, so only admin may act (never fail open); status says
+				// which line is wrong.
+				if err := os.WriteFile(filepath.Join(ws, "memory", ".acl"), []byte("version: \"1.0\"\nrules:\n  roles/writer/*: {read: [writer], delete: [writer]}\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				code, out, errOut := runCLIIn(t, "", append([]string{"memory", "status"}, common...)...)
+				if code != 0 || !strings.Contains(out, "admin-only") || !strings.Contains(out, "line 3") {
+					t.Errorf("memory status with a bad .acl: %d\n%s\n%s", code, out, errOut)
+				}
+				if code, _, errOut := runCLIIn(t, "", append([]string{"memory", "get", "memory/roles/writer/notes.md", "--as", "writer"}, common...)...); code != 1 || !strings.Contains(errOut, "forbidden") {
+					t.Errorf("get as writer under a bad .acl: %d %s", code, errOut)
+				}
+			}
 			code, out, _ := runCLIIn(t, "", append([]string{"audit", "tail", "--result", "denied"}, common...)...)
 			if code != 0 || !strings.Contains(out, "memory/roles/code-expert/secret.md") && !strings.Contains(out, "roles/code-expert/secret.md") || !strings.Contains(out, "denied") {
 				t.Errorf("audit tail text: %d\n%s", code, out)

@@ -36,7 +36,18 @@ type memoryBackend interface {
 	Search(ctx context.Context, as string, o memory.SearchOptions) (memory.SearchResponse, error)
 	Get(ctx context.Context, as string, o memory.GetOptions) (memory.GetResponse, error)
 	Write(ctx context.Context, as string, r memory.WriteRequest) (memory.WriteResult, error)
+	// ACL reports the access rules in force (nil when the app reports none).
+	ACL(ctx context.Context) (*aclView, error)
 	Close() error
+}
+
+// aclView is the `acl` object of memory.status (docs/PROTOCOL.md ACLStatus).
+type aclView struct {
+	Path   string `json:"path"`
+	Source string `json:"source"`
+	Rules  int    `json:"rules"`
+	Error  string `json:"error,omitempty"`
+	Line   int    `json:"line,omitempty"`
 }
 
 // openMemory opens the index directly, or, when a running app holds it (or
@@ -184,6 +195,18 @@ func (l localMemory) Write(ctx context.Context, as string, r memory.WriteRequest
 	}
 	return l.m.Write(guard.WithChecked(ctx, r.Path), r)
 }
+func (l localMemory) ACL(context.Context) (*aclView, error) {
+	st := l.m.Guard.ACL().Status()
+	v := &aclView{Path: st.Path, Source: st.Source, Rules: st.Rules}
+	if st.Err != nil {
+		v.Error = st.Err.Error()
+		var pe *acl.ParseError
+		if errors.As(st.Err, &pe) {
+			v.Line = pe.Line
+		}
+	}
+	return v, nil
+}
 func (l localMemory) Close() error { return l.m.Close() }
 
 type remoteMemory struct{ c *gateway.Client }
@@ -206,6 +229,12 @@ func (r remoteMemory) Get(ctx context.Context, as string, o memory.GetOptions) (
 		memory.GetOptions
 		As string `json:"as,omitempty"`
 	}{o, as}, &res)
+}
+func (r remoteMemory) ACL(ctx context.Context) (*aclView, error) {
+	var st struct {
+		ACL *aclView `json:"acl"`
+	}
+	return st.ACL, r.call(ctx, "memory.status", nil, &st)
 }
 func (r remoteMemory) Write(ctx context.Context, as string, w memory.WriteRequest) (res memory.WriteResult, err error) {
 	return res, r.call(ctx, "memory.write", struct {

@@ -96,10 +96,18 @@ func runMemory(ctx context.Context, args []string, o Options) error {
 		if err != nil {
 			return err
 		}
+		av, err := m.ACL(ctx)
+		if err != nil {
+			return err
+		}
 		if c.json {
-			return printJSON(o.Stdout, st)
+			return printJSON(o.Stdout, struct {
+				memory.Status
+				ACL *aclView `json:"acl,omitempty"`
+			}{st, av})
 		}
 		printStatus(o.Stdout, st)
+		printACL(o.Stdout, av)
 		return nil
 	case "search":
 		// Bring a local index up to date first: incremental, cheap when nothing changed.
@@ -185,4 +193,15 @@ func printStatus(w io.Writer, st memory.Status) {
 		fmt.Fprintf(tw, "Last error:\t%s\n", st.LastError)
 	}
 	tw.Flush()
+}
+
+// printACL prints the ACL line of `memory status`.
+func printACL(w io.Writer, v *aclView) {
+	if v == nil {
+		return
+	}
+	fmt.Fprintf(w, "ACL:        %s (%d rules) from %s\n", v.Source, v.Rules, v.Path)
+	if v.Error != "" {
+		fmt.Fprintf(w, "ACL error:  %s — the rules above stay in force\n", v.Error)
+	}
 }
