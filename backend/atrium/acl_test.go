@@ -47,6 +47,7 @@ func TestACLAdversarial(t *testing.T) {
 		"memory/roles/code-expert/café.md":       "# Café\n\nPrivate café notes " + secret + ".\n",
 		"memory/roles/code-expert/experience.md": "# Experience\n\nShared with the writer: short functions read better.\n",
 		"memory/roles/writer/notes.md":           "# Notes\n\nThe writer's own notes about articles.\n",
+		"memory/roles/writer/draft.md":           "# Draft\n\nUnpublished article draft, codeword mandarinfox.\n",
 	}
 	for rel, text := range files {
 		must(t, os.MkdirAll(filepath.Dir(filepath.Join(ws, rel)), 0o755))
@@ -245,6 +246,37 @@ func TestACLAdversarial(t *testing.T) {
 	}
 	if err := node.Call(ctx, "audit.tail", nil, nil); code(err) != gateway.CodeForbidden {
 		t.Errorf("node audit.tail: %v", err)
+	}
+
+	// The agent's own way in: the chat's memory_search (offline provider:
+	// it searches memory for every answer) acts as role main, which these
+	// rules let read code-expert's folder but not the writer's.
+	if a.Model.Provider == "offline" {
+		var sent struct{ RunID string }
+		must(t, op.Call(ctx, "chat.send", map[string]any{"profileId": "main", "message": "mandarinfox article draft", "idempotencyKey": "acl-chat"}, &sent))
+		var final string
+		for final == "" {
+			select {
+			case ev := <-op.Events():
+				if !strings.Contains(string(ev.Payload), sent.RunID) {
+					continue
+				}
+				if ev.Event == "chat.final" {
+					final = string(ev.Payload)
+				} else if ev.Event == "chat.error" {
+					t.Fatalf("chat failed: %s", ev.Payload)
+				}
+			case <-ctx.Done():
+				t.Fatal("no chat.final")
+			}
+		}
+		if strings.Contains(final, "roles/writer/") || strings.Contains(final, "Unpublished") {
+			t.Errorf("the main agent's answer shows the writer's memory: %s", final)
+		}
+		es, err := a.Audit.Tail(1, audit.Filter{Operation: "search", Role: "main"})
+		if err != nil || len(es) != 1 || strings.HasSuffix(es[0].Reason, " 0 filtered") {
+			t.Errorf("chat memory_search audit: %+v %v (want results filtered for role main)", es, err)
+		}
 	}
 
 	// A malformed .acl edit: the last good rules stay in force and

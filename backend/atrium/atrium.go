@@ -237,7 +237,7 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 	a.Chat, err = chat.New(chat.Options{
 		History:  a.History,
 		Provider: provider,
-		Memory:   a.Memory,
+		Memory:   roleSearcher{m: a.Memory, g: a.Guard, role: acl.MainRole},
 		Emit:     a.Gateway.Broadcast,
 		Logger:   o.Logger,
 	})
@@ -403,4 +403,22 @@ func (a *App) Close() error {
 		errs = append(errs, a.Memory.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// roleSearcher is the chat service's memory_search (the agent's way in,
+// SPEC §5.1): searches as role `role` (the chat's only profile is main),
+// post-filtered to what the role may read and audited as one entry. The
+// filter before ranking is still to come (see package guard).
+type roleSearcher struct {
+	m    *memory.Manager
+	g    *guard.Guard
+	role string
+}
+
+func (r roleSearcher) Search(ctx context.Context, o memory.SearchOptions) (memory.SearchResponse, error) {
+	res, err := r.m.Search(ctx, o)
+	if err != nil {
+		return res, err
+	}
+	return r.g.FilterSearch(acl.Principal{Role: r.role}, o.Query, res)
 }

@@ -9,7 +9,8 @@
 //
 // The app plugs Guard.Authorize into memory.Options.Authorize (memory_write,
 // memory_note, conflict resolution, promotion) and calls Check, FilterFiles
-// and FilterSearch from the gateway methods (package api) and the CLI.
+// and FilterSearch from the gateway methods (package api), the CLI and the
+// chat's memory_search tool (as role main; package atrium).
 //
 // Search is post-filtered (FilterSearch): results naming a file the
 // principal may not read are dropped after ranking. The index-level filter
