@@ -100,9 +100,28 @@ func registerWrites(g *gateway.Server, mem Memory, gd *guard.Guard) {
 		if err := decode(c, &p); err != nil {
 			return nil, err
 		}
+		ctx, who, err := principal(ctx, gd, c)
+		if err != nil {
+			return nil, err
+		}
 		list, err := mem.ListConflicts(ctx, p)
 		if err != nil {
 			return nil, mapErr(err)
+		}
+		if gd != nil {
+			// A conflict record holds a file's text: only files the caller
+			// may read (one audit entry for the listing).
+			kept := list[:0]
+			for _, cf := range list {
+				if gd.Readable(who, cf.Path) {
+					kept = append(kept, cf)
+				}
+			}
+			reason := fmt.Sprintf("%d listed, %d hidden", len(kept), len(list)-len(kept))
+			if err := gd.Record(who, "conflicts", "conflicts", true, reason); err != nil {
+				return nil, mapErr(err)
+			}
+			list = kept
 		}
 		if list == nil {
 			list = []memory.Conflict{}

@@ -153,6 +153,8 @@ func TestACLAdversarial(t *testing.T) {
 		{"node write private file", node, "memory.write", map[string]any{"path": "memory/roles/code-expert/secret.md", "content": "pwned", "mode": "append"}, "FORBIDDEN", "authenticated"},
 		{"node search", node, "memory.search", map[string]any{"query": secret}, "filtered", "authenticated"},
 		{"audit.tail as writer", op, "audit.tail", w(map[string]any{}), "FORBIDDEN", "writer"},
+		{"conflicts.list", op, "conflicts.list", w(map[string]any{}), "filtered", "writer"},
+		{"node conflicts.list", node, "conflicts.list", map[string]any{}, "filtered", "authenticated"},
 	}
 	if len(attempts) < 30 {
 		t.Fatalf("only %d attempts", len(attempts))
@@ -179,7 +181,7 @@ func TestACLAdversarial(t *testing.T) {
 				if e.Result != audit.Allowed || strings.Contains(string(out), "code-expert/secret.md") {
 					t.Errorf("filtered call: entry %+v, out %s", e, out)
 				}
-				if tc.method == "memory.files" && (!strings.Contains(e.Reason, "hidden") || strings.HasSuffix(e.Reason, " 0 hidden")) {
+				if (tc.method == "memory.files" || tc.method == "conflicts.list") && (!strings.Contains(e.Reason, "hidden") || strings.HasSuffix(e.Reason, " 0 hidden")) {
 					t.Errorf("files entry reason %q: nothing hidden", e.Reason)
 				}
 				if tc.method == "memory.search" && tc.role == "writer" && (!strings.Contains(e.Reason, "filtered") || strings.HasSuffix(e.Reason, " 0 filtered")) {
