@@ -39,6 +39,9 @@ func runBenchScale(ctx context.Context, args []string, o Options) error {
 		if err != nil || n <= 0 {
 			return fmt.Errorf("%w: --sizes: %q is not a positive number", errUsage, f)
 		}
+		if len(ns) > 0 && n <= ns[len(ns)-1] {
+			return fmt.Errorf("%w: --sizes must be ascending, got %s", errUsage, *sizes)
+		}
 		ns = append(ns, n)
 	}
 	if *queries <= 0 {

@@ -166,12 +166,13 @@ import (
 // and tries again:
 //
 //  1. if U(0) ≥ τ (the vector bound alone reaches τ), it doubles the vector
-//     pool;
+//     pool (or, when it cannot grow, the keyword pool);
 //  2. else it fetches the coverage set for the largest c with U(c) ≤ τ,
 //     unless more than MaxCoverageSet chunks hold an essential term;
 //  3. else it doubles the vector pool, or the keyword pool once the vector
 //     pool cannot grow (v̄ weighs 0.7 in U, r̄ at most 0.09; and with the
-//     quantized vector leg a bigger vector pool costs no scan).
+//     quantized vector leg a bigger vector pool costs no scan); a split
+//     keyword pool (below) that cannot grow gives way to the full query.
 //
 // Pools never exceed MaxPool. When nothing is left to widen (thousands of
 // chunks scoring near τ, e.g. with no floor and a query made of very common
@@ -474,7 +475,7 @@ func (r *searchRun) fetchVectors(ctx context.Context) error {
 		// outside the shortlist may match the leg while the copy holds
 		// more vectors than the pool.
 		if r.short == nil {
-			r.short = r.s.quant.shortlist(r.q.Vector, QuantShortlist)
+			r.short = r.s.quant.shortlist(r.q.Vector, shortlistSize(r.s.quant.count()))
 		}
 		got := min(n, len(r.short))
 		for _, e := range r.short[:got] {
