@@ -268,7 +268,10 @@ func ValidateRole(s string) error {
 		return fmt.Errorf("a role name may not be longer than %d bytes", MaxSegmentBytes)
 	}
 	for _, w := range []string{"admin", "all", "authenticated"} {
-		if strings.EqualFold(s, w) {
+		switch {
+		case s == w:
+			return fmt.Errorf("%q is a reserved principal, not a role name", s)
+		case strings.EqualFold(s, w):
 			return fmt.Errorf("%q is reserved: did you mean %q?", s, w)
 		}
 	}

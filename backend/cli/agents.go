@@ -72,10 +72,10 @@ func openAgents(ctx context.Context, layout paths.Layout, port int, o Options) (
 
 // runAgents runs `atrium agents list|create` (SPEC §1, §5.2).
 func runAgents(ctx context.Context, args []string, o Options) error {
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+	sub, args := takeCommand(args)
+	if sub == "" {
 		return fmt.Errorf("%w: agents needs a subcommand: list or create", errUsage)
 	}
-	sub, args := args[0], args[1:]
 	var c common
 	fs := newFlagSet("agents "+sub, o)
 	c.register(fs)

@@ -16,7 +16,8 @@ import (
 // (the log is append-only JSON lines, so this works with or without the
 // app running).
 func runAudit(_ context.Context, args []string, o Options) error {
-	if len(args) == 0 || args[0] != "tail" {
+	sub, args := takeCommand(args)
+	if sub != "tail" {
 		return fmt.Errorf("%w: audit needs a subcommand: tail", errUsage)
 	}
 	var c common
@@ -27,7 +28,7 @@ func runAudit(_ context.Context, args []string, o Options) error {
 	result := fs.String("result", "", "only allowed or denied decisions")
 	operation := fs.String("operation", "", "only this operation (get, search, files, write, import, ...)")
 	since := fs.String("since", "", "only entries at or after this time (RFC 3339)")
-	pos, err := parse(fs, args[1:], o)
+	pos, err := parse(fs, args, o)
 	if err != nil {
 		return err
 	}

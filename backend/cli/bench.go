@@ -8,15 +8,15 @@ import (
 // runBench dispatches `atrium bench retrieval|scale`: the retrieval quality
 // harness (SPEC §4, issue 3) and the index scale benchmark.
 func runBench(ctx context.Context, args []string, o Options) error {
-	if len(args) == 0 {
+	sub, args := takeCommand(args)
+	switch sub {
+	case "":
 		return fmt.Errorf("%w: bench needs a subcommand: retrieval or scale", errUsage)
-	}
-	switch args[0] {
 	case "retrieval":
-		return runBenchRetrieval(ctx, args[1:], o)
+		return runBenchRetrieval(ctx, args, o)
 	case "scale":
-		return runBenchScale(ctx, args[1:], o)
+		return runBenchScale(ctx, args, o)
 	default:
-		return fmt.Errorf("%w: unknown bench subcommand %q (retrieval or scale)", errUsage, args[0])
+		return fmt.Errorf("%w: unknown bench subcommand %q (retrieval or scale)", errUsage, sub)
 	}
 }

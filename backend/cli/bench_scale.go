@@ -21,6 +21,8 @@ import (
 // scale.Report JSON with --json) to stdout.
 func runBenchScale(ctx context.Context, args []string, o Options) error {
 	fs := newFlagSet("bench scale", o)
+	// The corpora come from $ATRIUM_CORPORA or ../shared/corpora (see
+	// scale.FindCorpora); the usage text says so.
 	sizes := fs.String("sizes", "10000,100000,1000000", "chunk counts to grow to, ascending, comma-separated")
 	dir := fs.String("dir", "", "working folder for the workspace and the index (default: a temporary folder, removed afterwards)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")

@@ -110,9 +110,10 @@ Usage:
   atrium bench retrieval --set DIR     retrieval quality of a BEIR-style set or LoCoMo workspaces:
                                        Recall@1/5/10, nDCG@10, MRR for keyword, vector, hybrid
   atrium bench scale [flags]           index scale benchmark: index time, disk, RSS, search latency
+                                       (bench reads ../shared/corpora or $ATRIUM_CORPORA)
   atrium version                       print the version
 
-Flags (every command):
+Flags (every command but bench, before or after the command):
   --workspace DIR   Markdown memory (env ATRIUM_WORKSPACE, default ~/Atrium)
   --home DIR        state dir (env ATRIUM_HOME, default ~/.atrium)
   --port N          gateway port on 127.0.0.1 (default 18789)
@@ -182,17 +183,18 @@ func newFlagSet(name string, o Options) *flag.FlagSet {
 // printHelp prints the general usage and the flags of one command.
 func printHelp(fs *flag.FlagSet, o Options) {
 	fmt.Fprint(o.Stdout, usage)
-	fmt.Fprintf(o.Stdout, "\nFlags of 'atrium %s':\n", fs.Name())
+	if fs.Name() == "atrium" {
+		fmt.Fprintln(o.Stdout, "\nFlags of 'atrium':")
+	} else {
+		fmt.Fprintf(o.Stdout, "\nFlags of 'atrium %s':\n", fs.Name())
+	}
 	fs.SetOutput(o.Stdout)
 	fs.PrintDefaults()
 	fs.SetOutput(io.Discard)
 }
 
 func run(ctx context.Context, args []string, o Options) error {
-	cmd := ""
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		cmd, args = args[0], args[1:]
-	}
+	cmd, args := takeCommand(args)
 	switch cmd {
 	case "":
 		return runDesktop(ctx, args, o)
@@ -215,6 +217,41 @@ func run(ctx context.Context, args []string, o Options) error {
 	default:
 		return fmt.Errorf("%w: unknown command %q", errUsage, cmd)
 	}
+}
+
+// takeCommand returns the command word of args (see commandIndex; "" when
+// there is none) and the other arguments in order. Flags may come before a
+// command or subcommand too ("atrium --home H memory index").
+func takeCommand(args []string) (string, []string) {
+	i := commandIndex(args)
+	if i < 0 {
+		return "", args
+	}
+	return args[i], append(args[:i:i], args[i+1:]...)
+}
+
+// commandIndex returns the index of the command word in args: the first
+// argument that is neither a flag nor the value of a flag every command
+// takes (--home, --workspace, --port); -1 when there is none.
+func commandIndex(args []string) int {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return -1
+		}
+		if !strings.HasPrefix(a, "-") {
+			return i
+		}
+		name := strings.TrimLeft(a, "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		switch name {
+		case "home", "workspace", "port":
+			i++ // the flag's value
+		}
+	}
+	return -1
 }
 
 func (c *common) layout(o Options) (paths.Layout, error) {

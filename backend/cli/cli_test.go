@@ -73,6 +73,10 @@ func TestCommands(t *testing.T) {
 		{"get with line range", append([]string{"memory", "get", "MEMORY.md", "--from", "3", "--lines", "1"}, common...), 0, "bluefin", ""},
 		{"get outside the workspace", append([]string{"memory", "get", "../../etc/passwd"}, common...), 1, "", "invalid path"},
 		{"get missing", append([]string{"memory", "get", "memory/nope.md"}, common...), 1, "", "not found"},
+		{"flags before the command", append(append([]string{}, common...), "memory", "search", "--max-results", "1", "staging server"), 0, "1. MEMORY.md:", ""},
+		{"flags before an unknown command", append(append([]string{}, common...), "frobnicate"), 2, "", `unknown command "frobnicate"`},
+		{"empty --as is not admin", append([]string{"memory", "get", "MEMORY.md", "--as", ""}, common...), 2, "", "--as needs a role name"},
+		{"--as a reserved principal", append([]string{"memory", "get", "MEMORY.md", "--as", "admin"}, common...), 2, "", "reserved principal"},
 		{"mistyped workspace is not created", []string{"memory", "status", "--home", home, "--workspace", ws + "-typo"}, 1, "", "does not exist"},
 	}
 	t.Cleanup(func() {

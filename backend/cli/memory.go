@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -13,10 +14,10 @@ import (
 )
 
 func runMemory(ctx context.Context, args []string, o Options) error {
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+	sub, args := takeCommand(args)
+	if sub == "" {
 		return fmt.Errorf("%w: memory needs a subcommand: index, search, get, write or status", errUsage)
 	}
-	sub, args := args[0], args[1:]
 	var c common
 	fs := newFlagSet("memory "+sub, o)
 	c.register(fs)
@@ -34,7 +35,14 @@ func runMemory(ctx context.Context, args []string, o Options) error {
 	if err := c.validate(); err != nil {
 		return err
 	}
-	if *as != "" {
+	asSet := false
+	fs.Visit(func(f *flag.Flag) { asSet = asSet || f.Name == "as" })
+	if asSet {
+		// An explicit --as, even empty ("--as $ROLE" with ROLE unset), is a
+		// role to act as: it never falls back to the person's own rights.
+		if *as == "" {
+			return fmt.Errorf("%w: --as needs a role name (it was empty)", errUsage)
+		}
 		if err := acl.ValidateRole(*as); err != nil {
 			return fmt.Errorf("%w: --as %q: %v", errUsage, *as, err)
 		}
@@ -127,6 +135,9 @@ func runMemory(ctx context.Context, args []string, o Options) error {
 		}
 		for i, r := range res.Results {
 			fmt.Fprintf(o.Stdout, "%d. %s:%d-%d  score %.3f  [%s%s]\n", i+1, r.Path, r.StartLine, r.EndLine, r.Score, r.Layer, roleSuffix(r.Role))
+			if len(r.AlsoIn) > 0 {
+				fmt.Fprintf(o.Stdout, "   also in: %s\n", strings.Join(r.AlsoIn, ", "))
+			}
 			for _, line := range strings.Split(strings.TrimSpace(r.Snippet), "\n") {
 				fmt.Fprintf(o.Stdout, "   %s\n", line)
 			}

@@ -37,7 +37,7 @@ func modeFiles() map[string]string {
 // the keyword leg alone misses a sub-word match that the vector leg alone
 // finds, both find exact words, the hybrid is the default, and the scores
 // stay within what one leg can give with the builtin (lexical) embedder:
-// (1−0.3)·k + phrase bonus, 0.3·cosine.
+// (1−0.3)·k + phrase bonus; a vector-only score is the cosine.
 func TestSearchModes(t *testing.T) {
 	f := newFixture(t, modeFiles(), nil)
 	f.sync(t)
@@ -50,13 +50,13 @@ func TestSearchModes(t *testing.T) {
 		maxScore float64
 	}{
 		{"keyword misses a sub-word", "poolside", ModeKeyword, "", 1},
-		{"vector finds a sub-word", "poolside", ModeVector, "memory/pool.md", LexicalVectorWeight},
+		{"vector finds a sub-word", "poolside", ModeVector, "memory/pool.md", 1},
 		{"hybrid finds a sub-word", "poolside", ModeHybrid, "memory/pool.md", 1},
 		{"default is hybrid", "poolside", "", "memory/pool.md", 1},
 		{"keyword identifier", "QK-7731", ModeKeyword, "memory/ticket.md", 1 - LexicalVectorWeight + 0.1},
-		{"vector identifier", "QK-7731", ModeVector, "memory/ticket.md", LexicalVectorWeight},
+		{"vector identifier", "QK-7731", ModeVector, "memory/ticket.md", 1},
 		{"keyword Chinese", "向量数据库", ModeKeyword, "memory/vector.md", 1 - LexicalVectorWeight + 0.1},
-		{"vector Chinese", "向量数据库", ModeVector, "memory/vector.md", LexicalVectorWeight},
+		{"vector Chinese", "向量数据库", ModeVector, "memory/vector.md", 1},
 		{"hybrid Chinese", "向量数据库", ModeHybrid, "memory/vector.md", 1},
 	}
 	for _, tc := range tests {
@@ -135,5 +135,19 @@ func TestSearchModeEmbedderDown(t *testing.T) {
 	}
 	if _, err := f.m.Search(ctx, SearchOptions{Query: "QK-7731", Mode: ModeKeyword}); err != nil {
 		t.Errorf("keyword with the embedder down: %v", err)
+	}
+}
+
+// A vector-only search scores by the cosine alone, so the default floor
+// finds a close match with any embedder.
+func TestVectorModeDefaultFloor(t *testing.T) {
+	f := newFixture(t, modeFiles(), nil)
+	f.sync(t)
+	res, err := f.m.Search(context.Background(), SearchOptions{Query: "Connection pooling settings", Mode: ModeVector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Results) == 0 || res.Results[0].Path != "memory/pool.md" || res.Results[0].Score < DefaultMinScore {
+		t.Fatalf("vector mode at the default floor: %v", resultPaths(res.Results))
 	}
 }

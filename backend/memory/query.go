@@ -38,8 +38,10 @@ import (
 // Mode: "" or ModeHybrid runs both legs, ModeKeyword only the keyword leg
 // (the query is not embedded), ModeVector only the vector leg (the index
 // gets no keyword terms); anything else is ErrInvalidInput. A vector-only
-// search of an index without compatible vectors (StateKeywordOnly) returns
-// no results.
+// search scores each chunk by its cosine alone (vector weight 1), so that
+// MinScore means the same for every embedder; a keyword-only one keeps the
+// fused score with v = 0. A vector-only search of an index without
+// compatible vectors (StateKeywordOnly) returns no results.
 // Snippets are at most MaxSnippetChars characters. If the query cannot be
 // embedded the hybrid search falls back to the keyword leg (logged) and a
 // vector-only search fails with the embedder's error. An empty query
@@ -104,7 +106,11 @@ func (m *Manager) Search(ctx context.Context, o SearchOptions) (SearchResponse, 
 	}
 	defer release()
 	rk := &m.opts.Ranking
-	hits, err := st.Search(ctx, index.Query{Text: text, Vector: qv, MaxResults: rk.poolFor(n), MinScore: minScore, VectorWeight: rk.VectorWeight})
+	wv := rk.VectorWeight
+	if o.Mode == ModeVector {
+		wv = 1 // the score is the cosine itself
+	}
+	hits, err := st.Search(ctx, index.Query{Text: text, Vector: qv, MaxResults: rk.poolFor(n), MinScore: minScore, VectorWeight: wv})
 	if err != nil {
 		return resp, fmt.Errorf("search: %w", err)
 	}
