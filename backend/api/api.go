@@ -81,11 +81,15 @@ func Register(o Options) {
 		if err != nil {
 			return nil, err
 		}
+		if o.Guard != nil {
+			p.Readable = func(rel string) bool { return o.Guard.Readable(who, rel) }
+		}
 		res, err := o.Memory.Search(ctx, p)
 		if err != nil || o.Guard == nil {
 			return res, mapErr(err)
 		}
-		// A post-filter for now: the index-level filter (before ranking,
+		// Readable restricts the candidates before folding and cutting;
+		// FilterSearch audits (and re-checks). The index-level filter (before ranking,
 		// BM25 statistics over the readable subset, so that no score
 		// reveals an unreadable file) is still to come; see package guard.
 		res, err = o.Guard.FilterSearch(who, p.Query, res)

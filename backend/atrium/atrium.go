@@ -416,9 +416,11 @@ type roleSearcher struct {
 }
 
 func (r roleSearcher) Search(ctx context.Context, o memory.SearchOptions) (memory.SearchResponse, error) {
+	who := acl.Principal{Role: r.role}
+	o.Readable = func(rel string) bool { return r.g.Readable(who, rel) }
 	res, err := r.m.Search(ctx, o)
 	if err != nil {
 		return res, err
 	}
-	return r.g.FilterSearch(acl.Principal{Role: r.role}, o.Query, res)
+	return r.g.FilterSearch(who, o.Query, res)
 }

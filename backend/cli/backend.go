@@ -164,6 +164,7 @@ func (l localMemory) Search(ctx context.Context, as string, o memory.SearchOptio
 	if err != nil {
 		return memory.SearchResponse{}, err
 	}
+	o.Readable = func(rel string) bool { return l.m.Guard.Readable(p, rel) }
 	res, err := l.m.Search(ctx, o)
 	if err != nil {
 		return res, err

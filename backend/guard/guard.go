@@ -12,8 +12,11 @@
 // and FilterSearch from the gateway methods (package api), the CLI and the
 // chat's memory_search tool (as role main; package atrium).
 //
-// Search is post-filtered (FilterSearch): results naming a file the
-// principal may not read are dropped after ranking. The index-level filter
+// Search is filtered after ranking: callers pass Readable as
+// memory.SearchOptions.Readable, so the engine drops unreadable candidates
+// (or swaps in a readable exact copy) before it folds near-duplicates and
+// cuts the list, and FilterSearch re-checks the results and audits the
+// search. The index-level filter
 // the SPEC asks for — filter before ranking, with BM25 statistics over the
 // readable subset, so that no score, count or timing reveals an unreadable
 // file — is still to come (issue 4 item 3); until then the scores of the
@@ -298,7 +301,7 @@ func (g *Guard) FilterSearch(p acl.Principal, query string, res memory.SearchRes
 		}
 		kept = append(kept, r)
 	}
-	reason := fmt.Sprintf("%d results, %d filtered", len(kept), len(res.Results)-len(kept))
+	reason := fmt.Sprintf("%d results, %d filtered", len(kept), res.Withheld+len(res.Results)-len(kept))
 	if err := g.Record(p, "search", firstRunes(query, 80), true, reason); err != nil {
 		return memory.SearchResponse{}, err
 	}

@@ -38,6 +38,14 @@ const (
 // single-leg modes exist to measure the legs (atrium bench retrieval) and
 // to debug a ranking; agents use the hybrid.
 type SearchOptions struct {
+	// Readable, when set, says which workspace-relative paths the caller
+	// may read. Results are restricted to them before near-duplicates are
+	// folded and the list is cut (SPEC §5.1): a result whose file is not
+	// readable is replaced by a readable exact copy of its text, if any,
+	// and unreadable paths never appear in AlsoIn. (Scores are still those
+	// of the whole index: the index-level filter is to come.)
+	Readable func(path string) bool `json:"-"`
+
 	Query      string  `json:"query"`
 	MaxResults int     `json:"maxResults,omitempty"`
 	MinScore   float64 `json:"minScore,omitempty"`
@@ -70,6 +78,9 @@ type SearchResult struct {
 
 // SearchResponse is the memory_search result.
 type SearchResponse struct {
+	// Withheld counts the candidates dropped because SearchOptions.Readable
+	// refused them (for the audit log; never sent to the caller).
+	Withheld int            `json:"-"`
 	Results  []SearchResult `json:"results"`
 	Provider string         `json:"provider"`
 	Model    string         `json:"model"`

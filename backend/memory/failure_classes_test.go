@@ -244,3 +244,38 @@ func TestReadOnlyIndexDir(t *testing.T) {
 		t.Fatal("the Markdown changed")
 	}
 }
+
+// A caller who may read only some copies of a text gets a readable copy,
+// with its own lines and layer, and never hears of the others.
+func TestReadableCopyReplacesUnreadable(t *testing.T) {
+	para := "Orion billing moved to Postgres 16 with logical replication.\n"
+	f := newFixture(t, map[string]string{
+		"memory/2026-11-01.md":       para,
+		"memory/global/orion.md":     "# Orion\n\n" + para,
+		"memory/roles/coder/pg.md":   para,
+		"memory/global/unrelated.md": "The ferry timetable changed in June.\n",
+	}, nil)
+	f.sync(t)
+	readable := func(p string) bool { return strings.HasPrefix(p, "memory/global/") }
+	r, err := f.m.Search(context.Background(), SearchOptions{Query: "Orion billing Postgres", Readable: readable})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Results) == 0 {
+		t.Fatal("the readable copy was lost")
+	}
+	for _, x := range r.Results {
+		if !readable(x.Path) {
+			t.Fatalf("unreadable path in results: %+v", x)
+		}
+		for _, a := range x.AlsoIn {
+			if !readable(a) {
+				t.Fatalf("unreadable path in alsoIn: %+v", x)
+			}
+		}
+	}
+	first := r.Results[0]
+	if first.Path != "memory/global/orion.md" || first.Layer != LayerGlobal || first.StartLine < 1 {
+		t.Fatalf("first result %+v", first)
+	}
+}

@@ -114,6 +114,11 @@ func (m *Manager) Search(ctx context.Context, o SearchOptions) (SearchResponse, 
 	if err != nil {
 		return resp, fmt.Errorf("search: %w", err)
 	}
+	if o.Readable != nil {
+		before := len(hits)
+		hits = readableHits(hits, o.Readable)
+		resp.Withheld = before - len(hits)
+	}
 	hits = rk.rerank(hits, n)
 	for _, h := range hits {
 		resp.Results = append(resp.Results, SearchResult{
@@ -232,4 +237,34 @@ func (m *Manager) Files(ctx context.Context) ([]FileInfo, error) {
 		out = append(out, FileInfo{Path: r.Path, Size: r.Size, MTime: r.MTime, Chunks: r.Chunks, Layer: r.Layer, Role: r.Role})
 	}
 	return out, nil
+}
+
+// readableHits keeps the hits the caller may read: a hit whose file is not
+// readable takes the place of its first readable exact copy, or is
+// dropped; AlsoIn keeps only readable paths.
+func readableHits(hits []index.Hit, readable func(string) bool) []index.Hit {
+	out := hits[:0]
+	for _, h := range hits {
+		var copies []index.Copy
+		for _, c := range h.Copies {
+			if readable(c.Path) {
+				copies = append(copies, c)
+			}
+		}
+		if !readable(h.Path) {
+			if len(copies) == 0 {
+				continue
+			}
+			h.Path, h.StartLine, h.EndLine = copies[0].Path, copies[0].StartLine, copies[0].EndLine
+			k := classify(h.Path)
+			h.Layer, h.Role = k.layer, k.role
+			copies = copies[1:]
+		}
+		h.Copies, h.AlsoIn = copies, nil
+		for _, c := range copies {
+			h.AlsoIn = append(h.AlsoIn, c.Path)
+		}
+		out = append(out, h)
+	}
+	return out
 }

@@ -275,8 +275,9 @@ type Hit struct {
 	Phrase   bool
 	// AlsoIn lists the other files (sorted, without Path) that hold a
 	// chunk with this exact text: duplicates are collapsed into one hit,
-	// but no path is lost.
+	// but no path is lost. Copies has the same files with line ranges.
 	AlsoIn []string
+	Copies []Copy
 }
 
 // cand is one candidate chunk of a search.
@@ -1086,8 +1087,9 @@ func (r *searchRun) results(ctx context.Context, ranked []*cand) ([]Hit, error) 
 	return out, nil
 }
 
-// addCopies fills AlsoIn: for each hit, the other files holding a chunk
-// with the same text (hash), so that collapsing duplicates loses no path.
+// addCopies fills AlsoIn and Copies: for each hit, the other files that
+// hold a chunk with the same text (hash), so that collapsing duplicates
+// loses no path.
 func (s *Store) addCopies(ctx context.Context, hits []Hit) error {
 	if len(hits) == 0 {
 		return nil
@@ -1098,24 +1100,33 @@ func (s *Store) addCopies(ctx context.Context, hits []Hit) error {
 		at[h.Hash] = i
 		args = append(args, h.Hash)
 	}
-	rows, err := s.db.QueryContext(ctx, "SELECT DISTINCT hash, path FROM chunks WHERE hash IN ("+placeholders(len(args))+") ORDER BY path", args...)
+	rows, err := s.db.QueryContext(ctx, "SELECT hash, path, min(start_line), end_line FROM chunks WHERE hash IN ("+placeholders(len(args))+") GROUP BY hash, path ORDER BY path", args...)
 	if err != nil {
 		return fmt.Errorf("load copies: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var hash, path string
-		if err := rows.Scan(&hash, &path); err != nil {
+		var c Copy
+		var hash string
+		if err := rows.Scan(&hash, &c.Path, &c.StartLine, &c.EndLine); err != nil {
 			return fmt.Errorf("load copies: %w", err)
 		}
-		if i, ok := at[hash]; ok && path != hits[i].Path {
-			hits[i].AlsoIn = append(hits[i].AlsoIn, path)
+		if i, ok := at[hash]; ok && c.Path != hits[i].Path {
+			hits[i].AlsoIn = append(hits[i].AlsoIn, c.Path)
+			hits[i].Copies = append(hits[i].Copies, c)
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("load copies: %w", err)
 	}
 	return nil
+}
+
+// Copy is where another file holds a hit's exact text (its first chunk
+// with that text in the file).
+type Copy struct {
+	Path               string
+	StartLine, EndLine int
 }
 
 // keywordQuery ORs one term query per analysed term; ids (optional) restrict
