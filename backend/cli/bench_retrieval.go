@@ -8,6 +8,7 @@ import (
 	"github.com/atrium-dev/atrium/backend/memory"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -44,6 +45,12 @@ func runBenchRetrieval(ctx context.Context, args []string, o Options) error {
 	}
 	if *set == "" {
 		return fmt.Errorf("%w: bench retrieval needs --set DIR", errUsage)
+	}
+	if *out != "" {
+		// Fail before a run of minutes, not after it.
+		if st, err := os.Stat(filepath.Dir(*out)); err != nil || !st.IsDir() {
+			return fmt.Errorf("%w: --out %s: folder %s does not exist", errUsage, *out, filepath.Dir(*out))
+		}
 	}
 	categories, err := intList(*cats)
 	if err != nil {

@@ -73,6 +73,7 @@ func TestBenchRetrievalCommand(t *testing.T) {
 	}{
 		{"no set", []string{"bench", "retrieval"}, 2, "needs --set DIR"},
 		{"unknown mode", []string{"bench", "retrieval", "--set", set, "--modes", "semantic"}, 2, `unknown mode "semantic"`},
+		{"--out in a missing folder", []string{"bench", "retrieval", "--set", set, "--out", "/nonexistent-atrium/x.json"}, 2, "does not exist"},
 		{"bad categories", []string{"bench", "retrieval", "--set", set, "--categories", "one"}, 2, "--categories"},
 		{"no corpus", []string{"bench", "retrieval", "--set", t.TempDir()}, 1, "no corpus*.jsonl in"},
 		{"stray argument", []string{"bench", "retrieval", "--set", set, "extra"}, 2, "takes no arguments"},

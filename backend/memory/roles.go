@@ -179,9 +179,17 @@ func (m *Manager) ListRoles(ctx context.Context) ([]RoleInfo, error) {
 		seen[ri.Role] = true
 		out = append(out, ri)
 	}
+	// main also owns the OpenClaw-layout files outside memory/roles
+	// (MEMORY.md, memory/YYYY-MM-DD.md ...).
+	outside := m.countMainOutsideRoles()
+	for i := range out {
+		if out[i].Role == MainRole {
+			out[i].Files += outside
+		}
+	}
 	if !seen[MainRole] {
 		if l := detectLayout(m.ws); l == "openclaw" || l == "mixed" {
-			ri := RoleInfo{Role: MainRole, Description: "OpenClaw-layout memory (MEMORY.md, memory/YYYY-MM-DD.md)"}
+			ri := RoleInfo{Role: MainRole, Description: "OpenClaw-layout memory (MEMORY.md, memory/YYYY-MM-DD.md)", Files: outside}
 			for _, n := range []string{"MEMORY.md", "memory.md"} {
 				if st, err := os.Stat(filepath.Join(m.ws, n)); err == nil && st.Mode().IsRegular() {
 					ri.Path = n
@@ -193,6 +201,37 @@ func (m *Manager) ListRoles(ctx context.Context) ([]RoleInfo, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Role < out[j].Role })
 	return out, nil
+}
+
+// countMainOutsideRoles counts the memory files of role main that are not
+// under memory/roles (MEMORY.md and the OpenClaw layout's memory/*.md).
+func (m *Manager) countMainOutsideRoles() int {
+	n := 0
+	count := func(rel string) {
+		if k := classify(rel); k.indexed && k.layer == LayerRole && k.role == MainRole {
+			n++
+		}
+	}
+	for _, name := range []string{"MEMORY.md", "memory.md"} {
+		if st, err := os.Stat(filepath.Join(m.ws, name)); err == nil && st.Mode().IsRegular() {
+			count(name)
+		}
+	}
+	roles := filepath.Join(m.ws, "memory", "roles")
+	_ = filepath.WalkDir(filepath.Join(m.ws, "memory"), func(p string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return nil
+		case d.IsDir() && p == roles:
+			return filepath.SkipDir
+		case d.Type().IsRegular():
+			if r, rerr := filepath.Rel(m.ws, p); rerr == nil {
+				count(filepath.ToSlash(r))
+			}
+		}
+		return nil
+	})
+	return n
 }
 
 // CreateRole is the cold start of a new role (SPEC §5.2; seed S000 §4):

@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -351,5 +352,19 @@ func TestOpenClawMainRole(t *testing.T) {
 	roles, err := f.m.ListRoles(ctx)
 	if err != nil || len(roles) != 1 || roles[0].Role != MainRole || roles[0].Path != "MEMORY.md" {
 		t.Fatalf("roles %+v %v", roles, err)
+	}
+	want := 0 // main's files: MEMORY.md and memory/*.md outside roles/, global/, sessions/
+	_ = filepath.WalkDir(f.ws, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if r, rerr := filepath.Rel(f.ws, p); rerr == nil {
+				if k := classify(filepath.ToSlash(r)); k.indexed && k.role == MainRole {
+					want++
+				}
+			}
+		}
+		return nil
+	})
+	if want == 0 || roles[0].Files != want {
+		t.Fatalf("main has %d files, want %d", roles[0].Files, want)
 	}
 }
