@@ -48,8 +48,13 @@ import (
 // writer, see the group's writes.
 const (
 	// bulkMaxOps bounds the Bleve operations (index or delete) in the
-	// pending batch, i.e. the documents of one new segment.
-	bulkMaxOps = 2000
+	// pending batch, i.e. the documents of one new segment. Building a
+	// segment holds every token's positions in memory, so this bounds the
+	// peak RSS of a full index: 500 instead of 2,000 took LongMemEval's
+	// peak from 284–351 to 139–152 MiB and CMRC's (CJK: two tokens per
+	// character) from 371–386 to 164–165 MiB, at 0–10 % of indexing speed,
+	// within this machine's noise (docs/BENCHMARKS.md).
+	bulkMaxOps = 500
 	// bulkMaxBytes bounds the chunk text held by the pending batch.
 	bulkMaxBytes = 8 << 20
 	// bulkMaxAge bounds how long the keyword leg lags behind SQLite during a
