@@ -221,6 +221,21 @@ func (s *Store) PutFile(ctx context.Context, f FileRecord, chunks []ChunkRecord)
 	return nil
 }
 
+// execer runs a statement on the database or inside a transaction.
+type execer interface {
+	ExecContext(context.Context, string, ...any) (sql.Result, error)
+}
+
+// writer returns where a single write statement runs: the open bulk
+// transaction, which holds SQLite's write lock, else the database. The
+// caller holds wmu.
+func (s *Store) writer() execer {
+	if s.btx != nil {
+		return s.btx
+	}
+	return s.db
+}
+
 // TouchFile records a new mtime and size for an unchanged (same hash) file.
 func (s *Store) TouchFile(ctx context.Context, path string, mtime, size int64) error {
 	s.wmu.Lock()
@@ -228,12 +243,7 @@ func (s *Store) TouchFile(ctx context.Context, path string, mtime, size int64) e
 	if s.isClosed() {
 		return ErrClosed
 	}
-	var ex interface {
-		ExecContext(context.Context, string, ...any) (sql.Result, error)
-	} = s.db
-	if s.btx != nil {
-		ex = s.btx // the bulk transaction holds SQLite's write lock
-	}
+	ex := s.writer()
 	if _, err := ex.ExecContext(ctx, "UPDATE files SET mtime = ?, size = ? WHERE path = ?", mtime, size, path); err != nil {
 		return fmt.Errorf("touch file %s: %w", path, err)
 	}
@@ -555,12 +565,7 @@ func (s *Store) SetMetaValue(ctx context.Context, key, value string) error {
 	if s.isClosed() {
 		return ErrClosed
 	}
-	var ex interface {
-		ExecContext(context.Context, string, ...any) (sql.Result, error)
-	} = s.db
-	if s.btx != nil {
-		ex = s.btx // the bulk transaction holds SQLite's write lock
-	}
+	ex := s.writer()
 	if _, err := ex.ExecContext(ctx, "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", key, value); err != nil {
 		return fmt.Errorf("write meta %s: %w", key, err)
 	}
