@@ -39,11 +39,11 @@ const (
 // to debug a ranking; agents use the hybrid.
 type SearchOptions struct {
 	// Readable, when set, says which workspace-relative paths the caller
-	// may read. Results are restricted to them before near-duplicates are
-	// folded and the list is cut (SPEC §5.1): a result whose file is not
-	// readable is replaced by a readable exact copy of its text, if any,
-	// and unreadable paths never appear in AlsoIn. (Scores are still those
-	// of the whole index: the index-level filter is to come.)
+	// may read. It is the search's scope (SPEC §4.3, §5.1): the index
+	// ranks the chunks of readable files alone, with BM25 statistics,
+	// coverage weights and candidate pools computed over them, so the
+	// results, their scores and their AlsoIn lists are those an index of
+	// only the readable files would return.
 	Readable func(path string) bool `json:"-"`
 
 	Query      string  `json:"query"`

@@ -110,11 +110,14 @@ func (m *Manager) Search(ctx context.Context, o SearchOptions) (SearchResponse, 
 	if o.Mode == ModeVector {
 		wv = 1 // the score is the cosine itself
 	}
-	hits, err := st.Search(ctx, index.Query{Text: text, Vector: qv, MaxResults: rk.poolFor(n), MinScore: minScore, VectorWeight: wv})
+	// The caller's read permission is the search's scope: the index ranks
+	// the readable files alone (SPEC §4.3, §5.1).
+	hits, err := st.Search(ctx, index.Query{Text: text, Vector: qv, MaxResults: rk.poolFor(n), MinScore: minScore, VectorWeight: wv, Scope: o.Readable})
 	if err != nil {
 		return resp, fmt.Errorf("search: %w", err)
 	}
 	if o.Readable != nil {
+		// A safety net: the scope already kept unreadable files out.
 		before := len(hits)
 		hits = readableHits(hits, o.Readable)
 		resp.Withheld = before - len(hits)

@@ -42,6 +42,11 @@ const (
 	bigramFilter = "atrium_cjk_bigram"
 	tokenizer    = "atrium_words_symbols"
 	textField    = "text"
+	// pathField holds the chunk's file path as one keyword term (indexed,
+	// not stored, no norms or positions): the posting list of a path is the
+	// set of that file's chunks, from which a search builds its scope
+	// (scope.go).
+	pathField = "path"
 	// symbolPattern selects the runes the tokenizer keeps as single-rune
 	// tokens although Unicode word segmentation would drop them.
 	symbolPattern = `\p{So}`
@@ -52,8 +57,9 @@ const (
 	trimReplace     = "${1} ${2}"
 	// analyzerVersion is stored in the Bleve index; a change recreates it.
 	// 1: unicode words + CJK bigrams; 2: symbols (So) kept as tokens, term
-	// vectors stored; 3: underscores trimmed from word edges.
-	analyzerVersion = "4"
+	// vectors stored; 3: underscores trimmed from word edges; 4: English
+	// possessives and Snowball stems; 5: the keyword field "path".
+	analyzerVersion = "5"
 )
 
 var (
@@ -109,8 +115,14 @@ func NewMapping() (*mapping.IndexMappingImpl, error) {
 	// chunk contains and where, for coverage and the phrase test.
 	fm.IncludeTermVectors = true
 	fm.DocValues = false
+	pm := bleve.NewKeywordFieldMapping()
+	pm.Store = false
+	pm.IncludeInAll = false
+	pm.IncludeTermVectors = false
+	pm.DocValues = false
 	dm := bleve.NewDocumentStaticMapping()
 	dm.AddFieldMappingsAt(textField, fm)
+	dm.AddFieldMappingsAt(pathField, pm)
 	im.DefaultMapping = dm
 	im.StoreDynamic = false
 	im.IndexDynamic = false
@@ -120,6 +132,7 @@ func NewMapping() (*mapping.IndexMappingImpl, error) {
 
 type bleveDoc struct {
 	Text string `json:"text"`
+	Path string `json:"path"`
 }
 
 func docID(id int64) string { return strconv.FormatInt(id, 10) }
@@ -181,6 +194,17 @@ func (s *Store) analyze(text string) []string {
 	return distinctTerms(an.Analyze([]byte(text)))
 }
 
+// tokenCount returns the number of tokens the analyzer makes of text: the
+// field length Bleve records for the chunk (its norm is 1/√length), summed
+// per file into files.tokens for BM25's average length (scope.go).
+func (s *Store) tokenCount(text string) int {
+	an := s.analyzer()
+	if an == nil {
+		return 0
+	}
+	return len(an.Analyze([]byte(text)))
+}
+
 // distinctTerms returns the distinct non-empty terms of toks in order.
 func distinctTerms(toks analysis.TokenStream) []string {
 	seen := map[string]bool{}
@@ -226,7 +250,7 @@ func (s *Store) analyzer() analysis.Analyzer {
 // refillBleve indexes every SQLite chunk into Bleve (used for a fresh Bleve
 // index) and then records the generation.
 func (s *Store) refillBleve(ctx context.Context) error {
-	rows, err := s.db.QueryContext(ctx, "SELECT id, text FROM chunks ORDER BY id")
+	rows, err := s.db.QueryContext(ctx, "SELECT id, text, path FROM chunks ORDER BY id")
 	if err != nil {
 		return fmt.Errorf("refill bleve: %w", err)
 	}
@@ -235,11 +259,11 @@ func (s *Store) refillBleve(ctx context.Context) error {
 	n := 0
 	for rows.Next() {
 		var id int64
-		var text string
-		if err := rows.Scan(&id, &text); err != nil {
+		var text, path string
+		if err := rows.Scan(&id, &text, &path); err != nil {
 			return fmt.Errorf("refill bleve: %w", err)
 		}
-		if err := b.Index(docID(id), bleveDoc{Text: text}); err != nil {
+		if err := b.Index(docID(id), bleveDoc{Text: text, Path: path}); err != nil {
 			return fmt.Errorf("refill bleve: %w", err)
 		}
 		n++

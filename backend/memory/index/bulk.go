@@ -207,11 +207,11 @@ func (s *Store) beforeWrite(ctx context.Context) error {
 
 // keywordOps applies, or in bulk mode queues, the Bleve operations of one
 // committed SQLite write: delete the documents dels, index texts[i] as
-// document adds[i]. Callers hold wmu.
-func (s *Store) keywordOps(ctx context.Context, dels, adds []int64, texts []string) error {
+// document adds[i] of file path. Callers hold wmu.
+func (s *Store) keywordOps(ctx context.Context, dels, adds []int64, texts []string, path string) error {
 	if !s.bulk {
 		b := s.bl.NewBatch()
-		if err := addOps(b, dels, adds, texts); err != nil {
+		if err := addOps(b, dels, adds, texts, path); err != nil {
 			return err
 		}
 		ids := make([]int64, 0, len(dels)+len(adds))
@@ -222,7 +222,7 @@ func (s *Store) keywordOps(ctx context.Context, dels, adds []int64, texts []stri
 		s.pend = s.bl.NewBatch()
 		s.pendSince = time.Now()
 	}
-	if err := addOps(s.pend, dels, adds, texts); err != nil {
+	if err := addOps(s.pend, dels, adds, texts, path); err != nil {
 		// The batch may hold part of this write, which is already released
 		// into the bulk transaction: give up the whole group.
 		s.abortBulk()
@@ -239,12 +239,12 @@ func (s *Store) keywordOps(ctx context.Context, dels, adds []int64, texts []stri
 	return nil
 }
 
-func addOps(b *bleve.Batch, dels, adds []int64, texts []string) error {
+func addOps(b *bleve.Batch, dels, adds []int64, texts []string, path string) error {
 	for _, id := range dels {
 		b.Delete(docID(id))
 	}
 	for i, id := range adds {
-		if err := b.Index(docID(id), bleveDoc{Text: texts[i]}); err != nil {
+		if err := b.Index(docID(id), bleveDoc{Text: texts[i], Path: path}); err != nil {
 			return fmt.Errorf("bleve: %w", err)
 		}
 	}

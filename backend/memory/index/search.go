@@ -2,11 +2,12 @@ package index
 
 import (
 	"context"
+	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/blevesearch/bleve/v2"
@@ -253,6 +254,11 @@ type Query struct {
 	// (package embed's builtin) repeats the keyword leg's evidence with
 	// collision noise, so package memory passes a lower weight for it.
 	VectorWeight float64
+	// Scope, when set, says which files (workspace-relative paths) the
+	// search may see: the caller's read permission (SPEC §4.3, §5.1). The
+	// search then ranks only their chunks, with statistics computed over
+	// them alone (scope.go); nil means every file.
+	Scope func(path string) bool
 }
 
 // Hit is one ranked chunk.
@@ -289,6 +295,11 @@ type cand struct {
 	// chunk contains a query term.
 	hasK         bool
 	vDone, kDone bool
+	// num is the chunk's document number in the search's keyword snapshot
+	// (set with k); seqAll says it holds every phrase-sequence term, so
+	// that phrase waits for its positions until phraseDone.
+	num                uint64
+	seqAll, phraseDone bool
 	// From SQLite: loaded is set once path, line and hash are read; gone
 	// marks a chunk missing from SQLite (never a result).
 	loaded, gone bool
@@ -351,11 +362,9 @@ type searchRun struct {
 	covTooBig int
 	// rounds counts the fetch rounds (for the debug log).
 	rounds int
-	// split: the keyword pool holds the best chunks with a rare term (see
-	// fetchKeywords); a chunk with frequent terms only has coverage ≤ cF
-	// and rel ≤ relF. noSplit: the full query is required.
-	split, noSplit bool
-	cF, relF       float64
+	// kl is the keyword leg (bm25.go): the snapshot, the scope and the
+	// query's statistics in it.
+	kl *kwLeg
 }
 
 // Search runs the hybrid search described above.
@@ -382,11 +391,19 @@ func (s *Store) search(ctx context.Context, q Query) (hits []Hit, exact bool, er
 	if r.wv == 0 {
 		r.wv = VectorWeight
 	}
+	kl, err := s.openKeywordLeg(ctx, q.Scope)
+	if err != nil {
+		return nil, false, err
+	}
+	defer kl.close()
+	r.kl = kl
 	r.useVec = s.compt && len(q.Vector) == s.meta.Dims && !isZero(q.Vector)
 	if r.useVec {
 		r.qblob = encodeVector(q.Vector)
 		r.vec.want = PoolSize(q.MaxResults)
-		if s.useQuant() {
+		// A scoped search scans its own chunks exactly (fetchVectors):
+		// the quantized order is that of the whole index.
+		if s.useQuant() && kl.sc.all {
 			if err := s.ensureQuant(ctx); err != nil {
 				return nil, false, err
 			}
@@ -396,9 +413,10 @@ func (s *Store) search(ctx context.Context, q Query) (hits []Hit, exact bool, er
 	r.kq = s.analyzeQuery(q.Text)
 	if len(r.kq.terms) > 0 {
 		r.kw.want = PoolSize(q.MaxResults)
-		if err := s.weighTerms(ctx, &r.kq); err != nil {
+		if err := s.weighTerms(ctx, kl, &r.kq); err != nil {
 			return nil, false, err
 		}
+		kl.prepare(&r.kq)
 	}
 	for {
 		r.rounds++
@@ -489,7 +507,21 @@ func (r *searchRun) fetchVectors(ctx context.Context) error {
 		r.vec.asked, r.vec.full = n, got < r.s.quant.count()
 		return nil
 	}
-	rows, err := r.s.db.QueryContext(ctx, "SELECT rowid, distance FROM vec_chunks WHERE embedding MATCH ? AND k = ?", r.qblob, n)
+	var rows *sql.Rows
+	var err error
+	if r.kl.sc.all {
+		rows, err = r.s.db.QueryContext(ctx, "SELECT rowid, distance FROM vec_chunks WHERE embedding MATCH ? AND k = ?", r.qblob, n)
+	} else {
+		// The scope's chunks, nearest first: the cosine distance the vec0
+		// KNN computes (distance_metric=cosine), over them alone.
+		paths, jerr := json.Marshal(r.kl.sc.paths)
+		if jerr != nil {
+			return fmt.Errorf("search vectors: %w", jerr)
+		}
+		rows, err = r.s.db.QueryContext(ctx, `SELECT v.rowid, vec_distance_cosine(v.embedding, ?) AS d
+			FROM chunks c JOIN vec_chunks v ON v.rowid = c.id
+			WHERE c.path IN (SELECT value FROM json_each(?)) ORDER BY d, c.id LIMIT ?`, r.qblob, string(paths), n)
+	}
 	if err != nil {
 		return fmt.Errorf("search vectors: %w", err)
 	}
@@ -513,197 +545,89 @@ func (r *searchRun) fetchVectors(ctx context.Context) error {
 	return nil
 }
 
-// fetchKeywords runs the keyword leg: the kw.want best BM25 matches.
-//
-// An OR query over every term costs the sum of their posting lists, which
-// at 100k chunks and more is dominated by words found in many chunks
-// ("the", "I", 的). So the pool is first asked of the chunks holding one of
-// the query's rare terms (found in at most one chunk in FrequentDF; the
-// conjunction of the full keyword query with a zero-boost OR of those
-// terms, so that a chunk's BM25 score is its score in the full query).
-// The chunks holding only frequent terms are then not in the pool; they
-// are bounded instead (the "split", see bound): their coverage is at most
-// cF, the frequent terms' share of W, and their BM25 score at most the
-// bound of splitFrequent, which must not exceed the pool's first score (so
-// that the maximum BM25 score is known exactly). When that fails, when
-// every term is frequent, or once the split has kept the search from
-// proving its ranking (widen), the full query runs.
+// fetchKeywords runs the keyword leg: the kw.want best BM25 matches in
+// scope (bm25.go, exact top-k by MaxScore).
 func (r *searchRun) fetchKeywords(ctx context.Context) error {
 	n := r.kw.want
-	r.split = false
-	if !r.noSplit {
-		rare, bound, cF := r.kq.splitFrequent(FrequentDF)
-		if rare != nil {
-			res, err := r.searchKeywordsTop(ctx, zeroBoost(termsQuery(rare)), n)
-			if err != nil {
-				return err
-			}
-			if len(res.Hits) > 0 && res.Hits[0].Score >= bound {
-				r.takeKeywords(res.Hits, n, res.Hits[len(res.Hits)-1].Score, len(res.Hits) >= n)
-				r.split, r.cF, r.relF = true, cF, min(1, bound/r.maxBM25)
-				return nil
-			}
-		}
-	}
-	res, err := r.searchKeywordsTop(ctx, nil, n)
+	hits, full, err := r.kl.top(ctx, n)
 	if err != nil {
 		return err
 	}
-	last := 0.0
-	if len(res.Hits) > 0 {
-		last = res.Hits[len(res.Hits)-1].Score
-	}
-	r.takeKeywords(res.Hits, n, last, len(res.Hits) >= n)
-	return nil
-}
-
-// searchKeywordsTop returns the size best hits of the keyword query
-// (restricted to restrict when not nil, see searchKeywords) with their
-// term positions. The ranking runs without positions (decoding them for
-// every matching chunk costs about as much as scoring it), then the
-// positions of the hits come from the query restricted to them. Total is
-// the ranking query's.
-func (r *searchRun) searchKeywordsTop(ctx context.Context, restrict query.Query, size int) (*bleve.SearchResult, error) {
-	q := keywordQuery(r.kq.terms, nil)
-	if restrict != nil {
-		bq := bleve.NewBooleanQuery()
-		bq.AddMust(termsQuery(r.kq.terms), restrict)
-		q = bq
-	}
-	res, err := r.s.bl.SearchInContext(ctx, bleve.NewSearchRequestOptions(q, size, 0, false))
-	if err != nil {
-		return nil, fmt.Errorf("search keywords: %w", err)
-	}
-	if len(res.Hits) == 0 {
-		return res, nil
-	}
-	ids := make([]string, len(res.Hits))
-	for i, h := range res.Hits {
-		ids[i] = h.ID
-	}
-	dq := bleve.NewDocIDQuery(ids)
-	dq.SetBoost(0)
-	withPos, err := r.searchKeywords(ctx, dq, len(ids))
-	if err != nil {
-		return nil, err
-	}
-	// Keep the ranking query's scores (the two queries may differ in the
-	// last bit, see searchKeywords), so that the pool's order and bounds
-	// are those of one query.
-	score := make(map[string]float64, len(res.Hits))
-	for _, h := range res.Hits {
-		score[h.ID] = h.Score
-	}
-	for _, h := range withPos.Hits {
-		if sc, ok := score[h.ID]; ok {
-			h.Score = sc
-		}
-	}
-	withPos.Hits, withPos.Total = sortHits(withPos.Hits), res.Total
-	return withPos, nil
-}
-
-// takeKeywords records a keyword pool of n requested rows: its hits, the
-// bound last for the chunks outside it and whether such chunks may match.
-func (r *searchRun) takeKeywords(hits bsearch.DocumentMatchCollection, n int, last float64, full bool) {
 	for i, h := range hits {
 		if i == 0 && r.kw.asked == 0 {
-			r.maxBM25 = h.Score
+			r.maxBM25 = h.score
 		}
-		if id, err := strconv.ParseInt(h.ID, 10, 64); err == nil {
+		if id, ok := r.kl.chunkID(h.num); ok {
 			if c := r.get(id); !c.hasK {
 				r.setKeyword(c, h)
 			}
 		}
 	}
-	r.kw.last = last
+	r.kw.last = 0
+	if len(hits) > 0 {
+		r.kw.last = hits[len(hits)-1].score
+	}
 	r.kw.asked, r.kw.full = n, full
-}
-
-// setKeyword records the BM25 score of a keyword hit and, from the
-// positions of the query terms in it (the index's term vectors, i.e. what
-// BM25 matched), its coverage and phrase match.
-func (r *searchRun) setKeyword(c *cand, h *bsearch.DocumentMatch) {
-	c.k, c.hasK, c.kDone = h.Score, true, true
-	if r.maxBM25 > 0 {
-		c.cov, c.phrase = r.kq.match(h.Locations[textField])
-	}
-}
-
-// completeKeywords computes the BM25 score and term positions of candidates
-// the keyword side has not seen, with the keyword query filtered to them.
-func (r *searchRun) completeKeywords(ctx context.Context) error {
-	var missing []string
-	for id, c := range r.cands {
-		if !c.kDone {
-			c.kDone = true // k = 0 unless the query below finds it
-			if r.maxBM25 > 0 {
-				missing = append(missing, docID(id))
-			}
-		}
-	}
-	if len(missing) == 0 {
-		return nil
-	}
-	ids := bleve.NewDocIDQuery(missing)
-	ids.SetBoost(0)
-	res, err := r.searchKeywords(ctx, ids, len(missing))
-	if err != nil {
-		return err
-	}
-	for _, h := range res.Hits {
-		id, err := strconv.ParseInt(h.ID, 10, 64)
-		if err != nil {
-			continue
-		}
-		if c := r.cands[id]; c != nil {
-			r.setKeyword(c, h)
-		}
-	}
 	return nil
 }
 
-// searchKeywords runs the keyword query restricted to the chunks matching
-// restrict, a query whose score is zero (zeroBoost, or a DocIDQuery with
-// boost 0), returning up to size hits with positions. The restriction is a
-// conjunction, so the cost follows the restricting query's matches, not
-// the keyword query's (a Bleve filter would scan every match of the
-// keyword query); a hit's score is its score in the keyword query alone
-// (the zero clause adds 0 and no weight to the query norm), up to the
-// order of the floating-point sum (~10⁻¹⁶ relative, far below scoreGrid).
-func (r *searchRun) searchKeywords(ctx context.Context, restrict query.Query, size int) (*bleve.SearchResult, error) {
-	bq := bleve.NewBooleanQuery()
-	bq.AddMust(termsQuery(r.kq.terms), restrict)
-	req := bleve.NewSearchRequestOptions(bq, size, 0, false)
-	req.IncludeLocations = true
-	res, err := r.s.bl.SearchInContext(ctx, req)
+// setKeyword records the BM25 score and coverage of a keyword hit; its
+// phrase match waits for positions (resolvePhrases) when it holds every
+// phrase term.
+func (r *searchRun) setKeyword(c *cand, h kwHit) {
+	c.k, c.hasK, c.kDone = h.score, true, true
+	c.num, c.cov, c.seqAll = h.num, h.cov, h.seqAll
+	c.phraseDone = !h.seqAll
+}
+
+// completeKeywords computes the BM25 score and coverage of candidates the
+// keyword side has not seen, then the phrase matches still open.
+func (r *searchRun) completeKeywords(ctx context.Context) error {
+	var nums []uint64
+	byNum := map[uint64]*cand{}
+	for id, c := range r.cands {
+		if !c.kDone {
+			c.kDone = true // k = 0 unless scored below
+			if r.maxBM25 > 0 {
+				if num, ok := r.kl.docNum(id); ok {
+					nums = append(nums, num)
+					byNum[num] = c
+				}
+			}
+		}
+	}
+	hits, err := r.kl.score(ctx, nums)
 	if err != nil {
-		return nil, fmt.Errorf("search keywords: %w", err)
+		return err
 	}
-	return res, nil
+	for _, h := range hits {
+		r.setKeyword(byNum[h.num], h)
+	}
+	return r.resolvePhrases(ctx)
 }
 
-// sortHits orders hits by score descending, then id (as Bleve does).
-func sortHits(hs bsearch.DocumentMatchCollection) bsearch.DocumentMatchCollection {
-	sort.SliceStable(hs, func(i, j int) bool {
-		if hs[i].Score != hs[j].Score {
-			return hs[i].Score > hs[j].Score
-		}
-		return hs[i].ID < hs[j].ID
-	})
-	return hs
-}
-
-// zeroBoost sets the boost of an OR of term queries and of its terms to 0:
-// it then matches as before and scores 0.
-func zeroBoost(d *query.DisjunctionQuery) *query.DisjunctionQuery {
-	for _, q := range d.Disjuncts {
-		if tq, ok := q.(*query.TermQuery); ok {
-			tq.SetBoost(0)
+// resolvePhrases reads the positions of the phrase terms in the candidates
+// that hold all of them and sets their phrase match.
+func (r *searchRun) resolvePhrases(ctx context.Context) error {
+	var nums []uint64
+	for _, c := range r.cands {
+		if c.hasK && !c.phraseDone {
+			nums = append(nums, c.num)
 		}
 	}
-	d.SetBoost(0)
-	return d
+	if len(nums) == 0 {
+		return nil
+	}
+	locs, err := r.kl.locations(ctx, nums)
+	if err != nil {
+		return err
+	}
+	for _, c := range r.cands {
+		if c.hasK && !c.phraseDone {
+			c.phrase, c.phraseDone = c.cov > 0 && hasPhrase(locs[c.num], r.kq.seq), true
+		}
+	}
+	return nil
 }
 
 // vectorBound is the highest vector score of a chunk outside the vector
@@ -924,13 +848,8 @@ func (r *searchRun) bound(c float64) float64 {
 		phrase = PhraseBonus
 	}
 	if r.kw.full {
-		// A chunk with a term the pool query matches, outside the pool.
+		// A chunk with a query term, outside the pool.
 		u = max(u, Fuse(r.wv, v, KeywordScore(c, r.kw.last/r.maxBM25))+phrase*c)
-	}
-	if r.split {
-		// A chunk holding frequent terms only.
-		cf := min(c, r.cF)
-		u = max(u, Fuse(r.wv, v, KeywordScore(cf, r.relF))+phrase*cf)
 	}
 	return min(1, u)
 }
@@ -938,7 +857,7 @@ func (r *searchRun) bound(c float64) float64 {
 // exact reports whether no chunk outside the scored candidates can reach
 // tau (τ − scoreNoise), i.e. whether the ranking is the exact result.
 func (r *searchRun) exact(tau float64) bool {
-	if !(r.useVec && r.vec.full) && !r.kw.full && !r.split {
+	if !(r.useVec && r.vec.full) && !r.kw.full {
 		return true // both legs returned every chunk they can find
 	}
 	if r.covFloor <= 1 {
@@ -961,7 +880,7 @@ func (r *searchRun) widen(ctx context.Context, tau float64) (bool, error) {
 		}
 		return r.kw.grow(), nil
 	}
-	if (r.kw.full || r.split) && r.covFloor > 1 {
+	if r.kw.full && r.covFloor > 1 {
 		c := r.coverageFloor(tau)
 		terms, largest := r.kq.essential(c)
 		if len(terms) < r.covTooBig && largest <= MaxCoverageSet {
@@ -979,16 +898,7 @@ func (r *searchRun) widen(ctx context.Context, tau float64) (bool, error) {
 	if r.useVec && r.vec.grow() {
 		return true, nil
 	}
-	if r.kw.grow() {
-		return true, nil
-	}
-	if r.split {
-		// Chunks with frequent terms only may still reach τ: ask the full
-		// query (the pool is fetched again at its current size).
-		r.noSplit, r.split, r.kw.asked = true, false, 0
-		return true, nil
-	}
-	return false, nil
+	return r.kw.grow(), nil
 }
 
 // coverageFloor returns the largest c in (0,1] (by bisection) with
@@ -1009,26 +919,28 @@ func (r *searchRun) coverageFloor(tau float64) float64 {
 	return lo
 }
 
-// fetchCoverage makes every chunk with coverage ≥ c a candidate: the keyword
-// query filtered to the chunks holding at least one essential term gives
-// their BM25 scores and term positions, and those whose coverage reaches c
-// are kept. It returns false, changing nothing, when more than
+// fetchCoverage makes every chunk with coverage ≥ c a candidate: the chunks
+// holding at least one essential term are scored, and those whose coverage
+// reaches c are kept. It returns false, changing nothing, when more than
 // MaxCoverageSet chunks hold an essential term.
-func (r *searchRun) fetchCoverage(ctx context.Context, c float64, essential []string) (bool, error) {
+func (r *searchRun) fetchCoverage(ctx context.Context, c float64, essential []int) (bool, error) {
 	if len(essential) > 0 {
-		res, err := r.searchKeywordsTop(ctx, zeroBoost(termsQuery(essential)), MaxCoverageSet)
+		nums, ok, err := r.kl.union(ctx, essential, MaxCoverageSet)
 		if err != nil {
 			return false, fmt.Errorf("search coverage: %w", err)
 		}
-		if res.Total > uint64(len(res.Hits)) {
+		if !ok {
 			return false, nil
 		}
-		for _, h := range res.Hits {
-			id, err := strconv.ParseInt(h.ID, 10, 64)
-			if err != nil || r.cands[id] != nil {
+		hits, err := r.kl.score(ctx, nums)
+		if err != nil {
+			return false, fmt.Errorf("search coverage: %w", err)
+		}
+		for _, h := range hits {
+			if h.cov < c {
 				continue
 			}
-			if r.kq.coverage(h.Locations[textField]) >= c {
+			if id, ok := r.kl.chunkID(h.num); ok && r.cands[id] == nil {
 				r.setKeyword(r.get(id), h)
 			}
 		}
@@ -1081,7 +993,7 @@ func (r *searchRun) results(ctx context.Context, ranked []*cand) ([]Hit, error) 
 			Score: c.score, Vector: c.v, Keyword: r.keyword(c), Coverage: c.cov, Phrase: c.phrase,
 		})
 	}
-	if err := r.s.addCopies(ctx, out); err != nil {
+	if err := r.s.addCopies(ctx, out, r.kl.sc.hasPath); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -1090,7 +1002,7 @@ func (r *searchRun) results(ctx context.Context, ranked []*cand) ([]Hit, error) 
 // addCopies fills AlsoIn and Copies: for each hit, the other files that
 // hold a chunk with the same text (hash), so that collapsing duplicates
 // loses no path.
-func (s *Store) addCopies(ctx context.Context, hits []Hit) error {
+func (s *Store) addCopies(ctx context.Context, hits []Hit, inScope func(string) bool) error {
 	if len(hits) == 0 {
 		return nil
 	}
@@ -1111,7 +1023,7 @@ func (s *Store) addCopies(ctx context.Context, hits []Hit) error {
 		if err := rows.Scan(&hash, &c.Path, &c.StartLine, &c.EndLine); err != nil {
 			return fmt.Errorf("load copies: %w", err)
 		}
-		if i, ok := at[hash]; ok && c.Path != hits[i].Path {
+		if i, ok := at[hash]; ok && c.Path != hits[i].Path && inScope(c.Path) {
 			hits[i].AlsoIn = append(hits[i].AlsoIn, c.Path)
 			hits[i].Copies = append(hits[i].Copies, c)
 		}
@@ -1177,52 +1089,13 @@ type analysedQuery struct {
 	n uint64
 }
 
-// FrequentDF: a query term found in more than one chunk in FrequentDF is
-// always "frequent" for the keyword pool (see fetchKeywords).
-const FrequentDF = 20
-
-// splitFrequent returns the query's rare terms (document frequency at most
-// n/div), the coverage cF that the other (frequent) terms add up to, and
-// an upper bound on the BM25 score, in the full keyword
-// query, of a chunk that holds none of them. Bleve scores a term as
-// qw·idf·k1·tf/(tf + k1·norm) < k1·idf·qw, with the query weight
-// qw = idf·qn and the query norm qn = 1/√Σ idf² over the query's terms,
-// and multiplies the sum by the share of the query's terms the chunk
-// matches (coord). The bound takes qn over the terms that are in the index
-// (Bleve's own sum can only be larger) and coord ≤ |frequent|/|in index|.
-// No rare terms means no split (rare is nil).
-func (q *analysedQuery) splitFrequent(div uint64) (rare []string, bound, cF float64) {
-	var sumSq, freqUB, freqW float64
-	inIndex, frequent := 0, 0
-	for i, t := range q.terms {
-		if q.df[i] == 0 {
-			rare = append(rare, t)
-			continue
-		}
-		idf := bm25IDF(q.n, q.df[i])
-		sumSq += idf * idf
-		inIndex++
-		if q.df[i]*div > q.n {
-			freqUB += bsearch.BM25_k1 * idf * idf
-			freqW += q.weight[i]
-			frequent++
-		} else {
-			rare = append(rare, t)
-		}
-	}
-	if frequent == 0 || inIndex == frequent || q.norm <= 0 {
-		return nil, 0, 0
-	}
-	return rare, freqUB / math.Sqrt(sumSq) * float64(frequent) / float64(inIndex), clamp01(freqW / q.norm)
-}
-
 // essential returns the terms a chunk with coverage ≥ c must contain at
 // least one of, and the largest of their document frequencies (a lower
 // bound on the number of chunks holding one). The other terms are the most
 // frequent ones whose weights add up to less than c·W: a chunk holding none
 // of the essential terms has coverage below c. With no essential term no
 // chunk reaches c.
-func (q *analysedQuery) essential(c float64) (terms []string, largest int) {
+func (q *analysedQuery) essential(c float64) (terms []int, largest int) {
 	order := make([]int, len(q.terms))
 	for i := range order {
 		order[i] = i
@@ -1240,7 +1113,7 @@ func (q *analysedQuery) essential(c float64) (terms []string, largest int) {
 			rest += q.weight[i]
 			continue
 		}
-		terms = append(terms, q.terms[i])
+		terms = append(terms, i)
 		largest = max(largest, int(q.df[i]))
 	}
 	return terms, largest
@@ -1261,21 +1134,9 @@ func (s *Store) analyzeQuery(text string) analysedQuery {
 }
 
 // weighTerms sets the term weights w(t) and the normaliser W of the
-// keyword score from the index's document frequencies.
-func (s *Store) weighTerms(ctx context.Context, q *analysedQuery) error {
-	ix, err := s.bl.Advanced()
-	if err != nil {
-		return fmt.Errorf("search keywords: %w", err)
-	}
-	r, err := ix.Reader()
-	if err != nil {
-		return fmt.Errorf("search keywords: %w", err)
-	}
-	defer r.Close()
-	n, err := r.DocCount()
-	if err != nil {
-		return fmt.Errorf("search keywords: %w", err)
-	}
+// keyword score from the document frequencies in the search's scope.
+func (s *Store) weighTerms(ctx context.Context, kl *kwLeg, q *analysedQuery) error {
+	n := kl.sc.n
 	idf1 := bm25IDF(n, 1)
 	idfRef := bm25IDF(n, max(1, uint64(math.Ceil(float64(n)/InformativeDF))))
 	q.weight = make([]float64, len(q.terms))
@@ -1284,13 +1145,9 @@ func (s *Store) weighTerms(ctx context.Context, q *analysedQuery) error {
 	var total float64
 	content := false // the query has a term that is not a function word
 	for i, t := range q.terms {
-		tfr, err := r.TermFieldReader(ctx, []byte(t), textField, false, false, false)
+		df, err := kl.docFreq(ctx, t)
 		if err != nil {
-			return fmt.Errorf("search keywords: %w", err)
-		}
-		df := tfr.Count()
-		if err := tfr.Close(); err != nil {
-			return fmt.Errorf("search keywords: %w", err)
+			return err
 		}
 		q.df[i] = df
 		w := idf1
@@ -1321,17 +1178,9 @@ func bm25IDF(n, df uint64) float64 {
 	return math.Log(1 + (float64(n)-float64(df)+0.5)/(float64(df)+0.5))
 }
 
-// match returns the coverage cov of a chunk (the sum of the weights of the
-// query terms it contains, divided by W) and whether it contains the query's
-// phrase sequence, i.e. the tokens of seq at consecutive positions. locs
-// holds the positions of the query terms in the chunk, as recorded by the
-// index at analysis time.
-func (q *analysedQuery) match(locs bsearch.TermLocationMap) (cov float64, phrase bool) {
-	cov = q.coverage(locs)
-	return cov, cov > 0 && q.seq != nil && hasPhrase(locs, q.seq)
-}
-
-// coverage returns the coverage cov of a chunk (see match).
+// coverage returns the coverage cov of a chunk: the sum of the weights of
+// the query terms it contains (locs holds their positions in the chunk),
+// divided by W.
 func (q *analysedQuery) coverage(locs bsearch.TermLocationMap) float64 {
 	if q.norm <= 0 || len(locs) == 0 {
 		return 0

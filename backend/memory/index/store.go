@@ -54,8 +54,9 @@ import (
 
 // SchemaVersion is the version of the SQLite schema written by this package.
 // A different version in an existing index.db makes the Store incompatible
-// (rebuilt by the caller).
-const SchemaVersion = 1
+// (rebuilt by the caller). 2: files.chunks and files.tokens (the scope
+// statistics of the keyword leg, scope.go).
+const SchemaVersion = 2
 
 // File and directory names inside Options.Dir.
 const (
@@ -141,6 +142,11 @@ type Store struct {
 	bulkMaxAge   time.Duration
 
 	commits atomic.Uint64 // see [Store.Commits]
+	// statsMu guards stats, the files rows with their chunk and token
+	// counts (scope.go), read at commit number statsAt.
+	statsMu sync.Mutex
+	stats   []fileStat
+	statsAt uint64
 
 	// quant is the quantized copy of vec_chunks (quant.go); qpend holds the
 	// vector operations of the open bulk group, applied at its commit.
@@ -291,7 +297,9 @@ CREATE TABLE IF NOT EXISTS files(
   mtime INTEGER NOT NULL,
   size  INTEGER NOT NULL,
   layer TEXT NOT NULL,
-  role  TEXT NOT NULL DEFAULT ''
+  role  TEXT NOT NULL DEFAULT '',
+  chunks INTEGER NOT NULL DEFAULT 0, -- number of chunks
+  tokens INTEGER NOT NULL DEFAULT 0  -- analysed tokens of the text field, summed over the chunks
 );
 CREATE TABLE IF NOT EXISTS chunks(
   id         INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -338,6 +346,9 @@ func (s *Store) openDB() (*sql.DB, Meta, error) {
 	if _, err := db.ExecContext(ctx, schemaSQL); err != nil {
 		return db, Meta{}, fmt.Errorf("create schema: %w", err)
 	}
+	if err := addFileStats(ctx, db); err != nil {
+		return db, Meta{}, err
+	}
 	meta, found, err := readMeta(ctx, db)
 	if err != nil {
 		return db, Meta{}, err
@@ -371,6 +382,36 @@ func (s *Store) openDB() (*sql.DB, Meta, error) {
 		s.vecCount = n // the last one: vec_chunks
 	}
 	return db, meta, nil
+}
+
+// addFileStats adds the columns of schema 2 to the files table of an older
+// index.db, which stays incompatible (Schema 1, rebuilt by the caller) but
+// answers searches until its replacement is promoted; its zero token counts
+// make the keyword leg skip length normalisation.
+func addFileStats(ctx context.Context, db *sql.DB) error {
+	have := map[string]bool{}
+	rows, err := db.QueryContext(ctx, "SELECT name FROM pragma_table_info('files')")
+	if err != nil {
+		return fmt.Errorf("migrate schema: %w", err)
+	}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			rows.Close()
+			return fmt.Errorf("migrate schema: %w", err)
+		}
+		have[name] = true
+	}
+	rows.Close()
+	for _, col := range []string{"chunks", "tokens"} {
+		if have[col] {
+			continue
+		}
+		if _, err := db.ExecContext(ctx, "ALTER TABLE files ADD COLUMN "+col+" INTEGER NOT NULL DEFAULT 0"); err != nil {
+			return fmt.Errorf("migrate schema: %w", err)
+		}
+	}
+	return nil
 }
 
 func readMeta(ctx context.Context, db *sql.DB) (Meta, bool, error) {

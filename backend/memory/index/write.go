@@ -201,9 +201,14 @@ func (s *Store) PutFile(ctx context.Context, f FileRecord, chunks []ChunkRecord)
 			return fmt.Errorf("put file %s: journal: %w", f.Path, err)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO files(path, hash, mtime, size, layer, role) VALUES(?, ?, ?, ?, ?, ?)
+	tokens := 0
+	for _, c := range chunks {
+		tokens += s.tokenCount(c.Text)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO files(path, hash, mtime, size, layer, role, chunks, tokens) VALUES(?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT(path) DO UPDATE SET hash = excluded.hash, mtime = excluded.mtime, size = excluded.size,
-		layer = excluded.layer, role = excluded.role`, f.Path, f.Hash, f.MTime, f.Size, f.Layer, f.Role); err != nil {
+		layer = excluded.layer, role = excluded.role, chunks = excluded.chunks, tokens = excluded.tokens`,
+		f.Path, f.Hash, f.MTime, f.Size, f.Layer, f.Role, len(chunks), tokens); err != nil {
 		return fmt.Errorf("put file %s: files row: %w", f.Path, err)
 	}
 	if err := end(true); err != nil {
@@ -215,7 +220,7 @@ func (s *Store) PutFile(ctx context.Context, f FileRecord, chunks []ChunkRecord)
 	for i, c := range chunks {
 		texts[i] = c.Text
 	}
-	if err := s.keywordOps(ctx, oldIDs, newIDs, texts); err != nil {
+	if err := s.keywordOps(ctx, oldIDs, newIDs, texts, f.Path); err != nil {
 		return fmt.Errorf("put file %s: %w", f.Path, err)
 	}
 	return nil
@@ -282,7 +287,7 @@ func (s *Store) DeleteFile(ctx context.Context, path string) error {
 		return fmt.Errorf("delete file %s: commit: %w", path, err)
 	}
 	s.committedVectors(ops)
-	if err := s.keywordOps(ctx, ids, nil, nil); err != nil {
+	if err := s.keywordOps(ctx, ids, nil, nil, ""); err != nil {
 		return fmt.Errorf("delete file %s: %w", path, err)
 	}
 	return nil
@@ -362,7 +367,7 @@ func (s *Store) clearJournal(ctx context.Context, ids []int64) error {
 // replayJournal applies pending Bleve operations left by an interrupted write.
 // Callers hold wmu (or are Open).
 func (s *Store) replayJournal(ctx context.Context) error {
-	rows, err := s.db.QueryContext(ctx, `SELECT j.chunk_id, j.op, c.text FROM bleve_journal j
+	rows, err := s.db.QueryContext(ctx, `SELECT j.chunk_id, j.op, c.text, c.path FROM bleve_journal j
 		LEFT JOIN chunks c ON c.id = j.chunk_id`)
 	if err != nil {
 		return fmt.Errorf("replay journal: %w", err)
@@ -372,14 +377,14 @@ func (s *Store) replayJournal(ctx context.Context) error {
 	for rows.Next() {
 		var id int64
 		var op int
-		var text sql.NullString
-		if err := rows.Scan(&id, &op, &text); err != nil {
+		var text, path sql.NullString
+		if err := rows.Scan(&id, &op, &text, &path); err != nil {
 			rows.Close()
 			return fmt.Errorf("replay journal: %w", err)
 		}
 		ids = append(ids, id)
 		if op == opIndex && text.Valid {
-			if err := b.Index(docID(id), bleveDoc{Text: text.String}); err != nil {
+			if err := b.Index(docID(id), bleveDoc{Text: text.String, Path: path.String}); err != nil {
 				rows.Close()
 				return fmt.Errorf("replay journal: %w", err)
 			}
@@ -435,22 +440,22 @@ func (s *Store) reconcile(ctx context.Context) error {
 		}
 		inBleve[id] = true
 	}
-	rows, err := s.db.QueryContext(ctx, "SELECT id, text FROM chunks")
+	rows, err := s.db.QueryContext(ctx, "SELECT id, text, path FROM chunks")
 	if err != nil {
 		return fmt.Errorf("list chunks: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var id int64
-		var text string
-		if err := rows.Scan(&id, &text); err != nil {
+		var text, path string
+		if err := rows.Scan(&id, &text, &path); err != nil {
 			return fmt.Errorf("list chunks: %w", err)
 		}
 		if inBleve[id] {
 			delete(inBleve, id)
 			continue
 		}
-		if err := b.Index(docID(id), bleveDoc{Text: text}); err != nil {
+		if err := b.Index(docID(id), bleveDoc{Text: text, Path: path}); err != nil {
 			return fmt.Errorf("reindex chunk: %w", err)
 		}
 	}

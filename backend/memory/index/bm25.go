@@ -1,0 +1,552 @@
+package index
+
+import (
+	"container/heap"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+
+	bsearch "github.com/blevesearch/bleve/v2/search"
+	bindex "github.com/blevesearch/bleve_index_api"
+)
+
+// The keyword leg's BM25, evaluated over Bleve's posting lists.
+//
+// Bleve stores the inverted index (terms, postings with term frequency,
+// field-length norm and positions); this file scores it, so that the
+// statistics can be those of a search scope (scope.go) and so that a
+// top-k query need not score every posting of every query term.
+//
+// The score of chunk d for the distinct query terms Q is Bleve's BM25 form
+// (the one the ranking constants were tuned on):
+//
+//	bm25(d) = coord(d) · Σ_{t ∈ Q, t ∈ d} idf(t)² · k1·tf / (tf + k1·(1 − b + b·|d|/avgdl))
+//
+// with k1 = 1.2, b = 0.75, idf(t) = ln(1 + (N − df + 0.5)/(df + 0.5)),
+// coord(d) = (query terms in d)/|Q|, tf the term's frequency in d, |d| the
+// chunk's analysed length (Bleve's norm is 1/√|d|) and N, df(t), avgdl
+// counted over the chunks in scope. (Bleve's own query also multiplies by
+// the query norm 1/√Σidf², a constant per query that the keyword score
+// divides out, and takes avgdl from its term dictionaries; here avgdl is
+// the true mean length, files.tokens/files.chunks.)
+//
+// Top-k uses MaxScore (Turtle & Flood 1995): every term t has an upper
+// bound ub(t) = k1·idf(t)² on its contribution (the saturation term is
+// below k1); with the terms sorted by ub, a chunk holding only terms of the
+// first i scores at most coord·Σub ≤ (Σ_{j<i} ub_j)·i/|Q|. Once that bound
+// is at most the current k-th score θ, those terms are non-essential: the
+// chunks are enumerated from the posting lists of the other (rare) terms
+// only, and the frequent terms' lists are probed by skipping (Advance) to
+// each such chunk, stopping as soon as the chunk's bound falls to θ. The
+// result is the exact top k: a chunk not enumerated holds only
+// non-essential terms and scores at most θ.
+
+// kwHit is one chunk scored by the keyword leg: its internal document
+// number, BM25 score, coverage (see analysedQuery.coverage) and whether it
+// holds every term of the query's phrase sequence (a phrase candidate).
+type kwHit struct {
+	num    uint64
+	score  float64
+	cov    float64
+	seqAll bool
+}
+
+// kwLeg is the keyword leg of one search: one Bleve snapshot, the scope and
+// the query's terms with their statistics in it.
+type kwLeg struct {
+	r     bindex.IndexReader
+	sc    *scope
+	q     *analysedQuery
+	idf2  []float64 // idf(t)², 0 for a term no chunk in scope holds
+	inSeq []bool    // term i occurs in the phrase sequence
+	nSeq  int       // distinct terms of the phrase sequence
+	avgdl float64
+}
+
+// openKeywordLeg opens a snapshot of the keyword index and the scope of
+// accept (nil: every chunk) in it. The caller closes it.
+func (s *Store) openKeywordLeg(ctx context.Context, accept func(string) bool) (*kwLeg, error) {
+	ix, err := s.bl.Advanced()
+	if err != nil {
+		return nil, fmt.Errorf("search keywords: %w", err)
+	}
+	r, err := ix.Reader()
+	if err != nil {
+		return nil, fmt.Errorf("search keywords: %w", err)
+	}
+	sc, err := s.newScope(ctx, r, accept)
+	if err != nil {
+		_ = r.Close()
+		return nil, err
+	}
+	return &kwLeg{r: r, sc: sc, avgdl: sc.avgLen()}, nil
+}
+
+func (k *kwLeg) close() error { return k.r.Close() }
+
+// docFreq returns the number of chunks in scope holding term.
+func (k *kwLeg) docFreq(ctx context.Context, term string) (uint64, error) {
+	tfr, err := k.r.TermFieldReader(ctx, []byte(term), textField, false, false, false)
+	if err != nil {
+		return 0, fmt.Errorf("search keywords: %w", err)
+	}
+	defer tfr.Close()
+	if k.sc.all {
+		return tfr.Count(), nil
+	}
+	var buf bindex.TermFieldDoc
+	var n uint64
+	for {
+		d, err := tfr.Next(&buf)
+		if err != nil {
+			return 0, fmt.Errorf("search keywords: %w", err)
+		}
+		if d == nil {
+			return n, nil
+		}
+		if k.sc.has(binary.BigEndian.Uint64(d.ID)) {
+			n++
+		}
+	}
+}
+
+// prepare sets the query whose terms weighTerms has weighed (df in scope).
+func (k *kwLeg) prepare(q *analysedQuery) {
+	k.q = q
+	k.idf2 = make([]float64, len(q.terms))
+	for i := range q.terms {
+		if q.df[i] > 0 {
+			idf := bm25IDF(q.n, q.df[i])
+			k.idf2[i] = idf * idf
+		}
+	}
+	k.inSeq = make([]bool, len(q.terms))
+	seq := map[string]bool{}
+	for _, t := range q.seq {
+		seq[t] = true
+	}
+	k.nSeq = len(seq)
+	for i, t := range q.terms {
+		k.inSeq[i] = seq[t]
+	}
+}
+
+// saturation is BM25's term-frequency part for frequency tf in a chunk of
+// norm (1/√length): k1·tf/(tf + k1·(1 − b + b·|d|/avgdl)).
+func (k *kwLeg) saturation(tf, norm float64) float64 {
+	lnorm := 1.0
+	if k.avgdl > 0 && norm > 0 {
+		lnorm = 1 - bsearch.BM25_b + bsearch.BM25_b*(1/(norm*norm))/k.avgdl
+	}
+	return bsearch.BM25_k1 * tf / (tf + bsearch.BM25_k1*lnorm)
+}
+
+// cursor walks the in-scope postings of one query term in document order.
+type cursor struct {
+	term int
+	tfr  bindex.TermFieldReader
+	doc  uint64 // current document number, valid unless done
+	done bool
+	tf   float64
+	norm float64
+	vecs []*bindex.TermFieldVector
+	buf  bindex.TermFieldDoc
+	id   [8]byte
+	sc   *scope
+}
+
+func (k *kwLeg) cursor(ctx context.Context, term int, positions bool) (*cursor, error) {
+	tfr, err := k.r.TermFieldReader(ctx, []byte(k.q.terms[term]), textField, true, true, positions)
+	if err != nil {
+		return nil, fmt.Errorf("search keywords: %w", err)
+	}
+	return &cursor{term: term, tfr: tfr, sc: k.sc}, nil
+}
+
+// take records d as the current posting, or moves on when it is out of scope.
+func (c *cursor) take(d *bindex.TermFieldDoc) error {
+	for d != nil {
+		num := binary.BigEndian.Uint64(d.ID)
+		if c.sc.has(num) {
+			c.doc, c.tf, c.norm, c.vecs = num, float64(d.Freq), d.Norm, d.Vectors
+			return nil
+		}
+		var err error
+		if d, err = c.tfr.Next(&c.buf); err != nil {
+			return fmt.Errorf("search keywords: %w", err)
+		}
+	}
+	c.done = true
+	return nil
+}
+
+// next moves to the following in-scope posting.
+func (c *cursor) next() error {
+	if c.done {
+		return nil
+	}
+	d, err := c.tfr.Next(&c.buf)
+	if err != nil {
+		return fmt.Errorf("search keywords: %w", err)
+	}
+	return c.take(d)
+}
+
+// seek moves to the first in-scope posting at or after document target.
+func (c *cursor) seek(target uint64) error {
+	if c.done || c.doc >= target {
+		return nil
+	}
+	binary.BigEndian.PutUint64(c.id[:], target)
+	d, err := c.tfr.Advance(c.id[:], &c.buf)
+	if err != nil {
+		return fmt.Errorf("search keywords: %w", err)
+	}
+	return c.take(d)
+}
+
+func closeCursors(cs []*cursor) {
+	for _, c := range cs {
+		_ = c.tfr.Close()
+	}
+}
+
+// openCursors opens a cursor on each term that some chunk in scope holds,
+// positioned on its first posting.
+func (k *kwLeg) openCursors(ctx context.Context, terms []int) ([]*cursor, error) {
+	var cs []*cursor
+	for _, t := range terms {
+		if k.idf2[t] == 0 {
+			continue
+		}
+		c, err := k.cursor(ctx, t, false)
+		if err != nil {
+			closeCursors(cs)
+			return nil, err
+		}
+		cs = append(cs, c)
+		if err := c.next(); err != nil {
+			closeCursors(cs)
+			return nil, err
+		}
+	}
+	return cs, nil
+}
+
+// scored accumulates one chunk's score. sum is the running sum (for the
+// MaxScore bound); the final score is summed again in query-term order
+// from part, so that it does not depend on the order the posting lists
+// were visited in (top-k and scoring chosen chunks give equal floats).
+type scored struct {
+	sum     float64
+	matched int
+	terms   []int
+	part    []float64 // by term index
+}
+
+func (k *kwLeg) add(a *scored, c *cursor) {
+	x := k.idf2[c.term] * k.saturation(c.tf, c.norm)
+	a.sum += x
+	a.matched++
+	a.terms = append(a.terms, c.term)
+	a.part[c.term] = x
+}
+
+// reset readies a for the next chunk.
+func (k *kwLeg) reset(a *scored) {
+	if a.part == nil {
+		a.part = make([]float64, len(k.q.terms))
+	}
+	a.sum, a.matched, a.terms = 0, 0, a.terms[:0]
+}
+
+func (k *kwLeg) hit(num uint64, a *scored) kwHit {
+	slices.Sort(a.terms)
+	var sum, cov float64
+	seq := 0
+	for _, t := range a.terms {
+		sum += a.part[t]
+		cov += k.q.weight[t]
+		if k.inSeq[t] {
+			seq++
+		}
+	}
+	h := kwHit{num: num, score: sum * float64(a.matched) / float64(len(k.q.terms)), seqAll: k.nSeq >= 2 && seq == k.nSeq}
+	if k.q.norm > 0 {
+		h.cov = clamp01(cov / k.q.norm)
+	}
+	return h
+}
+
+// allTerms returns the indices of every query term.
+func (k *kwLeg) allTerms() []int {
+	ts := make([]int, len(k.q.terms))
+	for i := range ts {
+		ts[i] = i
+	}
+	return ts
+}
+
+// top returns the n best chunks in scope by BM25 (score descending, then
+// document number), whether more chunks may match (the list is full), and
+// nothing else: a chunk not returned scores at most the last one's score.
+func (k *kwLeg) top(ctx context.Context, n int) (hits []kwHit, full bool, err error) {
+	cs, err := k.openCursors(ctx, k.allTerms())
+	if err != nil {
+		return nil, false, err
+	}
+	defer closeCursors(cs)
+	m := len(cs)
+	if m == 0 {
+		return nil, false, nil
+	}
+	// Ascending upper bounds; pre[i] is the sum of the first i.
+	ub := func(c *cursor) float64 { return bsearch.BM25_k1 * k.idf2[c.term] }
+	sort.SliceStable(cs, func(i, j int) bool { return ub(cs[i]) < ub(cs[j]) })
+	pre := make([]float64, m+1)
+	for i, c := range cs {
+		pre[i+1] = pre[i] + ub(c)
+	}
+	nq := float64(len(k.q.terms))
+	h := &kwHeap{}
+	theta := func() (float64, bool) {
+		if h.Len() < n {
+			return 0, false
+		}
+		return (*h)[0].score, true
+	}
+	e := 0 // cs[:e] are non-essential
+	var a scored
+	// slack absorbs the rounding of the running sums in the bounds, so a
+	// chunk is pruned only when it surely scores at most θ.
+	const slack = 1 + 1e-12
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, false, err
+		}
+		if th, ok := theta(); ok {
+			for e < m && slack*pre[e+1]*float64(e+1)/nq <= th {
+				e++
+			}
+		}
+		if e == m {
+			break
+		}
+		cur, any := uint64(math.MaxUint64), false
+		for _, c := range cs[e:] {
+			if !c.done && c.doc < cur {
+				cur, any = c.doc, true
+			}
+		}
+		if !any {
+			break
+		}
+		k.reset(&a)
+		for _, c := range cs[e:] {
+			if !c.done && c.doc == cur {
+				k.add(&a, c)
+				if err := c.next(); err != nil {
+					return nil, false, err
+				}
+			}
+		}
+		pruned := false
+		for i := e - 1; i >= 0; i-- {
+			if th, ok := theta(); ok && slack*(a.sum+pre[i+1])*float64(a.matched+i+1)/nq <= th {
+				pruned = true
+				break
+			}
+			c := cs[i]
+			if err := c.seek(cur); err != nil {
+				return nil, false, err
+			}
+			if !c.done && c.doc == cur {
+				k.add(&a, c)
+			}
+		}
+		if pruned {
+			continue
+		}
+		hit := k.hit(cur, &a)
+		if th, ok := theta(); !ok {
+			heap.Push(h, hit)
+		} else if hit.score > th {
+			(*h)[0] = hit
+			heap.Fix(h, 0)
+		}
+	}
+	hits = make([]kwHit, h.Len())
+	copy(hits, *h)
+	sortKwHits(hits)
+	return hits, len(hits) >= n, nil
+}
+
+// score returns the BM25 scores of the chunks nums (in scope; those that
+// hold no query term are left out).
+func (k *kwLeg) score(ctx context.Context, nums []uint64) ([]kwHit, error) {
+	if len(nums) == 0 {
+		return nil, nil
+	}
+	nums = slices.Clone(nums)
+	slices.Sort(nums)
+	nums = slices.Compact(nums)
+	cs, err := k.openCursors(ctx, k.allTerms())
+	if err != nil {
+		return nil, err
+	}
+	defer closeCursors(cs)
+	var out []kwHit
+	var a scored
+	for _, num := range nums {
+		k.reset(&a)
+		for _, c := range cs {
+			if err := c.seek(num); err != nil {
+				return nil, err
+			}
+			if !c.done && c.doc == num {
+				k.add(&a, c)
+			}
+		}
+		if a.matched > 0 {
+			out = append(out, k.hit(num, &a))
+		}
+	}
+	return out, nil
+}
+
+// union returns the chunks in scope holding at least one of terms, or
+// ok = false when there are more than limit of them.
+func (k *kwLeg) union(ctx context.Context, terms []int, limit int) (nums []uint64, ok bool, err error) {
+	cs, err := k.openCursors(ctx, terms)
+	if err != nil {
+		return nil, false, err
+	}
+	defer closeCursors(cs)
+	for {
+		cur, any := uint64(math.MaxUint64), false
+		for _, c := range cs {
+			if !c.done && c.doc < cur {
+				cur, any = c.doc, true
+			}
+		}
+		if !any {
+			return nums, true, nil
+		}
+		if len(nums) == limit {
+			return nil, false, nil
+		}
+		nums = append(nums, cur)
+		for _, c := range cs {
+			if !c.done && c.doc == cur {
+				if err := c.next(); err != nil {
+					return nil, false, err
+				}
+			}
+		}
+	}
+}
+
+// locations returns, for each of the chunks nums, the positions of the
+// query's phrase-sequence terms in it (as Bleve's term vectors record them).
+func (k *kwLeg) locations(ctx context.Context, nums []uint64) (map[uint64]bsearch.TermLocationMap, error) {
+	out := make(map[uint64]bsearch.TermLocationMap, len(nums))
+	if len(nums) == 0 {
+		return out, nil
+	}
+	nums = slices.Clone(nums)
+	slices.Sort(nums)
+	for t := range k.q.terms {
+		if !k.inSeq[t] || k.idf2[t] == 0 {
+			continue
+		}
+		c, err := k.cursor(ctx, t, true)
+		if err != nil {
+			return nil, err
+		}
+		if err := c.next(); err != nil {
+			_ = c.tfr.Close()
+			return nil, err
+		}
+		for _, num := range nums {
+			if err := c.seek(num); err != nil {
+				_ = c.tfr.Close()
+				return nil, err
+			}
+			if c.done {
+				break
+			}
+			if c.doc != num {
+				continue
+			}
+			lm := out[num]
+			if lm == nil {
+				lm = bsearch.TermLocationMap{}
+				out[num] = lm
+			}
+			for _, v := range c.vecs {
+				lm[k.q.terms[t]] = append(lm[k.q.terms[t]], &bsearch.Location{Pos: v.Pos})
+			}
+		}
+		if err := c.tfr.Close(); err != nil {
+			return nil, fmt.Errorf("search keywords: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// chunkID returns the chunk id of internal document number num.
+func (k *kwLeg) chunkID(num uint64) (int64, bool) {
+	var id [8]byte
+	binary.BigEndian.PutUint64(id[:], num)
+	ext, err := k.r.ExternalID(id[:])
+	if err != nil {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(ext, 10, 64)
+	return v, err == nil
+}
+
+// docNum returns the internal document number of chunk id, if the snapshot
+// holds it in scope.
+func (k *kwLeg) docNum(id int64) (uint64, bool) {
+	in, err := k.r.InternalID(docID(id))
+	if err != nil || len(in) != 8 {
+		return 0, false
+	}
+	num := binary.BigEndian.Uint64(in)
+	return num, k.sc.has(num)
+}
+
+// sortKwHits orders hits by score descending, then document number.
+func sortKwHits(hs []kwHit) {
+	sort.Slice(hs, func(i, j int) bool {
+		if hs[i].score != hs[j].score {
+			return hs[i].score > hs[j].score
+		}
+		return hs[i].num < hs[j].num
+	})
+}
+
+// kwHeap is a min-heap of hits by score (the worst on top; among equal
+// scores the larger document number).
+type kwHeap []kwHit
+
+func (h kwHeap) Len() int { return len(h) }
+func (h kwHeap) Less(i, j int) bool {
+	if h[i].score != h[j].score {
+		return h[i].score < h[j].score
+	}
+	return h[i].num > h[j].num
+}
+func (h kwHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *kwHeap) Push(x any)   { *h = append(*h, x.(kwHit)) }
+func (h *kwHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}

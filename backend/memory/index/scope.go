@@ -1,0 +1,162 @@
+package index
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+
+	bindex "github.com/blevesearch/bleve_index_api"
+)
+
+// Search scope (SPEC §4.3, §5.1): results are filtered by the caller's read
+// permission before ranking and cutting. A Query with a Scope sees only the
+// chunks of the files Scope accepts, and everything the ranking uses is
+// computed over those chunks alone: the BM25 statistics (number of chunks,
+// document frequencies, average length), the coverage weights, both
+// candidate pools and the copies listed in AlsoIn. A search of a scope
+// therefore returns what the same search of an index holding only the
+// scope's files would return (the property TestScopeEqualsReadableIndex
+// checks), and no result, count or score depends on a file outside it.
+// (Its running time still does: the keyword leg walks posting lists that
+// include out-of-scope chunks.)
+
+// fileStat is one files row as the scope needs it.
+type fileStat struct {
+	path   string
+	chunks uint64
+	tokens uint64
+}
+
+// scope is the set of chunks one search may see, with their BM25
+// statistics. all means every chunk of the index; otherwise bits is a set
+// of Bleve internal document numbers of one index snapshot: the chunks in
+// scope, or (invert) the chunks out of scope, whichever side has fewer.
+type scope struct {
+	all    bool
+	bits   []uint64
+	invert bool
+	// n and tokens: chunks in scope and their analysed tokens (files.chunks
+	// and files.tokens summed over the files in scope).
+	n, tokens uint64
+	// paths lists the files in scope (nil when all); accept is the Query's
+	// predicate (nil when all).
+	paths  []string
+	accept func(string) bool
+}
+
+// has reports whether internal document number num is in scope.
+func (sc *scope) has(num uint64) bool {
+	if sc.all {
+		return true
+	}
+	w := num / 64
+	in := w < uint64(len(sc.bits)) && sc.bits[w]&(1<<(num%64)) != 0
+	return in != sc.invert
+}
+
+// hasPath reports whether file path is in scope.
+func (sc *scope) hasPath(path string) bool {
+	return sc.all || sc.accept(path)
+}
+
+func (sc *scope) set(num uint64) {
+	w := num / 64
+	for uint64(len(sc.bits)) <= w {
+		sc.bits = append(sc.bits, 0)
+	}
+	sc.bits[w] |= 1 << (num % 64)
+}
+
+// avgLen returns the mean analysed length of a chunk in scope, 0 when
+// unknown (an index written before schema 2).
+func (sc *scope) avgLen() float64 {
+	if sc.n == 0 {
+		return 0
+	}
+	return float64(sc.tokens) / float64(sc.n)
+}
+
+// fileStats returns the files rows with their chunk and token counts,
+// cached until the next commit.
+func (s *Store) fileStats(ctx context.Context) ([]fileStat, error) {
+	c := s.commits.Load()
+	s.statsMu.Lock()
+	defer s.statsMu.Unlock()
+	if s.stats != nil && s.statsAt == c {
+		return s.stats, nil
+	}
+	rows, err := s.db.QueryContext(ctx, "SELECT path, chunks, tokens FROM files")
+	if err != nil {
+		return nil, fmt.Errorf("file stats: %w", err)
+	}
+	defer rows.Close()
+	out := []fileStat{}
+	for rows.Next() {
+		var f fileStat
+		if err := rows.Scan(&f.path, &f.chunks, &f.tokens); err != nil {
+			return nil, fmt.Errorf("file stats: %w", err)
+		}
+		out = append(out, f)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("file stats: %w", err)
+	}
+	s.stats, s.statsAt = out, c
+	return out, nil
+}
+
+// newScope returns the scope of a search over reader r: every chunk when
+// accept is nil or accepts every file, else the chunks of the files accept
+// takes, marked in a bitset from the posting lists of their path terms
+// (or of the other files' paths when those hold fewer chunks).
+func (s *Store) newScope(ctx context.Context, r bindex.IndexReader, accept func(string) bool) (*scope, error) {
+	stats, err := s.fileStats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sc := &scope{accept: accept}
+	var in, out []string
+	var nIn, nOut uint64
+	for _, f := range stats {
+		if accept == nil || accept(f.path) {
+			in = append(in, f.path)
+			nIn += f.chunks
+			sc.n += f.chunks
+			sc.tokens += f.tokens
+		} else {
+			out = append(out, f.path)
+			nOut += f.chunks
+		}
+	}
+	if len(out) == 0 {
+		sc.all, sc.accept = true, nil
+		return sc, nil
+	}
+	sc.paths = in
+	mark := in
+	if nOut < nIn {
+		mark, sc.invert = out, true
+	}
+	var buf bindex.TermFieldDoc
+	for _, p := range mark {
+		tfr, err := r.TermFieldReader(ctx, []byte(p), pathField, false, false, false)
+		if err != nil {
+			return nil, fmt.Errorf("search scope: %w", err)
+		}
+		for {
+			d, err := tfr.Next(&buf)
+			if err != nil {
+				_ = tfr.Close()
+				return nil, fmt.Errorf("search scope: %w", err)
+			}
+			if d == nil {
+				break
+			}
+			sc.set(binary.BigEndian.Uint64(d.ID))
+		}
+		if err := tfr.Close(); err != nil {
+			return nil, fmt.Errorf("search scope: %w", err)
+		}
+	}
+	return sc, nil
+}
