@@ -552,6 +552,7 @@ func TestUIConflictsAndAudit(t *testing.T) {
 		`[...document.querySelectorAll('[data-testid=memory-file]')].some(e => e.textContent.includes('plan.md')
 		  && e.querySelector('[data-testid=file-layer]')?.textContent === 'L1 global'
 		  && e.querySelector('[data-testid=file-access]')?.textContent.includes('read: * · write: admin, main'))`, 30*time.Second)
+	shot(t, ctx, "memory-files.png")
 	waitFor(t, ctx, "the open conflict count", `document.querySelector('[data-testid=conflicts-count]')?.textContent === '1'`, 10*time.Second)
 
 	// Conflicts: open it and see both sides.
