@@ -151,10 +151,7 @@ func Register(o Options) {
 				return nil, mapErr(err)
 			}
 		}
-		if files == nil {
-			files = []memory.FileInfo{}
-		}
-		return map[string]any{"files": files}, nil
+		return map[string]any{"files": fileEntries(o.Guard, files)}, nil
 	})
 
 	g.Handle("audit.tail", func(ctx context.Context, c *gateway.Call) (any, error) {

@@ -475,3 +475,135 @@ func TestUITwoTabs(t *testing.T) {
 		t.Errorf("the tabs show different timelines:\ntab 1:\n%s\ntab 2:\n%s", one, two)
 	}
 }
+
+// cli runs the built binary against the running app's home and workspace
+// (memory commands ask the running app over its gateway) and returns
+// stdout; wantOK says whether it must succeed or fail.
+func cli(t *testing.T, bin, home, ws string, port int, stdin string, wantOK bool, args ...string) string {
+	t.Helper()
+	args = append(args, "--home", home, "--workspace", ws, "--port", fmt.Sprint(port))
+	cmd := exec.Command(bin, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if (err == nil) != wantOK {
+		t.Fatalf("atrium %s: err %v (want ok %v)\nstdout: %s\nstderr: %s", strings.Join(args, " "), err, wantOK, stdout.String(), stderr.String())
+	}
+	return stdout.String()
+}
+
+// TestUIConflictsAndAudit: a stale replace (written through the running
+// app by the CLI) makes a conflict; the memory panel's conflicts queue shows
+// both sides with the differing lines marked, "Take other" resolves it and
+// the file on disk holds the other side; the files view shows layer and
+// access; the audit view shows a denied read, highlighted.
+func TestUIConflictsAndAudit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: skipped in -short mode")
+	}
+	chromium := chromiumPath(t)
+	tmp := t.TempDir()
+	bin := buildAtrium(t)
+	home, ws := filepath.Join(tmp, "home"), filepath.Join(tmp, "workspace")
+	secret := filepath.Join(ws, "memory", "roles", "code-expert", "secret.md")
+	for _, d := range []string{home, filepath.Dir(secret)} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(secret, []byte("# Secret\n\nPrivate tip.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	modelSrv := httptest.NewServer(&scriptedModel{reply: "ok"})
+	t.Cleanup(modelSrv.Close)
+	port := freePort(t)
+	url := startServe(t, bin, home, ws, port, []string{"OPENAI_BASE_URL=" + modelSrv.URL + "/v1", "OPENAI_API_KEY=k", "OPENAI_MODEL=scripted"})
+
+	// Two writers start from v1; the second write is based on the stale v1.
+	const plan = "memory/global/plan.md"
+	const v1 = "# 计划 Plan\n\n第一步：整理索引。\nStep two: ship.\n"
+	const v2 = "# 计划 Plan\n\n第一步：整理索引（已完成）。\nStep two: ship.\n"
+	const v3 = "# 计划 Plan\n\n第一步：整理索引。\nStep two: ship on Friday.\n"
+	var w1, w3 struct {
+		Version  string `json:"version"`
+		Conflict *struct {
+			ID int64 `json:"id"`
+		} `json:"conflict"`
+	}
+	if err := json.Unmarshal([]byte(cli(t, bin, home, ws, port, v1, true, "memory", "write", plan, "--mode", "replace", "--json")), &w1); err != nil || w1.Version == "" {
+		t.Fatalf("write v1: %v %+v", err, w1)
+	}
+	cli(t, bin, home, ws, port, v2, true, "memory", "write", plan, "--mode", "replace", "--base", w1.Version, "--json")
+	if err := json.Unmarshal([]byte(cli(t, bin, home, ws, port, v3, true, "memory", "write", plan, "--mode", "replace", "--base", w1.Version, "--json")), &w3); err != nil || w3.Conflict == nil {
+		t.Fatalf("the stale write made no conflict: %v %+v", err, w3)
+	}
+	// A role's read of another role's private file: refused and audited.
+	cli(t, bin, home, ws, port, "", false, "memory", "get", "memory/roles/code-expert/secret.md", "--as", "writer")
+
+	ctx := newBrowser(t, chromium, tmp)
+	if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
+		t.Fatalf("navigate: %v", err)
+	}
+	waitFor(t, ctx, "the UI to connect", connected, 30*time.Second)
+
+	// Files: the plan is L1 global, readable by all, written by admin and main (the defaults).
+	waitFor(t, ctx, "the plan in the file list with its layer and access",
+		`[...document.querySelectorAll('[data-testid=memory-file]')].some(e => e.textContent.includes('plan.md')
+		  && e.querySelector('[data-testid=file-layer]')?.textContent === 'L1 global'
+		  && e.querySelector('[data-testid=file-access]')?.textContent.includes('read: * · write: admin, main'))`, 30*time.Second)
+	shot(t, ctx, "memory-files.png")
+	waitFor(t, ctx, "the open conflict count", `document.querySelector('[data-testid=conflicts-count]')?.textContent === '1'`, 10*time.Second)
+
+	// Conflicts: open it and see both sides.
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`[data-testid=memory-view-conflicts]`))); err != nil {
+		t.Fatalf("open conflicts: %v", err)
+	}
+	waitFor(t, ctx, "the conflict in the queue", `[...document.querySelectorAll('[data-testid=conflict-item]')].some(e => e.textContent.includes('memory/global/plan.md'))`, 10*time.Second)
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`[data-testid=conflict-item]`))); err != nil {
+		t.Fatalf("open the conflict: %v", err)
+	}
+	waitFor(t, ctx, "both sides, differing lines marked",
+		`(() => { const l = [...document.querySelectorAll('[data-testid=diff-left][data-changed=true]')].map(e => e.textContent);
+		  const r = [...document.querySelectorAll('[data-testid=diff-right][data-changed=true]')].map(e => e.textContent);
+		  return l.includes('Step two: ship on Friday.') && l.includes('第一步：整理索引。') && r.includes('第一步：整理索引（已完成）。') && r.includes('Step two: ship.'); })()`, 10*time.Second)
+	shot(t, ctx, "memory-conflict.png")
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`[data-testid=conflict-take-other]`))); err != nil {
+		t.Fatalf("take other: %v", err)
+	}
+	waitFor(t, ctx, "the queue to be empty", `!!document.querySelector('[data-testid=conflicts-empty]')`, 10*time.Second)
+	b, err := os.ReadFile(filepath.Join(ws, filepath.FromSlash(plan)))
+	if err != nil || string(b) != v2 {
+		t.Fatalf("after taking the other side the file holds %q (%v), want %q", b, err, v2)
+	}
+	if left, _ := filepath.Glob(filepath.Join(ws, "memory", "global", "plan.conflict-*.md")); len(left) != 0 {
+		t.Errorf("conflict files left after resolving: %v", left)
+	}
+
+	// Audit: the denied read is listed and highlighted; the denied filter keeps it.
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`[data-testid=memory-view-audit]`))); err != nil {
+		t.Fatalf("open audit: %v", err)
+	}
+	const deniedRow = `[...document.querySelectorAll('[data-testid=audit-row][data-result=denied]')].some(e => e.classList.contains('denied') && e.textContent.includes('roles/code-expert/secret.md') && e.textContent.includes('writer'))`
+	waitFor(t, ctx, "the denied read in the audit view", deniedRow, 10*time.Second)
+	js[bool](t, ctx, `(() => { const s = document.querySelector('[data-testid=audit-result]'); s.value = 'denied'; s.dispatchEvent(new Event('change', {bubbles: true})); return true; })()`)
+	waitFor(t, ctx, "only denied rows", `(() => { const rows = [...document.querySelectorAll('[data-testid=audit-row]')]; return rows.length > 0 && rows.every(e => e.dataset.result === 'denied'); })() && `+deniedRow, 10*time.Second)
+	shot(t, ctx, "memory-audit.png")
+}
+
+// shot saves a screenshot of the page into $ATRIUM_E2E_OUT, when set.
+func shot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	dir := os.Getenv("ATRIUM_E2E_OUT")
+	if dir == "" {
+		return
+	}
+	buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(90))
+	if err != nil {
+		t.Logf("screenshot %s: %v", name, err)
+		return
+	}
+	if err := os.MkdirAll(dir, 0o755); err == nil {
+		_ = os.WriteFile(filepath.Join(dir, name), buf, 0o644)
+	}
+}

@@ -331,3 +331,15 @@ func firstRunes(s string, n int) string {
 	}
 	return s
 }
+
+// Access returns who the ACL in force lets read, write and collaborate on
+// the workspace-relative path rel (already canonical, as the index stores
+// it), and the deciding rule. Not audited: it describes, never decides
+// (the memory.files listing that shows it is audited as one entry).
+func (g *Guard) Access(rel string) (acl.Grant, bool) {
+	name, ok := acl.Name(rel)
+	if !ok {
+		return acl.Grant{}, false
+	}
+	return g.opts.ACL.Explain(name, g.owners())
+}

@@ -1,5 +1,20 @@
 import { describe, expect, it } from 'vitest';
-import { MAX_IMPORT_BYTES, checkImport, formatLines, formatScore, layerLabel, readImportFile, splitLines, statusSummary } from './memory';
+import {
+  MAX_IMPORT_BYTES,
+  accessLine,
+  accessRule,
+  checkImport,
+  formatLines,
+  formatScore,
+  groupByLayer,
+  layerBadge,
+  layerCode,
+  layerLabel,
+  readImportFile,
+  splitLines,
+  statusSummary,
+  type MemoryFile,
+} from './memory';
 
 const enc = new TextEncoder();
 
@@ -52,5 +67,39 @@ describe('memory helpers', () => {
     expect(splitLines(t, 1, 1)).toEqual(['', 'l1', '\nl2\nl3\nl4']);
     expect(splitLines(t, 0, 0)).toEqual([t, '', '']);
     expect(splitLines(t, 4, 99)).toEqual(['l1\nl2\nl3\n', 'l4', '']);
+  });
+
+  it('names layers L1 global, L2 role, L3 session', () => {
+    expect(layerCode('global')).toBe('L1');
+    expect(layerCode('role')).toBe('L2');
+    expect(layerCode('session')).toBe('L3');
+    expect(layerCode('archive')).toBe('other');
+    expect(layerBadge('session')).toBe('L3 session');
+    expect(layerBadge(undefined)).toBe('memory');
+  });
+
+  it('describes who may read and write a file', () => {
+    expect(accessLine({ rule: 'global/**', read: ['*'], write: ['admin', 'main'], collaborate: [] })).toBe('read: * · write: admin, main');
+    expect(
+      accessLine({ rule: 'sessions/*/**', read: ['$session_owner', 'admin'], write: ['$session_owner'], collaborate: ['$session_owner'], sessionOwner: 'writer' }),
+    ).toBe('read: $session_owner (writer), admin · write: $session_owner (writer) · collaborate: $session_owner (writer)');
+    expect(accessLine({ rule: '', read: [], write: [], collaborate: [] })).toBe('read: nobody · write: nobody');
+    expect(accessLine(undefined)).toBe('');
+    expect(accessRule({ rule: 'roles/*/**', source: 'defaults', read: [], write: [], collaborate: [] })).toBe('rule "roles/*/**" (defaults)');
+    expect(accessRule({ rule: 'global/a.md', line: 3, source: 'file', read: [], write: [], collaborate: [] })).toBe('rule "global/a.md" (.acl line 3)');
+    expect(accessRule({ rule: '', read: [], write: [], collaborate: [] })).toContain('no rule');
+  });
+
+  it('groups files by layer in L1, L2, L3 order and filters one layer', () => {
+    const f = (path: string, layer?: string): MemoryFile => ({ path, size: 1, mtime: 1, chunks: 1, layer });
+    const files = [f('s/a', 'session'), f('r/a', 'role'), f('g/a', 'global'), f('r/b', 'role'), f('x', undefined)];
+    expect(groupByLayer(files).map((g) => [g.code, g.files.map((x) => x.path)])).toEqual([
+      ['L1', ['g/a']],
+      ['L2', ['r/a', 'r/b']],
+      ['L3', ['s/a']],
+      ['other', ['x']],
+    ]);
+    expect(groupByLayer(files, 'L2').map((g) => g.code)).toEqual(['L2']);
+    expect(groupByLayer([], 'all')).toEqual([]);
   });
 });

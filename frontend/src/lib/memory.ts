@@ -19,6 +19,17 @@ export interface SearchPayload {
   model?: string;
 }
 
+/** Who the ACL in force lets read, write and collaborate on a file (memory.files `access`). */
+export interface FileAccess {
+  rule: string;
+  line?: number;
+  source?: 'file' | 'defaults' | 'admin-only' | (string & {});
+  read: string[];
+  write: string[];
+  collaborate: string[];
+  sessionOwner?: string;
+}
+
 export interface MemoryFile {
   path: string;
   size: number;
@@ -26,6 +37,77 @@ export interface MemoryFile {
   chunks: number;
   layer?: string;
   role?: string;
+  access?: FileAccess;
+}
+
+export type LayerCode = 'L1' | 'L2' | 'L3' | 'other';
+
+/** SPEC §5.2 layers: L1 global, L2 role, L3 session; anything else is "other". */
+export function layerCode(layer?: string): LayerCode {
+  switch (layer) {
+    case 'global':
+      return 'L1';
+    case 'role':
+      return 'L2';
+    case 'session':
+      return 'L3';
+  }
+  return 'other';
+}
+
+/** The badge text of a layer: "L1 global", "L2 role", "L3 session", or the layer as reported. */
+export function layerBadge(layer?: string): string {
+  const code = layerCode(layer);
+  if (code === 'other') return layer || 'memory';
+  return `${code} ${layer}`;
+}
+
+/** A principal as shown: `$session_owner` with the role it stands for, when known. */
+function showPrincipal(p: string, owner?: string): string {
+  return p === '$session_owner' && owner ? `$session_owner (${owner})` : p;
+}
+
+function principals(list: string[] | undefined, owner?: string): string {
+  return list && list.length > 0 ? list.map((p) => showPrincipal(p, owner)).join(', ') : 'nobody';
+}
+
+/** "read: * · write: admin, main" (plus "· collaborate: …" when anyone may). */
+export function accessLine(a?: FileAccess): string {
+  if (!a) return '';
+  const parts = [`read: ${principals(a.read, a.sessionOwner)}`, `write: ${principals(a.write, a.sessionOwner)}`];
+  if (a.collaborate && a.collaborate.length > 0) parts.push(`collaborate: ${principals(a.collaborate, a.sessionOwner)}`);
+  return parts.join(' · ');
+}
+
+/** Tooltip naming the deciding rule: 'rule "roles/*\/**" (defaults)', 'rule "x" (.acl line 3)'. */
+export function accessRule(a?: FileAccess): string {
+  if (!a) return '';
+  if (!a.rule) return 'no rule matches: nobody may read or write it';
+  const where = a.line ? `.acl line ${a.line}` : a.source === 'file' ? '.acl' : a.source || 'built-in';
+  return `rule "${a.rule}" (${where})`;
+}
+
+export interface LayerGroup {
+  code: LayerCode;
+  title: string;
+  files: MemoryFile[];
+}
+
+const GROUP_TITLES: Record<LayerCode, string> = {
+  L1: 'L1 · Global',
+  L2: 'L2 · Roles',
+  L3: 'L3 · Sessions',
+  other: 'Other',
+};
+
+/** Files grouped by layer in L1, L2, L3, other order (empty groups left out; order within kept). */
+export function groupByLayer(files: MemoryFile[], only: LayerCode | 'all' = 'all'): LayerGroup[] {
+  const order: LayerCode[] = ['L1', 'L2', 'L3', 'other'];
+  const groups = new Map<LayerCode, MemoryFile[]>(order.map((c) => [c, []]));
+  for (const f of files) groups.get(layerCode(f.layer))!.push(f);
+  return order
+    .filter((c) => (only === 'all' || only === c) && groups.get(c)!.length > 0)
+    .map((c) => ({ code: c, title: GROUP_TITLES[c], files: groups.get(c)! }));
 }
 
 export interface MemoryStatus {
