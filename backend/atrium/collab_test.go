@@ -221,3 +221,130 @@ func TestCollabOverGateway(t *testing.T) {
 		t.Errorf("chat.route empty: %v", err)
 	}
 }
+
+// TestSeedWalkthrough is the seed's scenario (S000 §6, cases 1 and 3) over
+// the real gateway with SPEC §5.1's example rules: a project-path change
+// in global memory is seen by all three roles; a performance tip stays
+// private to code-expert; a code-expert → writer collaboration produces an
+// article (the writer writes it) and updates global/project-status.md.
+func TestSeedWalkthrough(t *testing.T) {
+	a, ws := startApp(t, func(string) string { return "" })
+	seedWorkspace(t, a, ws, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	op := gwDial(ctx, t, a, gateway.RoleOperator, "walk-op")
+	must(t, op.Call(ctx, "memory.sync", nil, nil))
+	roles := []string{"code-expert", "writer", "analyst"}
+	const status = "memory/global/project-status.md"
+	search := func(role, q string) memory.SearchResponse {
+		t.Helper()
+		var res memory.SearchResponse
+		must(t, op.Call(ctx, "memory.search", map[string]any{"as": role, "query": q, "maxResults": 10}, &res))
+		return res
+	}
+	get := func(role, path string) (string, error) {
+		var res memory.GetResponse
+		err := op.Call(ctx, "memory.get", map[string]any{"as": role, "path": path}, &res)
+		return res.Text, err
+	}
+
+	// 1. The project moved: main (the main agent) records it in global memory.
+	must(t, op.Call(ctx, "memory.write", map[string]any{"as": "main", "path": status, "mode": "append",
+		"content": "- 项目路径变更：项目现在位于 /home/lighthouse/twg/PyServer/ (project path changed)"}, nil))
+	for _, r := range roles {
+		res := search(r, "项目路径 PyServer")
+		if len(res.Results) == 0 || res.Results[0].Path != status {
+			t.Errorf("%s: search for the project path: %+v", r, res.Results)
+		}
+		if text, err := get(r, status); err != nil || !strings.Contains(text, "/home/lighthouse/twg/PyServer/") {
+			t.Errorf("%s: get %s: %q %v", r, status, text, err)
+		}
+	}
+
+	// 2. code-expert keeps a performance tip to itself (S000 case 3).
+	const tips = "memory/roles/code-expert/debugging-tips.md"
+	const tip = "循环展开优化：把内层循环展开四次，计算器提速百分之三十，暗号 QK-4471。"
+	must(t, op.Call(ctx, "memory.write", map[string]any{"as": "code-expert", "path": tips, "mode": "replace", "content": "# 调试技巧\n\n" + tip + "\n"}, nil))
+	if res := search("code-expert", "循环展开 QK-4471"); len(res.Results) == 0 || res.Results[0].Path != tips {
+		t.Errorf("code-expert cannot find its own tip: %+v", res.Results)
+	}
+	for _, r := range []string{"writer", "analyst"} {
+		for _, q := range []string{"循环展开 QK-4471", "QK-4471", "计算器提速"} {
+			raw, _ := json.Marshal(search(r, q))
+			if strings.Contains(string(raw), "debugging-tips") || strings.Contains(string(raw), "QK-4471") {
+				t.Errorf("%s's search %q shows the private tip: %s", r, q, raw)
+			}
+		}
+		if _, err := get(r, tips); errCode(err) != gateway.CodeForbidden {
+			t.Errorf("%s: get the private tip: %v, want FORBIDDEN", r, err)
+		}
+	}
+
+	// 3. code-expert records the shareable experience and asks the writer
+	// for an article (S000 case 1 step 3).
+	const exp = "memory/roles/code-expert/experience.md"
+	must(t, op.Call(ctx, "memory.write", map[string]any{"as": "code-expert", "path": exp, "mode": "append",
+		"content": "- 科学计算器性能优化：热点在表达式求值的内层循环，展开后提速约 30%。"}, nil))
+	var req collab.Requested
+	must(t, op.Call(ctx, "collab.request", map[string]any{"as": "code-expert", "to": "writer",
+		"task": "将这次优化写成博客文章", "context": []string{exp}, "ttl": 3600}, &req))
+	raw, _ := json.Marshal(req.Shared)
+	if strings.Contains(string(raw), "QK-4471") || strings.Contains(string(raw), "debugging-tips") {
+		t.Errorf("the shared view holds the private tip: %s", raw)
+	}
+	var acc collab.Accepted
+	must(t, op.Call(ctx, "collab.accept", map[string]any{"as": "writer", "collabId": req.ID, "token": req.Token}, &acc))
+	if len(acc.Shared.Context) != 1 || !strings.Contains(acc.Shared.Context[0].Text, "展开后提速约 30%") {
+		t.Fatalf("the writer's shared context: %+v", acc.Shared.Context)
+	}
+	// The writer writes the article in its own folder ...
+	const article = "memory/roles/writer/articles/calculator-performance.md"
+	must(t, op.Call(ctx, "memory.write", map[string]any{"as": "writer", "path": article, "mode": "replace",
+		"content": "# 科学计算器为何快了三成\n\n我们找到了表达式求值的热点，并展开了内层循环。\n"}, nil))
+	// ... notes it in the shared experience file through the collaboration
+	// (the writer has no write right there of its own) ...
+	if err := op.Call(ctx, "memory.write", map[string]any{"as": "writer", "path": exp, "mode": "append", "content": "- x"}, nil); errCode(err) != gateway.CodeForbidden {
+		t.Errorf("writer's own write of experience.md: %v, want FORBIDDEN", err)
+	}
+	must(t, op.Call(ctx, "collab.write", map[string]any{"as": "writer", "collabId": req.ID, "token": req.Token, "path": exp, "mode": "append",
+		"content": "- 写手：已写成文章 " + article}, nil))
+	// ... and completes it: important, so global/project-status.md learns it.
+	var done collab.Completed
+	must(t, op.Call(ctx, "collab.complete", map[string]any{"as": "writer", "collabId": req.ID, "token": req.Token,
+		"result": map[string]any{"output": "文章《科学计算器为何快了三成》已发布", "importance": 0.8, "artifacts": []string{article}}}, &done))
+	if !done.Summary {
+		t.Fatalf("no summary: %+v", done)
+	}
+	for _, r := range roles {
+		text, err := get(r, status)
+		if err != nil || !strings.Contains(text, "code-expert → writer") || !strings.Contains(text, "科学计算器为何快了三成") || !strings.Contains(text, "/home/lighthouse/twg/PyServer/") {
+			t.Errorf("%s: project-status.md after the collaboration: %q %v", r, text, err)
+		}
+		if res := search(r, "科学计算器 文章 发布"); len(res.Results) == 0 || res.Results[0].Path != status {
+			t.Errorf("%s: search for the collaboration's summary: %+v", r, res.Results)
+		}
+	}
+	// The article itself stays the writer's; the tip stays code-expert's.
+	if text, err := get("writer", article); err != nil || !strings.Contains(text, "内层循环") {
+		t.Errorf("writer reads its article: %q %v", text, err)
+	}
+	if _, err := get("analyst", article); errCode(err) != gateway.CodeForbidden {
+		t.Errorf("analyst reads the writer's article: %v", err)
+	}
+	if _, err := get("writer", tips); errCode(err) != gateway.CodeForbidden {
+		t.Errorf("writer reads the tip after the collaboration: %v", err)
+	}
+	var list struct {
+		Collaborations []collab.Collaboration `json:"collaborations"`
+	}
+	must(t, op.Call(ctx, "collab.list", map[string]any{"as": "code-expert"}, &list))
+	if len(list.Collaborations) != 1 || list.Collaborations[0].Status != collab.StatusCompleted || list.Collaborations[0].SummaryPath != status {
+		t.Errorf("code-expert's collaborations: %+v", list.Collaborations)
+	}
+	// Every step was audited.
+	for _, opName := range []string{collab.OpRequest, collab.OpAccept, collab.OpWrite, collab.OpComplete, collab.OpSummary} {
+		if es, err := a.Audit.Tail(10, audit.Filter{Operation: opName, Result: audit.Allowed}); err != nil || len(es) == 0 {
+			t.Errorf("no allowed %s audit entry: %v", opName, err)
+		}
+	}
+}
