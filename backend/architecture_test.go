@@ -71,7 +71,7 @@ var testOnly = []string{"backend/statedb"}
 var testAllowed = map[string][]string{
 	// collab's tests build a real memory engine with its version store and
 	// a real guard with its audit log.
-	"backend/collab": {"backend/audit", "backend/memory/versions", "backend/memory/embed"},
+	"backend/collab": {"backend/audit", "backend/memory/versions"},
 }
 
 func TestImportRules(t *testing.T) {
