@@ -12,9 +12,11 @@ import (
 
 	"github.com/atrium-dev/atrium/backend/acl"
 	"github.com/atrium-dev/atrium/backend/chat"
+	"github.com/atrium-dev/atrium/backend/collab"
 	"github.com/atrium-dev/atrium/backend/gateway"
 	"github.com/atrium-dev/atrium/backend/guard"
 	"github.com/atrium-dev/atrium/backend/memory"
+	"github.com/atrium-dev/atrium/backend/memory/embed"
 )
 
 // Memory is what the memory.* methods need (implemented by *memory.Manager).
@@ -42,10 +44,18 @@ type Options struct {
 	// Guard enforces the ACL and audits every memory method (SPEC §5.1;
 	// access.go). nil: no ACL checks, `as` and audit.tail are refused
 	// (tests of the bare bindings only; the app always sets it).
-	Guard   *guard.Guard
-	Chat    *chat.Service
-	Version string
-	Started time.Time // process start, for health.uptimeMs
+	Guard *guard.Guard
+	Chat  *chat.Service
+	// Collab runs collaborations (SPEC §5.4; collab.go); nil: the collab.*
+	// methods are not registered.
+	Collab *collab.Service
+	// Embedder is chat.route's similarity step (the memory engine's
+	// embedder); nil skips that step. RouteThreshold is its cosine floor
+	// (0: route.DefaultThreshold).
+	Embedder       embed.Embedder
+	RouteThreshold float64
+	Version        string
+	Started        time.Time // process start, for health.uptimeMs
 }
 
 // Events lists the events the services emit through the gateway.
@@ -164,6 +174,10 @@ func Register(o Options) {
 	}
 	if o.Layers != nil {
 		registerLayers(g, o.Layers, o.Guard)
+		registerRoute(g, o.Layers, o.Embedder, o.RouteThreshold)
+	}
+	if o.Collab != nil {
+		registerCollab(g, o.Collab, o.Guard)
 	}
 
 	g.Handle("profiles.list", func(ctx context.Context, c *gateway.Call) (any, error) {
@@ -223,6 +237,11 @@ func mapErr(err error) error {
 		return gerr
 	}
 	code := gateway.CodeInternal
+	if cc := collabCode(err); cc != "" {
+		// collab's sentinels first: they may wrap memory's (a refused
+		// path is also memory.ErrInvalidPath).
+		return &gateway.Error{Code: cc, Message: err.Error(), Retryable: errors.Is(err, memory.ErrUnavailable)}
+	}
 	switch {
 	case errors.Is(err, memory.ErrNotFound), errors.Is(err, chat.ErrNotFound):
 		code = gateway.CodeNotFound

@@ -2,7 +2,7 @@
 // order — paths, config, operator token, gateway transport, state db,
 // ACL holder, audit log and guard (SPEC §5.1), memory engine (with its
 // file versions in the state db and the guard as its Authorize hook), history, model
-// provider, chat service, method bindings — and runs the long-lived ones. Both `atrium serve` and the desktop window start
+// provider, chat service, collaborations (SPEC §5.4, in the state db), method bindings — and runs the long-lived ones. Both `atrium serve` and the desktop window start
 // the app through it. It holds no business logic.
 package atrium
 
@@ -25,6 +25,7 @@ import (
 	"github.com/atrium-dev/atrium/backend/api"
 	"github.com/atrium-dev/atrium/backend/audit"
 	"github.com/atrium-dev/atrium/backend/chat"
+	"github.com/atrium-dev/atrium/backend/collab"
 	"github.com/atrium-dev/atrium/backend/config"
 	"github.com/atrium-dev/atrium/backend/gateway"
 	"github.com/atrium-dev/atrium/backend/guard"
@@ -77,6 +78,8 @@ type App struct {
 	ACL   *acl.Holder
 	Audit *audit.Log
 	Guard *guard.Guard
+	// Collab runs collaborations between roles (SPEC §5.4), kept in state.db.
+	Collab *collab.Service
 	// Model is the detected model configuration and ModelReason why it was chosen.
 	Model       model.Config
 	ModelReason string
@@ -249,13 +252,21 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 		o.Logger.Warn("interrupted chat runs not recovered", "err", err)
 	}
 
+	// Collaborations after memory and the guard: every decision is
+	// checked and audited by the guard, summaries go through memory.Write.
+	if a.Collab, err = collab.New(ctx, collab.Options{DB: a.db, Guard: a.Guard, Memory: a.Memory, Logger: o.Logger}); err != nil {
+		return nil, fmt.Errorf("collaborations: %w", err)
+	}
+
 	api.Register(api.Options{
-		Gateway: a.Gateway,
-		Memory:  a.Memory,
-		Guard:   a.Guard,
-		Chat:    a.Chat,
-		Version: o.Version,
-		Started: time.Now(),
+		Gateway:  a.Gateway,
+		Memory:   a.Memory,
+		Guard:    a.Guard,
+		Chat:     a.Chat,
+		Collab:   a.Collab,
+		Embedder: emb,
+		Version:  o.Version,
+		Started:  time.Now(),
 	})
 	return a, nil
 }

@@ -259,6 +259,18 @@ func (g *Guard) Readable(p acl.Principal, rel string) bool {
 	return ok && g.opts.ACL.Check(p, acl.Read, name, g.owners()).Allowed
 }
 
+// Decide checks action on the canonical workspace-relative path rel for p
+// without auditing: for a caller that combines several checks (e.g. both
+// parties of a collaboration, package collab) and records the combined
+// decision as one entry with Record. A path outside memory is denied.
+func (g *Guard) Decide(p acl.Principal, action acl.Action, rel string) acl.Decision {
+	name, ok := acl.Name(rel)
+	if !ok {
+		return acl.Decision{Reason: fmt.Sprintf("%q is not memory", rel)}
+	}
+	return g.opts.ACL.Check(p, action, name, g.owners())
+}
+
 // FilterFiles keeps the files p may read, in order, and audits the
 // listing as one entry (operation "files", reason "n listed, m hidden").
 func (g *Guard) FilterFiles(p acl.Principal, files []memory.FileInfo) ([]memory.FileInfo, error) {

@@ -177,3 +177,24 @@ func TestAuditFailureRefuses(t *testing.T) {
 		t.Fatalf("Check with a broken audit log = %v, want ErrAudit", err)
 	}
 }
+
+func TestDecideNotAudited(t *testing.T) {
+	g, _, al := newGuard(t, nil)
+	before, err := al.Tail(audit.MaxTail, audit.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := g.Decide(acl.Principal{Role: "writer"}, acl.Write, "memory/roles/writer/notes.md"); !d.Allowed {
+		t.Errorf("writer writes its folder: %+v", d)
+	}
+	if d := g.Decide(acl.Principal{Role: "writer"}, acl.Read, "memory/roles/code-expert/tips.md"); d.Allowed {
+		t.Errorf("writer reads code-expert's folder: %+v", d)
+	}
+	if d := g.Decide(acl.Principal{Admin: true}, acl.Read, "config.json"); d.Allowed || d.Reason == "" {
+		t.Errorf("not memory: %+v", d)
+	}
+	after, err := al.Tail(audit.MaxTail, audit.Filter{})
+	if err != nil || len(after) != len(before) {
+		t.Errorf("Decide wrote audit entries: %d → %d (%v)", len(before), len(after), err)
+	}
+}
