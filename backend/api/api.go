@@ -98,10 +98,8 @@ func Register(o Options) {
 		if err != nil || o.Guard == nil {
 			return res, mapErr(err)
 		}
-		// Readable restricts the candidates before folding and cutting;
-		// FilterSearch audits (and re-checks). The index-level filter (before ranking,
-		// BM25 statistics over the readable subset, so that no score
-		// reveals an unreadable file) is still to come; see package guard.
+		// Readable is the search's scope (ranked over readable files
+		// alone); FilterSearch audits (and re-checks); see package guard.
 		res, err = o.Guard.FilterSearch(who, p.Query, res)
 		return res, mapErr(err)
 	})

@@ -418,8 +418,8 @@ func (a *App) Close() error {
 
 // roleSearcher is the chat service's memory_search (the agent's way in,
 // SPEC §5.1): searches as role `role` (the chat's only profile is main),
-// post-filtered to what the role may read and audited as one entry. The
-// filter before ranking is still to come (see package guard).
+// scoped to what the role may read (filtered before ranking, see package
+// guard) and audited as one entry.
 type roleSearcher struct {
 	m    *memory.Manager
 	g    *guard.Guard

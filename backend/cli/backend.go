@@ -157,8 +157,8 @@ func (l localMemory) principal(as string) (acl.Principal, error) {
 	return acl.Principal{Role: as}, nil
 }
 
-// Search is a post-filtered search (see package guard: the filter before
-// ranking is still to come).
+// Search searches as role as (the index ranks what the role may read alone;
+// see package guard), audited.
 func (l localMemory) Search(ctx context.Context, as string, o memory.SearchOptions) (memory.SearchResponse, error) {
 	p, err := l.principal(as)
 	if err != nil {

@@ -12,15 +12,12 @@
 // and FilterSearch from the gateway methods (package api), the CLI and the
 // chat's memory_search tool (as role main; package atrium).
 //
-// Search is filtered after ranking: callers pass Readable as
-// memory.SearchOptions.Readable, so the engine drops unreadable candidates
-// (or swaps in a readable exact copy) before it folds near-duplicates and
-// cuts the list, and FilterSearch re-checks the results and audits the
-// search. The index-level filter
-// the SPEC asks for — filter before ranking, with BM25 statistics over the
-// readable subset, so that no score, count or timing reveals an unreadable
-// file — is still to come (issue 4 item 3); until then the scores of the
-// results a role does see were computed over the whole index.
+// Search is filtered before ranking (SPEC §4.3): callers pass Readable as
+// memory.SearchOptions.Readable, which the index takes as the search's
+// scope — it ranks the readable files alone, with BM25 statistics over
+// them, so no result, count or score depends on an unreadable file — and
+// FilterSearch re-checks the results (a safety net for a caller that
+// passed no Readable) and audits the search.
 package guard
 
 import (
@@ -289,10 +286,9 @@ func (g *Guard) FilterFiles(p acl.Principal, files []memory.FileInfo) ([]memory.
 
 // FilterSearch drops the results naming a file p may not read (also from
 // AlsoIn) and audits the search as one entry: operation "search", target
-// the query's first 80 characters, reason "n results, m filtered".
-//
-// This is a post-filter, not yet the SPEC's filter before ranking: see the
-// package doc.
+// the query's first 80 characters, reason "n results, k files out of
+// scope, m filtered" (k: files the search's scope left out; m: results
+// dropped here, 0 unless the caller passed no Readable).
 func (g *Guard) FilterSearch(p acl.Principal, query string, res memory.SearchResponse) (memory.SearchResponse, error) {
 	kept := make([]memory.SearchResult, 0, len(res.Results))
 	for _, r := range res.Results {
@@ -313,7 +309,7 @@ func (g *Guard) FilterSearch(p acl.Principal, query string, res memory.SearchRes
 		}
 		kept = append(kept, r)
 	}
-	reason := fmt.Sprintf("%d results, %d filtered", len(kept), res.Withheld+len(res.Results)-len(kept))
+	reason := fmt.Sprintf("%d results, %d files out of scope, %d filtered", len(kept), res.OutOfScope, res.Withheld+len(res.Results)-len(kept))
 	if err := g.Record(p, "search", firstRunes(query, 80), true, reason); err != nil {
 		return memory.SearchResponse{}, err
 	}

@@ -158,7 +158,7 @@ func TestFilters(t *testing.T) {
 		t.Fatalf("FilterSearch = %+v, %v", res, err)
 	}
 	e := newest(t, al)
-	if e.Operation != "search" || e.Reason != "1 results, 1 filtered" || e.Result != audit.Allowed {
+	if e.Operation != "search" || e.Reason != "1 results, 0 files out of scope, 1 filtered" || e.Result != audit.Allowed {
 		t.Errorf("search entry %+v", e)
 	}
 	if len([]rune(e.Target)) != 80 || !strings.HasPrefix(query, e.Target) {

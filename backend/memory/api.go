@@ -80,10 +80,13 @@ type SearchResult struct {
 type SearchResponse struct {
 	// Withheld counts the candidates dropped because SearchOptions.Readable
 	// refused them (for the audit log; never sent to the caller).
-	Withheld int            `json:"-"`
-	Results  []SearchResult `json:"results"`
-	Provider string         `json:"provider"`
-	Model    string         `json:"model"`
+	Withheld int `json:"-"`
+	// OutOfScope counts the indexed files the search did not see because
+	// SearchOptions.Readable refused them (for the audit log; never sent).
+	OutOfScope int            `json:"-"`
+	Results    []SearchResult `json:"results"`
+	Provider   string         `json:"provider"`
+	Model      string         `json:"model"`
 }
 
 // GetOptions are the memory_get arguments. From is a 1-based line number

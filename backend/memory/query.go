@@ -117,6 +117,9 @@ func (m *Manager) Search(ctx context.Context, o SearchOptions) (SearchResponse, 
 		return resp, fmt.Errorf("search: %w", err)
 	}
 	if o.Readable != nil {
+		if resp.OutOfScope, err = st.FilesOutside(ctx, o.Readable); err != nil {
+			return resp, fmt.Errorf("search: %w", err)
+		}
 		// A safety net: the scope already kept unreadable files out.
 		before := len(hits)
 		hits = readableHits(hits, o.Readable)

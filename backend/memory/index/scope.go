@@ -160,3 +160,22 @@ func (s *Store) newScope(ctx context.Context, r bindex.IndexReader, accept func(
 	}
 	return sc, nil
 }
+
+// FilesOutside returns how many indexed files accept refuses (the files a
+// scoped search leaves out), for the audit log.
+func (s *Store) FilesOutside(ctx context.Context, accept func(string) bool) (int, error) {
+	if accept == nil {
+		return 0, nil
+	}
+	stats, err := s.fileStats(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, f := range stats {
+		if !accept(f.path) {
+			n++
+		}
+	}
+	return n, nil
+}
