@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/atrium-dev/atrium/backend/acl"
@@ -77,9 +78,18 @@ func registerLayers(g *gateway.Server, l Layers, gd *guard.Guard) {
 		if err := decode(c, &p); err != nil {
 			return nil, err
 		}
+		_, who, err := principal(ctx, gd, c)
+		if err != nil {
+			return nil, err
+		}
 		list, err := l.ListSessions(ctx, p.Archived)
 		if err != nil {
 			return nil, mapErr(err)
+		}
+		if gd != nil {
+			if list, err = readableSessions(gd, who, list); err != nil {
+				return nil, mapErr(err)
+			}
 		}
 		return map[string]any{"sessions": list}, nil
 	})
@@ -123,4 +133,29 @@ func registerLayers(g *gateway.Server, l Layers, gd *guard.Guard) {
 		res, err := l.Promote(ctx, p)
 		return res, mapErr(err)
 	})
+}
+
+// readableSessions keeps the sessions whose record (session.md) who may
+// read, each with only its readable files, and audits the listing as one
+// entry (SPEC §5.1: a session's id and files are its owner's).
+func readableSessions(gd *guard.Guard, who acl.Principal, list []memory.Session) ([]memory.Session, error) {
+	out := make([]memory.Session, 0, len(list))
+	for _, s := range list {
+		if !gd.Readable(who, s.Path+"/session.md") {
+			continue
+		}
+		files := make([]string, 0, len(s.Files))
+		for _, f := range s.Files {
+			if gd.Readable(who, s.Path+"/"+f) {
+				files = append(files, f)
+			}
+		}
+		s.Files = files
+		out = append(out, s)
+	}
+	reason := fmt.Sprintf("%d listed, %d hidden", len(out), len(list)-len(out))
+	if err := gd.Record(who, "sessions.list", "sessions", true, reason); err != nil {
+		return nil, err
+	}
+	return out, nil
 }

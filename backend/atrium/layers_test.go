@@ -89,6 +89,14 @@ func TestLayersOverGateway(t *testing.T) {
 	if err := call("sessions.list", nil, &list); err != nil || len(list.Sessions) != 1 || len(list.Sessions[0].Files) != 2 {
 		t.Fatalf("sessions.list = %+v %v", list, err)
 	}
+	// A session is its owner's: another role does not see it listed.
+	var mine, theirs struct{ Sessions []memory.Session }
+	if err := call("sessions.list", map[string]any{"as": "release-manager"}, &mine); err != nil || len(mine.Sessions) != 1 {
+		t.Fatalf("sessions.list as the owner = %+v %v", mine, err)
+	}
+	if err := call("sessions.list", map[string]any{"as": "main"}, &theirs); err != nil || len(theirs.Sessions) != 0 {
+		t.Fatalf("sessions.list as another role = %+v %v (want none)", theirs, err)
+	}
 
 	// Promote into global: memory.changed says it is a global change.
 	var pr memory.PromoteResult
