@@ -47,6 +47,7 @@ type Principal struct {
 	Admin         bool   // the person at the desktop
 	Authenticated bool   // authenticated without a role (a paired device); roles and admin count as authenticated anyway
 	Session       string // the session the caller acts in (for the audit log); not used for $session_owner
+	IP            string // the caller's IP address when it came over the network (for the audit log); never used in a decision
 }
 
 // String describes the principal for reasons and logs.

@@ -44,7 +44,7 @@ func principal(ctx context.Context, g *guard.Guard, c *gateway.Call) (context.Co
 	var p acl.Principal
 	switch {
 	case c.Role != gateway.RoleOperator:
-		p = acl.Principal{Authenticated: true}
+		p = acl.Principal{Authenticated: true, IP: c.RemoteIP}
 		if a.As != "" {
 			if g == nil {
 				return ctx, p, gateway.Errorf(gateway.CodeForbidden, "%s: only an operator connection may use as", c.Method)
@@ -52,16 +52,16 @@ func principal(ctx context.Context, g *guard.Guard, c *gateway.Call) (context.Co
 			return ctx, p, mapErr(g.Deny(p, c.Method, "as "+a.As, "only an operator (admin) connection may act as a role"))
 		}
 	case a.As == "":
-		p = acl.Principal{Admin: true}
+		p = acl.Principal{Admin: true, IP: c.RemoteIP}
 	default:
 		if g == nil {
 			return ctx, p, gateway.Errorf(gateway.CodeUnavailable, "%s: as needs the ACL, which this app does not run", c.Method)
 		}
 		if err := acl.ValidateRole(a.As); err != nil {
-			admin := acl.Principal{Admin: true}
+			admin := acl.Principal{Admin: true, IP: c.RemoteIP}
 			return ctx, admin, mapErr(g.DenyInvalid(admin, c.Method, "as "+a.As, err.Error()))
 		}
-		p = acl.Principal{Role: a.As}
+		p = acl.Principal{Role: a.As, IP: c.RemoteIP}
 	}
 	return guard.WithPrincipal(ctx, p), p, nil
 }
@@ -125,9 +125,9 @@ func auditTail(ctx context.Context, g *guard.Guard, c *gateway.Call) (any, error
 		return nil, gateway.Errorf(gateway.CodeUnavailable, "audit.tail: this app keeps no audit log")
 	}
 	if c.Role != gateway.RoleOperator || p.As != "" {
-		who := acl.Principal{Authenticated: true}
+		who := acl.Principal{Authenticated: true, IP: c.RemoteIP}
 		if c.Role == gateway.RoleOperator {
-			who = acl.Principal{Role: p.As}
+			who = acl.Principal{Role: p.As, IP: c.RemoteIP}
 		}
 		return nil, mapErr(g.Deny(who, "audit.tail", "audit", "only admin may read the audit log"))
 	}

@@ -171,6 +171,9 @@ func TestACLAdversarial(t *testing.T) {
 			if e.Role != tc.role {
 				t.Errorf("audit entry %+v: role %q, want %q", e, e.Role, tc.role)
 			}
+			if e.IP != "127.0.0.1" {
+				t.Errorf("audit entry %+v: ip %q, want the caller's 127.0.0.1 (SPEC §5.1)", e, e.IP)
+			}
 			if strings.Contains(string(out), secret) || strings.Contains(string(out), "私有") {
 				t.Errorf("response reveals private text: %s", out)
 			}

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"runtime/debug"
 	"sync"
@@ -277,7 +278,7 @@ func (c *conn) reject(id, method string, e *Error) {
 
 func (c *conn) dispatch(req RequestFrame) {
 	start := c.s.now()
-	call := &Call{ConnID: c.id, Method: req.Method, Params: req.Params, Client: c.client, Role: c.role}
+	call := &Call{ConnID: c.id, Method: req.Method, Params: req.Params, Client: c.client, Role: c.role, RemoteIP: remoteIP(c.remote)}
 	payload, e := c.s.call(c.ctx, call)
 	c.respond(req.ID, payload, e)
 	dur := c.s.now().Sub(start)
@@ -476,4 +477,12 @@ func (c *conn) tickLoop() {
 			}
 		}
 	}
+}
+
+// remoteIP is the host part of an HTTP RemoteAddr ("ip:port").
+func remoteIP(addr string) string {
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		return host
+	}
+	return addr
 }

@@ -103,6 +103,9 @@ type Call struct {
 	Client ClientInfo
 	// Role is RoleOperator or RoleNode.
 	Role string
+	// RemoteIP is the peer's IP address (from the HTTP request's
+	// RemoteAddr, without the port), for the audit log.
+	RemoteIP string
 }
 
 // Server is the gateway. Create it with [New], register handlers, then call

@@ -148,7 +148,7 @@ func (g *Guard) Record(p acl.Principal, op, target string, allowed bool, reason 
 	if allowed {
 		res = audit.Allowed
 	}
-	if err := g.opts.Audit.Record(audit.Entry{Operation: op, Role: AuditRole(p), Target: target, Result: res, Reason: reason, Session: p.Session}); err != nil {
+	if err := g.opts.Audit.Record(audit.Entry{Operation: op, Role: AuditRole(p), Target: target, Result: res, Reason: reason, Session: p.Session, IP: p.IP}); err != nil {
 		g.log.Error("guard audit failed", "operation", op, "target", target, "err", err)
 		return fmt.Errorf("%w: %w: %w", memory.ErrUnavailable, ErrAudit, err)
 	}
