@@ -42,8 +42,10 @@ import (
 //
 // # Keyword score
 //
-// Let Q be the distinct analysed terms of the query (OR-ed in the Bleve BM25
-// query), N the number of chunks and df(t) the number of chunks containing t.
+// Let Q be the distinct analysed terms of the query (OR-ed in the BM25
+// query), N the number of chunks and df(t) the number of chunks containing t
+// — chunks of the search's scope (Query.Scope, scope.go), so that every
+// quantity below is what an index of the scope's files alone would give.
 //
 //	idf(t)  = ln(1 + (N − df(t) + 0.5) / (df(t) + 0.5))   (BM25's idf)
 //	idf₁    = idf at df = 1, the information of a term unique to one chunk
@@ -128,20 +130,15 @@ import (
 //     estimate of the cosine, and v ≤ v̄ holds for the chunks of the
 //     shortlist but is an estimate for the others — the one place where
 //     the ranking is approximate, measured as the vector leg's recall;
-//   - the keyword pool: the best BM25 matches (Bleve), so a chunk outside it
-//     has rel ≤ r̄, the pool's lowest rel. When the query has both rare and
-//     frequent terms (found in more than one chunk in FrequentDF), the pool
-//     holds the best matches among the chunks with a rare term, which is
-//     much cheaper at scale, and a chunk with frequent terms only is bounded
-//     separately: its coverage is at most cF (the frequent terms' share of
-//     W) and its rel at most relF (a bound on its BM25 score from Bleve's
-//     formula; see fetchKeywords and splitFrequent). U(c) below is then the
-//     larger of the two bounds;
+//   - the keyword pool: the best BM25 matches, so a chunk outside it has
+//     rel ≤ r̄, the pool's lowest rel. BM25 is scored over Bleve's posting
+//     lists by bm25.go, whose MaxScore top-k skips the postings of frequent
+//     terms (the words in most chunks) instead of scoring them all;
 //   - the coverage set, fetched on demand for a floor c: every chunk whose
 //     coverage is at least c. Such a chunk contains at least one essential
 //     term (the query terms left after setting aside the most frequent
 //     terms whose weights add up to less than c·W), so the set is the
-//     keyword query filtered to the chunks holding an essential term. It
+//     union of the essential terms' posting lists, scored. It
 //     is what finds a verbatim phrase or a chunk with every query term
 //     that BM25 ranks low (a long chunk) and the embedding misses.
 //
@@ -1170,7 +1167,7 @@ func (s *Store) weighTerms(ctx context.Context, kl *kwLeg, q *analysedQuery) err
 }
 
 // bm25IDF is BM25's inverse document frequency for a term found in df of n
-// documents (the formula Bleve's BM25 scorer uses).
+// documents (the formula of Bleve's BM25 scorer, used by bm25.go).
 func bm25IDF(n, df uint64) float64 {
 	if df > n {
 		df = n
