@@ -2,12 +2,14 @@ package memory
 
 import (
 	"fmt"
+	"hash/fnv"
 	"math"
 	"path"
 	"slices"
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/atrium-dev/atrium/backend/memory/embed"
 	"github.com/atrium-dev/atrium/backend/memory/index"
@@ -146,7 +148,7 @@ func (r *Ranking) rerank(hits []index.Hit, n int) []index.Hit {
 			return 0
 		})
 	}
-	sets := make([]map[string]struct{}, len(hits))
+	sets := make([]tokenSet, len(hits))
 	for i, h := range hits {
 		sets[i] = wordSet(h.Text)
 	}
@@ -164,12 +166,12 @@ func (r *Ranking) rerank(hits []index.Hit, n int) []index.Hit {
 // foldNearDuplicates keeps, in order, each hit that is not a near-duplicate
 // of a hit kept before it, and adds the paths of the folded hits to the
 // AlsoIn of the hit they duplicate.
-func foldNearDuplicates(hits []index.Hit, sets []map[string]struct{}, order []int) []int {
+func foldNearDuplicates(hits []index.Hit, sets []tokenSet, order []int) []int {
 	kept := make([]int, 0, len(order))
 next:
 	for _, i := range order {
 		for _, k := range kept {
-			if jaccard(sets[i], sets[k]) >= NearDuplicateJaccard {
+			if jaccardAtLeast(sets[i], sets[k], NearDuplicateJaccard) {
 				h := &hits[k]
 				for _, p := range append([]string{hits[i].Path}, hits[i].AlsoIn...) {
 					if p != h.Path && !slices.Contains(h.AlsoIn, p) {
@@ -221,7 +223,7 @@ func logDate(p string) (time.Time, bool) {
 // mmr greedily picks up to n of the candidates in order (best first by
 // rel): each pick maximises λ·rel − (1−λ)·(highest Jaccard similarity to a
 // pick so far). Ties keep the earlier candidate.
-func mmr(sets []map[string]struct{}, rel []float64, order []int, lambda float64, n int) []int {
+func mmr(sets []tokenSet, rel []float64, order []int, lambda float64, n int) []int {
 	left := slices.Clone(order)
 	picked := make([]int, 0, min(n, len(order)))
 	maxSim := make(map[int]float64, len(order))
@@ -243,24 +245,39 @@ func mmr(sets []map[string]struct{}, rel []float64, order []int, lambda float64,
 	return picked
 }
 
+// tokenSet is a set of words as sorted, distinct 64-bit FNV-1a hashes: a
+// merge computes an intersection without map lookups (folding compares up
+// to rerankPool² pairs per search). Two words sharing a hash (p ≈ 2⁻⁶⁴ per
+// pair) would count as one.
+type tokenSet []uint64
+
 // wordSet returns the lower-cased words (runs of letters and digits) of
 // text, and for CJK runs every character and adjacent pair.
-func wordSet(text string) map[string]struct{} {
-	set := map[string]struct{}{}
+func wordSet(text string) tokenSet {
+	var set tokenSet
 	var word []rune
 	var prevCJK rune
+	add := func(rs ...rune) {
+		h := fnv.New64a()
+		for _, r := range rs {
+			var b [utf8.UTFMax]byte
+			n := utf8.EncodeRune(b[:], r)
+			h.Write(b[:n])
+		}
+		set = append(set, h.Sum64())
+	}
 	flush := func() {
 		if len(word) > 0 {
-			set[string(word)] = struct{}{}
+			add(word...)
 			word = word[:0]
 		}
 	}
 	for _, r := range strings.ToLower(text) {
 		if unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul) {
 			flush()
-			set[string(r)] = struct{}{}
+			add(r)
 			if prevCJK != 0 {
-				set[string([]rune{prevCJK, r})] = struct{}{}
+				add(prevCJK, r)
 			}
 			prevCJK = r
 			continue
@@ -273,23 +290,59 @@ func wordSet(text string) map[string]struct{} {
 		flush()
 	}
 	flush()
-	return set
+	slices.Sort(set)
+	return slices.Compact(set)
+}
+
+// has reports whether the set holds word w (lower-cased by the caller).
+func (s tokenSet) has(w string) bool {
+	h := fnv.New64a()
+	h.Write([]byte(w))
+	_, ok := slices.BinarySearch(s, h.Sum64())
+	return ok
+}
+
+// intersect returns |a ∩ b|, or stops early (returning a smaller count)
+// once fewer than need common elements remain possible.
+func intersect(a, b tokenSet, need int) int {
+	i, j, n := 0, 0, 0
+	for i < len(a) && j < len(b) {
+		if n+min(len(a)-i, len(b)-j) < need {
+			return n
+		}
+		switch {
+		case a[i] == b[j]:
+			n++
+			i++
+			j++
+		case a[i] < b[j]:
+			i++
+		default:
+			j++
+		}
+	}
+	return n
 }
 
 // jaccard returns |a ∩ b| / |a ∪ b| (0 for two empty sets).
-func jaccard(a, b map[string]struct{}) float64 {
-	if len(a) > len(b) {
-		a, b = b, a
-	}
-	inter := 0
-	for w := range a {
-		if _, ok := b[w]; ok {
-			inter++
-		}
-	}
+func jaccard(a, b tokenSet) float64 {
+	inter := intersect(a, b, 0)
 	union := len(a) + len(b) - inter
 	if union == 0 {
 		return 0
 	}
 	return float64(inter) / float64(union)
+}
+
+// jaccardAtLeast reports whether jaccard(a, b) ≥ t (t in (0,1]), without
+// the full intersection when the sizes alone rule it out (J ≤ min/max) or
+// too few elements are left to reach it: J ≥ t ⇔ |a∩b| ≥ t·(|a|+|b|)/(1+t).
+func jaccardAtLeast(a, b tokenSet, t float64) bool {
+	la, lb := float64(len(a)), float64(len(b))
+	if la+lb == 0 || min(la, lb) < t*max(la, lb) {
+		return false
+	}
+	need := int(math.Ceil(t*(la+lb)/(1+t) - 1e-9))
+	inter := intersect(a, b, need)
+	return inter >= need && float64(inter)/(la+lb-float64(inter)) >= t
 }

@@ -2,8 +2,11 @@ package memory
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"math/rand"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,7 +131,7 @@ func TestRerankDecayAndMMR(t *testing.T) {
 func TestWordSetAndJaccard(t *testing.T) {
 	a := wordSet("Deploy the gateway, 部署网关")
 	for _, w := range []string{"deploy", "the", "gateway", "部", "部署", "网关", "关"} {
-		if _, ok := a[w]; !ok {
+		if !a.has(w) {
 			t.Errorf("wordSet lacks %q: %v", w, a)
 		}
 	}
@@ -140,6 +143,27 @@ func TestWordSetAndJaccard(t *testing.T) {
 	}
 	if j := jaccard(wordSet(""), wordSet("")); j != 0 {
 		t.Errorf("empty jaccard = %v", j)
+	}
+	// jaccardAtLeast agrees with jaccard at the threshold, for sets of
+	// every size relation (its shortcuts must not change a decision).
+	rng := rand.New(rand.NewSource(5))
+	for i := 0; i < 2000; i++ {
+		var x, y []string
+		for w := 0; w < rng.Intn(30); w++ {
+			x = append(x, fmt.Sprint("w", rng.Intn(40)))
+		}
+		for w := 0; w < rng.Intn(30); w++ {
+			y = append(y, fmt.Sprint("w", rng.Intn(40)))
+		}
+		if rng.Intn(2) == 0 {
+			y = append(slices.Clone(x), y[:min(len(y), 2)]...)
+		}
+		a, b := wordSet(strings.Join(x, " ")), wordSet(strings.Join(y, " "))
+		for _, th := range []float64{0.5, 0.8, 1} {
+			if got, want := jaccardAtLeast(a, b, th), jaccard(a, b) >= th; got != want {
+				t.Fatalf("jaccardAtLeast(%v, %v, %v) = %v, jaccard %v", x, y, th, got, jaccard(a, b))
+			}
+		}
 	}
 }
 
