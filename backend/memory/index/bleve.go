@@ -17,6 +17,7 @@ import (
 	"github.com/blevesearch/bleve/v2/analysis/token/lowercase"
 	"github.com/blevesearch/bleve/v2/analysis/tokenizer/exception"
 	"github.com/blevesearch/bleve/v2/analysis/tokenizer/unicode"
+	"github.com/blevesearch/bleve/v2/document"
 	"github.com/blevesearch/bleve/v2/index/scorch"
 	"github.com/blevesearch/bleve/v2/index/scorch/mergeplan"
 	"github.com/blevesearch/bleve/v2/mapping"
@@ -194,15 +195,37 @@ func (s *Store) analyze(text string) []string {
 	return distinctTerms(an.Analyze([]byte(text)))
 }
 
-// tokenCount returns the number of tokens the analyzer makes of text: the
-// field length Bleve records for the chunk (its norm is 1/√length), summed
-// per file into files.tokens for BM25's average length (scope.go).
-func (s *Store) tokenCount(text string) int {
+// analyzeText returns the analyzer's token stream of text. Its length is
+// the field length Bleve records for the chunk (its norm is 1/√length),
+// summed per file into files.tokens for BM25's average length (scope.go);
+// the stream itself is handed to Bleve (analyzedDoc), so a chunk is
+// analysed once.
+func (s *Store) analyzeText(text string) analysis.TokenStream {
 	an := s.analyzer()
 	if an == nil {
-		return 0
+		return nil
 	}
-	return len(an.Analyze([]byte(text)))
+	return an.Analyze([]byte(text))
+}
+
+// replayAnalyzer gives Bleve a token stream analysed before.
+type replayAnalyzer struct{ ts analysis.TokenStream }
+
+func (r replayAnalyzer) Analyze([]byte) analysis.TokenStream { return r.ts }
+
+// analyzedDoc builds the Bleve document of chunk id as the mapping does,
+// with ts (analyzeText of text) as its text field's tokens.
+func (s *Store) analyzedDoc(id int64, text, path string, ts analysis.TokenStream) (*document.Document, error) {
+	doc := document.NewDocument(docID(id))
+	if err := s.bl.Mapping().MapDocument(doc, bleveDoc{Text: text, Path: path}); err != nil {
+		return nil, fmt.Errorf("bleve: %w", err)
+	}
+	for i, f := range doc.Fields {
+		if tf, ok := f.(*document.TextField); ok && tf.Name() == textField {
+			doc.Fields[i] = document.NewTextFieldCustom(textField, tf.ArrayPositions(), tf.Value(), tf.Options(), replayAnalyzer{ts})
+		}
+	}
+	return doc, nil
 }
 
 // distinctTerms returns the distinct non-empty terms of toks in order.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/analysis"
 )
 
 // Bulk writes.
@@ -207,11 +208,12 @@ func (s *Store) beforeWrite(ctx context.Context) error {
 
 // keywordOps applies, or in bulk mode queues, the Bleve operations of one
 // committed SQLite write: delete the documents dels, index texts[i] as
-// document adds[i] of file path. Callers hold wmu.
-func (s *Store) keywordOps(ctx context.Context, dels, adds []int64, texts []string, path string) error {
+// document adds[i] of file path, with its token stream streams[i].
+// Callers hold wmu.
+func (s *Store) keywordOps(ctx context.Context, dels, adds []int64, texts []string, streams []analysis.TokenStream, path string) error {
 	if !s.bulk {
 		b := s.bl.NewBatch()
-		if err := addOps(b, dels, adds, texts, path); err != nil {
+		if err := s.addOps(b, dels, adds, texts, streams, path); err != nil {
 			return err
 		}
 		ids := make([]int64, 0, len(dels)+len(adds))
@@ -222,7 +224,7 @@ func (s *Store) keywordOps(ctx context.Context, dels, adds []int64, texts []stri
 		s.pend = s.bl.NewBatch()
 		s.pendSince = time.Now()
 	}
-	if err := addOps(s.pend, dels, adds, texts, path); err != nil {
+	if err := s.addOps(s.pend, dels, adds, texts, streams, path); err != nil {
 		// The batch may hold part of this write, which is already released
 		// into the bulk transaction: give up the whole group.
 		s.abortBulk()
@@ -239,12 +241,18 @@ func (s *Store) keywordOps(ctx context.Context, dels, adds []int64, texts []stri
 	return nil
 }
 
-func addOps(b *bleve.Batch, dels, adds []int64, texts []string, path string) error {
+// addOps adds the operations to b: texts[i] is indexed as adds[i] with the
+// token stream streams[i] (analyzed once, by PutFile).
+func (s *Store) addOps(b *bleve.Batch, dels, adds []int64, texts []string, streams []analysis.TokenStream, path string) error {
 	for _, id := range dels {
 		b.Delete(docID(id))
 	}
 	for i, id := range adds {
-		if err := b.Index(docID(id), bleveDoc{Text: texts[i], Path: path}); err != nil {
+		doc, err := s.analyzedDoc(id, texts[i], path, streams[i])
+		if err != nil {
+			return err
+		}
+		if err := b.IndexAdvanced(doc); err != nil {
 			return fmt.Errorf("bleve: %w", err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/analysis"
 )
 
 // FileRecord describes one indexed Markdown file.
@@ -202,8 +203,10 @@ func (s *Store) PutFile(ctx context.Context, f FileRecord, chunks []ChunkRecord)
 		}
 	}
 	tokens := 0
-	for _, c := range chunks {
-		tokens += s.tokenCount(c.Text)
+	streams := make([]analysis.TokenStream, len(chunks))
+	for i, c := range chunks {
+		streams[i] = s.analyzeText(c.Text)
+		tokens += len(streams[i])
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO files(path, hash, mtime, size, layer, role, chunks, tokens) VALUES(?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT(path) DO UPDATE SET hash = excluded.hash, mtime = excluded.mtime, size = excluded.size,
@@ -220,7 +223,7 @@ func (s *Store) PutFile(ctx context.Context, f FileRecord, chunks []ChunkRecord)
 	for i, c := range chunks {
 		texts[i] = c.Text
 	}
-	if err := s.keywordOps(ctx, oldIDs, newIDs, texts, f.Path); err != nil {
+	if err := s.keywordOps(ctx, oldIDs, newIDs, texts, streams, f.Path); err != nil {
 		return fmt.Errorf("put file %s: %w", f.Path, err)
 	}
 	return nil
@@ -287,7 +290,7 @@ func (s *Store) DeleteFile(ctx context.Context, path string) error {
 		return fmt.Errorf("delete file %s: commit: %w", path, err)
 	}
 	s.committedVectors(ops)
-	if err := s.keywordOps(ctx, ids, nil, nil, ""); err != nil {
+	if err := s.keywordOps(ctx, ids, nil, nil, nil, ""); err != nil {
 		return fmt.Errorf("delete file %s: %w", path, err)
 	}
 	return nil
