@@ -159,8 +159,8 @@ type cursor struct {
 	sc   *scope
 }
 
-func (k *kwLeg) cursor(ctx context.Context, term int, positions bool) (*cursor, error) {
-	tfr, err := k.r.TermFieldReader(ctx, []byte(k.q.terms[term]), textField, true, true, positions)
+func (k *kwLeg) cursorFor(ctx context.Context, term int, freq, positions bool) (*cursor, error) {
+	tfr, err := k.r.TermFieldReader(ctx, []byte(k.q.terms[term]), textField, freq || positions, freq || positions, positions)
 	if err != nil {
 		return nil, fmt.Errorf("search keywords: %w", err)
 	}
@@ -216,14 +216,17 @@ func closeCursors(cs []*cursor) {
 }
 
 // openCursors opens a cursor on each term that some chunk in scope holds,
-// positioned on its first posting.
-func (k *kwLeg) openCursors(ctx context.Context, terms []int) ([]*cursor, error) {
+// positioned on its first posting. Membership cursors (freq false) read
+// no frequencies or norms: Bleve's posting iterator then skips with the
+// posting bitmap alone, where a cursor that decodes frequencies walks every
+// posting it passes.
+func (k *kwLeg) openCursors(ctx context.Context, terms []int, freq bool) ([]*cursor, error) {
 	var cs []*cursor
 	for _, t := range terms {
 		if k.idf2[t] == 0 {
 			continue
 		}
-		c, err := k.cursor(ctx, t, false)
+		c, err := k.cursorFor(ctx, t, freq, false)
 		if err != nil {
 			closeCursors(cs)
 			return nil, err
@@ -295,7 +298,7 @@ func (k *kwLeg) allTerms() []int {
 // document number), whether more chunks may match (the list is full), and
 // nothing else: a chunk not returned scores at most the last one's score.
 func (k *kwLeg) top(ctx context.Context, n int) (hits []kwHit, full bool, err error) {
-	cs, err := k.openCursors(ctx, k.allTerms())
+	cs, err := k.openCursors(ctx, k.allTerms(), true)
 	if err != nil {
 		return nil, false, err
 	}
@@ -394,7 +397,7 @@ func (k *kwLeg) score(ctx context.Context, nums []uint64) ([]kwHit, error) {
 	nums = slices.Clone(nums)
 	slices.Sort(nums)
 	nums = slices.Compact(nums)
-	cs, err := k.openCursors(ctx, k.allTerms())
+	cs, err := k.openCursors(ctx, k.allTerms(), true)
 	if err != nil {
 		return nil, err
 	}
@@ -418,10 +421,48 @@ func (k *kwLeg) score(ctx context.Context, nums []uint64) ([]kwHit, error) {
 	return out, nil
 }
 
+// presence returns, for each of the chunks nums (in scope) that holds a
+// query term, its coverage and whether it holds every phrase term (kwHit
+// without a score), from the posting bitmaps alone: much cheaper than
+// score, and enough to bound a chunk's keyword score.
+func (k *kwLeg) presence(ctx context.Context, nums []uint64) (map[uint64]kwHit, error) {
+	out := make(map[uint64]kwHit, len(nums))
+	if len(nums) == 0 {
+		return out, nil
+	}
+	nums = slices.Clone(nums)
+	slices.Sort(nums)
+	nums = slices.Compact(nums)
+	cs, err := k.openCursors(ctx, k.allTerms(), false)
+	if err != nil {
+		return nil, err
+	}
+	defer closeCursors(cs)
+	var a scored
+	for _, num := range nums {
+		k.reset(&a)
+		for _, c := range cs {
+			if err := c.seek(num); err != nil {
+				return nil, err
+			}
+			if !c.done && c.doc == num {
+				a.matched++
+				a.terms = append(a.terms, c.term)
+			}
+		}
+		if a.matched > 0 {
+			h := k.hit(num, &a)
+			h.score = -1 // not computed
+			out[num] = h
+		}
+	}
+	return out, nil
+}
+
 // union returns the chunks in scope holding at least one of terms, or
 // ok = false when there are more than limit of them.
 func (k *kwLeg) union(ctx context.Context, terms []int, limit int) (nums []uint64, ok bool, err error) {
-	cs, err := k.openCursors(ctx, terms)
+	cs, err := k.openCursors(ctx, terms, false)
 	if err != nil {
 		return nil, false, err
 	}
@@ -463,7 +504,7 @@ func (k *kwLeg) locations(ctx context.Context, nums []uint64) (map[uint64]bsearc
 		if !k.inSeq[t] || k.idf2[t] == 0 {
 			continue
 		}
-		c, err := k.cursor(ctx, t, true)
+		c, err := k.cursorFor(ctx, t, true, true)
 		if err != nil {
 			return nil, err
 		}

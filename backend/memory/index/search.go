@@ -297,6 +297,10 @@ type cand struct {
 	// that phrase waits for its positions until phraseDone.
 	num                uint64
 	seqAll, phraseDone bool
+	// covKnown: cov and seqAll are known from the posting bitmaps (presence)
+	// while k waits: its exact BM25 is computed only once the candidate's
+	// upper bound reaches the threshold (completeKeywords).
+	covKnown bool
 	// From SQLite: loaded is set once path, line and hash are read; gone
 	// marks a chunk missing from SQLite (never a result).
 	loaded, gone bool
@@ -458,14 +462,17 @@ func (r *searchRun) fetch(ctx context.Context) (float64, error) {
 			return 0, err
 		}
 	}
-	if err := r.completeKeywords(ctx); err != nil {
-		return 0, err
-	}
-	if err := r.loadRecords(ctx); err != nil {
-		return 0, err
-	}
-	if err := r.completeVectors(ctx, r.threshold(r.rank())-scoreNoise); err != nil {
-		return 0, err
+	// Keyword candidates get their vector score first (the threshold they
+	// set makes the keyword bound of the vector candidates bite), then the
+	// vector candidates their keyword score, then whatever that made
+	// reachable its vector score.
+	for _, step := range []func(context.Context, float64) error{r.completeVectors, r.completeKeywords, r.completeVectors} {
+		if err := r.loadRecords(ctx); err != nil {
+			return 0, err
+		}
+		if err := step(ctx, r.threshold(r.rank())-scoreNoise); err != nil {
+			return 0, err
+		}
 	}
 	if err := r.loadRecords(ctx); err != nil {
 		return 0, err
@@ -577,28 +584,81 @@ func (r *searchRun) setKeyword(c *cand, h kwHit) {
 	c.phraseDone = !h.seqAll
 }
 
-// completeKeywords computes the BM25 score and coverage of candidates the
-// keyword side has not seen, then the phrase matches still open.
-func (r *searchRun) completeKeywords(ctx context.Context) error {
+// completeKeywords computes the keyword side of the candidates the keyword
+// pool did not score (found by the vector leg or the coverage set) whose
+// score could reach tau. Their coverage comes first, from the posting
+// bitmaps (presence); with it a candidate's keyword score is at most
+// KeywordScore(cov, r̄) — it is outside the keyword pool, so its BM25 is at
+// most the pool's last — plus the phrase bonus when it holds every phrase
+// term, and its vector score at most v (or v̄ while unknown). Only a
+// candidate whose bound reaches tau is scored exactly (BM25 needs every
+// term's frequency, which costs a walk of each posting list); the others
+// wait, and stay out of the ranking, which is safe: they score below the
+// threshold, and the threshold only rises. Then the phrase matches still
+// open are resolved.
+func (r *searchRun) completeKeywords(ctx context.Context, tau float64) error {
 	var nums []uint64
 	byNum := map[uint64]*cand{}
 	for id, c := range r.cands {
-		if !c.kDone {
-			c.kDone = true // k = 0 unless scored below
-			if r.maxBM25 > 0 {
-				if num, ok := r.kl.docNum(id); ok {
-					nums = append(nums, num)
-					byNum[num] = c
-				}
-			}
+		if c.kDone || c.covKnown {
+			continue
+		}
+		num, ok := uint64(0), false
+		if r.maxBM25 > 0 {
+			num, ok = r.kl.docNum(id)
+		}
+		if !ok {
+			c.kDone = true // no query term: k = 0
+			continue
+		}
+		c.num = num
+		nums = append(nums, num)
+		byNum[num] = c
+	}
+	pres, err := r.kl.presence(ctx, nums)
+	if err != nil {
+		return err
+	}
+	for num, c := range byNum {
+		if h, ok := pres[num]; ok {
+			c.cov, c.seqAll, c.covKnown = h.cov, h.seqAll, true
+		} else {
+			c.kDone = true // no query term in scope: k = 0
 		}
 	}
-	hits, err := r.kl.score(ctx, nums)
+	relUB := 1.0
+	if r.kw.full {
+		relUB = r.kw.last / r.maxBM25
+	}
+	vb := r.vectorBound()
+	var score []uint64
+	byNum = map[uint64]*cand{}
+	for _, c := range r.cands {
+		if c.kDone || !c.covKnown {
+			continue
+		}
+		v := vb
+		if c.vDone {
+			v = c.v
+		}
+		ub := Fuse(r.wv, v, KeywordScore(c.cov, relUB))
+		if c.seqAll {
+			ub = min(1, ub+PhraseBonus*c.cov)
+		}
+		if ub >= tau {
+			score = append(score, c.num)
+			byNum[c.num] = c
+		}
+	}
+	hits, err := r.kl.score(ctx, score)
 	if err != nil {
 		return err
 	}
 	for _, h := range hits {
 		r.setKeyword(byNum[h.num], h)
+	}
+	for _, c := range byNum {
+		c.kDone = true // scored (a chunk scored without a hit holds no term)
 	}
 	return r.resolvePhrases(ctx)
 }
@@ -929,16 +989,19 @@ func (r *searchRun) fetchCoverage(ctx context.Context, c float64, essential []in
 		if !ok {
 			return false, nil
 		}
-		hits, err := r.kl.score(ctx, nums)
+		// Coverage from the posting bitmaps; the candidates' BM25 waits
+		// for completeKeywords, which scores those that can reach τ.
+		pres, err := r.kl.presence(ctx, nums)
 		if err != nil {
 			return false, fmt.Errorf("search coverage: %w", err)
 		}
-		for _, h := range hits {
+		for num, h := range pres {
 			if h.cov < c {
 				continue
 			}
-			if id, ok := r.kl.chunkID(h.num); ok && r.cands[id] == nil {
-				r.setKeyword(r.get(id), h)
+			if id, ok := r.kl.chunkID(num); ok && r.cands[id] == nil {
+				x := r.get(id)
+				x.num, x.cov, x.seqAll, x.covKnown = num, h.cov, h.seqAll, true
 			}
 		}
 	}
