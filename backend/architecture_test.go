@@ -32,6 +32,7 @@ var allowed = map[string][]string{
 	"backend/history":      {},
 	"backend/model":        {},
 	"backend/chat":         {"backend/history", "backend/model", "backend/memory"},
+	"backend/convo":        {"backend/model", "backend/memory/chunk"},
 	"backend/gateway":      {},
 	"backend/guard":        {"backend/acl", "backend/audit", "backend/memory"},
 	"backend/route":        {"backend/memory/embed"},
