@@ -31,7 +31,7 @@ var allowed = map[string][]string{
 	"backend/memory":       {"backend/memory/chunk", "backend/memory/embed", "backend/memory/index", "backend/memory/versions", "backend/acl"},
 	"backend/history":      {},
 	"backend/model":        {},
-	"backend/chat":         {"backend/history", "backend/model", "backend/memory"},
+	"backend/chat":         {"backend/history", "backend/model", "backend/memory", "backend/convo"},
 	"backend/convo":        {"backend/model", "backend/memory/chunk"},
 	"backend/gateway":      {},
 	"backend/guard":        {"backend/acl", "backend/audit", "backend/memory"},
