@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/atrium-dev/atrium/backend/convo"
 	"github.com/atrium-dev/atrium/backend/history"
 	"github.com/atrium-dev/atrium/backend/memory"
 	"github.com/atrium-dev/atrium/backend/model"
@@ -605,3 +606,30 @@ var (
 	_ model.Provider = (*model.OpenAI)(nil)
 	_ Searcher       = (*fakeSearcher)(nil)
 )
+
+func TestContextKeepsTenUserTurns(t *testing.T) {
+	ms := newModelServer(t, answer("ok"))
+	e := newEnv(t, ms.provider(), nil, func(o *Options) { o.HistoryMessages = 100 })
+	ctx := context.Background()
+	for i := range 14 {
+		for j, role := range []string{"user", "assistant"} {
+			if err := e.store.Append(ctx, history.Message{ID: fmt.Sprintf("t%02d%d", i, j), ProfileID: "main", SessionID: "s",
+				Role: role, Content: fmt.Sprintf("%s-%02d 第%d轮", role, i, i), TS: int64(1000 + 2*i + j)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	res := e.send(t, "s", "latest question")
+	e.rec.runEvents(t, res.RunID)
+	msgs := wireMessages(ms.body(0))
+	hist := msgs[1 : len(msgs)-1]
+	users := 0
+	for _, m := range hist {
+		if m["role"] == "user" {
+			users++
+		}
+	}
+	if users != convo.DefaultUserTurns || hist[0]["content"] != "user-04 第4轮" || hist[len(hist)-1]["content"] != "assistant-13 第13轮" {
+		t.Fatalf("%d user turns, first %v, last %v", users, hist[0]["content"], hist[len(hist)-1]["content"])
+	}
+}

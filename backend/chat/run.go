@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/atrium-dev/atrium/backend/convo"
 	"github.com/atrium-dev/atrium/backend/history"
 	"github.com/atrium-dev/atrium/backend/memory"
 	"github.com/atrium-dev/atrium/backend/model"
@@ -300,39 +301,33 @@ func cutRunes(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// context loads the session's recent history for the model: at most
-// HistoryMessages messages and HistoryChars characters, newest kept, each
-// cut at HistoryMessageChars; failed answers without text are skipped.
+// context loads the session's recent history for the model through
+// convo.Fit (SPEC §6): newest kept, at most convo.DefaultUserTurns user
+// turns, HistoryMessages messages and HistoryChars characters, each cut at
+// HistoryMessageChars; failed answers without text are skipped.
 func (s *Service) context(ctx context.Context, rn *run) []model.Message {
 	past, err := s.opts.History.Session(ctx, rn.SessionID, s.opts.HistoryMessages*2+1)
 	if err != nil {
 		s.log.Warn("chat history unavailable", "run", rn.RunID, "session", rn.SessionID, "error", err.Error())
 		return nil
 	}
-	var out []model.Message
-	total := 0
-	for i := len(past) - 1; i >= 0 && len(out) < s.opts.HistoryMessages; i-- {
-		m := past[i]
-		if m.ID == rn.userMsgID || strings.TrimSpace(m.Content) == "" {
+	msgs := make([]convo.Message, 0, len(past))
+	for _, m := range past {
+		if m.ID == rn.userMsgID {
 			continue
 		}
-		text := m.Content
-		if utf8.RuneCountInString(text) > HistoryMessageChars {
-			text = string([]rune(text)[:HistoryMessageChars]) + "…"
-		}
-		n := utf8.RuneCountInString(text)
-		if total+n > s.opts.HistoryChars {
-			break
-		}
-		total += n
 		role := model.RoleUser
 		if m.Role == history.RoleAssistant {
 			role = model.RoleAssistant
 		}
-		out = append(out, model.Message{Role: role, Content: text})
+		msgs = append(msgs, convo.Message{ID: m.ID, TS: m.TS, Message: model.Message{Role: role, Content: m.Content}})
 	}
-	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
-		out[i], out[j] = out[j], out[i]
+	fit := convo.Fit(msgs, convo.Budget{
+		MessageChars: HistoryMessageChars, TotalChars: s.opts.HistoryChars, MaxMessages: s.opts.HistoryMessages,
+	})
+	out := make([]model.Message, len(fit))
+	for i, m := range fit {
+		out[i] = m.Message
 	}
 	return out
 }
