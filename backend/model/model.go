@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Provider names used in Config.Provider and returned by Provider.Name.
@@ -152,6 +153,10 @@ type Error struct {
 	Kind error  // one of ErrUnavailable, ErrRejected, ErrBadResponse, ErrIncomplete, ErrTimeout, ErrConfig
 	Msg  string // human-readable description without the cause
 	Err  error  // underlying cause, may be nil
+	// RetryAfter is how long the server asked the client to wait before
+	// trying again (its Retry-After header on HTTP 429/503/529, also stated
+	// in Msg); 0 when it did not say.
+	RetryAfter time.Duration
 }
 
 // Error implements error.

@@ -281,6 +281,14 @@ func TestStreamErrors(t *testing.T) {
 			kind: ErrUnavailable, contains: []string{"HTTP 429", "slow down"},
 		},
 		{
+			name: "http 429 with Retry-After",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Retry-After", "7")
+				http.Error(w, "slow down", http.StatusTooManyRequests)
+			},
+			kind: ErrUnavailable, contains: []string{"HTTP 429", "slow down", "(retry after 7s)"},
+		},
+		{
 			name: "http 404 unknown model (Ollama error string)",
 			handler: func(w http.ResponseWriter, r *http.Request) {
 				w.WriteHeader(404)
@@ -457,5 +465,28 @@ func TestStreamAlreadyCancelled(t *testing.T) {
 	_, err := NewOpenAI(OpenAIOptions{BaseURL: "http://" + closedAddr(t)}).Stream(ctx, Request{}, nil)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		h    string
+		want time.Duration
+		ok   bool
+	}{
+		{"", 0, false},
+		{"30", 30 * time.Second, true},
+		{"1.5", 1500 * time.Millisecond, true},
+		{"Sun, 01 Mar 2026 12:00:20 GMT", 20 * time.Second, true},
+		{"Sun, 01 Mar 2026 11:00:00 GMT", 0, true}, // in the past: retry now
+		{"soon", 0, false},
+		{"-3", 0, false},
+	}
+	for _, tc := range tests {
+		got, ok := retryAfter(tc.h, now)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("retryAfter(%q) = %v, %v; want %v, %v", tc.h, got, ok, tc.want, tc.ok)
+		}
 	}
 }
