@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
 	"net/url"
@@ -136,6 +137,62 @@ func (e *endpoint) post(ctx context.Context, body []byte, header http.Header) (*
 		return nil, err
 	}
 	return c, nil
+}
+
+// exchange is one provider call as stream runs it.
+type exchange struct {
+	provider, model string // for the log records
+	req             Request
+	encode          func(Request) ([]byte, error)
+	header          http.Header
+	// read parses the 2xx response, calling onDelta; on failure it
+	// returns the partial Response with the error.
+	read func(cl *call, onDelta func(Delta)) (Response, error)
+}
+
+// stream is the common body of the providers' Stream methods: it checks
+// ctx, encodes the request, posts it, hands the response to x.read and
+// logs the request and its outcome (debug records "model request" and
+// "model response").
+func (e *endpoint) stream(ctx context.Context, log *slog.Logger, x exchange, onDelta func(Delta)) (Response, error) {
+	if onDelta == nil {
+		onDelta = func(Delta) {}
+	}
+	if err := cancelled(ctx); err != nil {
+		return Response{}, err
+	}
+	body, err := x.encode(x.req)
+	if err != nil {
+		return Response{}, err
+	}
+	start := time.Now()
+	log.Debug("model request", "provider", x.provider, "model", x.model, "url", e.url,
+		"messages", len(x.req.Messages), "tools", len(x.req.Tools))
+	cl, err := e.post(ctx, body, x.header)
+	if err != nil {
+		return Response{}, err
+	}
+	defer cl.close()
+	out, err := x.read(cl, onDelta)
+	log.Debug("model response", "provider", x.provider, "model", x.model,
+		"finish", out.FinishReason, "tool_calls", len(out.ToolCalls),
+		"prompt_tokens", out.Usage.PromptTokens, "completion_tokens", out.Usage.CompletionTokens,
+		"duration_ms", time.Since(start).Milliseconds(), "error", errString(err))
+	return out, err
+}
+
+// mediaType is the response's content type without parameters, and
+// whether the body is an event stream (by type, or by its first bytes).
+func (c *call) mediaType() (string, bool) {
+	ct, _, _ := mime.ParseMediaType(c.resp.Header.Get("Content-Type"))
+	return ct, ct == "text/event-stream" || looksLikeSSE(c.body)
+}
+
+// notStream is the ErrBadResponse error for a body that is not an event stream.
+func (c *call) notStream() error {
+	snippet, _ := c.body.Peek(min(c.body.Buffered(), 200))
+	return newErr(ErrBadResponse, nil, "model server at %s did not answer with an event stream (content type %q): %q",
+		c.e.server, c.resp.Header.Get("Content-Type"), trimSnippet(string(snippet)))
 }
 
 // close stops the idle timer and releases the connection.

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"mime"
 	"net/http"
 	"strings"
 	"time"
@@ -90,46 +89,25 @@ func (c *OpenAI) BaseURL() string { return c.opts.BaseURL }
 // garbage, bad JSON, an error object in the stream), ErrIncomplete (stream
 // cut before "[DONE]"), ErrTimeout (header or idle timeout), or ctx's error.
 func (c *OpenAI) Stream(ctx context.Context, req Request, onDelta func(Delta)) (Response, error) {
-	if onDelta == nil {
-		onDelta = func(Delta) {}
-	}
-	if err := cancelled(ctx); err != nil {
-		return Response{}, err
-	}
-	body, err := c.encode(req)
-	if err != nil {
-		return Response{}, err
-	}
-	start := time.Now()
 	hdr := http.Header{}
 	if c.opts.APIKey != "" {
 		hdr.Set("Authorization", "Bearer "+c.opts.APIKey)
 	}
-	c.log.Debug("model request", "provider", c.opts.Name, "model", c.modelFor(req), "url", c.ep.url,
-		"messages", len(req.Messages), "tools", len(req.Tools))
-	cl, err := c.ep.post(ctx, body, hdr)
-	if err != nil {
-		return Response{}, err
-	}
-	defer cl.close()
+	return c.ep.stream(ctx, c.log, exchange{provider: c.opts.Name, model: c.modelFor(req), req: req,
+		encode: c.encode, header: hdr, read: c.read}, onDelta)
+}
 
-	ct, _, _ := mime.ParseMediaType(cl.resp.Header.Get("Content-Type"))
-	var out Response
+// read accepts an event stream, or one JSON completion from a server that
+// ignored "stream".
+func (c *OpenAI) read(cl *call, onDelta func(Delta)) (Response, error) {
+	ct, sse := cl.mediaType()
 	switch {
 	case ct == "application/json":
-		out, err = c.readJSON(cl, onDelta)
-	case ct == "text/event-stream" || looksLikeSSE(cl.body):
-		out, err = c.readSSE(cl, onDelta)
-	default:
-		snippet, _ := cl.body.Peek(min(cl.body.Buffered(), 200))
-		err = newErr(ErrBadResponse, nil, "model server at %s did not answer with an event stream (content type %q): %q",
-			c.ep.server, cl.resp.Header.Get("Content-Type"), trimSnippet(string(snippet)))
+		return c.readJSON(cl, onDelta)
+	case sse:
+		return c.readSSE(cl, onDelta)
 	}
-	c.log.Debug("model response", "provider", c.opts.Name, "model", c.modelFor(req),
-		"finish", out.FinishReason, "tool_calls", len(out.ToolCalls),
-		"prompt_tokens", out.Usage.PromptTokens, "completion_tokens", out.Usage.CompletionTokens,
-		"duration_ms", time.Since(start).Milliseconds(), "error", errString(err))
-	return out, err
+	return Response{}, cl.notStream()
 }
 
 func (c *OpenAI) modelFor(req Request) string {

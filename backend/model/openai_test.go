@@ -41,8 +41,10 @@ func startSSE(w http.ResponseWriter) {
 
 // recorded is one request received by a scripted server.
 type recorded struct {
-	Auth string
-	Body map[string]any
+	Auth   string      // the Authorization header
+	Header http.Header // all headers
+	Raw    []byte      // the body as sent
+	Body   map[string]any
 }
 
 // scripted serves the i-th request with handlers[i] and records requests.
@@ -52,11 +54,18 @@ type scripted struct {
 	srv      *httptest.Server
 }
 
+// newScripted scripts an OpenAI-compatible server (POST /v1/chat/completions).
 func newScripted(t *testing.T, handlers ...http.HandlerFunc) *scripted {
+	t.Helper()
+	return newScriptedAt(t, "/v1/chat/completions", handlers...)
+}
+
+// newScriptedAt scripts the answers to POST path; other requests get 404.
+func newScriptedAt(t *testing.T, path string, handlers ...http.HandlerFunc) *scripted {
 	t.Helper()
 	s := &scripted{}
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/v1/chat/completions" || r.Method != http.MethodPost {
+		if r.URL.Path != path || r.Method != http.MethodPost {
 			http.Error(w, "wrong path "+r.URL.Path, http.StatusNotFound)
 			return
 		}
@@ -68,7 +77,7 @@ func newScripted(t *testing.T, handlers ...http.HandlerFunc) *scripted {
 		}
 		s.mu.Lock()
 		i := len(s.requests)
-		s.requests = append(s.requests, recorded{Auth: r.Header.Get("Authorization"), Body: body})
+		s.requests = append(s.requests, recorded{Auth: r.Header.Get("Authorization"), Header: r.Header.Clone(), Raw: b, Body: body})
 		s.mu.Unlock()
 		if i >= len(handlers) {
 			http.Error(w, "unexpected request", http.StatusInternalServerError)
