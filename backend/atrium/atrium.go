@@ -80,7 +80,8 @@ type App struct {
 	Guard *guard.Guard
 	// Collab runs collaborations between roles (SPEC §5.4), kept in state.db.
 	Collab *collab.Service
-	// Model is the detected model configuration and ModelReason why it was chosen.
+	// Model is the model configuration of the main profile (model.Detect,
+	// then ProfileModel) and ModelReason why it was chosen.
 	Model       model.Config
 	ModelReason string
 
@@ -232,6 +233,14 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 	if err != nil {
 		o.Logger.Warn("model unavailable", "err", err)
 		err = nil
+	}
+	// The one chat profile, main, may have its own model (persona front
+	// matter, config.json profiles.main.model).
+	mainModel, why := ProfileModel(o.Layout.Workspace, a.Config, a.Model, acl.MainRole, o.Getenv, o.Logger)
+	if mainModel != a.Model {
+		o.Logger.Info("profile model", "role", acl.MainRole, "provider", mainModel.Provider, "model", mainModel.Model,
+			"base_url", mainModel.BaseURL, "why", why)
+		a.Model, a.ModelReason = mainModel, why
 	}
 	provider, err := model.FromConfig(a.Model, model.OpenAIOptions{Logger: o.Logger})
 	if err != nil {

@@ -66,6 +66,7 @@ func (s *Service) execute(rn *run) {
 	outcome := st.finish(err)
 	s.log.Info("chat run finished", "run", rn.RunID, "session", rn.SessionID, "outcome", outcome,
 		"chunks", st.chunks, "tool_calls", st.toolCalls, "duration_ms", s.opts.Now().Sub(start).Milliseconds(),
+		"prompt_tokens", st.usage.PromptTokens, "completion_tokens", st.usage.CompletionTokens,
 		"error", errText(err))
 }
 
@@ -77,6 +78,14 @@ type runState struct {
 	sep       bool // put a paragraph break before the next text (new model round)
 	sources   []history.Source
 	toolCalls int
+	usage     history.Usage // summed over the run's model calls
+}
+
+// addUsage counts one model call's tokens (also those of a call that
+// failed part-way: the server may have reported the prompt's).
+func (st *runState) addUsage(u model.Usage) {
+	st.usage.PromptTokens += u.PromptTokens
+	st.usage.CompletionTokens += u.CompletionTokens
 }
 
 func (st *runState) onDelta(d model.Delta) {
@@ -140,6 +149,7 @@ func (st *runState) answer(p model.Provider) error {
 			req.Tools = []model.Tool{memorySearchTool}
 		}
 		resp, err := p.Stream(ctx, req, st.onDelta)
+		st.addUsage(resp.Usage)
 		if err != nil {
 			return err
 		}
@@ -343,6 +353,10 @@ func (st *runState) finish(err error) string {
 		ID: rn.MessageID, ProfileID: rn.ProfileID, SessionID: rn.SessionID, RunID: rn.RunID,
 		Role: history.RoleAssistant, Content: st.rn.out.String(), TS: rn.userMsg.TS + 1, Sources: st.sources,
 		EndedAt: s.opts.Now().UnixMilli(),
+	}
+	if st.usage != (history.Usage{}) {
+		u := st.usage
+		msg.Usage = &u
 	}
 	// The run's context may be done: store with a fresh, bounded one.
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

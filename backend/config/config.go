@@ -21,12 +21,32 @@ const DefaultPort = 18789
 // Config is the whole config.json. Zero values mean "use the default".
 type Config struct {
 	// Model selects the chat model (SPEC §6). Empty Provider = auto-detect:
-	// env OPENAI_API_KEY/OPENAI_BASE_URL, then a local Ollama, then offline.
+	// env OPENAI_API_KEY/OPENAI_BASE_URL, then ANTHROPIC_API_KEY, then a
+	// local Ollama, then offline (model.Detect).
 	Model model.Config `json:"model"`
+	// Profiles holds per-profile settings by role name (SPEC §6 "configured
+	// per profile"), e.g. {"writer": {"model": {"provider": "anthropic",
+	// "model": "claude-haiku-4-5"}}}. See ProfileModel.
+	Profiles map[string]Profile `json:"profiles,omitempty"`
 	// Gateway settings.
 	Gateway Gateway `json:"gateway"`
 	// Memory settings (SPEC §4).
 	Memory Memory `json:"memory"`
+}
+
+// Profile is "profiles.<role>" in config.json.
+type Profile struct {
+	// Model overrides the app's model for this role, field by field (see
+	// model.ForProfile); it may hold the API key for its server. Empty
+	// fields fall back to the role's persona front matter, then to the
+	// app's model.
+	Model model.Config `json:"model"`
+}
+
+// ProfileModel returns profiles.<role>.model (the zero Config when the
+// role has none).
+func (c Config) ProfileModel(role string) model.Config {
+	return c.Profiles[role].Model
 }
 
 // Memory holds the memory engine's settings.
@@ -168,6 +188,14 @@ func Load(path string) (Config, error) {
 	}
 	if c.Gateway.Port < 0 || c.Gateway.Port > 65535 {
 		return c, fmt.Errorf("config %s: gateway.port %d out of range 0..65535", path, c.Gateway.Port)
+	}
+	for role, p := range c.Profiles {
+		if role == "" {
+			return c, fmt.Errorf("config %s: profiles: empty role name", path)
+		}
+		if err := p.Model.Validate(); err != nil {
+			return c, fmt.Errorf("config %s: profiles.%s.model: %w", path, role, err)
+		}
 	}
 	if err := c.Memory.Embedding.validate(); err != nil {
 		return c, fmt.Errorf("config %s: %w", path, err)

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/atrium-dev/atrium/backend/model"
 )
 
 func TestLoad(t *testing.T) {
@@ -25,6 +27,24 @@ func TestLoad(t *testing.T) {
 					t.Fatalf("got %+v", c)
 				}
 			}},
+		{name: "profiles", body: `{"model":{"provider":"openai","model":"gpt-4.1"},"profiles":{"writer":{"model":{"provider":"anthropic","model":"claude-haiku-4-5","apiKey":"sk-ant-w"}},"数据分析师":{"model":{"model":"gpt-4.1-mini"}}}}`,
+			check: func(t *testing.T, c Config) {
+				want := model.Config{Provider: "anthropic", Model: "claude-haiku-4-5", APIKey: "sk-ant-w"}
+				if got := c.ProfileModel("writer"); got != want {
+					t.Fatalf("writer = %+v", got)
+				}
+				if got := c.ProfileModel("数据分析师"); got != (model.Config{Model: "gpt-4.1-mini"}) {
+					t.Fatalf("数据分析师 = %+v", got)
+				}
+				if got := c.ProfileModel("main"); got != (model.Config{}) {
+					t.Fatalf("main = %+v", got)
+				}
+			}},
+		{name: "profile with unknown provider", body: `{"profiles":{"writer":{"model":{"provider":"claude"}}}}`,
+			wantErr: `profiles.writer.model: unknown model provider "claude"`},
+		{name: "profile with bad base url", body: `{"profiles":{"writer":{"model":{"baseUrl":"api.anthropic.com"}}}}`,
+			wantErr: "profiles.writer.model: model base URL \"api.anthropic.com\" is not an http(s) URL"},
+		{name: "profile with unknown field", body: `{"profiles":{"writer":{"persona":"x"}}}`, wantErr: "unknown field"},
 		{name: "syntax error names line", body: "{\n  \"model\": {\n    \"provider\": \"openai\",,\n  }\n}", wantErr: ":3:"},
 		{name: "unknown field", body: `{"modle":{}}`, wantErr: "unknown field"},
 		{name: "wrong type", body: `{"gateway":{"port":"x"}}`, wantErr: "config"},

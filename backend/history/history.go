@@ -63,7 +63,9 @@ type Source struct {
 // (ErrorCancelled) or was interrupted by a server stop (ErrorInterrupted);
 // Content then holds whatever text had arrived. EndedAt (Unix ms, assistant
 // messages only, 0 when unknown) is when the run ended; TS places the
-// message in the timeline (see the package doc's ordering rule).
+// message in the timeline (see the package doc's ordering rule). Usage
+// (assistant messages only) is the run's token usage summed over its model
+// calls, as the model servers reported it; nil when none was reported.
 type Message struct {
 	ID        string   `json:"id"`
 	ProfileID string   `json:"profileId"`
@@ -75,6 +77,15 @@ type Message struct {
 	Sources   []Source `json:"sources,omitempty"`
 	Error     string   `json:"error,omitempty"`
 	EndedAt   int64    `json:"endedAt,omitempty"`
+	Usage     *Usage   `json:"usage,omitempty"`
+}
+
+// Usage counts the tokens of a run: PromptTokens sent to the model (every
+// model call of the run, so a prompt resent after a tool call counts
+// again) and CompletionTokens it generated.
+type Usage struct {
+	PromptTokens     int `json:"promptTokens"`
+	CompletionTokens int `json:"completionTokens"`
 }
 
 // Page is one page of a profile's timeline, oldest message first.
@@ -117,6 +128,9 @@ var migrations = []string{
 		          WHERE u.run_id = a.run_id AND u.role = 'user' ORDER BY u.seq LIMIT 1)
 		WHERE a.role = 'assistant' AND a.run_id != ''
 		  AND EXISTS (SELECT 1 FROM history_messages AS u WHERE u.run_id = a.run_id AND u.role = 'user');`,
+	// 3: token usage of a run (assistant messages); 0 = not reported.
+	`ALTER TABLE history_messages ADD COLUMN prompt_tokens INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE history_messages ADD COLUMN completion_tokens INTEGER NOT NULL DEFAULT 0;`,
 }
 
 // Open creates or upgrades the history tables (history_*) in db and returns
@@ -162,8 +176,8 @@ func migrate(ctx context.Context, db *sql.DB, version int, stmt string) error {
 }
 
 // Validate reports (as ErrInvalid) what is wrong with m, if anything: ID,
-// ProfileID and SessionID are required, Role must be "user" or "assistant"
-// and TS must be positive.
+// ProfileID and SessionID are required, Role must be "user" or "assistant",
+// TS must be positive and Usage's counts must not be negative.
 func Validate(m Message) error {
 	var missing []string
 	if m.ID == "" {
@@ -184,6 +198,9 @@ func Validate(m Message) error {
 	if m.TS <= 0 {
 		return fmt.Errorf("%w: ts %d must be a positive Unix time in milliseconds", ErrInvalid, m.TS)
 	}
+	if u := m.Usage; u != nil && (u.PromptTokens < 0 || u.CompletionTokens < 0) {
+		return fmt.Errorf("%w: negative token usage %+v", ErrInvalid, *u)
+	}
 	return nil
 }
 
@@ -202,26 +219,36 @@ func (s *Store) Append(ctx context.Context, m Message) error {
 		}
 		sources = string(b)
 	}
+	var usage Usage
+	if m.Usage != nil {
+		usage = *m.Usage
+	}
 	_, err := s.db.ExecContext(ctx, `INSERT INTO history_messages
-		(id, profile_id, session_id, run_id, role, content, ts, sources, error, ended_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`,
-		m.ID, m.ProfileID, m.SessionID, m.RunID, m.Role, m.Content, m.TS, sources, m.Error, m.EndedAt)
+		(id, profile_id, session_id, run_id, role, content, ts, sources, error, ended_at, prompt_tokens, completion_tokens)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`,
+		m.ID, m.ProfileID, m.SessionID, m.RunID, m.Role, m.Content, m.TS, sources, m.Error, m.EndedAt,
+		usage.PromptTokens, usage.CompletionTokens)
 	if err != nil {
 		return fmt.Errorf("append message %s: %w", m.ID, err)
 	}
 	return nil
 }
 
-const cols = `seq, id, profile_id, session_id, run_id, role, content, ts, sources, error, ended_at`
+const cols = `seq, id, profile_id, session_id, run_id, role, content, ts, sources, error, ended_at, prompt_tokens, completion_tokens`
 
 func scanMessage(rows interface{ Scan(...any) error }) (Message, int64, error) {
 	var (
 		m       Message
 		seq     int64
 		sources string
+		usage   Usage
 	)
-	if err := rows.Scan(&seq, &m.ID, &m.ProfileID, &m.SessionID, &m.RunID, &m.Role, &m.Content, &m.TS, &sources, &m.Error, &m.EndedAt); err != nil {
+	if err := rows.Scan(&seq, &m.ID, &m.ProfileID, &m.SessionID, &m.RunID, &m.Role, &m.Content, &m.TS, &sources, &m.Error, &m.EndedAt,
+		&usage.PromptTokens, &usage.CompletionTokens); err != nil {
 		return Message{}, 0, err
+	}
+	if usage != (Usage{}) {
+		m.Usage = &usage
 	}
 	if sources != "" {
 		if err := json.Unmarshal([]byte(sources), &m.Sources); err != nil {

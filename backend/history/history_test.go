@@ -2,6 +2,7 @@ package history
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -44,6 +45,26 @@ func ids(ms []Message) []string {
 		out = append(out, m.ID)
 	}
 	return out
+}
+
+// openAtVersion opens a new state.db with the history schema up to
+// version (as an older Atrium left it).
+func openAtVersion(t *testing.T, version int) *sql.DB {
+	t.Helper()
+	db, err := statedb.Open(filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if _, err := db.Exec(`CREATE TABLE history_schema (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL DEFAULT (unixepoch()))`); err != nil {
+		t.Fatal(err)
+	}
+	for v := 1; v <= version; v++ {
+		if err := migrate(context.Background(), db, v, migrations[v-1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return db
 }
 
 func TestOpenIsIdempotentAndPersists(t *testing.T) {
@@ -232,19 +253,9 @@ func TestMessageJSONShape(t *testing.T) {
 // rule (assistant ts = completion time) is upgraded so that each answer sits
 // right after its question, and the old ts is kept as endedAt.
 func TestMigrationAppliesOrderingRule(t *testing.T) {
-	db, err := statedb.Open(filepath.Join(t.TempDir(), "state.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
 	ctx := context.Background()
 	// Schema version 1 only, with overlapping runs stored the old way.
-	if _, err := db.Exec(`CREATE TABLE history_schema (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL DEFAULT (unixepoch()))`); err != nil {
-		t.Fatal(err)
-	}
-	if err := migrate(ctx, db, 1, migrations[0]); err != nil {
-		t.Fatal(err)
-	}
+	db := openAtVersion(t, 1)
 	rows := []struct {
 		id, run, role string
 		ts            int64
@@ -276,5 +287,47 @@ func TestMigrationAppliesOrderingRule(t *testing.T) {
 	aX, _ := st.Get(ctx, "aX")
 	if aA.TS != 1001 || aA.EndedAt != 4000 || aX.TS != 5000 || aX.EndedAt != 0 {
 		t.Fatalf("aA = %+v, aX = %+v", aA, aX)
+	}
+}
+
+// TestUsage: a run's token usage is stored, paged and encoded with its
+// message; none reported stays absent; a database of schema 2 gains the
+// columns with 0 (= absent) for the messages it holds.
+func TestUsage(t *testing.T) {
+	ctx := context.Background()
+	db := openAtVersion(t, 2)
+	if _, err := db.Exec(`INSERT INTO history_messages (id, profile_id, session_id, run_id, role, content, ts)
+		VALUES ('old', 'main', 's', 'r0', 'assistant', 'before usage', 10)`); err != nil {
+		t.Fatal(err)
+	}
+	st, err := Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := Message{ID: "a1", ProfileID: "main", SessionID: "s", RunID: "r1", Role: RoleAssistant, Content: "北京晴。", TS: 20,
+		Usage: &Usage{PromptTokens: 1072, CompletionTokens: 101}}
+	if err := st.Append(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	bad := a
+	bad.ID, bad.Usage = "a2", &Usage{PromptTokens: -1}
+	if err := st.Append(ctx, bad); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("negative usage: %v", err)
+	}
+	page, err := st.Profile(ctx, "main", "", 10)
+	if err != nil || len(page.Messages) != 2 {
+		t.Fatalf("page = %+v, %v", page, err)
+	}
+	if old := page.Messages[0]; old.ID != "old" || old.Usage != nil {
+		t.Fatalf("old = %+v", old)
+	}
+	got := page.Messages[1]
+	if got.Usage == nil || *got.Usage != *a.Usage {
+		t.Fatalf("usage = %+v", got.Usage)
+	}
+	b, _ := json.Marshal(got)
+	want := `{"id":"a1","profileId":"main","sessionId":"s","runId":"r1","role":"assistant","content":"北京晴。","ts":20,"usage":{"promptTokens":1072,"completionTokens":101}}`
+	if string(b) != want {
+		t.Fatalf("JSON = %s\nwant  %s", b, want)
 	}
 }

@@ -23,12 +23,19 @@ const (
 	DefaultOpenAIModel = "gpt-4o-mini"
 )
 
+// providerList names the valid Config.Provider values for error messages.
+const providerList = `"openai", "ollama", "anthropic" or "offline"`
+
 // Config is the model block of config.json (SPEC §6), e.g.
 //
 //	"model": {"provider": "openai", "baseUrl": "https://api.openai.com/v1", "apiKey": "sk-...", "model": "gpt-4o-mini"}
 //
-// Provider is "openai" (any OpenAI-compatible server), "ollama", "offline" or
-// "" (auto-detect). BaseURL includes the API version path ("/v1").
+//	"model": {"provider": "anthropic", "model": "claude-sonnet-4-5", "apiKey": "sk-ant-..."}
+//
+// Provider is "openai" (any OpenAI-compatible server), "ollama",
+// "anthropic", "offline" or "" (auto-detect). BaseURL includes the API
+// version path ("/v1") for openai and ollama; for anthropic it is the root
+// (default DefaultAnthropicBaseURL, "/v1/messages" is appended).
 type Config struct {
 	Provider string `json:"provider"`
 	BaseURL  string `json:"baseUrl"`
@@ -53,15 +60,20 @@ type DetectOptions struct {
 
 // Detect decides which model to use (SPEC §6), in this order:
 //
-//  1. explicit configuration: cfg.Provider "offline", "ollama" or "openai", or
-//     any of cfg.BaseURL/APIKey/Model set (then "openai" is assumed); missing
-//     fields are completed from the environment (openai) or by asking the
-//     server for its models;
+//  1. explicit configuration: cfg.Provider "offline", "ollama", "openai" or
+//     "anthropic", or any of cfg.BaseURL/APIKey/Model set (then "openai" is
+//     assumed); missing fields are completed from the environment (openai:
+//     OPENAI_*; anthropic: ANTHROPIC_*) or by asking the server for its
+//     models;
 //  2. the environment: OPENAI_API_KEY and/or OPENAI_BASE_URL (and optionally
 //     OPENAI_MODEL) select an OpenAI-compatible server;
-//  3. a local Ollama answering GET <OllamaURL>/api/tags with at least one
+//  3. the environment: ANTHROPIC_API_KEY (with optional ANTHROPIC_BASE_URL
+//     and ANTHROPIC_MODEL) selects Anthropic; without ANTHROPIC_MODEL the
+//     first model of GET <base>/v1/models (newest first) is used, else
+//     DefaultAnthropicModel;
+//  4. a local Ollama answering GET <OllamaURL>/api/tags with at least one
 //     model (the first one listed is used, through Ollama's /v1 API);
-//  4. otherwise "offline".
+//  5. otherwise "offline".
 //
 // It returns the completed Config and a one-sentence human-readable reason.
 // The error is non-nil only when the configuration is unusable (ErrConfig:
@@ -102,13 +114,18 @@ func detect(ctx context.Context, cfg Config, o DetectOptions) (Config, string, e
 		return Config{Provider: ProviderOffline}, "config.json selects the offline provider", nil
 	case p == ProviderOllama:
 		return detectOllama(ctx, cfg, o, "config.json selects Ollama")
+	case p == ProviderAnthropic:
+		return detectRemote(ctx, remoteAPIFor(ProviderAnthropic), cfg, o, "config.json selects Anthropic")
 	case p == ProviderOpenAI || (p == "" && explicit):
-		return detectOpenAI(ctx, cfg, o, "config.json configures an OpenAI-compatible model")
+		return detectRemote(ctx, remoteAPIFor(ProviderOpenAI), cfg, o, "config.json configures an OpenAI-compatible model")
 	case p != "":
-		return Config{}, "", newErr(ErrConfig, nil, "unknown model provider %q in config.json (use \"openai\", \"ollama\" or \"offline\")", cfg.Provider)
+		return Config{}, "", newErr(ErrConfig, nil, "unknown model provider %q in config.json (use %s)", cfg.Provider, providerList)
 	}
 	if o.Getenv("OPENAI_API_KEY") != "" || o.Getenv("OPENAI_BASE_URL") != "" {
-		return detectOpenAI(ctx, Config{}, o, "OPENAI_API_KEY/OPENAI_BASE_URL are set")
+		return detectRemote(ctx, remoteAPIFor(ProviderOpenAI), Config{}, o, "OPENAI_API_KEY/OPENAI_BASE_URL are set")
+	}
+	if o.Getenv("ANTHROPIC_API_KEY") != "" {
+		return detectRemote(ctx, remoteAPIFor(ProviderAnthropic), Config{}, o, "ANTHROPIC_API_KEY is set")
 	}
 	models, err := ollamaModels(ctx, o)
 	if err != nil {
@@ -116,7 +133,7 @@ func detect(ctx context.Context, cfg Config, o DetectOptions) (Config, string, e
 			return Config{}, "", fmt.Errorf("detect model: %w", cerr)
 		}
 		return Config{Provider: ProviderOffline},
-			fmt.Sprintf("no model configured (no config.json model block, no OPENAI_API_KEY/OPENAI_BASE_URL, no Ollama at %s: %v)", o.OllamaURL, err), nil
+			fmt.Sprintf("no model configured (no config.json model block, no OPENAI_API_KEY/OPENAI_BASE_URL, no ANTHROPIC_API_KEY, no Ollama at %s: %v)", o.OllamaURL, err), nil
 	}
 	if len(models) == 0 {
 		return Config{Provider: ProviderOffline},
@@ -150,42 +167,122 @@ func detectOllama(ctx context.Context, cfg Config, o DetectOptions, why string) 
 	return out, fmt.Sprintf("%s; using its first model %s", why, out.Model), nil
 }
 
-func detectOpenAI(ctx context.Context, cfg Config, o DetectOptions, why string) (Config, string, error) {
-	out := Config{Provider: ProviderOpenAI, BaseURL: cfg.BaseURL, APIKey: cfg.APIKey, Model: cfg.Model}
-	if out.BaseURL == "" {
-		out.BaseURL = o.Getenv("OPENAI_BASE_URL")
+// remoteAPI describes a hosted, key-based API for Detect (and ForProfile):
+// its environment variables, how its base URL is spelled, how its models
+// are listed and its default model.
+type remoteAPI struct {
+	provider                  string
+	keyEnv, baseEnv, modelEnv string
+	defaultModel              string
+	root                      func(base string) string // the default when empty, normalised
+	modelsURL                 func(root string) string
+	header                    func(apiKey string) http.Header
+}
+
+// remoteAPIFor returns the description of provider (openai or anthropic).
+func remoteAPIFor(provider string) remoteAPI {
+	if provider == ProviderAnthropic {
+		return remoteAPI{provider: ProviderAnthropic,
+			keyEnv: "ANTHROPIC_API_KEY", baseEnv: "ANTHROPIC_BASE_URL", modelEnv: "ANTHROPIC_MODEL",
+			defaultModel: DefaultAnthropicModel, root: anthropicRoot,
+			modelsURL: func(root string) string { return root + "/v1/models" },
+			header: func(key string) http.Header {
+				h := http.Header{}
+				h.Set("anthropic-version", AnthropicVersion)
+				if key != "" {
+					h.Set("x-api-key", key)
+				}
+				return h
+			}}
 	}
-	if out.BaseURL == "" {
-		out.BaseURL = DefaultOpenAIBaseURL
+	return remoteAPI{provider: ProviderOpenAI,
+		keyEnv: "OPENAI_API_KEY", baseEnv: "OPENAI_BASE_URL", modelEnv: "OPENAI_MODEL",
+		defaultModel: DefaultOpenAIModel, root: openAIRoot,
+		modelsURL: func(root string) string { return root + "/models" },
+		header: func(key string) http.Header {
+			h := http.Header{}
+			if key != "" {
+				h.Set("Authorization", "Bearer "+key)
+			}
+			return h
+		}}
+}
+
+// openAIRoot is an OpenAI-compatible base URL as NewOpenAI uses it: the
+// default when empty, without a trailing "/".
+func openAIRoot(base string) string {
+	if base == "" {
+		base = DefaultOpenAIBaseURL
 	}
-	out.BaseURL = strings.TrimRight(out.BaseURL, "/")
+	return strings.TrimRight(base, "/")
+}
+
+// anthropicRoot is an Anthropic base URL as NewAnthropic uses it: the
+// default when empty, without a trailing "/" or "/v1".
+func anthropicRoot(base string) string {
+	if base == "" {
+		base = DefaultAnthropicBaseURL
+	}
+	return strings.TrimSuffix(strings.TrimRight(base, "/"), "/v1")
+}
+
+// detectRemote completes cfg for api: base URL, key and model from cfg,
+// else the environment; without a model the first one the server lists
+// (Anthropic lists the newest first), else the API's default model.
+func detectRemote(ctx context.Context, api remoteAPI, cfg Config, o DetectOptions, why string) (Config, string, error) {
+	out := Config{Provider: api.provider, BaseURL: cfg.BaseURL, APIKey: cfg.APIKey, Model: cfg.Model}
+	if out.BaseURL == "" {
+		out.BaseURL = o.Getenv(api.baseEnv)
+	}
+	out.BaseURL = api.root(out.BaseURL)
 	if out.APIKey == "" {
-		out.APIKey = o.Getenv("OPENAI_API_KEY")
+		out.APIKey = o.Getenv(api.keyEnv)
 	}
 	if out.Model == "" {
-		out.Model = o.Getenv("OPENAI_MODEL")
+		out.Model = o.Getenv(api.modelEnv)
 	}
 	if out.Model != "" {
 		return out, fmt.Sprintf("%s (%s, model %s)", why, out.BaseURL, out.Model), nil
 	}
-	if ids, err := openAIModels(ctx, out, o); err == nil && len(ids) > 0 {
+	if ids, err := listModels(ctx, o, api.modelsURL(out.BaseURL), api.header(out.APIKey)); err == nil && len(ids) > 0 {
 		out.Model = ids[0]
 		return out, fmt.Sprintf("%s (%s, first listed model %s)", why, out.BaseURL, out.Model), nil
 	}
-	out.Model = DefaultOpenAIModel
+	out.Model = api.defaultModel
 	return out, fmt.Sprintf("%s (%s, default model %s)", why, out.BaseURL, out.Model), nil
 }
 
-// probe GETs url with the probe timeout and decodes a JSON body into v.
-func probe(ctx context.Context, o DetectOptions, url, apiKey string, v any) error {
+// listModels lists the model ids of an OpenAI-compatible (GET /models) or
+// Anthropic (GET /v1/models) server: both answer {"data": [{"id": ...}]}.
+func listModels(ctx context.Context, o DetectOptions, url string, hdr http.Header) ([]string, error) {
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := probe(ctx, o, url, hdr, &list); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, m := range list.Data {
+		if m.ID != "" {
+			out = append(out, m.ID)
+		}
+	}
+	return out, nil
+}
+
+// probe GETs url with the probe timeout and the extra header and decodes a
+// JSON body into v.
+func probe(ctx context.Context, o DetectOptions, url string, hdr http.Header, v any) error {
 	ctx, cancel := context.WithTimeout(ctx, o.ProbeTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return fmt.Errorf("probe %s: %w", url, err)
 	}
-	if apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+apiKey)
+	for k, vs := range hdr {
+		req.Header[k] = vs
 	}
 	resp, err := o.HTTPClient.Do(req)
 	if err != nil {
@@ -209,7 +306,7 @@ func ollamaModels(ctx context.Context, o DetectOptions) ([]string, error) {
 			Model string `json:"model"`
 		} `json:"models"`
 	}
-	if err := probe(ctx, o, o.OllamaURL+"/api/tags", "", &tags); err != nil {
+	if err := probe(ctx, o, o.OllamaURL+"/api/tags", nil, &tags); err != nil {
 		return nil, err
 	}
 	var out []string
@@ -225,34 +322,20 @@ func ollamaModels(ctx context.Context, o DetectOptions) ([]string, error) {
 	return out, nil
 }
 
-// openAIModels lists the models of an OpenAI-compatible server (GET /models).
-func openAIModels(ctx context.Context, cfg Config, o DetectOptions) ([]string, error) {
-	var list struct {
-		Data []struct {
-			ID string `json:"id"`
-		} `json:"data"`
-	}
-	if err := probe(ctx, o, cfg.BaseURL+"/models", cfg.APIKey, &list); err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, m := range list.Data {
-		if m.ID != "" {
-			out = append(out, m.ID)
-		}
-	}
-	return out, nil
-}
-
 // FromConfig builds the Provider for a detected Config: an OpenAI client for
-// "openai" and "ollama" (Ollama through its OpenAI-compatible /v1 API), and
-// nil for "offline" (package chat then uses its offline provider). opts
-// supplies timeouts, HTTP client and logger; its BaseURL, APIKey, Model and
-// Name are taken from cfg. An unknown provider is an ErrConfig error.
+// "openai" and "ollama" (Ollama through its OpenAI-compatible /v1 API), an
+// Anthropic client for "anthropic", and nil for "offline" (package chat then
+// uses its offline provider). opts supplies timeouts, line limit, HTTP
+// client and logger (for both kinds of client); its BaseURL, APIKey, Model
+// and Name are taken from cfg. An unknown provider is an ErrConfig error.
 func FromConfig(cfg Config, opts OpenAIOptions) (Provider, error) {
 	switch cfg.Provider {
 	case ProviderOffline, "":
 		return nil, nil
+	case ProviderAnthropic:
+		return NewAnthropic(AnthropicOptions{BaseURL: cfg.BaseURL, APIKey: cfg.APIKey, Model: cfg.Model,
+			HTTPClient: opts.HTTPClient, HeaderTimeout: opts.HeaderTimeout, IdleTimeout: opts.IdleTimeout,
+			MaxLineBytes: opts.MaxLineBytes, Logger: opts.Logger}), nil
 	case ProviderOpenAI, ProviderOllama:
 		opts.BaseURL, opts.APIKey, opts.Model, opts.Name = cfg.BaseURL, cfg.APIKey, cfg.Model, cfg.Provider
 		if cfg.Provider == ProviderOllama && opts.BaseURL == "" {
@@ -260,5 +343,5 @@ func FromConfig(cfg Config, opts OpenAIOptions) (Provider, error) {
 		}
 		return NewOpenAI(opts), nil
 	}
-	return nil, newErr(ErrConfig, nil, "unknown model provider %q (use \"openai\", \"ollama\" or \"offline\")", cfg.Provider)
+	return nil, newErr(ErrConfig, nil, "unknown model provider %q (use %s)", cfg.Provider, providerList)
 }

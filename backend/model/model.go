@@ -4,8 +4,10 @@
 // It defines a small provider-neutral request/response shape (Message, Tool,
 // Request, Response), the streaming Provider interface, an OpenAI-compatible
 // chat-completions client (NewOpenAI: OpenAI, Ollama's /v1, llama.cpp server,
-// vLLM, LM Studio, DeepSeek) and Detect, which decides which model to use from
-// explicit configuration, the environment or a local Ollama.
+// vLLM, LM Studio, DeepSeek), an Anthropic Messages client (NewAnthropic),
+// Detect, which decides which model to use from explicit configuration, the
+// environment or a local Ollama, and ForProfile, which applies a profile's
+// own model settings on top of that.
 //
 // The built-in "offline" provider, which answers from memory search when no
 // model is configured, lives in package chat because it needs memory search.
@@ -21,13 +23,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Provider names used in Config.Provider and returned by Provider.Name.
 const (
-	ProviderOpenAI  = "openai"
-	ProviderOllama  = "ollama"
-	ProviderOffline = "offline"
+	ProviderOpenAI    = "openai"
+	ProviderOllama    = "ollama"
+	ProviderAnthropic = "anthropic"
+	ProviderOffline   = "offline"
 )
 
 // Message roles.
@@ -112,7 +116,7 @@ type Response struct {
 //
 // A Provider is safe for concurrent use by several runs.
 type Provider interface {
-	// Name is the provider kind, e.g. "openai", "ollama", "offline".
+	// Name is the provider kind, e.g. "openai", "ollama", "anthropic", "offline".
 	Name() string
 	// Model is the model name used when Request.Model is empty.
 	Model() string
@@ -122,18 +126,23 @@ type Provider interface {
 // Sentinel errors. Provider errors match exactly one of them with errors.Is.
 var (
 	// ErrUnavailable: the model server cannot be reached (connection refused,
-	// unknown host, TLS failure) or answered with HTTP 429 or 5xx.
+	// unknown host, TLS failure), answered with HTTP 429 or 5xx (Anthropic's
+	// 529 "overloaded" included), or said mid-stream that it is overloaded
+	// or failed internally. Retrying later may succeed; Error.RetryAfter
+	// says when, if the server did.
 	ErrUnavailable = errors.New("model server unavailable")
-	// ErrRejected: the server refused the request with HTTP 4xx (bad key,
-	// unknown model, malformed request). The error text carries the server's
-	// own message.
+	// ErrRejected: the server refused the request with HTTP 4xx other than
+	// 429 (bad key, unknown model, malformed request), or mid-stream for a
+	// reason of the request (e.g. Anthropic's invalid_request_error). The
+	// error text carries the server's own message.
 	ErrRejected = errors.New("model server rejected the request")
-	// ErrBadResponse: the server answered, but not with an OpenAI
-	// chat-completions event stream (wrong content type, garbage lines, chunks
-	// that are not JSON, an error object inside the stream).
+	// ErrBadResponse: the server answered, but not with the event stream of
+	// its API (wrong content type, garbage lines, chunks that are not JSON,
+	// an error object inside the stream that names no known cause).
 	ErrBadResponse = errors.New("bad response from model server")
-	// ErrIncomplete: the event stream ended before its final "[DONE]" (the
-	// connection was cut mid-answer).
+	// ErrIncomplete: the event stream ended before its end marker ("[DONE]"
+	// for OpenAI, message_stop for Anthropic): the connection was cut
+	// mid-answer.
 	ErrIncomplete = errors.New("model stream ended early")
 	// ErrTimeout: the server sent no response headers within the header
 	// timeout, or went silent between chunks for longer than the idle timeout.
@@ -152,6 +161,10 @@ type Error struct {
 	Kind error  // one of ErrUnavailable, ErrRejected, ErrBadResponse, ErrIncomplete, ErrTimeout, ErrConfig
 	Msg  string // human-readable description without the cause
 	Err  error  // underlying cause, may be nil
+	// RetryAfter is how long the server asked the client to wait before
+	// trying again (its Retry-After header on HTTP 429/503/529, also stated
+	// in Msg); 0 when it did not say.
+	RetryAfter time.Duration
 }
 
 // Error implements error.

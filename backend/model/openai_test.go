@@ -41,8 +41,10 @@ func startSSE(w http.ResponseWriter) {
 
 // recorded is one request received by a scripted server.
 type recorded struct {
-	Auth string
-	Body map[string]any
+	Auth   string      // the Authorization header
+	Header http.Header // all headers
+	Raw    []byte      // the body as sent
+	Body   map[string]any
 }
 
 // scripted serves the i-th request with handlers[i] and records requests.
@@ -52,11 +54,18 @@ type scripted struct {
 	srv      *httptest.Server
 }
 
+// newScripted scripts an OpenAI-compatible server (POST /v1/chat/completions).
 func newScripted(t *testing.T, handlers ...http.HandlerFunc) *scripted {
+	t.Helper()
+	return newScriptedAt(t, "/v1/chat/completions", handlers...)
+}
+
+// newScriptedAt scripts the answers to POST path; other requests get 404.
+func newScriptedAt(t *testing.T, path string, handlers ...http.HandlerFunc) *scripted {
 	t.Helper()
 	s := &scripted{}
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/v1/chat/completions" || r.Method != http.MethodPost {
+		if r.URL.Path != path || r.Method != http.MethodPost {
 			http.Error(w, "wrong path "+r.URL.Path, http.StatusNotFound)
 			return
 		}
@@ -68,7 +77,7 @@ func newScripted(t *testing.T, handlers ...http.HandlerFunc) *scripted {
 		}
 		s.mu.Lock()
 		i := len(s.requests)
-		s.requests = append(s.requests, recorded{Auth: r.Header.Get("Authorization"), Body: body})
+		s.requests = append(s.requests, recorded{Auth: r.Header.Get("Authorization"), Header: r.Header.Clone(), Raw: b, Body: body})
 		s.mu.Unlock()
 		if i >= len(handlers) {
 			http.Error(w, "unexpected request", http.StatusInternalServerError)
@@ -281,6 +290,14 @@ func TestStreamErrors(t *testing.T) {
 			kind: ErrUnavailable, contains: []string{"HTTP 429", "slow down"},
 		},
 		{
+			name: "http 429 with Retry-After",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Retry-After", "7")
+				http.Error(w, "slow down", http.StatusTooManyRequests)
+			},
+			kind: ErrUnavailable, contains: []string{"HTTP 429", "slow down", "(retry after 7s)"},
+		},
+		{
 			name: "http 404 unknown model (Ollama error string)",
 			handler: func(w http.ResponseWriter, r *http.Request) {
 				w.WriteHeader(404)
@@ -457,5 +474,28 @@ func TestStreamAlreadyCancelled(t *testing.T) {
 	_, err := NewOpenAI(OpenAIOptions{BaseURL: "http://" + closedAddr(t)}).Stream(ctx, Request{}, nil)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		h    string
+		want time.Duration
+		ok   bool
+	}{
+		{"", 0, false},
+		{"30", 30 * time.Second, true},
+		{"1.5", 1500 * time.Millisecond, true},
+		{"Sun, 01 Mar 2026 12:00:20 GMT", 20 * time.Second, true},
+		{"Sun, 01 Mar 2026 11:00:00 GMT", 0, true}, // in the past: retry now
+		{"soon", 0, false},
+		{"-3", 0, false},
+	}
+	for _, tc := range tests {
+		got, ok := retryAfter(tc.h, now)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("retryAfter(%q) = %v, %v; want %v, %v", tc.h, got, ok, tc.want, tc.ok)
+		}
 	}
 }
