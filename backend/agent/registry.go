@@ -85,7 +85,8 @@ const (
 // Data is the tool's whole output (JSON) as kept in the transcript; the
 // model sees ForModel's summary and truncated body. Error is set for
 // StatusError and StatusDenied. Attempts counts the handler's runs (0 when
-// the call was refused before it ran); Duration is their total time.
+// the call was refused before it ran); Duration is their total time (JSON:
+// nanoseconds).
 type Result struct {
 	CallID     string          `json:"callId"`
 	Tool       string          `json:"tool"`
