@@ -33,6 +33,8 @@ var allowed = map[string][]string{
 	"backend/model":        {},
 	"backend/chat":         {"backend/history", "backend/model", "backend/memory", "backend/convo"},
 	"backend/convo":        {"backend/model", "backend/memory/chunk"},
+	"backend/agent":        {"backend/model"},
+	"backend/agent/tools":  {"backend/agent", "backend/acl", "backend/guard", "backend/memory"},
 	"backend/gateway":      {},
 	"backend/guard":        {"backend/acl", "backend/audit", "backend/memory"},
 	"backend/route":        {"backend/memory/embed"},
@@ -73,6 +75,9 @@ var testAllowed = map[string][]string{
 	// collab's tests build a real memory engine with its version store and
 	// a real guard with its audit log.
 	"backend/collab": {"backend/audit", "backend/memory/versions"},
+	// agent/tools' tests build the same real stack and drive the loop
+	// with the real OpenAI-compatible client against a scripted server.
+	"backend/agent/tools": {"backend/audit", "backend/memory/versions", "backend/model"},
 }
 
 func TestImportRules(t *testing.T) {
