@@ -14,9 +14,11 @@ CHROMIUM     ?= /usr/bin/chromium
 
 # Debian packages: cgo toolchain + SQLite headers (sqlite-vec), the Wails
 # window (GTK, WebKitGTK 4.1), headless Chromium for UI tests, Xvfb and
-# ImageMagick for window screenshots, CJK and emoji fonts so notes render.
+# ImageMagick for window screenshots, CJK and emoji fonts so notes render,
+# bubblewrap for the agents' exec sandbox (SPEC §6).
 APT_PKGS := build-essential pkg-config libsqlite3-dev libgtk-3-dev libwebkit2gtk-4.1-dev \
-            chromium xvfb xauth x11-utils xdotool imagemagick fonts-wqy-microhei fonts-noto-color-emoji
+            chromium xvfb xauth x11-utils xdotool imagemagick fonts-wqy-microhei fonts-noto-color-emoji \
+            bubblewrap
 
 FRONTEND_SRC := $(shell find frontend/src frontend/index.html frontend/package.json frontend/vite.config.ts -type f 2>/dev/null)
 
