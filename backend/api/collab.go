@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/atrium-dev/atrium/backend/acl"
 	"github.com/atrium-dev/atrium/backend/collab"
 	"github.com/atrium-dev/atrium/backend/gateway"
 	"github.com/atrium-dev/atrium/backend/guard"
@@ -42,121 +43,70 @@ func (a collabAuth) check(method string) error {
 	return nil
 }
 
+// asCaller registers method: decode its params P, check them (when P has a
+// check method, e.g. through collabAuth), resolve who the call acts as, call
+// fn and map its error to a gateway code.
+func asCaller[P any](g *gateway.Server, gd *guard.Guard, method string, fn func(ctx context.Context, who acl.Principal, p *P) (any, error)) {
+	g.Handle(method, func(ctx context.Context, c *gateway.Call) (any, error) {
+		var p P
+		if err := decode(c, &p); err != nil {
+			return nil, err
+		}
+		if v, ok := any(&p).(interface{ check(string) error }); ok {
+			if err := v.check(c.Method); err != nil {
+				return nil, err
+			}
+		}
+		ctx, who, err := principal(ctx, gd, c)
+		if err != nil {
+			return nil, err
+		}
+		res, err := fn(ctx, who, &p)
+		if err != nil {
+			return nil, mapErr(err)
+		}
+		return res, nil
+	})
+}
+
 func registerCollab(g *gateway.Server, svc *collab.Service, gd *guard.Guard) {
-	g.Handle("collab.request", func(ctx context.Context, c *gateway.Call) (any, error) {
-		var p collab.Request
-		if err := decode(c, &p); err != nil {
-			return nil, err
-		}
-		ctx, who, err := principal(ctx, gd, c)
-		if err != nil {
-			return nil, err
-		}
-		res, err := svc.Request(ctx, who, p)
-		if err != nil {
-			return nil, mapErr(err)
-		}
-		return res, nil
+	asCaller(g, gd, "collab.request", func(ctx context.Context, who acl.Principal, p *collab.Request) (any, error) {
+		return svc.Request(ctx, who, *p)
 	})
-	g.Handle("collab.accept", func(ctx context.Context, c *gateway.Call) (any, error) {
-		var p collabAuth
-		if err := decode(c, &p); err != nil {
-			return nil, err
-		}
-		if err := p.check(c.Method); err != nil {
-			return nil, err
-		}
-		ctx, who, err := principal(ctx, gd, c)
-		if err != nil {
-			return nil, err
-		}
-		res, err := svc.Accept(ctx, who, p.ID, p.Token)
-		if err != nil {
-			return nil, mapErr(err)
-		}
-		return res, nil
+	asCaller(g, gd, "collab.accept", func(ctx context.Context, who acl.Principal, p *collabAuth) (any, error) {
+		return svc.Accept(ctx, who, p.ID, p.Token)
 	})
-	g.Handle("collab.complete", func(ctx context.Context, c *gateway.Call) (any, error) {
-		var p struct {
-			collabAuth
-			Result *collab.Result `json:"result"`
-		}
-		if err := decode(c, &p); err != nil {
-			return nil, err
-		}
-		if err := p.check(c.Method); err != nil {
-			return nil, err
-		}
+	type completeParams struct {
+		collabAuth
+		Result *collab.Result `json:"result"`
+	}
+	asCaller(g, gd, "collab.complete", func(ctx context.Context, who acl.Principal, p *completeParams) (any, error) {
 		if p.Result == nil {
 			return nil, gateway.Errorf(gateway.CodeInvalidRequest, "collab.complete: result {output, importance, artifacts} is required")
 		}
-		ctx, who, err := principal(ctx, gd, c)
-		if err != nil {
-			return nil, err
-		}
-		res, err := svc.Complete(ctx, who, p.ID, p.Token, *p.Result)
-		if err != nil {
-			return nil, mapErr(err)
-		}
-		return res, nil
+		return svc.Complete(ctx, who, p.ID, p.Token, *p.Result)
 	})
-	g.Handle("collab.list", func(ctx context.Context, c *gateway.Call) (any, error) {
-		var p collab.ListFilter
-		if err := decode(c, &p); err != nil {
-			return nil, err
-		}
-		ctx, who, err := principal(ctx, gd, c)
+	asCaller(g, gd, "collab.list", func(ctx context.Context, who acl.Principal, p *collab.ListFilter) (any, error) {
+		list, err := svc.List(ctx, who, *p)
 		if err != nil {
 			return nil, err
-		}
-		list, err := svc.List(ctx, who, p)
-		if err != nil {
-			return nil, mapErr(err)
 		}
 		return map[string]any{"collaborations": list}, nil
 	})
-	g.Handle("collab.write", func(ctx context.Context, c *gateway.Call) (any, error) {
-		var p struct {
-			collabAuth
-			collab.WriteRequest
-		}
-		if err := decode(c, &p); err != nil {
-			return nil, err
-		}
-		if err := p.check(c.Method); err != nil {
-			return nil, err
-		}
-		ctx, who, err := principal(ctx, gd, c)
-		if err != nil {
-			return nil, err
-		}
-		res, err := svc.Write(ctx, who, p.ID, p.Token, p.WriteRequest)
-		if err != nil {
-			return nil, mapErr(err)
-		}
-		return res, nil
+	type writeParams struct {
+		collabAuth
+		collab.WriteRequest
+	}
+	asCaller(g, gd, "collab.write", func(ctx context.Context, who acl.Principal, p *writeParams) (any, error) {
+		return svc.Write(ctx, who, p.ID, p.Token, p.WriteRequest)
 	})
-	g.Handle("collab.view", func(ctx context.Context, c *gateway.Call) (any, error) {
-		var p struct {
-			collabAuth
-			Query      string `json:"query"`
-			MaxResults int    `json:"maxResults"`
-		}
-		if err := decode(c, &p); err != nil {
-			return nil, err
-		}
-		if err := p.check(c.Method); err != nil {
-			return nil, err
-		}
-		ctx, who, err := principal(ctx, gd, c)
-		if err != nil {
-			return nil, err
-		}
-		v, err := svc.View(ctx, who, p.ID, p.Token, p.Query, p.MaxResults)
-		if err != nil {
-			return nil, mapErr(err)
-		}
-		return v, nil
+	type viewParams struct {
+		collabAuth
+		Query      string `json:"query"`
+		MaxResults int    `json:"maxResults"`
+	}
+	asCaller(g, gd, "collab.view", func(ctx context.Context, who acl.Principal, p *viewParams) (any, error) {
+		return svc.View(ctx, who, p.ID, p.Token, p.Query, p.MaxResults)
 	})
 }
 

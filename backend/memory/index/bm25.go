@@ -391,13 +391,36 @@ func (k *kwLeg) top(ctx context.Context, n int) (hits []kwHit, full bool, err er
 // score returns the BM25 scores of the chunks nums (in scope; those that
 // hold no query term are left out).
 func (k *kwLeg) score(ctx context.Context, nums []uint64) ([]kwHit, error) {
+	return k.visit(ctx, nums, true)
+}
+
+// presence returns, for each of the chunks nums (in scope) that holds a
+// query term, its coverage and whether it holds every phrase term (a kwHit
+// with score −1: not computed), from the posting bitmaps alone: much
+// cheaper than score, and enough to bound a chunk's keyword score.
+func (k *kwLeg) presence(ctx context.Context, nums []uint64) (map[uint64]kwHit, error) {
+	hits, err := k.visit(ctx, nums, false)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[uint64]kwHit, len(hits))
+	for _, h := range hits {
+		out[h.num] = h
+	}
+	return out, nil
+}
+
+// visit walks the chunks nums in document order with one cursor per query
+// term and returns a hit for each chunk holding a term: scored (freq) or
+// with coverage only (score −1).
+func (k *kwLeg) visit(ctx context.Context, nums []uint64, freq bool) ([]kwHit, error) {
 	if len(nums) == 0 {
 		return nil, nil
 	}
 	nums = slices.Clone(nums)
 	slices.Sort(nums)
 	nums = slices.Compact(nums)
-	cs, err := k.openCursors(ctx, k.allTerms(), true)
+	cs, err := k.openCursors(ctx, k.allTerms(), freq)
 	if err != nil {
 		return nil, err
 	}
@@ -410,50 +433,22 @@ func (k *kwLeg) score(ctx context.Context, nums []uint64) ([]kwHit, error) {
 			if err := c.seek(num); err != nil {
 				return nil, err
 			}
-			if !c.done && c.doc == num {
+			if c.done || c.doc != num {
+				continue
+			}
+			if freq {
 				k.add(&a, c)
-			}
-		}
-		if a.matched > 0 {
-			out = append(out, k.hit(num, &a))
-		}
-	}
-	return out, nil
-}
-
-// presence returns, for each of the chunks nums (in scope) that holds a
-// query term, its coverage and whether it holds every phrase term (kwHit
-// without a score), from the posting bitmaps alone: much cheaper than
-// score, and enough to bound a chunk's keyword score.
-func (k *kwLeg) presence(ctx context.Context, nums []uint64) (map[uint64]kwHit, error) {
-	out := make(map[uint64]kwHit, len(nums))
-	if len(nums) == 0 {
-		return out, nil
-	}
-	nums = slices.Clone(nums)
-	slices.Sort(nums)
-	nums = slices.Compact(nums)
-	cs, err := k.openCursors(ctx, k.allTerms(), false)
-	if err != nil {
-		return nil, err
-	}
-	defer closeCursors(cs)
-	var a scored
-	for _, num := range nums {
-		k.reset(&a)
-		for _, c := range cs {
-			if err := c.seek(num); err != nil {
-				return nil, err
-			}
-			if !c.done && c.doc == num {
+			} else {
 				a.matched++
 				a.terms = append(a.terms, c.term)
 			}
 		}
 		if a.matched > 0 {
 			h := k.hit(num, &a)
-			h.score = -1 // not computed
-			out[num] = h
+			if !freq {
+				h.score = -1
+			}
+			out = append(out, h)
 		}
 	}
 	return out, nil
