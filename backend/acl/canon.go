@@ -123,6 +123,17 @@ func Canonicalize(workspace, raw string) (string, error) {
 	return rel, nil
 }
 
+// Lexical reports whether raw passes the checks of Canonicalize that look at
+// its text alone (no file-system access): nil, or a *PathError (wrapping
+// ErrInvalidPath) saying why not. The guard uses it to let the ACL decide
+// on a path before anything on disk is looked at.
+func Lexical(raw string) error {
+	if reason := lexical(raw); reason != "" {
+		return &PathError{Path: raw, Reason: reason}
+	}
+	return nil
+}
+
 // lexical returns why raw is refused on its text alone, or "".
 func lexical(raw string) string {
 	switch {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -123,8 +124,13 @@ func TestACLAdversarial(t *testing.T) {
 		{"get backslashes", op, "memory.get", w(map[string]any{"path": `memory\roles\code-expert\secret.md`}), "INVALID_REQUEST", "writer"},
 		{"get file symlink", op, "memory.get", w(map[string]any{"path": "memory/roles/writer/link.md"}), "FORBIDDEN", "writer"},
 		{"get folder symlink", op, "memory.get", w(map[string]any{"path": "memory/roles/writer/ce/secret.md"}), "FORBIDDEN", "writer"},
-		{"get upper-case folder", op, "memory.get", w(map[string]any{"path": "memory/ROLES/code-expert/secret.md"}), "INVALID_REQUEST", "writer"},
-		{"get mixed-case role", op, "memory.get", w(map[string]any{"path": "memory/roles/Code-Expert/secret.md"}), "INVALID_REQUEST", "writer"},
+		// Case tricks on a folder the caller has no right on are refused by
+		// the ACL before the file system is asked (which would tell that
+		// the file exists under another case).
+		{"get upper-case folder", op, "memory.get", w(map[string]any{"path": "memory/ROLES/code-expert/secret.md"}), "FORBIDDEN", "writer"},
+		{"get mixed-case role", op, "memory.get", w(map[string]any{"path": "memory/roles/Code-Expert/secret.md"}), "FORBIDDEN", "writer"},
+		{"get case variant of a private file", op, "memory.get", w(map[string]any{"path": "memory/roles/code-expert/SECRET.md"}), "FORBIDDEN", "writer"},
+		{"write case variant of a private file", op, "memory.write", w(map[string]any{"path": "memory/roles/code-expert/Secret.md", "content": "x", "mode": "append"}), "FORBIDDEN", "writer"},
 		{"get NFD name", op, "memory.get", w(map[string]any{"path": nfd}), "INVALID_REQUEST", "writer"},
 		{"get dot segment", op, "memory.get", w(map[string]any{"path": "memory/roles/code-expert/./secret.md"}), "INVALID_REQUEST", "writer"},
 		{"get fullwidth solidus", op, "memory.get", w(map[string]any{"path": "memory/roles\uFF0Fcode-expert/secret.md"}), "INVALID_REQUEST", "writer"},
@@ -147,7 +153,9 @@ func TestACLAdversarial(t *testing.T) {
 		{"import with backslash name", op, "memory.import", w(map[string]any{"name": `..\code-expert\x.md`, "content": "pwned"}), "INVALID_REQUEST", "writer"},
 		{"import into main's folder", op, "memory.import", w(map[string]any{"name": "x.md", "content": "pwned"}), "FORBIDDEN", "writer"},
 		{"promote from code-expert's session", op, "memory.promote", w(map[string]any{"session": "ce-1", "path": "context.md", "to": "global"}), "FORBIDDEN", "writer"},
-		{"resolve code-expert's conflict", op, "conflicts.resolve", w(map[string]any{"id": w3.Conflict.ID, "choice": "other"}), "FORBIDDEN", "writer"},
+		// A conflict on a file the caller may not read does not exist for
+		// it (ids are sequential: FORBIDDEN would confirm it and name the file).
+		{"resolve code-expert's conflict", op, "conflicts.resolve", w(map[string]any{"id": w3.Conflict.ID, "choice": "other"}), "NOT_FOUND", "writer"},
 		{"as from a node", node, "memory.get", w(map[string]any{"path": "memory/roles/code-expert/secret.md"}), "FORBIDDEN", "authenticated"},
 		{"node get private file", node, "memory.get", map[string]any{"path": "memory/roles/code-expert/secret.md"}, "FORBIDDEN", "authenticated"},
 		{"node write private file", node, "memory.write", map[string]any{"path": "memory/roles/code-expert/secret.md", "content": "pwned", "mode": "append"}, "FORBIDDEN", "authenticated"},
@@ -200,6 +208,15 @@ func TestACLAdversarial(t *testing.T) {
 			}
 		})
 	}
+	// No existence oracle: a case variant of a real private file and a
+	// made-up name get the same answer (but for the name itself).
+	msg := func(path string) string {
+		err := op.Call(ctx, "memory.get", w(map[string]any{"path": path}), nil)
+		return strings.ReplaceAll(fmt.Sprint(err), path[len("memory/"):], "NAME")
+	}
+	if real, made := msg("memory/roles/code-expert/SECRET.md"), msg("memory/roles/code-expert/NOTHERE.md"); real != made || !strings.Contains(real, "FORBIDDEN") {
+		t.Errorf("a case variant of an existing private file answers %q, a made-up name %q", real, made)
+	}
 	// Nothing was written into code-expert's folder.
 	if b, err := os.ReadFile(filepath.Join(ws, "memory", "roles", "code-expert", "secret.md")); err != nil || strings.Contains(string(b), "pwned") {
 		t.Errorf("secret.md changed: %q %v", b, err)
@@ -235,7 +252,7 @@ func TestACLAdversarial(t *testing.T) {
 		Corrupt int           `json:"corrupt"`
 	}
 	must(t, op.Call(ctx, "audit.tail", map[string]any{"n": 1000, "role": "writer", "result": "denied"}, &tail))
-	wantWriter := 0
+	wantWriter := 2 // the two existence-oracle probes
 	for _, tc := range attempts {
 		if tc.role == "writer" && tc.want != "filtered" {
 			wantWriter++

@@ -182,6 +182,22 @@ func (g *Guard) DenyInvalid(p acl.Principal, op, target, reason string) error {
 // is audited and returned wrapping memory.ErrForbidden (it was not shown
 // safe). Allowed paths are not audited here: the Check that follows does.
 func (g *Guard) Canonical(p acl.Principal, op, raw string) (rel, name string, err error) {
+	// The ACL speaks first, on the path as given: a caller with no right at
+	// all on it (read, write or collaborate) is refused before the
+	// file-system checks run, so their answers (a case variant of an
+	// existing name, a symlink) cannot tell it which files exist in a
+	// folder it may not see. A made-up name and a real one get the same
+	// FORBIDDEN.
+	if acl.Lexical(raw) == nil {
+		if lname, ok := acl.Name(raw); ok {
+			if d, ok := g.anyRight(p, lname); !ok {
+				if err := g.Record(p, op, lname, false, d.Reason); err != nil {
+					return "", "", err
+				}
+				return "", "", fmt.Errorf("%s %s: %w: %s", op, lname, memory.ErrForbidden, d.Reason)
+			}
+		}
+	}
 	rel, err = acl.Canonicalize(g.opts.Workspace, raw)
 	if err != nil {
 		if rerr := g.Record(p, op, raw, false, err.Error()); rerr != nil {
@@ -202,6 +218,19 @@ func (g *Guard) Canonical(p acl.Principal, op, raw string) (rel, name string, er
 		return "", "", fmt.Errorf("%s %q: %w: %s", op, raw, memory.ErrInvalidPath, reason)
 	}
 	return rel, name, nil
+}
+
+// anyRight reports whether p holds any action on ACL name; when it holds
+// none, d is the read decision (its reason names the rule).
+func (g *Guard) anyRight(p acl.Principal, name string) (d acl.Decision, ok bool) {
+	for _, a := range acl.Actions() {
+		if x := g.opts.ACL.Check(p, a, name, g.owners()); x.Allowed {
+			return x, true
+		} else if a == acl.Read {
+			d = x
+		}
+	}
+	return d, false
 }
 
 // Check canonicalises raw, checks action on it for p, audits the decision
@@ -244,7 +273,11 @@ func (g *Guard) Authorize(ctx context.Context, writer, session, action, path str
 	if rel, ok := ctx.Value(checkedKey{}).(string); ok && action == memory.ActionWrite && rel == path {
 		return nil // checked and audited by the caller (WithChecked)
 	}
-	_, err := g.Check(p, action, acl.Write, path)
+	act := acl.Write
+	if action == memory.ActionRead {
+		act = acl.Read
+	}
+	_, err := g.Check(p, action, act, path)
 	return err
 }
 

@@ -84,6 +84,10 @@ const (
 	ActionWrite = "write"
 	// ActionResolve: ResolveConflict, on the conflict's file.
 	ActionResolve = "resolve"
+	// ActionRead asks whether the caller may read a file (a conflict
+	// record holds its text; a conflict on an unreadable file is
+	// ErrNotFound to that caller, so ids cannot be probed).
+	ActionRead = "read"
 )
 
 // Sentinel errors of the write path.
@@ -873,12 +877,19 @@ func (m *Manager) ResolveConflict(ctx context.Context, id int64, r Resolution) (
 	if err != nil {
 		return Conflict{}, fmt.Errorf("resolve conflict %d: %w", id, err)
 	}
-	if c.State != versions.StateOpen {
-		return Conflict{}, fmt.Errorf("resolve conflict %d: %w: already resolved", id, ErrConflict)
-	}
 	rel, err := writablePath(c.Path)
 	if err != nil {
 		return Conflict{}, fmt.Errorf("resolve conflict %d: %w", id, err)
+	}
+	// Before anything else is said about it: a conflict on a file the
+	// caller may not read does not exist for the caller.
+	if err := m.authorize(ctx, AdminWriter, "", ActionRead, rel); errors.Is(err, ErrForbidden) {
+		return Conflict{}, fmt.Errorf("resolve conflict %d: %w", id, ErrNotFound)
+	} else if err != nil {
+		return Conflict{}, fmt.Errorf("resolve conflict %d: %w", id, err)
+	}
+	if c.State != versions.StateOpen {
+		return Conflict{}, fmt.Errorf("resolve conflict %d: %w: already resolved", id, ErrConflict)
 	}
 	if err := m.authorize(ctx, AdminWriter, "", ActionResolve, rel); err != nil {
 		return Conflict{}, fmt.Errorf("resolve conflict %d: %w", id, err)

@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -508,8 +509,18 @@ func TestWriteAuthorize(t *testing.T) {
 	if _, err := f.m.ResolveConflict(ctx, c.ID, Resolution{Choice: "current"}); err != nil {
 		t.Fatal(err)
 	}
-	if len(calls) != 1 || calls[0] != (call{AdminWriter, "", ActionResolve, "memory/roles/writer/a.md"}) {
+	// First may the caller see the conflict's file at all, then may it write.
+	if len(calls) != 2 || calls[0] != (call{AdminWriter, "", ActionRead, "memory/roles/writer/a.md"}) ||
+		calls[1] != (call{AdminWriter, "", ActionResolve, "memory/roles/writer/a.md"}) {
 		t.Fatalf("Authorize calls of resolve: %+v", calls)
+	}
+	// A caller that may not read the file is told the conflict does not exist.
+	f2 := c.ID
+	f.m.opts.Authorize = func(ctx context.Context, writer, session, action, path string) error {
+		return fmt.Errorf("no: %w", ErrForbidden)
+	}
+	if _, err := f.m.ResolveConflict(ctx, f2, Resolution{Choice: "current"}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("resolve by a caller that may not read the file: %v, want ErrNotFound", err)
 	}
 }
 
