@@ -101,6 +101,8 @@ func importTarget(roles bool, r memory.ImportRequest) (string, error) {
 	switch {
 	case r.Layer == memory.LayerGlobal:
 		dir = "memory/global"
+	case roles && r.Role != "":
+		dir = "memory/roles/" + r.Role
 	case roles:
 		dir = "memory/roles/" + memory.MainRole
 	}

@@ -128,6 +128,9 @@ func Register(o Options) {
 		if err != nil {
 			return nil, err
 		}
+		if p.Role == "" && who.Role != "" {
+			p.Role = who.Role // a role imports into its own folder
+		}
 		if o.Guard != nil {
 			if err := checkImport(o.Guard, who, p); err != nil {
 				return nil, mapErr(err)

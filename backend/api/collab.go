@@ -134,8 +134,13 @@ func registerRoute(g *gateway.Server, l Layers, emb embed.Embedder, threshold fl
 			return nil, mapErr(err)
 		}
 		roles := make([]route.Role, 0, len(infos))
+		known := p.Current == memory.MainRole // main always exists (the OpenClaw layout's role)
 		for _, ri := range infos {
 			roles = append(roles, route.Role{Name: ri.Role, Description: ri.Description, Capabilities: ri.Capabilities})
+			known = known || ri.Role == p.Current
+		}
+		if !known {
+			return nil, gateway.Errorf(gateway.CodeInvalidRequest, "chat.route: current %q is not a role of this workspace", p.Current)
 		}
 		d, err := route.Route(ctx, p.Text, p.Current, roles, route.Options{Embedder: emb, Threshold: threshold})
 		if err != nil {

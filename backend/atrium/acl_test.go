@@ -151,7 +151,8 @@ func TestACLAdversarial(t *testing.T) {
 		{"note with slash role", op, "memory.note", w(map[string]any{"role": "writer/../code-expert", "text": "pwned"}), "INVALID_REQUEST", "writer"},
 		{"import with dot-dot name", op, "memory.import", w(map[string]any{"name": "../code-expert/x.md", "content": "pwned"}), "INVALID_REQUEST", "writer"},
 		{"import with backslash name", op, "memory.import", w(map[string]any{"name": `..\code-expert\x.md`, "content": "pwned"}), "INVALID_REQUEST", "writer"},
-		{"import into main's folder", op, "memory.import", w(map[string]any{"name": "x.md", "content": "pwned"}), "FORBIDDEN", "writer"},
+		{"import into main's folder", op, "memory.import", w(map[string]any{"name": "x.md", "content": "pwned", "role": "main"}), "FORBIDDEN", "writer"},
+		{"import into code-expert's folder", op, "memory.import", w(map[string]any{"name": "x.md", "content": "pwned", "role": "code-expert"}), "FORBIDDEN", "writer"},
 		{"promote from code-expert's session", op, "memory.promote", w(map[string]any{"session": "ce-1", "path": "context.md", "to": "global"}), "FORBIDDEN", "writer"},
 		// A conflict on a file the caller may not read does not exist for
 		// it (ids are sequential: FORBIDDEN would confirm it and name the file).
@@ -207,6 +208,11 @@ func TestACLAdversarial(t *testing.T) {
 				t.Errorf("audit entry %+v, want denied", e)
 			}
 		})
+	}
+	// A role's import lands in its own folder (QA: it went to main's).
+	var imp memory.ImportResult
+	if err := op.Call(ctx, "memory.import", w(map[string]any{"name": "mine.md", "content": "# Mine\n\nwriter's own note\n"}), &imp); err != nil || imp.Path != "memory/roles/writer/mine.md" {
+		t.Errorf("import as writer: %+v %v, want memory/roles/writer/mine.md", imp, err)
 	}
 	// No existence oracle: a case variant of a real private file and a
 	// made-up name get the same answer (but for the name itself).

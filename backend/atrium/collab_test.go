@@ -217,6 +217,11 @@ func TestCollabOverGateway(t *testing.T) {
 			t.Errorf("chat.route %q: %+v, want %s (%s)", tc.text, d, tc.role, tc.reason)
 		}
 	}
+	for _, cur := range []string{"../x", "nosuch"} {
+		if err := op.Call(ctx, "chat.route", map[string]any{"text": "hello", "current": cur}, nil); errCode(err) != gateway.CodeInvalidRequest {
+			t.Errorf("chat.route with current %q: %v, want INVALID_REQUEST", cur, err)
+		}
+	}
 	if err := op.Call(ctx, "chat.route", map[string]any{"text": " "}, nil); errCode(err) != gateway.CodeInvalidRequest {
 		t.Errorf("chat.route empty: %v", err)
 	}

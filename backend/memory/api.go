@@ -111,6 +111,10 @@ type ImportRequest struct {
 	Name    string `json:"name"`
 	Content string `json:"content"`
 	Layer   string `json:"layer,omitempty"`
+	// Role is the role whose folder layer "role" imports into in an
+	// Atrium-layout workspace; "" means MainRole. The gateway fills in the
+	// calling role, so a role imports into its own memory.
+	Role string `json:"role,omitempty"`
 }
 
 // ImportResult says where an imported note landed and how many chunks it made.

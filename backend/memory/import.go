@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/atrium-dev/atrium/backend/acl"
 	"io/fs"
 	"os"
 	"path"
@@ -56,8 +57,15 @@ func (m *Manager) Import(ctx context.Context, r ImportRequest) (ImportResult, er
 		dirRel = "memory/global"
 	case "", LayerRole:
 		dirRel = "memory"
+		role := r.Role
+		if role == "" {
+			role = MainRole
+		}
+		if err := acl.ValidateRole(role); err != nil {
+			return ImportResult{}, fmt.Errorf("import %s: %w: role: %v", r.Name, ErrInvalidInput, err)
+		}
 		if st, err := os.Stat(filepath.Join(m.ws, "memory", "roles")); err == nil && st.IsDir() {
-			dirRel = "memory/roles/" + MainRole
+			dirRel = "memory/roles/" + role
 		}
 	default:
 		return ImportResult{}, fmt.Errorf("import %s: %w: unknown layer %q (want %q or %q)", r.Name, ErrInvalidInput, r.Layer, LayerRole, LayerGlobal)
