@@ -72,20 +72,20 @@ type Source struct {
 // (assistant messages only) is the run's token usage summed over its model
 // calls, as the model servers reported it; nil when none was reported.
 type Message struct {
-	ID        string   `json:"id"`
-	ProfileID string   `json:"profileId"`
-	SessionID string   `json:"sessionId"`
+	ID        string `json:"id"`
+	ProfileID string `json:"profileId"`
+	SessionID string `json:"sessionId"`
 	// ConversationID is the client conversation the message belongs to
 	// ("" when the sender named none): the conversation domain.
-	ConversationID string `json:"conversationId,omitempty"`
-	RunID     string   `json:"runId,omitempty"`
-	Role      string   `json:"role"`
-	Content   string   `json:"content"`
-	TS        int64    `json:"ts"`
-	Sources   []Source `json:"sources,omitempty"`
-	Error     string   `json:"error,omitempty"`
-	EndedAt   int64    `json:"endedAt,omitempty"`
-	Usage     *Usage   `json:"usage,omitempty"`
+	ConversationID string   `json:"conversationId,omitempty"`
+	RunID          string   `json:"runId,omitempty"`
+	Role           string   `json:"role"`
+	Content        string   `json:"content"`
+	TS             int64    `json:"ts"`
+	Sources        []Source `json:"sources,omitempty"`
+	Error          string   `json:"error,omitempty"`
+	EndedAt        int64    `json:"endedAt,omitempty"`
+	Usage          *Usage   `json:"usage,omitempty"`
 }
 
 // Usage counts the tokens of a run: PromptTokens sent to the model (every
