@@ -4,12 +4,16 @@
 //
 // Send stores the user's message in history and starts a run in the
 // background; the run builds the model context (a system prompt, the
-// session's recent history, the message), streams the model's answer as
+// recency-first merge of the server's history — the conversation's, else
+// the session's — with the client's recent history, SPEC §6; the message),
+// streams the model's answer as
 // events through Options.Emit (chat.thinking, which carries the stored user
 // message so every client can show the question, chat.reasoning,
 // chat.chunk, then exactly one of chat.final, chat.cancelled or chat.error;
 // payloads as in docs/PROTOCOL.md), lets the model call the memory_search
-// tool, and stores the assistant message when the run ends. Without a model
+// tool, and stores the assistant message when the run ends. Messages are
+// stored in both history domains (profile and conversation, SPEC §6);
+// Delete removes one from both and emits message.deleted. Without a model
 // the built-in offline provider (Offline) answers from memory search.
 //
 // Timestamps follow history's ordering rule: user messages get strictly
