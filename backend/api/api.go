@@ -61,7 +61,7 @@ type Options struct {
 // Events lists the events the services emit through the gateway.
 var Events = []string{
 	"tick", "chat.thinking", "chat.reasoning", "chat.chunk", "chat.final", "chat.cancelled",
-	"chat.error", "memory.changed", "memory.progress",
+	"chat.error", chat.EventMessageDeleted, "memory.changed", "memory.progress",
 }
 
 // Register adds every method to the gateway. Call it before the gateway runs.
@@ -219,6 +219,34 @@ func Register(o Options) {
 		}
 		page, err := o.Chat.History(ctx, p.ProfileID, p.Before, p.Limit)
 		return page, mapErr(err)
+	})
+	g.Handle("history.conversation", func(ctx context.Context, c *gateway.Call) (any, error) {
+		var p struct {
+			ConversationID string `json:"conversationId"`
+			Before         string `json:"before"`
+			Limit          int    `json:"limit"`
+		}
+		if err := decode(c, &p); err != nil {
+			return nil, err
+		}
+		page, err := o.Chat.ConversationHistory(ctx, p.ConversationID, p.Before, p.Limit)
+		return page, mapErr(err)
+	})
+	g.Handle("message.delete", func(ctx context.Context, c *gateway.Call) (any, error) {
+		var p struct {
+			MessageID string `json:"messageId"`
+		}
+		if err := decode(c, &p); err != nil {
+			return nil, err
+		}
+		if c.Role != gateway.RoleOperator {
+			return nil, gateway.Errorf(gateway.CodeForbidden, "message.delete: devices (node connections) do not delete history")
+		}
+		deleted, err := o.Chat.Delete(ctx, p.MessageID)
+		if err != nil {
+			return nil, mapErr(err)
+		}
+		return map[string]any{"deleted": deleted}, nil
 	})
 }
 

@@ -4,12 +4,16 @@
 //
 // Send stores the user's message in history and starts a run in the
 // background; the run builds the model context (a system prompt, the
-// session's recent history, the message), streams the model's answer as
+// recency-first merge of the server's history — the conversation's, else
+// the session's — with the client's recent history, SPEC §6; the message),
+// streams the model's answer as
 // events through Options.Emit (chat.thinking, which carries the stored user
 // message so every client can show the question, chat.reasoning,
 // chat.chunk, then exactly one of chat.final, chat.cancelled or chat.error;
 // payloads as in docs/PROTOCOL.md), lets the model call the memory_search
-// tool, and stores the assistant message when the run ends. Without a model
+// tool, and stores the assistant message when the run ends. Messages are
+// stored in both history domains (profile and conversation, SPEC §6);
+// Delete removes one from both and emits message.deleted. Without a model
 // the built-in offline provider (Offline) answers from memory search.
 //
 // Timestamps follow history's ordering rule: user messages get strictly
@@ -63,8 +67,16 @@ const (
 	MaxMessageChars = 64000
 	// MaxToolResultChars caps the JSON text of one tool result given to the model.
 	MaxToolResultChars = 8000
-	// MaxSessionIDLen caps a client-chosen session id.
+	// MaxSessionIDLen caps a client-chosen session id, conversation id or
+	// message id.
 	MaxSessionIDLen = 128
+	// MaxClientHistory caps the messages of chat.send's history (SPEC §6
+	// H_r, the client's recent history).
+	MaxClientHistory = 50
+	// MaxClientHistoryMessageChars caps one message of that history (characters).
+	MaxClientHistoryMessageChars = 16000
+	// MaxClientHistoryChars caps the characters of that whole history.
+	MaxClientHistoryChars = 64000
 	// IdempotencyWindow is how long Send remembers an idempotency key (SPEC §3).
 	IdempotencyWindow = 5 * time.Minute
 	// ToolTimeout bounds one tool call.
@@ -133,13 +145,33 @@ type Profile struct {
 }
 
 // SendRequest is chat.send's params. SessionID empty starts a new session.
-// IdempotencyKey, when set, makes a repeat within IdempotencyWindow return
-// the first result without sending again.
+// ConversationID, when set, names the client's conversation (SPEC §6: the
+// conversation domain of history); the question and its answer are stored
+// in it, and the model context's server history is the conversation's.
+// History is the client's recent messages before Message, oldest first
+// (SPEC §6 H_r), merged recency-first with the server's (see
+// Service.context). IdempotencyKey, when set, makes a repeat within
+// IdempotencyWindow return the first result without sending again.
 type SendRequest struct {
-	ProfileID      string `json:"profileId"`
-	SessionID      string `json:"sessionId,omitempty"`
-	Message        string `json:"message"`
-	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+	ProfileID      string          `json:"profileId"`
+	SessionID      string          `json:"sessionId,omitempty"`
+	ConversationID string          `json:"conversationId,omitempty"`
+	Message        string          `json:"message"`
+	History        []ClientMessage `json:"history,omitempty"`
+	IdempotencyKey string          `json:"idempotencyKey,omitempty"`
+}
+
+// ClientMessage is one message of chat.send's history: Role "user" or
+// "assistant", Content its text (at most MaxClientHistoryMessageChars
+// characters), ID the server's message id when the client has it (the
+// merge matches by it; a message with an ID that history no longer has,
+// because it was deleted, is left out of the context), TS Unix ms
+// (informational).
+type ClientMessage struct {
+	ID      string `json:"id,omitempty"`
+	Role    string `json:"role"`
+	Content string `json:"content"`
+	TS      int64  `json:"ts,omitempty"`
 }
 
 // SendResult is chat.send's payload. MessageID is the id the assistant
@@ -188,9 +220,13 @@ type run struct {
 	userMsg   history.Message // the stored user message (its TS is the run's start)
 	userMsgID string
 	userText  string
-	startedAt time.Time // = userMsg.TS
-	ctx       context.Context
-	cancel    context.CancelCauseFunc
+	// conversationID is SendRequest.ConversationID; client the validated
+	// SendRequest.History.
+	conversationID string
+	client         []ClientMessage
+	startedAt      time.Time // = userMsg.TS
+	ctx            context.Context
+	cancel         context.CancelCauseFunc
 	// stored is set (under Service.mu) once the user message is in
 	// history; only then does the run show in HistoryPage.Active.
 	stored bool
@@ -308,7 +344,7 @@ func (s *Service) RecoverInterrupted(ctx context.Context) (int, error) {
 	now := s.opts.Now().UnixMilli()
 	for _, q := range qs {
 		a := history.Message{
-			ID: ReplyID(q.RunID), ProfileID: q.ProfileID, SessionID: q.SessionID, RunID: q.RunID,
+			ID: ReplyID(q.RunID), ProfileID: q.ProfileID, SessionID: q.SessionID, ConversationID: q.ConversationID, RunID: q.RunID,
 			Role: history.RoleAssistant, TS: q.TS + 1, Error: history.ErrorInterrupted, EndedAt: now,
 		}
 		if err := s.opts.History.Append(ctx, a); err != nil {
@@ -361,18 +397,50 @@ func checkProfile(id string) error {
 
 // checkSessionID accepts 1..MaxSessionIDLen characters of [A-Za-z0-9._:-]
 // (session ids name folders under memory/sessions/, SPEC §4.1).
-func checkSessionID(id string) error {
+func checkSessionID(id string) error { return checkID("sessionId", id) }
+
+// checkID is checkSessionID's rule for any client-chosen id named field.
+func checkID(field, id string) error {
 	if id == "" || len(id) > MaxSessionIDLen {
-		return fmt.Errorf("%w: sessionId must be 1..%d characters", ErrInvalidInput, MaxSessionIDLen)
+		return fmt.Errorf("%w: %s must be 1..%d characters", ErrInvalidInput, field, MaxSessionIDLen)
 	}
 	for _, r := range id {
 		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' || r == ':'
 		if !ok {
-			return fmt.Errorf("%w: sessionId %q may only hold letters, digits and . _ : -", ErrInvalidInput, id)
+			return fmt.Errorf("%w: %s %q may only hold letters, digits and . _ : -", ErrInvalidInput, field, id)
 		}
 	}
 	if id == "." || id == ".." {
-		return fmt.Errorf("%w: sessionId %q", ErrInvalidInput, id)
+		return fmt.Errorf("%w: %s %q", ErrInvalidInput, field, id)
+	}
+	return nil
+}
+
+// checkClientHistory validates chat.send's history: at most
+// MaxClientHistory messages, roles user or assistant, each at most
+// MaxClientHistoryMessageChars and all together at most
+// MaxClientHistoryChars characters, ids (when given) valid ids.
+func checkClientHistory(h []ClientMessage) error {
+	if len(h) > MaxClientHistory {
+		return fmt.Errorf("%w: history has %d messages (at most %d)", ErrInvalidInput, len(h), MaxClientHistory)
+	}
+	total := 0
+	for i, m := range h {
+		if m.Role != history.RoleUser && m.Role != history.RoleAssistant {
+			return fmt.Errorf("%w: history[%d].role %q (want %q or %q)", ErrInvalidInput, i, m.Role, history.RoleUser, history.RoleAssistant)
+		}
+		n := utf8.RuneCountInString(m.Content)
+		if n > MaxClientHistoryMessageChars {
+			return fmt.Errorf("%w: history[%d] has %d characters (at most %d)", ErrInvalidInput, i, n, MaxClientHistoryMessageChars)
+		}
+		if total += n; total > MaxClientHistoryChars {
+			return fmt.Errorf("%w: history has more than %d characters", ErrInvalidInput, MaxClientHistoryChars)
+		}
+		if m.ID != "" {
+			if err := checkID(fmt.Sprintf("history[%d].id", i), m.ID); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -398,6 +466,14 @@ func (s *Service) Send(ctx context.Context, r SendRequest) (SendResult, error) {
 		if err := checkSessionID(r.SessionID); err != nil {
 			return SendResult{}, fmt.Errorf("chat send: %w", err)
 		}
+	}
+	if r.ConversationID != "" {
+		if err := checkID("conversationId", r.ConversationID); err != nil {
+			return SendResult{}, fmt.Errorf("chat send: %w", err)
+		}
+	}
+	if err := checkClientHistory(r.History); err != nil {
+		return SendResult{}, fmt.Errorf("chat send: %w", err)
 	}
 	now := s.opts.Now()
 	idemKey := ""
@@ -436,16 +512,18 @@ func (s *Service) Send(ctx context.Context, r SendRequest) (SendResult, error) {
 	rctx, stop := context.WithTimeoutCause(base, s.opts.RunTimeout, errRunTimeout)
 	runID := uuid.NewString()
 	rn := &run{
-		RunRef:    RunRef{RunID: runID, ProfileID: r.ProfileID, SessionID: sessionID, MessageID: ReplyID(runID)},
-		userMsgID: uuid.NewString(),
-		userText:  text,
-		startedAt: time.UnixMilli(ts),
-		ctx:       rctx,
-		cancel:    func(cause error) { cancel(cause); stop() },
+		RunRef:         RunRef{RunID: runID, ProfileID: r.ProfileID, SessionID: sessionID, MessageID: ReplyID(runID)},
+		userMsgID:      uuid.NewString(),
+		userText:       text,
+		conversationID: r.ConversationID,
+		client:         r.History,
+		startedAt:      time.UnixMilli(ts),
+		ctx:            rctx,
+		cancel:         func(cause error) { cancel(cause); stop() },
 	}
 	rn.userMsg = history.Message{
-		ID: rn.userMsgID, ProfileID: rn.ProfileID, SessionID: sessionID, RunID: rn.RunID,
-		Role: history.RoleUser, Content: text, TS: ts,
+		ID: rn.userMsgID, ProfileID: rn.ProfileID, SessionID: sessionID, ConversationID: r.ConversationID,
+		RunID: rn.RunID, Role: history.RoleUser, Content: text, TS: ts,
 	}
 	res := SendResult{RunID: rn.RunID, MessageID: rn.MessageID, SessionID: sessionID, UserMessageID: rn.userMsgID}
 	s.runs[rn.RunID] = rn
@@ -545,6 +623,44 @@ func (s *Service) History(ctx context.Context, profileID, before string, limit i
 	if err != nil {
 		return HistoryPage{}, fmt.Errorf("chat history: %w", err)
 	}
+	return withActive(page, active), nil
+}
+
+// ConversationHistory is History for the conversation domain (SPEC §6,
+// history.conversation): a page of conversationID's messages, oldest
+// first, and on the newest page the runs of that conversation in progress.
+// Errors: ErrInvalidInput (missing or malformed conversationId),
+// ErrNotFound (unknown cursor, or one of another conversation), or a
+// wrapped history error.
+func (s *Service) ConversationHistory(ctx context.Context, conversationID, before string, limit int) (HistoryPage, error) {
+	if err := checkID("conversationId", conversationID); err != nil {
+		return HistoryPage{}, fmt.Errorf("chat conversation history: %w", err)
+	}
+	var active []ActiveRun
+	if before == "" {
+		s.mu.Lock()
+		for _, rn := range s.runs {
+			if rn.conversationID == conversationID && rn.stored {
+				active = append(active, rn.active())
+			}
+		}
+		s.mu.Unlock()
+		sortActive(active)
+	}
+	page, err := s.opts.History.Conversation(ctx, conversationID, before, limit)
+	if errors.Is(err, history.ErrNotFound) {
+		return HistoryPage{}, fmt.Errorf("chat conversation history: cursor %q: %w", before, ErrNotFound)
+	}
+	if err != nil {
+		return HistoryPage{}, fmt.Errorf("chat conversation history: %w", err)
+	}
+	return withActive(page, active), nil
+}
+
+// withActive is page with the runs of active whose answer it does not
+// hold yet (a run that ended between the snapshot and the read shows up
+// only as its stored message).
+func withActive(page history.Page, active []ActiveRun) HistoryPage {
 	stored := make(map[string]bool, len(page.Messages))
 	for _, m := range page.Messages {
 		stored[m.ID] = true
@@ -555,7 +671,67 @@ func (s *Service) History(ctx context.Context, profileID, before string, limit i
 			out.Active = append(out.Active, a)
 		}
 	}
-	return out, nil
+	return out
+}
+
+// active is rn's ActiveRun snapshot.
+func (rn *run) active() ActiveRun {
+	text, seq := rn.out.snapshot()
+	return ActiveRun{RunRef: rn.RunRef, Content: text, Seq: seq, StartedAt: rn.startedAt.UnixMilli()}
+}
+
+func sortActive(out []ActiveRun) {
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].StartedAt != out[j].StartedAt {
+			return out[i].StartedAt < out[j].StartedAt
+		}
+		return out[i].RunID < out[j].RunID
+	})
+}
+
+// Delete removes the stored message messageID from both history domains
+// (profile and conversation, SPEC §6) and then emits EventMessageDeleted,
+// which the gateway broadcasts to every operator connection. It reports
+// whether a message was removed: deleting an id that is not stored (never
+// was, or already deleted) returns false and emits nothing, so repeating a
+// delete is not an error. A message of a run still in progress (its
+// question, or the answer id it will be stored under) cannot be deleted:
+// ErrBusy (retryable; cancel the run or wait for its end). Deleting a
+// question leaves its answer, and the other way round. Errors also:
+// ErrInvalidInput (missing or malformed messageId), or a wrapped history
+// error.
+func (s *Service) Delete(ctx context.Context, messageID string) (bool, error) {
+	if err := checkID("messageId", messageID); err != nil {
+		return false, fmt.Errorf("chat delete message: %w", err)
+	}
+	s.mu.Lock()
+	for _, rn := range s.runs {
+		if rn.userMsgID == messageID || rn.MessageID == messageID {
+			s.mu.Unlock()
+			return false, fmt.Errorf("chat delete message %s: %w: it belongs to run %s, still in progress (cancel it or wait for its end)",
+				messageID, ErrBusy, rn.RunID)
+		}
+	}
+	s.mu.Unlock()
+	// Safe outside the lock: a run never takes an id that is already
+	// stored, and a run's answer is stored while the run is still listed.
+	m, err := s.opts.History.Get(ctx, messageID)
+	if errors.Is(err, history.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("chat delete message: %w", err)
+	}
+	ok, err := s.opts.History.Delete(ctx, messageID)
+	if err != nil {
+		return false, fmt.Errorf("chat delete message: %w", err)
+	}
+	if !ok { // deleted concurrently: that delete emitted the event
+		return false, nil
+	}
+	s.log.Info("chat message deleted", "message", messageID, "profile", m.ProfileID, "role", m.Role)
+	s.emit(EventMessageDeleted, MessageDeletedEvent{MessageID: messageID, ProfileID: m.ProfileID})
+	return true, nil
 }
 
 // Active returns the runs of profileID in progress, oldest first, each with
@@ -569,15 +745,9 @@ func (s *Service) Active(profileID string) []ActiveRun {
 		if rn.ProfileID != profileID || !rn.stored {
 			continue
 		}
-		text, seq := rn.out.snapshot()
-		out = append(out, ActiveRun{RunRef: rn.RunRef, Content: text, Seq: seq, StartedAt: rn.startedAt.UnixMilli()})
+		out = append(out, rn.active())
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].StartedAt != out[j].StartedAt {
-			return out[i].StartedAt < out[j].StartedAt
-		}
-		return out[i].RunID < out[j].RunID
-	})
+	sortActive(out)
 	return out
 }
 

@@ -10,7 +10,17 @@ const (
 	EventFinal     = "chat.final"
 	EventCancelled = "chat.cancelled"
 	EventError     = "chat.error"
+	// EventMessageDeleted: a stored message was deleted (Service.Delete).
+	EventMessageDeleted = "message.deleted"
 )
+
+// MessageDeletedEvent is the payload of message.deleted: the message
+// MessageID (of profile ProfileID) is gone from both history domains;
+// every client removes it from its view and cache.
+type MessageDeletedEvent struct {
+	MessageID string `json:"messageId"`
+	ProfileID string `json:"profileId"`
+}
 
 // Error codes used in ErrorEvent.Error.Code (the gateway's codes, SPEC §3).
 const (

@@ -88,6 +88,8 @@ func ref(p any) RunRef {
 		return v.RunRef
 	case ErrorEvent:
 		return v.RunRef
+	case MessageDeletedEvent: // not an event of a run
+		return RunRef{}
 	}
 	panic(fmt.Sprintf("unexpected payload %T", p))
 }

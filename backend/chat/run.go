@@ -311,28 +311,59 @@ func cutRunes(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// context loads the session's recent history for the model through
-// convo.Fit (SPEC §6): newest kept, at most convo.DefaultUserTurns user
-// turns, HistoryMessages messages and HistoryChars characters, each cut at
-// HistoryMessageChars; failed answers without text are skipped.
+// context builds the model context's history (SPEC §6 recency-first
+// merge) through convo.BuildContext: the server history H_s is the
+// conversation's recent messages when the send named a conversation, else
+// the session's; the client history H_r is the send's history, less
+// messages whose id history does not hold (deleted since the client saw
+// them); the merge H_s ⊕ tail(H_r, |H_r| − ω) is then fitted newest first
+// to at most convo.DefaultUserTurns user turns, HistoryMessages messages
+// and HistoryChars characters, each cut at HistoryMessageChars; failed
+// answers without text are skipped.
 func (s *Service) context(ctx context.Context, rn *run) []model.Message {
-	past, err := s.opts.History.Session(ctx, rn.SessionID, s.opts.HistoryMessages*2+1)
+	var (
+		past []history.Message
+		err  error
+	)
+	n := s.opts.HistoryMessages*2 + 1
+	if rn.conversationID != "" {
+		var page history.Page
+		page, err = s.opts.History.Conversation(ctx, rn.conversationID, "", n)
+		past = page.Messages
+	} else {
+		past, err = s.opts.History.Session(ctx, rn.SessionID, n)
+	}
 	if err != nil {
 		s.log.Warn("chat history unavailable", "run", rn.RunID, "session", rn.SessionID, "error", err.Error())
-		return nil
+		past = nil
 	}
-	msgs := make([]convo.Message, 0, len(past))
+	server := make([]convo.Message, 0, len(past))
+	known := make(map[string]bool, len(past))
 	for _, m := range past {
 		if m.ID == rn.userMsgID {
 			continue
 		}
-		role := model.RoleUser
-		if m.Role == history.RoleAssistant {
-			role = model.RoleAssistant
-		}
-		msgs = append(msgs, convo.Message{ID: m.ID, TS: m.TS, Message: model.Message{Role: role, Content: m.Content}})
+		known[m.ID] = true
+		server = append(server, convo.Message{ID: m.ID, TS: m.TS, Message: model.Message{Role: wireRole(m.Role), Content: m.Content}})
 	}
-	fit := convo.Fit(msgs, convo.Budget{
+	client := make([]convo.Message, 0, len(rn.client))
+	dropped := 0
+	for _, m := range rn.client {
+		if m.ID == rn.userMsgID {
+			continue
+		}
+		if m.ID != "" && !known[m.ID] {
+			if _, err := s.opts.History.Get(ctx, m.ID); err != nil { // deleted (or never stored)
+				dropped++
+				continue
+			}
+		}
+		client = append(client, convo.Message{ID: m.ID, TS: m.TS, Message: model.Message{Role: wireRole(m.Role), Content: m.Content}})
+	}
+	if dropped > 0 {
+		s.log.Info("chat client history pruned", "run", rn.RunID, "dropped", dropped)
+	}
+	fit := convo.BuildContext(server, client, convo.Budget{
 		MessageChars: HistoryMessageChars, TotalChars: s.opts.HistoryChars, MaxMessages: s.opts.HistoryMessages,
 	})
 	out := make([]model.Message, len(fit))
@@ -340,6 +371,14 @@ func (s *Service) context(ctx context.Context, rn *run) []model.Message {
 		out[i] = m.Message
 	}
 	return out
+}
+
+// wireRole maps a history role to the model's.
+func wireRole(role string) string {
+	if role == history.RoleAssistant {
+		return model.RoleAssistant
+	}
+	return model.RoleUser
 }
 
 // finish persists the assistant message and emits the terminal event for
@@ -350,7 +389,7 @@ func (st *runState) finish(err error) string {
 	s, rn := st.s, st.rn
 	cause := context.Cause(rn.ctx)
 	msg := history.Message{
-		ID: rn.MessageID, ProfileID: rn.ProfileID, SessionID: rn.SessionID, RunID: rn.RunID,
+		ID: rn.MessageID, ProfileID: rn.ProfileID, SessionID: rn.SessionID, ConversationID: rn.conversationID, RunID: rn.RunID,
 		Role: history.RoleAssistant, Content: st.rn.out.String(), TS: rn.userMsg.TS + 1, Sources: st.sources,
 		EndedAt: s.opts.Now().UnixMilli(),
 	}

@@ -2,11 +2,16 @@
 // ($ATRIUM_HOME/state.db, SPEC §1) and pages through them (SPEC §3
 // history.profile, §6 "History in two domains").
 //
-// This walking skeleton keeps the profile-scoped timeline (by profileId) and
-// per-session reads used to build a model's context. The wire shape of a
-// Message is the one in docs/PROTOCOL.md. Per SPEC §3 a user message is
-// stored when it is sent and an assistant message only when its run ends
-// (final, cancelled or error).
+// History has two domains (SPEC §6 "History in two domains"): the
+// profile-scoped timeline (by profileId: the same on every device, Profile)
+// and the conversation-scoped one (by conversationId: one client's
+// continuity, Conversation). Both are kept on the same rows: a message's
+// ConversationID puts it in a conversation, so one INSERT writes it to both
+// domains and one DELETE removes it from both, atomically. Per-session
+// reads (Session) build a model's context. The wire shape of a Message is
+// the one in docs/PROTOCOL.md. Per SPEC §3 a user message is stored when it
+// is sent and an assistant message only when its run ends (final,
+// cancelled or error).
 package history
 
 import (
@@ -67,17 +72,20 @@ type Source struct {
 // (assistant messages only) is the run's token usage summed over its model
 // calls, as the model servers reported it; nil when none was reported.
 type Message struct {
-	ID        string   `json:"id"`
-	ProfileID string   `json:"profileId"`
-	SessionID string   `json:"sessionId"`
-	RunID     string   `json:"runId,omitempty"`
-	Role      string   `json:"role"`
-	Content   string   `json:"content"`
-	TS        int64    `json:"ts"`
-	Sources   []Source `json:"sources,omitempty"`
-	Error     string   `json:"error,omitempty"`
-	EndedAt   int64    `json:"endedAt,omitempty"`
-	Usage     *Usage   `json:"usage,omitempty"`
+	ID        string `json:"id"`
+	ProfileID string `json:"profileId"`
+	SessionID string `json:"sessionId"`
+	// ConversationID is the client conversation the message belongs to
+	// ("" when the sender named none): the conversation domain.
+	ConversationID string   `json:"conversationId,omitempty"`
+	RunID          string   `json:"runId,omitempty"`
+	Role           string   `json:"role"`
+	Content        string   `json:"content"`
+	TS             int64    `json:"ts"`
+	Sources        []Source `json:"sources,omitempty"`
+	Error          string   `json:"error,omitempty"`
+	EndedAt        int64    `json:"endedAt,omitempty"`
+	Usage          *Usage   `json:"usage,omitempty"`
 }
 
 // Usage counts the tokens of a run: PromptTokens sent to the model (every
@@ -131,6 +139,9 @@ var migrations = []string{
 	// 3: token usage of a run (assistant messages); 0 = not reported.
 	`ALTER TABLE history_messages ADD COLUMN prompt_tokens INTEGER NOT NULL DEFAULT 0;
 	ALTER TABLE history_messages ADD COLUMN completion_tokens INTEGER NOT NULL DEFAULT 0;`,
+	// 4: the conversation domain (SPEC §6): '' = in no conversation.
+	`ALTER TABLE history_messages ADD COLUMN conversation_id TEXT NOT NULL DEFAULT '';
+	CREATE INDEX IF NOT EXISTS history_messages_conversation ON history_messages(conversation_id, ts, seq);`,
 }
 
 // Open creates or upgrades the history tables (history_*) in db and returns
@@ -224,17 +235,17 @@ func (s *Store) Append(ctx context.Context, m Message) error {
 		usage = *m.Usage
 	}
 	_, err := s.db.ExecContext(ctx, `INSERT INTO history_messages
-		(id, profile_id, session_id, run_id, role, content, ts, sources, error, ended_at, prompt_tokens, completion_tokens)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`,
+		(id, profile_id, session_id, run_id, role, content, ts, sources, error, ended_at, prompt_tokens, completion_tokens, conversation_id)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`,
 		m.ID, m.ProfileID, m.SessionID, m.RunID, m.Role, m.Content, m.TS, sources, m.Error, m.EndedAt,
-		usage.PromptTokens, usage.CompletionTokens)
+		usage.PromptTokens, usage.CompletionTokens, m.ConversationID)
 	if err != nil {
 		return fmt.Errorf("append message %s: %w", m.ID, err)
 	}
 	return nil
 }
 
-const cols = `seq, id, profile_id, session_id, run_id, role, content, ts, sources, error, ended_at, prompt_tokens, completion_tokens`
+const cols = `seq, id, profile_id, session_id, run_id, role, content, ts, sources, error, ended_at, prompt_tokens, completion_tokens, conversation_id`
 
 func scanMessage(rows interface{ Scan(...any) error }) (Message, int64, error) {
 	var (
@@ -244,7 +255,7 @@ func scanMessage(rows interface{ Scan(...any) error }) (Message, int64, error) {
 		usage   Usage
 	)
 	if err := rows.Scan(&seq, &m.ID, &m.ProfileID, &m.SessionID, &m.RunID, &m.Role, &m.Content, &m.TS, &sources, &m.Error, &m.EndedAt,
-		&usage.PromptTokens, &usage.CompletionTokens); err != nil {
+		&usage.PromptTokens, &usage.CompletionTokens, &m.ConversationID); err != nil {
 		return Message{}, 0, err
 	}
 	if usage != (Usage{}) {
@@ -271,7 +282,10 @@ func (s *Store) Get(ctx context.Context, id string) (Message, error) {
 	return m, nil
 }
 
-// Delete removes the message with the given id and reports whether it existed.
+// Delete removes the message with the given id from both domains (one
+// row, one statement: the profile timeline and its conversation lose it
+// together) and reports whether it existed. Deleting an id that is not
+// stored is not an error: it reports false.
 func (s *Store) Delete(ctx context.Context, id string) (bool, error) {
 	res, err := s.db.ExecContext(ctx, `DELETE FROM history_messages WHERE id = ?`, id)
 	if err != nil {
@@ -291,13 +305,41 @@ func clampLimit(limit int) int {
 	return limit
 }
 
-// Profile returns up to limit messages of profileID's timeline, oldest first.
+// Profile returns up to limit messages of profileID's timeline (the
+// profile domain), oldest first.
 // With before empty it returns the newest page; with before set to a message
 // id (normally the previous Page.NextBefore) it returns the page of messages
 // just older than that message. Messages are ordered by TS, then by the order
 // they were stored (see the package doc's ordering rule). limit <= 0 means DefaultLimit; it is capped at MaxLimit.
 // An unknown cursor, or one from another profile, is ErrNotFound.
 func (s *Store) Profile(ctx context.Context, profileID, before string, limit int) (Page, error) {
+	page, err := s.page(ctx, "profile_id", profileID, before, limit)
+	if err != nil {
+		return Page{}, fmt.Errorf("profile %s history: %w", profileID, err)
+	}
+	return page, nil
+}
+
+// Conversation pages through conversationID's messages (the conversation
+// domain) exactly as Profile pages through a profile's: oldest first,
+// before a message id cursor, limit defaulted and capped the same way. An
+// empty conversationID is ErrInvalid; an unknown cursor, or one from
+// another conversation, is ErrNotFound; an unknown conversation is an
+// empty page.
+func (s *Store) Conversation(ctx context.Context, conversationID, before string, limit int) (Page, error) {
+	if conversationID == "" {
+		return Page{}, fmt.Errorf("conversation history: %w: conversationId is empty", ErrInvalid)
+	}
+	page, err := s.page(ctx, "conversation_id", conversationID, before, limit)
+	if err != nil {
+		return Page{}, fmt.Errorf("conversation %s history: %w", conversationID, err)
+	}
+	return page, nil
+}
+
+// page is one page of the messages whose column key (profile_id or
+// conversation_id, never caller input) equals value; see Profile.
+func (s *Store) page(ctx context.Context, key, value, before string, limit int) (Page, error) {
 	limit = clampLimit(limit)
 	var (
 		rows *sql.Rows
@@ -305,27 +347,27 @@ func (s *Store) Profile(ctx context.Context, profileID, before string, limit int
 	)
 	if before == "" {
 		rows, err = s.db.QueryContext(ctx, `SELECT `+cols+` FROM history_messages
-			WHERE profile_id = ? ORDER BY ts DESC, seq DESC LIMIT ?`, profileID, limit+1)
+			WHERE `+key+` = ? ORDER BY ts DESC, seq DESC LIMIT ?`, value, limit+1)
 	} else {
 		var ts, seq int64
-		err = s.db.QueryRowContext(ctx, `SELECT ts, seq FROM history_messages WHERE id = ? AND profile_id = ?`,
-			before, profileID).Scan(&ts, &seq)
+		err = s.db.QueryRowContext(ctx, `SELECT ts, seq FROM history_messages WHERE id = ? AND `+key+` = ?`,
+			before, value).Scan(&ts, &seq)
 		if errors.Is(err, sql.ErrNoRows) {
-			return Page{}, fmt.Errorf("profile %s history before %s: cursor: %w", profileID, before, ErrNotFound)
+			return Page{}, fmt.Errorf("before %s: cursor: %w", before, ErrNotFound)
 		}
 		if err != nil {
-			return Page{}, fmt.Errorf("profile %s history before %s: %w", profileID, before, err)
+			return Page{}, fmt.Errorf("before %s: %w", before, err)
 		}
 		rows, err = s.db.QueryContext(ctx, `SELECT `+cols+` FROM history_messages
-			WHERE profile_id = ? AND (ts < ? OR (ts = ? AND seq < ?))
-			ORDER BY ts DESC, seq DESC LIMIT ?`, profileID, ts, ts, seq, limit+1)
+			WHERE `+key+` = ? AND (ts < ? OR (ts = ? AND seq < ?))
+			ORDER BY ts DESC, seq DESC LIMIT ?`, value, ts, ts, seq, limit+1)
 	}
 	if err != nil {
-		return Page{}, fmt.Errorf("profile %s history: %w", profileID, err)
+		return Page{}, err
 	}
 	msgs, err := collect(rows)
 	if err != nil {
-		return Page{}, fmt.Errorf("profile %s history: %w", profileID, err)
+		return Page{}, err
 	}
 	page := Page{Messages: msgs}
 	if len(msgs) > limit {

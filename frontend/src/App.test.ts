@@ -383,4 +383,50 @@ describe('App', () => {
     expect(input.multiple).toBe(true);
     expect(input.accept).toBe('.md,.txt,text/markdown,text/plain');
   });
+
+  it('sends its conversationId and recent history, deletes a message, and drops one deleted elsewhere', async () => {
+    const { ws } = setup();
+    ws.handshake();
+    const done = new Set<string>();
+    const earlier = [
+      { id: 'u0', profileId: 'main', sessionId: 's1', runId: 'r0', role: 'user', content: 'first question', ts: 1 },
+      { id: 'a0', profileId: 'main', sessionId: 's1', runId: 'r0', role: 'assistant', content: 'first answer', ts: 2 },
+    ];
+    await waitFor(() => expect(answer(ws, 'history.profile', { messages: earlier, active: [] }, done)).toBe(1));
+    await waitFor(() => expect(screen.getAllByTestId('chat-message')).toHaveLength(2));
+
+    await fireEvent.input(testid('chat-input'), { target: { value: 'second' } });
+    await fireEvent.click(testid('chat-send'));
+    await waitFor(() => expect(ws.lastRequest('chat.send')).toBeDefined());
+    const conv = localStorage.getItem('atrium.conversation.main');
+    expect(conv).toMatch(/^[0-9a-f-]{36}$/);
+    expect(ws.lastRequest('chat.send').params).toMatchObject({
+      conversationId: conv,
+      message: 'second',
+      history: [
+        { id: 'u0', role: 'user', content: 'first question', ts: 1 },
+        { id: 'a0', role: 'assistant', content: 'first answer', ts: 2 },
+      ],
+    });
+    ws.reply(ws.lastRequest('chat.send'), { runId: 'r1', messageId: 'a1', sessionId: 's1', userMessageId: 'u1' });
+
+    // Delete the first answer: message.delete, and it is gone here (and from the cache).
+    const a0 = screen.getAllByTestId('chat-message').find((m) => m.dataset.messageId === 'a0')!;
+    await fireEvent.click(a0.querySelector('[data-testid=chat-delete]')!);
+    expect(ws.lastRequest('message.delete').params).toEqual({ messageId: 'a0' });
+    ws.reply(ws.lastRequest('message.delete'), { deleted: true });
+    await waitFor(() => expect(bubbles().map((b) => b.text)).toEqual(['first question', 'second']));
+    expect(localStorage.getItem('atrium.cache.main')).not.toContain('first answer');
+
+    // Another tab deleted the question: the broadcast removes it here too.
+    ws.serverEvent('message.deleted', { messageId: 'u0', profileId: 'main' }, 9);
+    await waitFor(() => expect(bubbles().map((b) => b.text)).toEqual(['second']));
+
+    // A refused delete shows the message, not the code.
+    const u1 = screen.getAllByTestId('chat-message').find((m) => m.dataset.messageId === 'u1')!;
+    await fireEvent.click(u1.querySelector('[data-testid=chat-delete]')!);
+    ws.fail(ws.lastRequest('message.delete'), 'CONFLICT', 'chat delete message u1: busy: it belongs to run r1, still in progress', true);
+    await waitFor(() => expect(screen.getByText(/Delete failed:/).textContent).not.toContain('CONFLICT'));
+    expect(bubbles().map((b) => b.text)).toEqual(['second']);
+  });
 });

@@ -96,8 +96,20 @@ export type ChatAction =
   /**
    * A history.profile page. `known`: the runs this client thought in progress when it asked (see
    * runsInProgress); one the server neither lists as active nor has a stored reply for is gone.
+   * `present`: the ids of stored messages this client held when it asked (see storedIds) and
+   * `hasOlder`: the page has a nextBefore cursor; a present message the page should hold (its ts
+   * inside the page's range) but does not was deleted while this client was not listening.
    */
-  | { type: 'history'; messages: WireMessage[]; active?: WireActiveRun[]; known?: string[] }
+  | {
+      type: 'history';
+      messages: WireMessage[];
+      active?: WireActiveRun[];
+      known?: string[];
+      present?: string[];
+      hasOlder?: boolean;
+    }
+  /** Messages from this client's local cache (see cacheEntries), merged by id and timestamp. */
+  | { type: 'cache'; messages: WireMessage[] }
   | { type: 'deleted'; messageId: string };
 
 const MAX_DONE_RUNS = 500;
@@ -504,13 +516,14 @@ export function reduceChat(state: ChatState, action: ChatAction): ChatState {
     }
     case 'event':
       return onEvent(state, action.event, action.payload, action.now);
-    case 'history':
-      return mergeHistory(
-        state,
-        action.messages,
-        Array.isArray(action.active) ? action.active : [],
-        Array.isArray(action.known) ? action.known : [],
-      );
+    case 'history': {
+      const page = Array.isArray(action.messages) ? action.messages : [];
+      const active = Array.isArray(action.active) ? action.active : [];
+      const pruned = Array.isArray(action.present) ? pruneDeleted(state, page, active, action.present, !!action.hasOlder) : state;
+      return mergeHistory(pruned, page, active, Array.isArray(action.known) ? action.known : []);
+    }
+    case 'cache':
+      return mergeHistory(state, Array.isArray(action.messages) ? action.messages : []);
     case 'deleted': {
       const messages = state.messages.filter((m) => m.id !== action.messageId);
       return messages.length === state.messages.length ? state : { ...state, messages };
@@ -529,6 +542,99 @@ function unadopt(messages: ChatMessage[], i: number): ChatMessage[] {
   messages[i] = { ...cur, id: null, runId: undefined };
   messages.splice(i + 1, 0, theirs); // same ts: its place in the order; entry i keeps its index
   return messages;
+}
+
+/**
+ * Drops the messages the server no longer has: of `present` (stored messages this client held when
+ * it asked for the page), those whose ts lies inside the page's range and that the page lacks. The
+ * range is the whole timeline when the page has nothing older (`hasOlder` false), else the
+ * timestamps above the page's oldest (a tie at the boundary may sit on the next page). A reply of a
+ * run the page lists as active is kept (it is stored after the page was read).
+ */
+function pruneDeleted(state: ChatState, page: WireMessage[], active: WireActiveRun[], present: string[], hasOlder: boolean): ChatState {
+  const onPage = new Set(page.filter(isWireMessage).map((m) => m.id));
+  const running = new Set(active.filter(isActiveRun).map((a) => a.runId));
+  const asked = new Set(present);
+  let from = -Infinity;
+  if (hasOlder) {
+    const tss = page.filter(isWireMessage).map((m) => m.ts);
+    if (tss.length === 0) return state;
+    from = Math.min(...tss);
+  }
+  const messages = state.messages.filter(
+    (m) =>
+      !(m.id !== null && asked.has(m.id) && !onPage.has(m.id) && (hasOlder ? m.ts > from : m.ts >= from) &&
+        !(m.runId && running.has(m.runId))),
+  );
+  return messages.length === state.messages.length ? state : { ...state, messages };
+}
+
+/** The ids of the stored messages this client holds (pass them as the history action's `present`). */
+export function storedIds(state: ChatState): string[] {
+  return state.messages.filter((m) => m.id !== null && m.state !== 'streaming' && !m.pending).map((m) => m.id as string);
+}
+
+/** How many stored messages the local cache keeps (the newest). */
+export const CACHE_MESSAGES = 100;
+
+/** The newest stored messages, as wire messages, for the local cache (localStorage). */
+export function cacheEntries(state: ChatState, max = CACHE_MESSAGES): WireMessage[] {
+  const out: WireMessage[] = [];
+  for (const m of state.messages) {
+    if (m.id === null || m.state === 'streaming' || m.pending) continue;
+    const w: WireMessage = { id: m.id, profileId: state.profileId, role: m.role, content: m.content, ts: m.ts };
+    if (m.sessionId) w.sessionId = m.sessionId;
+    if (m.runId) w.runId = m.runId;
+    if (m.sources) w.sources = m.sources;
+    if (m.state === 'cancelled') w.error = CANCELLED_MARK;
+    else if (m.state === 'interrupted') w.error = INTERRUPTED_MARK;
+    else if (m.state === 'error') w.error = m.error || 'failed';
+    out.push(w);
+  }
+  return out.slice(-max);
+}
+
+/** Parses a cache written by cacheEntries; anything malformed yields []. */
+export function parseCache(text: string | null): WireMessage[] {
+  if (!text) return [];
+  try {
+    const v = JSON.parse(text);
+    return Array.isArray(v) ? v.filter(isWireMessage) : [];
+  } catch {
+    return [];
+  }
+}
+
+/** chat.send's `history` limits (backend/chat: MaxClientHistory, MaxClientHistoryMessageChars, MaxClientHistoryChars). */
+export const HISTORY_MESSAGES = 20;
+export const HISTORY_MESSAGE_CHARS = 16_000;
+export const HISTORY_CHARS = 64_000;
+
+export interface ClientHistoryMessage {
+  id: string;
+  role: Role;
+  content: string;
+  ts: number;
+}
+
+/**
+ * The client's recent history for chat.send (SPEC §6 H_r): the newest stored messages with text,
+ * oldest first, at most `max`, each cut to HISTORY_MESSAGE_CHARS and all within HISTORY_CHARS
+ * characters (the oldest go first). Failed replies without text and unsent messages are left out.
+ */
+export function recentHistory(state: ChatState, max = HISTORY_MESSAGES): ClientHistoryMessage[] {
+  const out: ClientHistoryMessage[] = [];
+  let total = 0;
+  for (let i = state.messages.length - 1; i >= 0 && out.length < max; i--) {
+    const m = state.messages[i];
+    if (m.id === null || m.state === 'streaming' || m.pending || m.content.trim() === '') continue;
+    const content = [...m.content].slice(0, HISTORY_MESSAGE_CHARS).join('');
+    const n = [...content].length;
+    if (total + n > HISTORY_CHARS) break;
+    total += n;
+    out.push({ id: m.id, role: m.role, content, ts: m.ts });
+  }
+  return out.reverse();
 }
 
 /** True while the given run may still produce output. */
