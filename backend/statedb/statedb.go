@@ -28,5 +28,28 @@ func Open(path string) (*sql.DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("open state db %s: %w", path, err)
 	}
+	// A read-only file opens and reads; find out now rather than at the
+	// first chat message or memory write.
+	if err := probeWrite(db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open state db %s: not writable: %w", path, err)
+	}
 	return db, nil
+}
+
+// probeWrite writes the header's user_version back unchanged inside a
+// transaction that is rolled back: it fails exactly when SQLite cannot
+// write the file, and leaves it as it was.
+func probeWrite(db *sql.DB) error {
+	var v int64
+	if err := db.QueryRow("PRAGMA user_version").Scan(&v); err != nil {
+		return err
+	}
+	tx, err := db.Begin()
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // the probe changes nothing
+	_, err = tx.Exec(fmt.Sprintf("PRAGMA user_version = %d", v))
+	return err
 }
