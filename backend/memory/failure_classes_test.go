@@ -47,6 +47,46 @@ func TestClassTermsAreORed(t *testing.T) {
 			t.Errorf("keyword leg returned a chunk without any query term: %v", got)
 		}
 	}
+	// At the default floor too: a keyword-style query's space-separated
+	// parts are alternatives (QA: a note holding one of two words vanished
+	// once the other word was added), in Chinese and English, and a chunk
+	// holding several parts still ranks first. Junk stays out.
+	for _, tc := range []struct {
+		query string
+		want  []string
+	}{
+		{"数据库 火锅 预算", []string{"memory/global/a.md", "memory/global/b.md", "memory/global/c.md"}},
+		{"ferry 火锅", []string{"memory/global/d.md", "memory/global/b.md"}},
+		{"zebrafalcon timetable", []string{"memory/global/d.md"}},
+	} {
+		r, err := f.m.Search(context.Background(), SearchOptions{Query: tc.query})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, x := range r.Results {
+			got = append(got, x.Path)
+		}
+		for _, want := range tc.want {
+			if !slices.Contains(got, want) {
+				t.Errorf("%q at the default floor: %s missing from %v", tc.query, want, got)
+			}
+		}
+		if len(got) != len(tc.want) {
+			t.Errorf("%q at the default floor: %v, want exactly %v", tc.query, got, tc.want)
+		}
+	}
+	// A natural question is not a list of alternatives: one shared word
+	// does not clear the floor.
+	r, err := f.m.Search(context.Background(), SearchOptions{Query: "what is the budget of the ferry"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range r.Results {
+		if x.Path == "memory/global/a.md" {
+			t.Errorf("natural question: unrelated %s returned", x.Path)
+		}
+	}
 }
 
 // Class 2: a unique code in an otherwise unrelated note is found at the

@@ -269,20 +269,15 @@ func (k *kwLeg) reset(a *scored) {
 
 func (k *kwLeg) hit(num uint64, a *scored) kwHit {
 	slices.Sort(a.terms)
-	var sum, cov float64
+	var sum float64
 	seq := 0
 	for _, t := range a.terms {
 		sum += a.part[t]
-		cov += k.q.weight[t]
 		if k.inSeq[t] {
 			seq++
 		}
 	}
-	h := kwHit{num: num, score: sum * float64(a.matched) / float64(len(k.q.terms)), seqAll: k.nSeq >= 2 && seq == k.nSeq}
-	if k.q.norm > 0 {
-		h.cov = clamp01(cov / k.q.norm)
-	}
-	return h
+	return kwHit{num: num, score: sum * float64(a.matched) / float64(len(k.q.terms)), cov: k.q.coverOf(a.terms), seqAll: k.nSeq >= 2 && seq == k.nSeq}
 }
 
 // allTerms returns the indices of every query term.

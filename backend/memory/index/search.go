@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/analysis"
 	bsearch "github.com/blevesearch/bleve/v2/search"
 	"github.com/blevesearch/bleve/v2/search/query"
 	"github.com/blevesearch/snowballstem"
@@ -1147,6 +1149,44 @@ type analysedQuery struct {
 	norm   float64
 	// n is the number of chunks in the keyword index.
 	n uint64
+	// parts are the term indices of each whitespace-separated part of a
+	// keyword-style query (two parts or more, no function word): "连接池
+	// 代码评审 短句", "zebrafalcon drafting". nil otherwise. partNorm[i]
+	// is the weight of part i (set by weighTerms). See coverOf.
+	parts    [][]int
+	partNorm []float64
+}
+
+// coverOf returns the coverage of a chunk holding the query terms matched
+// (indices into terms, sorted): the share of W they carry and, for a
+// keyword-style query, the larger of that and the best share of one part's
+// weight — its parts are alternatives, so a chunk holding every term of
+// one part covers the query as far as that part goes. ("写作 青龙" finds
+// the note about 写作 at the default floor, as 写作 alone does; a chunk with
+// both parts still ranks above it by BM25, whose coord and sum reward
+// more matched terms.) Natural questions and unspaced text have no parts.
+func (q *analysedQuery) coverOf(matched []int) float64 {
+	if q.norm <= 0 || len(matched) == 0 {
+		return 0
+	}
+	var sum float64
+	for _, t := range matched {
+		sum += q.weight[t]
+	}
+	cov := sum / q.norm
+	for i, part := range q.parts {
+		if q.partNorm[i] <= 0 {
+			continue
+		}
+		var ps float64
+		for _, t := range part {
+			if _, ok := slices.BinarySearch(matched, t); ok {
+				ps += q.weight[t]
+			}
+		}
+		cov = max(cov, ps/q.partNorm[i])
+	}
+	return clamp01(cov)
 }
 
 // essential returns the terms a chunk with coverage ≥ c must contain at
@@ -1167,14 +1207,32 @@ func (q *analysedQuery) essential(c float64) (terms []int, largest int) {
 		}
 		return q.weight[i] < q.weight[j]
 	})
-	var rest float64 // weight of the terms set aside
-	for _, i := range order {
-		if rest+q.weight[i] < c*q.norm {
-			rest += q.weight[i]
-			continue
+	seen := map[int]bool{}
+	pick := func(set []int, norm float64) {
+		var rest float64 // weight of the terms set aside
+		for _, i := range set {
+			if rest+q.weight[i] < c*norm {
+				rest += q.weight[i]
+				continue
+			}
+			if !seen[i] {
+				seen[i] = true
+				terms = append(terms, i)
+				largest = max(largest, int(q.df[i]))
+			}
 		}
-		terms = append(terms, i)
-		largest = max(largest, int(q.df[i]))
+	}
+	pick(order, q.norm)
+	// A chunk may reach c by covering one part (coverOf): it then holds
+	// one of that part's essential terms.
+	for p, part := range q.parts {
+		var set []int
+		for _, i := range order {
+			if slices.Contains(part, i) {
+				set = append(set, i)
+			}
+		}
+		pick(set, q.partNorm[p])
 	}
 	return terms, largest
 }
@@ -1190,7 +1248,43 @@ func (s *Store) analyzeQuery(text string) analysedQuery {
 	if seq := phraseTokens(toks); len(seq) >= 2 {
 		q.seq = seq
 	}
+	q.parts = keywordParts(an, text, q.terms)
 	return q
+}
+
+// keywordParts returns the term indices of each whitespace-separated part
+// of text when text is a keyword-style query: two parts or more with terms,
+// and no function word among the terms (a question is not a list of
+// alternatives). nil otherwise.
+func keywordParts(an analysis.Analyzer, text string, terms []string) [][]int {
+	fields := strings.Fields(text)
+	if len(fields) < 2 {
+		return nil
+	}
+	index := make(map[string]int, len(terms))
+	for i, t := range terms {
+		if stopwords[t] {
+			return nil
+		}
+		index[t] = i
+	}
+	var parts [][]int
+	for _, f := range fields {
+		var part []int
+		for _, t := range distinctTerms(an.Analyze([]byte(f))) {
+			if i, ok := index[t]; ok {
+				part = append(part, i)
+			}
+		}
+		if len(part) > 0 {
+			slices.Sort(part)
+			parts = append(parts, part)
+		}
+	}
+	if len(parts) < 2 {
+		return nil
+	}
+	return parts
 }
 
 // weighTerms sets the term weights w(t) and the normaliser W of the
@@ -1226,6 +1320,12 @@ func (s *Store) weighTerms(ctx context.Context, kl *kwLeg, q *analysedQuery) err
 	if !content {
 		q.norm = max(total, idfRef)
 	}
+	q.partNorm = make([]float64, len(q.parts))
+	for p, part := range q.parts {
+		for _, i := range part {
+			q.partNorm[p] += q.weight[i]
+		}
+	}
 	return nil
 }
 
@@ -1242,16 +1342,13 @@ func bm25IDF(n, df uint64) float64 {
 // the query terms it contains (locs holds their positions in the chunk),
 // divided by W.
 func (q *analysedQuery) coverage(locs bsearch.TermLocationMap) float64 {
-	if q.norm <= 0 || len(locs) == 0 {
-		return 0
-	}
-	var sum float64
+	var matched []int
 	for i, t := range q.terms {
 		if len(locs[t]) > 0 {
-			sum += q.weight[i]
+			matched = append(matched, i)
 		}
 	}
-	return clamp01(sum / q.norm)
+	return q.coverOf(matched)
 }
 
 // hasPhrase reports whether seq occurs at consecutive positions in locs.

@@ -155,6 +155,8 @@ func testTopKIsPrefix(t *testing.T, quantizeAbove int) {
 		{"emoji", "🧪"},
 		{"common word", "the"},
 		{"Chinese characters only", "发布"},
+		{"keyword-style parts", "timeout 巡检 QK-7731"},
+		{"keyword-style parts, one rare", "invoices 证书 缓存命中率"},
 	}
 	for _, tc := range queries {
 		for _, minScore := range []float64{0.35, -1} {
