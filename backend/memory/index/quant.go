@@ -85,10 +85,12 @@ func shortlistSize(n int) int {
 	return max(QuantShortlist, n/QuantShortlistShare)
 }
 
-// qop is one committed change of vec_chunks: vec nil deletes id.
+// qop is one committed change of vec_chunks: vec nil deletes id; path is
+// the chunk's file (for scoped searches).
 type qop struct {
-	id  int64
-	vec []float32
+	id   int64
+	vec  []float32
+	path string
 }
 
 // quantIndex is the in-memory quantized copy of vec_chunks.
@@ -105,6 +107,12 @@ type quantIndex struct {
 	bits  []uint64        // slot·words … : sign bits
 	codes []int8          // slot·dims … : int8 codes
 	scale []float32       // slot → scale
+	// file[slot] indexes fileName, the chunk's file: a scoped search
+	// (scope.go) turns its predicate into one flag per file (scopeMask)
+	// and the scan skips the slots whose file is out.
+	file     []int32
+	fileIdx  map[string]int32
+	fileName []string
 }
 
 func newQuantIndex(dims, count int) *quantIndex {
@@ -142,19 +150,35 @@ func (q *quantIndex) apply(ops []qop) {
 		}
 		q.n++
 		if q.loaded {
-			q.add(op.id, op.vec)
+			q.add(op.id, op.vec, op.path)
 		}
 	}
 }
 
-// add stores v under id (replacing an existing entry). Callers hold mu.
-func (q *quantIndex) add(id int64, v []float32) {
+// fileOf returns the index of path in fileName, adding it. Callers hold mu.
+func (q *quantIndex) fileOf(path string) int32 {
+	if q.fileIdx == nil {
+		q.fileIdx = map[string]int32{}
+	}
+	f, ok := q.fileIdx[path]
+	if !ok {
+		f = int32(len(q.fileName))
+		q.fileIdx[path] = f
+		q.fileName = append(q.fileName, path)
+	}
+	return f
+}
+
+// add stores v of a chunk of file path under id (replacing an existing
+// entry). Callers hold mu.
+func (q *quantIndex) add(id int64, v []float32, path string) {
 	if _, ok := q.slot[id]; ok {
 		q.remove(id)
 	}
 	s := int32(len(q.ids))
 	q.ids = append(q.ids, id)
 	q.slot[id] = s
+	q.file = append(q.file, q.fileOf(path))
 	q.bits = append(q.bits, make([]uint64, q.words)...)
 	q.codes = append(q.codes, make([]int8, q.dims)...)
 	q.scale = append(q.scale, 0)
@@ -174,12 +198,54 @@ func (q *quantIndex) remove(id int64) {
 		copy(q.bits[int(s)*q.words:int(s+1)*q.words], q.bits[int(last)*q.words:])
 		copy(q.codes[int(s)*q.dims:int(s+1)*q.dims], q.codes[int(last)*q.dims:])
 		q.scale[s] = q.scale[last]
+		q.file[s] = q.file[last]
 	}
 	delete(q.slot, id)
 	q.ids = q.ids[:last]
 	q.bits = q.bits[:int(last)*q.words]
 	q.codes = q.codes[:int(last)*q.dims]
 	q.scale = q.scale[:last]
+	q.file = q.file[:last]
+}
+
+// scopeMask returns one flag per file: whether accept takes it (nil accept:
+// nil, every slot). Files added after the mask count as out.
+func (q *quantIndex) scopeMask(accept func(string) bool) []bool {
+	if accept == nil {
+		return nil
+	}
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	in := make([]bool, len(q.fileName))
+	for i, p := range q.fileName {
+		in[i] = accept(p)
+	}
+	return in
+}
+
+// inScope reports whether slot s is in the scope of mask. Callers hold mu.
+func (q *quantIndex) inScope(mask []bool, s int) bool {
+	if mask == nil {
+		return true
+	}
+	f := q.file[s]
+	return int(f) < len(mask) && mask[f]
+}
+
+// countIn returns the number of stored vectors in the scope of mask.
+func (q *quantIndex) countIn(mask []bool) int {
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	if mask == nil {
+		return len(q.ids)
+	}
+	n := 0
+	for s := range q.ids {
+		if q.inScope(mask, s) {
+			n++
+		}
+	}
+	return n
 }
 
 // quantize writes the sign bits and int8 codes of v and returns its scale.
@@ -208,7 +274,7 @@ func (s *Store) loadQuant(ctx context.Context) error {
 	if q.isLoaded() {
 		return nil
 	}
-	rows, err := s.db.QueryContext(ctx, "SELECT rowid, embedding FROM vec_chunks")
+	rows, err := s.db.QueryContext(ctx, "SELECT v.rowid, v.embedding, coalesce(c.path, '') FROM vec_chunks v LEFT JOIN chunks c ON c.id = v.rowid")
 	if err != nil {
 		return fmt.Errorf("load quantized vectors: %w", err)
 	}
@@ -219,10 +285,13 @@ func (s *Store) loadQuant(ctx context.Context) error {
 	bs := make([]uint64, 0, n*q.words)
 	cs := make([]int8, 0, n*q.dims)
 	sc := make([]float32, 0, n)
+	files := make([]int32, 0, n)
+	fresh := &quantIndex{}
 	for rows.Next() {
 		var id int64
 		var blob []byte
-		if err := rows.Scan(&id, &blob); err != nil {
+		var path string
+		if err := rows.Scan(&id, &blob, &path); err != nil {
 			return fmt.Errorf("load quantized vectors: %w", err)
 		}
 		v := decodeVector(blob)
@@ -234,6 +303,7 @@ func (s *Store) loadQuant(ctx context.Context) error {
 		bs = append(bs, make([]uint64, q.words)...)
 		cs = append(cs, make([]int8, q.dims)...)
 		sc = append(sc, quantize(v, bs[len(bs)-q.words:], cs[len(cs)-q.dims:]))
+		files = append(files, fresh.fileOf(path))
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("load quantized vectors: %w", err)
@@ -241,6 +311,7 @@ func (s *Store) loadQuant(ctx context.Context) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.ids, q.slot, q.bits, q.codes, q.scale = ids, slot, bs, cs, sc
+	q.file, q.fileIdx, q.fileName = files, fresh.fileIdx, fresh.fileName
 	q.n, q.loaded = len(ids), true
 	return nil
 }
@@ -273,7 +344,8 @@ type qscore struct {
 // first-stage score (4 bits: levels 0..15).
 const qPlanes = 4
 
-// shortlist returns the quantized vector order for the query vector qv:
+// shortlist returns the quantized vector order for the query vector qv,
+// over the slots in the scope of mask (nil: every slot):
 // the vectors whose first-stage score is at least the largest score s*
 // that at least size vectors reach (so ties at s* are all in, and the
 // shortlist is a function of the index and the query), ordered by the int8
@@ -289,7 +361,7 @@ const qPlanes = 4
 // embedding of a short query is mostly exact zeros: on the scale benchmark
 // that kept only ~65% of the exact top 10 in a shortlist of a third of a
 // 12k-chunk index.
-func (q *quantIndex) shortlist(qv []float32, size int) []qscore {
+func (q *quantIndex) shortlist(qv []float32, size int, mask []bool) []qscore {
 	w := q.words
 	qb := make([]uint64, w)
 	planes := make([]uint64, qPlanes*w)
@@ -325,6 +397,9 @@ func (q *quantIndex) shortlist(qv []float32, size int) []qscore {
 		go func(lo, hi int, hist []int) {
 			defer wg.Done()
 			for s := lo; s < hi; s++ {
+				if !q.inScope(mask, s) {
+					continue
+				}
 				b := q.bits[s*w : s*w+w]
 				sc := 0
 				for i, x := range b {
@@ -350,7 +425,7 @@ func (q *quantIndex) shortlist(qv []float32, size int) []qscore {
 	}
 	out := make([]qscore, 0, min(n, acc))
 	for s := 0; s < n; s++ {
-		if int(score[s]) >= cut {
+		if int(score[s]) >= cut && q.inScope(mask, s) {
 			out = append(out, qscore{id: q.ids[s], v: float64(s)})
 		}
 	}
@@ -475,7 +550,7 @@ func (s *Store) VectorNeighbours(ctx context.Context, vec []float32, k int, exac
 		if err := s.ensureQuant(ctx); err != nil {
 			return nil, err
 		}
-		sl := s.quant.shortlist(vec, max(k, shortlistSize(s.quant.count())))
+		sl := s.quant.shortlist(vec, max(k, shortlistSize(s.quant.count())), nil)
 		ids := make([]int64, 0, k)
 		for _, e := range sl[:min(k, len(sl))] {
 			ids = append(ids, e.id)

@@ -238,7 +238,7 @@ func TestQuantShortlistRecall(t *testing.T) {
 					}
 					return int(a.id - b.id)
 				})
-				sl := q.shortlist(qv, tc.shortlist)
+				sl := q.shortlist(qv, tc.shortlist, nil)
 				if len(sl) < tc.shortlist {
 					t.Fatalf("shortlist of %d, want at least %d", len(sl), tc.shortlist)
 				}

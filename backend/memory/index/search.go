@@ -353,6 +353,10 @@ type searchRun struct {
 	// its shortlist order, computed at the first vector fetch.
 	quant   bool
 	short   []qscore
+	// qmask and qcount: a scoped search's file flags in the quantized copy
+	// and the number of its vectors there (all of them when unscoped).
+	qmask  []bool
+	qcount int
 	cands   map[int64]*cand
 	wv      float64 // the vector weight of the fused score
 	maxBM25 float64
@@ -404,13 +408,19 @@ func (s *Store) search(ctx context.Context, q Query) (hits []Hit, exact bool, er
 	if r.useVec {
 		r.qblob = encodeVector(q.Vector)
 		r.vec.want = PoolSize(q.MaxResults)
-		// A scoped search scans its own chunks exactly (fetchVectors):
-		// the quantized order is that of the whole index.
-		if s.useQuant() && kl.sc.all {
+		// The quantized copy serves a search whose scope holds more
+		// vectors than QuantizeAbove (the same rule an index of the
+		// scope's files alone would apply); a smaller scope is scanned
+		// exactly (fetchVectors).
+		if s.useQuant() {
 			if err := s.ensureQuant(ctx); err != nil {
 				return nil, false, err
 			}
-			r.quant = true
+			if !kl.sc.all {
+				r.qmask = s.quant.scopeMask(q.Scope)
+			}
+			r.qcount = s.quant.countIn(r.qmask)
+			r.quant = kl.sc.all || r.qcount > s.quantizeAbove
 		}
 	}
 	r.kq = s.analyzeQuery(q.Text)
@@ -500,7 +510,7 @@ func (r *searchRun) fetchVectors(ctx context.Context) error {
 		// outside the shortlist may match the leg while the copy holds
 		// more vectors than the pool.
 		if r.short == nil {
-			r.short = r.s.quant.shortlist(r.q.Vector, shortlistSize(r.s.quant.count()))
+			r.short = r.s.quant.shortlist(r.q.Vector, shortlistSize(r.qcount), r.qmask)
 		}
 		got := min(n, len(r.short))
 		for _, e := range r.short[:got] {
@@ -510,7 +520,7 @@ func (r *searchRun) fetchVectors(ctx context.Context) error {
 		if got > 0 {
 			r.vec.last = r.short[got-1].v
 		}
-		r.vec.asked, r.vec.full = n, got < r.s.quant.count()
+		r.vec.asked, r.vec.full = n, got < r.qcount
 		return nil
 	}
 	var rows *sql.Rows

@@ -188,7 +188,7 @@ func (s *Store) PutFile(ctx context.Context, f FileRecord, chunks []ChunkRecord)
 			if _, err := insVec.ExecContext(ctx, id, blob); err != nil {
 				return fmt.Errorf("put file %s: insert vector: %w", f.Path, err)
 			}
-			ops = append(ops, qop{id: id, vec: slices.Clone(c.Vector)})
+			ops = append(ops, qop{id: id, vec: slices.Clone(c.Vector), path: f.Path})
 			if _, err := insCache.ExecContext(ctx, s.opts.Provider, s.opts.Model, s.opts.Dims, c.Hash, blob); err != nil {
 				return fmt.Errorf("put file %s: cache embedding: %w", f.Path, err)
 			}
