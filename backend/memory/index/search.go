@@ -351,12 +351,12 @@ type searchRun struct {
 	qblob  []byte
 	// quant: the vector leg uses the quantized copy (quant.go); short is
 	// its shortlist order, computed at the first vector fetch.
-	quant   bool
-	short   []qscore
+	quant bool
+	short []qscore
 	// qmask and qcount: a scoped search's file flags in the quantized copy
 	// and the number of its vectors there (all of them when unscoped).
-	qmask  []bool
-	qcount int
+	qmask   []bool
+	qcount  int
 	cands   map[int64]*cand
 	wv      float64 // the vector weight of the fused score
 	maxBM25 float64
