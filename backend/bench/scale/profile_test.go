@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,6 +20,9 @@ import (
 //
 //	ATRIUM_SCALE_INDEX=... go test -run TestProfileSearch -cpuprofile cpu.out ./backend/bench/scale
 //
+// With ATRIUM_SCALE_SCOPE=<path prefix> every search is scoped to the files
+// under that prefix (a role's view, SPEC §5.1), e.g.
+// ATRIUM_SCALE_SCOPE=memory/roles/agent0 (ten of the 32 roles).
 // It prints the slowest queries; it asserts nothing about time.
 func TestProfileSearch(t *testing.T) {
 	dir := os.Getenv("ATRIUM_SCALE_INDEX")
@@ -46,11 +50,15 @@ func TestProfileSearch(t *testing.T) {
 		d time.Duration
 	}
 	var ts []timing
+	var scope func(string) bool
+	if p := os.Getenv("ATRIUM_SCALE_SCOPE"); p != "" {
+		scope = func(path string) bool { return strings.HasPrefix(path, p) }
+	}
 	rounds := 3
 	for r := 0; r < rounds; r++ {
 		for i, q := range qs {
 			t0 := time.Now()
-			if _, err := s.Search(context.Background(), index.Query{Text: q.Text, Vector: vs[i], MaxResults: 6, MinScore: 0.35}); err != nil {
+			if _, err := s.Search(context.Background(), index.Query{Text: q.Text, Vector: vs[i], MaxResults: 6, MinScore: 0.35, Scope: scope}); err != nil {
 				t.Fatal(err)
 			}
 			if r == rounds-1 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"sort"
 	"strconv"
 
@@ -48,6 +49,10 @@ const (
 	// set of that file's chunks, from which a search builds its scope
 	// (scope.go).
 	pathField = "path"
+	// dirField holds the folder of the chunk's file (path.Dir) as one
+	// keyword term: a scope that takes or leaves a whole folder (a role's
+	// memory) marks it with one posting list instead of one per file.
+	dirField = "dir"
 	// symbolPattern selects the runes the tokenizer keeps as single-rune
 	// tokens although Unicode word segmentation would drop them.
 	symbolPattern = `\p{So}`
@@ -59,8 +64,9 @@ const (
 	// analyzerVersion is stored in the Bleve index; a change recreates it.
 	// 1: unicode words + CJK bigrams; 2: symbols (So) kept as tokens, term
 	// vectors stored; 3: underscores trimmed from word edges; 4: English
-	// possessives and Snowball stems; 5: the keyword field "path".
-	analyzerVersion = "5"
+	// possessives and Snowball stems; 5: the keyword field "path"; 6: the
+	// keyword field "dir".
+	analyzerVersion = "6"
 )
 
 var (
@@ -124,6 +130,7 @@ func NewMapping() (*mapping.IndexMappingImpl, error) {
 	dm := bleve.NewDocumentStaticMapping()
 	dm.AddFieldMappingsAt(textField, fm)
 	dm.AddFieldMappingsAt(pathField, pm)
+	dm.AddFieldMappingsAt(dirField, pm)
 	im.DefaultMapping = dm
 	im.StoreDynamic = false
 	im.IndexDynamic = false
@@ -134,6 +141,12 @@ func NewMapping() (*mapping.IndexMappingImpl, error) {
 type bleveDoc struct {
 	Text string `json:"text"`
 	Path string `json:"path"`
+	Dir  string `json:"dir"`
+}
+
+// newBleveDoc is the Bleve document of a chunk of file p.
+func newBleveDoc(text, p string) bleveDoc {
+	return bleveDoc{Text: text, Path: p, Dir: path.Dir(p)}
 }
 
 func docID(id int64) string { return strconv.FormatInt(id, 10) }
@@ -217,7 +230,7 @@ func (r replayAnalyzer) Analyze([]byte) analysis.TokenStream { return r.ts }
 // with ts (analyzeText of text) as its text field's tokens.
 func (s *Store) analyzedDoc(id int64, text, path string, ts analysis.TokenStream) (*document.Document, error) {
 	doc := document.NewDocument(docID(id))
-	if err := s.bl.Mapping().MapDocument(doc, bleveDoc{Text: text, Path: path}); err != nil {
+	if err := s.bl.Mapping().MapDocument(doc, newBleveDoc(text, path)); err != nil {
 		return nil, fmt.Errorf("bleve: %w", err)
 	}
 	for i, f := range doc.Fields {
@@ -286,7 +299,7 @@ func (s *Store) refillBleve(ctx context.Context) error {
 		if err := rows.Scan(&id, &text, &path); err != nil {
 			return fmt.Errorf("refill bleve: %w", err)
 		}
-		if err := b.Index(docID(id), bleveDoc{Text: text, Path: path}); err != nil {
+		if err := b.Index(docID(id), newBleveDoc(text, path)); err != nil {
 			return fmt.Errorf("refill bleve: %w", err)
 		}
 		n++

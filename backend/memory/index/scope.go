@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"path"
 
 	bindex "github.com/blevesearch/bleve_index_api"
 )
@@ -107,8 +108,10 @@ func (s *Store) fileStats(ctx context.Context) ([]fileStat, error) {
 
 // newScope returns the scope of a search over reader r: every chunk when
 // accept is nil or accepts every file, else the chunks of the files accept
-// takes, marked in a bitset from the posting lists of their path terms
-// (or of the other files' paths when those hold fewer chunks).
+// takes, marked in a bitset from posting lists (or the other files', when
+// those hold fewer chunks): one list per folder whose files are all on the
+// marked side (the dir term; a role's folder is usually all in or all
+// out), else one per file (the path term).
 func (s *Store) newScope(ctx context.Context, r bindex.IndexReader, accept func(string) bool) (*scope, error) {
 	stats, err := s.fileStats(ctx)
 	if err != nil {
@@ -137,9 +140,33 @@ func (s *Store) newScope(ctx context.Context, r bindex.IndexReader, accept func(
 	if nOut < nIn {
 		mark, sc.invert = out, true
 	}
-	var buf bindex.TermFieldDoc
+	// Folders wholly on the marked side are marked by their dir term.
+	marked := make(map[string]bool, len(mark))
 	for _, p := range mark {
-		tfr, err := r.TermFieldReader(ctx, []byte(p), pathField, false, false, false)
+		marked[p] = true
+	}
+	whole := map[string]bool{}
+	for _, f := range stats {
+		d := path.Dir(f.path)
+		if v, seen := whole[d]; !seen || v {
+			whole[d] = marked[f.path]
+		}
+	}
+	type list struct{ term, field string }
+	var lists []list
+	for d, all := range whole {
+		if all {
+			lists = append(lists, list{d, dirField})
+		}
+	}
+	for _, p := range mark {
+		if !whole[path.Dir(p)] {
+			lists = append(lists, list{p, pathField})
+		}
+	}
+	var buf bindex.TermFieldDoc
+	for _, l := range lists {
+		tfr, err := r.TermFieldReader(ctx, []byte(l.term), l.field, false, false, false)
 		if err != nil {
 			return nil, fmt.Errorf("search scope: %w", err)
 		}

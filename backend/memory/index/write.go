@@ -387,7 +387,7 @@ func (s *Store) replayJournal(ctx context.Context) error {
 		}
 		ids = append(ids, id)
 		if op == opIndex && text.Valid {
-			if err := b.Index(docID(id), bleveDoc{Text: text.String, Path: path.String}); err != nil {
+			if err := b.Index(docID(id), newBleveDoc(text.String, path.String)); err != nil {
 				rows.Close()
 				return fmt.Errorf("replay journal: %w", err)
 			}
@@ -458,7 +458,7 @@ func (s *Store) reconcile(ctx context.Context) error {
 			delete(inBleve, id)
 			continue
 		}
-		if err := b.Index(docID(id), bleveDoc{Text: text, Path: path}); err != nil {
+		if err := b.Index(docID(id), newBleveDoc(text, path)); err != nil {
 			return fmt.Errorf("reindex chunk: %w", err)
 		}
 	}
