@@ -23,6 +23,7 @@ import (
 
 	"github.com/atrium-dev/atrium/backend/atrium"
 	"github.com/atrium-dev/atrium/backend/paths"
+	"github.com/atrium-dev/atrium/backend/worker"
 )
 
 // DesktopOptions is what the desktop window needs to show the UI.
@@ -208,6 +209,12 @@ func run(ctx context.Context, args []string, o Options) error {
 		return runAudit(ctx, args, o)
 	case "bench":
 		return runBench(ctx, args, o)
+	case "worker": // hidden: a profile instance's process, started by the app (SPEC §3)
+		err := worker.Command(ctx, worker.CommandOptions{Args: args, Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr, Getenv: o.Getenv})
+		if errors.Is(err, worker.ErrUsage) {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+		return err
 	case "version":
 		fmt.Fprintln(o.Stdout, "atrium", o.Version, runtime.Version(), runtime.GOOS+"/"+runtime.GOARCH)
 		return nil
