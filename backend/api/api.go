@@ -58,8 +58,8 @@ type Options struct {
 	// instances.go); nil: profiles.spawn/stop are not registered and
 	// profiles.list has no index or instances.
 	Instances Instances
-	Version        string
-	Started        time.Time // process start, for health.uptimeMs
+	Version   string
+	Started   time.Time // process start, for health.uptimeMs
 }
 
 // Events lists the events the services emit through the gateway.

@@ -90,7 +90,7 @@ func scriptedModel(t *testing.T) *httptest.Server {
 		switch {
 		case len(f) == 2 && f[0] == "slow":
 			for i := 0; i < n; i++ {
-				if !send(string(rune('a'+i%26))) {
+				if !send(string(rune('a' + i%26))) {
 					return
 				}
 				select {

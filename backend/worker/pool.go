@@ -77,6 +77,10 @@ type PoolOptions struct {
 	// the pool sets ProfileID, InstanceID, OnStatus and OnEvent (and
 	// leaves Args nil unless set, so the default worker arguments are used).
 	Supervisor SupervisorOptions
+	// EnvFor, when set, adds environment variables for one profile's
+	// workers at Spawn (e.g. EnvModel with the profile's model settings);
+	// its error fails the Spawn. Default: none.
+	EnvFor func(profileID string) ([]string, error)
 	// OnStatus receives every instance's status changes. Default: none.
 	OnStatus func(Status)
 	// OnEvent receives every instance's run events with its instance id.
@@ -193,14 +197,24 @@ func (p *Pool) Spawn(profileID string) (Status, error) {
 		if err := p.Rescan(); err != nil {
 			return Status{}, err
 		}
+		p.mu.Lock()
+		known = p.known(profileID)
+		p.mu.Unlock()
+		if !known {
+			return Status{}, fmt.Errorf("%w: %q (no %s/%s/config.md)", ErrUnknownProfile, profileID, RolesDir, profileID)
+		}
+	}
+	var extra []string
+	if p.o.EnvFor != nil { // may read the profile's files: outside the lock
+		var err error
+		if extra, err = p.o.EnvFor(profileID); err != nil {
+			return Status{}, fmt.Errorf("worker: spawn %s: %w", profileID, err)
+		}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ctx == nil {
 		return Status{}, ErrPoolNotRunning
-	}
-	if !p.known(profileID) {
-		return Status{}, fmt.Errorf("%w: %q (no %s/%s/config.md)", ErrUnknownProfile, profileID, RolesDir, profileID)
 	}
 	if len(p.running) >= p.o.MaxInstances {
 		return Status{}, fmt.Errorf("%w: %d running (limit %d)", ErrTooManyInstance, len(p.running), p.o.MaxInstances)
@@ -215,6 +229,7 @@ func (p *Pool) Spawn(profileID string) (Status, error) {
 	id := profileID + "-" + strconv.Itoa(k)
 	so := p.o.Supervisor
 	so.ProfileID, so.InstanceID = profileID, id
+	so.Env = append(append([]string(nil), so.Env...), extra...)
 	so.OnStatus = p.o.OnStatus
 	so.OnEvent = func(m Msg) { p.o.OnEvent(id, m) }
 	if so.Logger == nil {

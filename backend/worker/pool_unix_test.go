@@ -54,8 +54,9 @@ func TestPoolSpawnStopList(t *testing.T) {
 	finals := map[string]string{}
 	p, err := NewPool(PoolOptions{
 		Workspace: ws, MaxInstances: 2,
-		Supervisor: SupervisorOptions{Executable: os.Args[0], Env: []string{envHelper + "=worker", EnvModel + "=" + string(cfg)},
+		Supervisor: SupervisorOptions{Executable: os.Args[0], Env: []string{envHelper + "=worker"},
 			HeartbeatInterval: 100 * time.Millisecond, HangTimeout: time.Second},
+		EnvFor: func(profile string) ([]string, error) { return []string{EnvModel + "=" + string(cfg)}, nil },
 		OnEvent: func(id string, m Msg) {
 			if m.Type == TypeFinal {
 				var f Final
@@ -76,15 +77,17 @@ func TestPoolSpawnStopList(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
-	waitFor(t, 5*time.Second, "pool running", func() bool { _, err := p.Spawn("nobody"); return errors.Is(err, ErrUnknownProfile) })
-
-	// A profile created after start-up is found by the rescan Spawn does.
-	os.MkdirAll(filepath.Join(ws, "memory", "roles", "writer"), 0o755)
-	os.WriteFile(filepath.Join(ws, "memory", "roles", "writer", "config.md"), []byte("x"), 0o644)
-	a, err := p.Spawn("coder")
+	var a Status
+	waitFor(t, 5*time.Second, "pool running", func() bool { a, err = p.Spawn("coder"); return !errors.Is(err, ErrPoolNotRunning) })
 	if err != nil || a.InstanceID != "coder-1" {
 		t.Fatalf("spawn coder: %+v %v", a, err)
 	}
+	if _, err := p.Spawn("nobody"); !errors.Is(err, ErrUnknownProfile) {
+		t.Fatalf("spawn of an unknown profile: %v", err)
+	}
+	// A profile created after start-up is found by the rescan Spawn does.
+	os.MkdirAll(filepath.Join(ws, "memory", "roles", "writer"), 0o755)
+	os.WriteFile(filepath.Join(ws, "memory", "roles", "writer", "config.md"), []byte("x"), 0o644)
 	b, err := p.Spawn("writer")
 	if err != nil || b.InstanceID != "writer-1" {
 		t.Fatalf("spawn writer: %+v %v", b, err)
