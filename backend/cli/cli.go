@@ -1,6 +1,7 @@
 // Package cli is the `atrium` command line (SPEC §1): the desktop app (no
 // arguments), `serve`, `memory index|search|get|status`, `agents
-// list|create`, `version`. It parses flags and environment, builds the app
+// list|create|spawn|stop`, `version`, and the hidden `worker` (one
+// profile instance's process, started by the app; package worker). It parses flags and environment, builds the app
 // through package atrium, and prints results for people (or JSON with
 // --json). The desktop window itself is
 // injected by main (Options.Desktop), so backend never imports Wails.
@@ -108,6 +109,9 @@ Usage:
   atrium agents list [flags]           roles (profiles) under memory/roles with their config
   atrium agents create ROLE "DESC"     cold start: config from the role template, ACL rule, index,
                                        and the new role's starting context (--capabilities a,b)
+  atrium agents spawn ROLE             start an instance ROLE-k of a role in the running app
+                                       (its own worker process); prints the instance id
+  atrium agents stop INSTANCE          stop a running instance (e.g. coder-1)
   atrium bench retrieval --set DIR     retrieval quality of a BEIR-style set or LoCoMo workspaces:
                                        Recall@1/5/10, nDCG@10, MRR for keyword, vector, hybrid
   atrium bench scale [flags]           index scale benchmark: index time, disk, RSS, search latency
