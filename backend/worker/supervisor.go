@@ -205,9 +205,9 @@ func (s *Supervisor) Send(m Msg) error {
 	return nil
 }
 
-// setState moves to st and reports it; onlyIf (when not "") makes it
-// conditional on the current state. violation counts a protocol violation
-// and reports it even when the state stays.
+// setState moves to st and reports it (a repeat of the current state and
+// reason is not reported again). violation counts a protocol violation
+// and reports it with the state unchanged (st is then ignored).
 func (s *Supervisor) setState(st State, reason string, violation bool) {
 	s.emitMu.Lock()
 	defer s.emitMu.Unlock()
@@ -388,7 +388,7 @@ loop:
 	s.mu.Lock()
 	s.st.PID = 0
 	s.mu.Unlock()
-	_ = werr
+	s.log.Info("worker exited", "state", string(state), "exit", exitText(werr))
 	return state, reason
 }
 
