@@ -30,7 +30,7 @@ type CommandOptions struct {
 }
 
 // ErrUsage marks a bad `atrium worker` command line.
-var ErrUsage = errors.New("worker: usage: atrium worker --profile ID --instance ID [--heartbeat-ms N] [--max-line-bytes N]")
+var ErrUsage = errors.New("atrium worker needs --profile ID --instance ID [--heartbeat-ms N] [--max-line-bytes N]")
 
 // Command runs the hidden `atrium worker` subcommand: it parses --profile,
 // --instance, --heartbeat-ms (default DefaultHeartbeatInterval) and
@@ -54,7 +54,6 @@ func Command(ctx context.Context, o CommandOptions) error {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(o.Stderr, nil))
 	}
-	log = log.With("instance", *instance)
 	var cfg model.Config
 	if raw := o.Getenv(EnvModel); raw != "" {
 		if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
@@ -67,7 +66,7 @@ func Command(ctx context.Context, o CommandOptions) error {
 		if err != nil {
 			return fmt.Errorf("worker: detect model: %w", err)
 		}
-		log.Info("worker model", "provider", cfg.Provider, "model", cfg.Model, "why", why)
+		log.Info("worker model", "instance", *instance, "provider", cfg.Provider, "model", cfg.Model, "why", why)
 	}
 	p, err := model.FromConfig(cfg, model.OpenAIOptions{Logger: log})
 	if err != nil {

@@ -63,7 +63,7 @@ func Serve(ctx context.Context, o ServeOptions) error {
 	errc := make(chan error, 2)
 	go func() { errc <- s.heartbeats(ctx) }()
 
-	msgs := make(chan Msg)
+	msgs := make(chan request)
 	go func() { errc <- s.readLoop(ctx, msgs) }()
 	for {
 		select {
@@ -115,21 +115,24 @@ func (s *server) heartbeats(ctx context.Context) error {
 
 // readLoop hands requests to Serve's loop; it returns io.EOF at the end of
 // input and answers bad lines itself.
-func (s *server) readLoop(ctx context.Context, out chan<- Msg) error {
+func (s *server) readLoop(ctx context.Context, out chan<- request) error {
 	r := NewReader(s.o.In, ReaderOptions{MaxLineBytes: s.o.MaxLineBytes})
 	for {
 		m, err := r.Read()
 		switch {
 		case err == nil:
 			select {
-			case out <- m:
+			case out <- request{m: m}:
 			case <-ctx.Done():
 				return nil
 			}
 		case errors.Is(err, ErrLineTooLong), errors.Is(err, ErrMalformed):
+			// Answered in order with the requests around it (see handle).
 			s.o.Logger.Warn("bad request line", "instance", s.o.InstanceID, "err", err)
-			if werr := s.send(TypeError, "", "", ErrorInfo{Message: err.Error(), Kind: "protocol"}); werr != nil {
-				return werr
+			select {
+			case out <- request{bad: err}:
+			case <-ctx.Done():
+				return nil
 			}
 		default:
 			return err
@@ -137,7 +140,19 @@ func (s *server) readLoop(ctx context.Context, out chan<- Msg) error {
 	}
 }
 
-func (s *server) handle(ctx context.Context, m Msg) {
+// request is one line handed from the read loop to Serve's loop: a
+// message, or the error of a rejected line (answered in order).
+type request struct {
+	m   Msg
+	bad error
+}
+
+func (s *server) handle(ctx context.Context, r request) {
+	if r.bad != nil {
+		s.reply(s.send(TypeError, "", "", ErrorInfo{Message: r.bad.Error(), Kind: "protocol"}))
+		return
+	}
+	m := r.m
 	switch m.Type {
 	case TypePing:
 		s.reply(s.send(TypePong, m.ID, m.SessionID, nil))
