@@ -46,6 +46,7 @@ func helperMain(mode string) int {
 			fmt.Fprintln(os.Stdout, `{"type":"heartbeat","ts":1}`)
 		}
 	case "garbage":
+		fmt.Fprintln(os.Stderr, "helper: writing a line that is not JSON")
 		fmt.Fprintln(os.Stdout, "{not json")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)

@@ -274,7 +274,12 @@ func TestTenMegabyteFinalIsDeliveredAndOverLimitIsRejected(t *testing.T) {
 
 func TestMalformedLineIsReportedNotACrash(t *testing.T) {
 	srv := scriptedModel(t)
-	a := startInstance(t, "p-1", "garbage", srv.URL, nil)
+	var logs syncBuf
+	a := startInstance(t, "p-1", "garbage", srv.URL, func(o *SupervisorOptions) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	// The worker's stderr is in the parent's log, with the instance.
+	waitFor(t, 5*time.Second, "stderr in the log", func() bool {
+		return strings.Contains(logs.String(), `msg="worker stderr" instance=p-1 profile=p line="helper: writing a line that is not JSON"`)
+	})
 	if !a.rec.sawState(StateStarting, "protocol violation: worker protocol: malformed line") {
 		t.Fatalf("statuses: %s", a.rec.states())
 	}
@@ -328,3 +333,12 @@ func TestStopKillsAWorkerThatIgnoresSIGTERM(t *testing.T) {
 		t.Fatalf("process %d still exists: %v", pid, err)
 	}
 }
+
+// syncBuf is a goroutine-safe log sink.
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
