@@ -21,6 +21,7 @@ import (
 // TestMain runs the real Command instead of the tests. Values:
 //   - "worker": `atrium worker` exactly;
 //   - "garbage": first writes a line that is not JSON, then as "worker";
+//   - "silent": heartbeats but never writes ready;
 //   - "stubborn": ignores SIGTERM and its input and never exits (graceful
 //     stop must fall back to SIGKILL).
 const envHelper = "ATRIUM_WORKER_TEST_HELPER"
@@ -41,6 +42,11 @@ func helperMain(mode string) int {
 	case "stubborn":
 		signal.Ignore(syscall.SIGTERM)
 		fmt.Fprintln(os.Stdout, `{"type":"ready","ts":1}`)
+		for {
+			time.Sleep(50 * time.Millisecond)
+			fmt.Fprintln(os.Stdout, `{"type":"heartbeat","ts":1}`)
+		}
+	case "silent": // never ready: only heartbeats
 		for {
 			time.Sleep(50 * time.Millisecond)
 			fmt.Fprintln(os.Stdout, `{"type":"heartbeat","ts":1}`)

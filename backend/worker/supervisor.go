@@ -76,8 +76,8 @@ type SupervisorOptions struct {
 	// HangTimeout: a ready worker that writes no line (heartbeats
 	// included) for this long is hung and killed. Default DefaultHangTimeout.
 	HangTimeout time.Duration
-	// ReadyTimeout: a started worker that writes no ready line for this
-	// long is hung and killed. Default DefaultReadyTimeout.
+	// ReadyTimeout: a worker that has not written its ready line this
+	// long after its start is hung and killed (whatever else it wrote). Default DefaultReadyTimeout.
 	ReadyTimeout time.Duration
 	// MinBackoff is the wait before the first restart; it doubles with
 	// every consecutive failure up to MaxBackoff, and starts again from
@@ -93,8 +93,10 @@ type SupervisorOptions struct {
 	// order, from the supervisor's goroutines (it must not block long).
 	OnStatus func(Status)
 	// OnEvent receives the worker's events other than ready, heartbeat
-	// and pong, in order. When the process dies with runs in progress, each
-	// gets a synthesized error event (kind "crashed" or "hung", retryable).
+	// and pong, in order, from the reading goroutine: while it blocks no
+	// line is read, so a long block looks like a hang (HangTimeout). When
+	// the process dies with runs in progress, each gets a synthesized
+	// error event (kind "crashed", "hung" or "stopped").
 	OnEvent func(Msg)
 	// Logger receives the worker's stderr lines and the supervisor's
 	// records. Default slog.Default().
@@ -241,9 +243,9 @@ func (s *Supervisor) endRun(id string) {
 
 // Run starts the worker and keeps it running until ctx is done, then
 // stops it (stdin closed and SIGTERM, SIGKILL after StopTimeout), reports
-// StateStopped and returns nil. It returns an error only when it cannot
-// start at all (e.g. a missing executable on the first start is reported
-// as a crash and retried, not returned).
+// StateStopped and returns nil. It never returns another error: a worker
+// that cannot even start (e.g. a missing executable) is reported as
+// crashed and retried with the backoff like any other failure.
 func (s *Supervisor) Run(ctx context.Context) error {
 	failures := 0
 	for {
@@ -317,6 +319,7 @@ func (s *Supervisor) once(ctx context.Context) (State, string) {
 		errR.Close()
 		return StateCrashed, fmt.Sprintf("start %s: %v", s.o.Executable, err)
 	}
+	startedAt := time.Now()
 	s.mu.Lock()
 	s.st.PID = cmd.Process.Pid
 	s.in, s.inFile = NewWriter(inW), inW
@@ -345,10 +348,10 @@ loop:
 		case <-tick.C:
 			s.mu.Lock()
 			limit, what := s.o.HangTimeout, "no heartbeat"
-			if s.st.State == StateStarting {
-				limit, what = s.o.ReadyTimeout, "no ready line"
-			}
 			silent := time.Since(s.lastSeen)
+			if s.st.State == StateStarting { // ReadyTimeout counts from the start
+				limit, what, silent = s.o.ReadyTimeout, "no ready line", time.Since(startedAt)
+			}
 			s.mu.Unlock()
 			if silent > limit {
 				state, reason = StateHung, fmt.Sprintf("%s for %s; killed", what, silent.Round(time.Millisecond))

@@ -342,3 +342,24 @@ type syncBuf struct {
 
 func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
 func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+func TestWorkerThatNeverGetsReadyIsHung(t *testing.T) {
+	rec := &recorder{}
+	s, err := NewSupervisor(SupervisorOptions{ProfileID: "p", InstanceID: "p-1", Executable: os.Args[0],
+		Env: []string{envHelper + "=silent"}, ReadyTimeout: 400 * time.Millisecond, HangTimeout: 5 * time.Second,
+		MinBackoff: 10 * time.Millisecond, OnStatus: rec.status, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitFor(t, 10*time.Second, "two hangs", func() bool { return s.Status().Restarts >= 2 })
+	if !rec.sawState(StateHung, "no ready line") {
+		t.Fatalf("statuses: %s", rec.states())
+	}
+	if err := s.Send(Msg{Type: TypePing, ID: "x"}); !errors.Is(err, ErrNotReady) {
+		t.Fatalf("send to a worker that is not ready: %v", err)
+	}
+}
