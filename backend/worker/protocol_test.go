@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func line(t *testing.T, typ, id string, payload any) string {
@@ -127,5 +128,14 @@ func TestWriterLinesNeverInterleave(t *testing.T) {
 	}
 	if n != 400 {
 		t.Fatalf("%d lines, want 400", n)
+	}
+}
+
+func TestBackoffDoublesAndIsCapped(t *testing.T) {
+	lo, hi := 500*time.Millisecond, 30*time.Second
+	for n, want := range map[int]time.Duration{1: lo, 2: time.Second, 3: 2 * time.Second, 7: hi, 60: hi, 1 << 20: hi} {
+		if got := backoff(lo, hi, n); got != want {
+			t.Errorf("backoff after %d failures = %s, want %s", n, got, want)
+		}
 	}
 }

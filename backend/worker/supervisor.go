@@ -261,10 +261,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 			failures = 0
 		}
 		failures++
-		wait := s.o.MinBackoff << min(failures-1, 30)
-		if wait > s.o.MaxBackoff || wait <= 0 {
-			wait = s.o.MaxBackoff
-		}
+		wait := backoff(s.o.MinBackoff, s.o.MaxBackoff, failures)
 		s.mu.Lock()
 		s.st.Restarts++
 		s.mu.Unlock()
@@ -278,6 +275,16 @@ func (s *Supervisor) Run(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+// backoff is the wait before the restart after the n-th consecutive
+// failure (n ≥ 1): lo, 2·lo, 4·lo, … capped at hi.
+func backoff(lo, hi time.Duration, n int) time.Duration {
+	w := lo << min(n-1, 30)
+	if w > hi || w <= 0 {
+		return hi
+	}
+	return w
 }
 
 // once runs one process to its end and returns how it ended (crashed or
