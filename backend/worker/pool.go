@@ -277,7 +277,7 @@ func (p *Pool) Stop(ctx context.Context, instanceID string) error {
 }
 
 // Send writes a request to an instance (see Supervisor.Send). Errors:
-// ErrUnknownInstance, ErrNotReady, a write error.
+// ErrUnknownInstance, ErrNotReady, ErrBadRequest, a write error.
 func (p *Pool) Send(instanceID string, m Msg) error {
 	p.mu.Lock()
 	in := p.running[instanceID]

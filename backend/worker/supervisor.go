@@ -54,9 +54,15 @@ const (
 	DefaultStopTimeout  = 5 * time.Second
 )
 
-// ErrNotReady: Send was called while no worker process accepts requests
-// (starting, restarting or stopped).
-var ErrNotReady = errors.New("worker: instance not ready")
+// Send's errors.
+var (
+	// ErrNotReady: no worker process accepts requests (starting,
+	// restarting or stopped).
+	ErrNotReady = errors.New("worker: instance not ready")
+	// ErrBadRequest: a run without an id, or with the id of a run still in
+	// progress on this instance.
+	ErrBadRequest = errors.New("worker: bad request")
+)
 
 // SupervisorOptions configure a Supervisor. ProfileID and InstanceID are
 // required.
@@ -179,7 +185,7 @@ func (s *Supervisor) Status() Status {
 
 // Send writes m to the worker (ProfileID filled in when empty). A run
 // marks the instance busy until its final, cancelled or error event.
-// Errors: ErrNotReady, or the write error (the process is gone; the
+// Errors: ErrNotReady, ErrBadRequest, or the write error (the process is gone; the
 // supervisor notices and restarts it). Send blocks while the worker does
 // not read its input (at most until it is found hung and killed).
 func (s *Supervisor) Send(m Msg) error {
@@ -194,6 +200,10 @@ func (s *Supervisor) Send(m Msg) error {
 		m.ProfileID = s.o.ProfileID
 	}
 	if m.Type == TypeRun {
+		if _, dup := s.inflight[m.ID]; dup || m.ID == "" {
+			s.mu.Unlock()
+			return fmt.Errorf("%w: run id %q is empty or already in progress on %s", ErrBadRequest, m.ID, s.o.InstanceID)
+		}
 		s.inflight[m.ID] = m.SessionID
 	}
 	s.mu.Unlock()

@@ -202,6 +202,15 @@ func TestCrashedWorkerIsRestartedAndTheOtherKeepsStreaming(t *testing.T) {
 		t.Fatalf("b status %+v", st)
 	}
 
+	// A run id must be unique among the runs in progress.
+	b.run(t, "rb2", "slow 50")
+	if err := b.s.Send(Msg{Type: TypeRun, ID: "rb2", Payload: json.RawMessage(`{"messages":[{"role":"user","content":"x"}]}`)}); !errors.Is(err, ErrBadRequest) {
+		t.Fatalf("second run with a running id: %v", err)
+	}
+	if err := b.s.Send(Msg{Type: TypeRun}); !errors.Is(err, ErrBadRequest) {
+		t.Fatalf("run without id: %v", err)
+	}
+
 	// The restarted instance answers again.
 	a.run(t, "ra2", "hello again")
 	waitFor(t, 10*time.Second, "a's new run", func() bool { _, ok := a.rec.find("ra2", TypeFinal); return ok })
