@@ -4,6 +4,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,14 +25,6 @@ func TestAgentsSpawnStop(t *testing.T) {
 	if code, out, errOut := runCLI(t, nil, append([]string{"agents", "create", "ops", "Keeps the staging servers running"}, common...)...); code != 0 {
 		t.Fatalf("create: %d\n%s\n%s", code, out, errOut)
 	}
-	code, out, errOut := runCLI(t, nil, append([]string{"agents", "spawn", "ops"}, common...)...)
-	if code != 0 || !strings.Contains(out, "Spawned instance ops-1 of ops") {
-		t.Fatalf("spawn: %d\n%s\n%s", code, out, errOut)
-	}
-	if code, _, errOut := runCLI(t, nil, append([]string{"agents", "spawn", "nobody"}, common...)...); code != 1 || !strings.Contains(errOut, "unknown profile") {
-		t.Fatalf("spawn of an unknown role: %d %s", code, errOut)
-	}
-
 	token, err := os.ReadFile(filepath.Join(home, "gateway.token"))
 	if err != nil {
 		t.Fatal(err)
@@ -44,10 +37,42 @@ func TestAgentsSpawnStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
+	code, out, errOut := runCLI(t, nil, append([]string{"agents", "spawn", "ops"}, common...)...)
+	if code != 0 || !strings.Contains(out, "Spawned instance ops-1 of ops") {
+		t.Fatalf("spawn: %d\n%s\n%s", code, out, errOut)
+	}
+	if code, _, errOut := runCLI(t, nil, append([]string{"agents", "spawn", "nobody"}, common...)...); code != 1 || !strings.Contains(errOut, "unknown profile") {
+		t.Fatalf("spawn of an unknown role: %d %s", code, errOut)
+	}
+
 	type inst struct {
 		InstanceID string `json:"instanceId"`
 		State      string `json:"state"`
 		PID        int    `json:"pid"`
+	}
+	// The app broadcasts the instance's states (profiles.instance).
+	var states []string
+	for len(states) == 0 || states[len(states)-1] != "ready" {
+		var ev gateway.EventFrame
+		select {
+		case ev = <-cl.Events():
+		case <-ctx.Done():
+			t.Fatalf("no ready instance event; states so far %v", states)
+		}
+		if ev.Event != "profiles.instance" {
+			continue
+		}
+		var st inst
+		if err := json.Unmarshal(ev.Payload, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.InstanceID != "ops-1" {
+			t.Fatalf("event for %+v", st)
+		}
+		states = append(states, st.State)
+	}
+	if len(states) < 2 || states[0] != "starting" || states[len(states)-1] != "ready" {
+		t.Fatalf("profiles.instance states %v", states)
 	}
 	var ready inst
 	for ready.State != "ready" {
