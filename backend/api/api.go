@@ -54,8 +54,12 @@ type Options struct {
 	// (0: route.DefaultThreshold).
 	Embedder       embed.Embedder
 	RouteThreshold float64
-	Version        string
-	Started        time.Time // process start, for health.uptimeMs
+	// Instances runs profile instances as worker processes (SPEC §6;
+	// instances.go); nil: profiles.spawn/stop are not registered and
+	// profiles.list has no index or instances.
+	Instances Instances
+	Version   string
+	Started   time.Time // process start, for health.uptimeMs
 }
 
 // Events lists the events the services emit through the gateway.
@@ -181,8 +185,11 @@ func Register(o Options) {
 		registerCollab(g, o.Collab, o.Guard)
 	}
 
+	if o.Instances != nil {
+		registerInstances(g, o.Instances, o.Guard)
+	}
 	g.Handle("profiles.list", func(ctx context.Context, c *gateway.Call) (any, error) {
-		return map[string]any{"profiles": o.Chat.Profiles()}, nil
+		return profilesList(o), nil
 	})
 	g.Handle("chat.send", func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p chat.SendRequest

@@ -36,6 +36,7 @@ import (
 	"github.com/atrium-dev/atrium/backend/model"
 	"github.com/atrium-dev/atrium/backend/paths"
 	"github.com/atrium-dev/atrium/backend/statedb"
+	"github.com/atrium-dev/atrium/backend/worker"
 )
 
 // Options configures New.
@@ -80,6 +81,9 @@ type App struct {
 	Guard *guard.Guard
 	// Collab runs collaborations between roles (SPEC §5.4), kept in state.db.
 	Collab *collab.Service
+	// Pool is the light profile index and the profile instances, each a
+	// worker process (SPEC §3, §6; profiles.spawn/stop).
+	Pool *worker.Pool
 	// Model is the model configuration of the main profile (model.Detect,
 	// then ProfileModel) and ModelReason why it was chosen.
 	Model       model.Config
@@ -267,15 +271,37 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 		return nil, fmt.Errorf("collaborations: %w", err)
 	}
 
+	// The light index of profiles (stat only); instances start on
+	// profiles.spawn, each with its profile's model settings, read then.
+	if a.Pool, err = worker.NewPool(worker.PoolOptions{
+		Workspace: o.Layout.Workspace,
+		EnvFor: func(profile string) ([]string, error) {
+			cfg, _ := ProfileModel(o.Layout.Workspace, a.Config, a.Model, profile, o.Getenv, o.Logger)
+			b, err := json.Marshal(cfg)
+			if err != nil {
+				return nil, fmt.Errorf("model settings of %s: %w", profile, err)
+			}
+			return []string{worker.EnvModel + "=" + string(b)}, nil
+		},
+		OnStatus: func(st worker.Status) { a.Gateway.Broadcast(api.InstanceEvent, st) },
+		OnEvent: func(id string, m worker.Msg) {
+			o.Logger.Debug("instance event", "instance", id, "type", m.Type, "id", m.ID)
+		},
+		Logger: o.Logger,
+	}); err != nil {
+		return nil, fmt.Errorf("profiles: %w", err)
+	}
+
 	api.Register(api.Options{
-		Gateway:  a.Gateway,
-		Memory:   a.Memory,
-		Guard:    a.Guard,
-		Chat:     a.Chat,
-		Collab:   a.Collab,
-		Embedder: emb,
-		Version:  o.Version,
-		Started:  time.Now(),
+		Gateway:   a.Gateway,
+		Instances: a.Pool,
+		Memory:    a.Memory,
+		Guard:     a.Guard,
+		Chat:      a.Chat,
+		Collab:    a.Collab,
+		Embedder:  emb,
+		Version:   o.Version,
+		Started:   time.Now(),
 	})
 	return a, nil
 }
@@ -353,7 +379,8 @@ func (a *App) WSURL() string { return "ws://" + a.Gateway.Addr() + "/ws" }
 func (a *App) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 3)
+	errc := make(chan error, 4)
+	go func() { errc <- wrap("profiles", a.Pool.Run(ctx)) }() // stops every instance at the end
 	go func() { errc <- wrap("memory", a.Memory.Run(ctx)) }()
 	go func() { errc <- wrap("gateway", a.Gateway.Run(ctx)) }()
 	go func() { errc <- wrap("acl", a.ACL.Run(ctx)) }() // reloads memory/.acl on change
@@ -361,7 +388,7 @@ func (a *App) Run(ctx context.Context) error {
 	cancel()
 	var errs []error
 	errs = append(errs, first)
-	for range 2 {
+	for range 3 {
 		errs = append(errs, <-errc)
 	}
 	for _, err := range errs {

@@ -96,12 +96,19 @@ func runAgents(ctx context.Context, args []string, o Options) error {
 		if len(pos) != 2 {
 			return fmt.Errorf("%w: agents create needs a role name and a quoted description: atrium agents create <role> \"<description>\"", errUsage)
 		}
+	case "spawn", "stop":
+		if len(pos) != 1 {
+			return fmt.Errorf("%w: agents %s needs one argument: atrium agents spawn <role> | atrium agents stop <instance>", errUsage, sub)
+		}
 	default:
 		return fmt.Errorf("%w: unknown agents subcommand %q", errUsage, sub)
 	}
 	layout, err := c.layout(o)
 	if err != nil {
 		return err
+	}
+	if sub == "spawn" || sub == "stop" {
+		return runInstance(ctx, sub, pos[0], c, layout, o)
 	}
 	if err := layout.Ensure(); err != nil {
 		return err
@@ -184,4 +191,37 @@ func printRoles(w io.Writer, roles []memory.RoleInfo) {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", r.Role, r.Files, cfg, desc)
 	}
 	tw.Flush()
+}
+
+// runInstance runs `atrium agents spawn <role>` and `atrium agents stop
+// <instance>` through the running app's gateway (profiles.spawn,
+// profiles.stop): instances are processes of the app (SPEC §3, §6).
+func runInstance(ctx context.Context, sub, arg string, c common, layout paths.Layout, o Options) error {
+	r, err := dialApp(ctx, layout, c.port, o)
+	if err != nil {
+		return fmt.Errorf("agents %s needs the running app (start atrium or atrium serve): %w", sub, err)
+	}
+	defer r.Close()
+	if sub == "stop" {
+		var res map[string]any
+		if err := r.call(ctx, "profiles.stop", map[string]any{"instanceId": arg}, &res); err != nil {
+			return err
+		}
+		if c.json {
+			return printJSON(o.Stdout, res)
+		}
+		fmt.Fprintf(o.Stdout, "Stopped instance %s.\n", arg)
+		return nil
+	}
+	var res struct {
+		Instance map[string]any `json:"instance"`
+	}
+	if err := r.call(ctx, "profiles.spawn", map[string]any{"profileId": arg}, &res); err != nil {
+		return err
+	}
+	if c.json {
+		return printJSON(o.Stdout, res)
+	}
+	fmt.Fprintf(o.Stdout, "Spawned instance %v of %s (state %v).\n", res.Instance["instanceId"], arg, res.Instance["state"])
+	return nil
 }

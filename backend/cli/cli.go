@@ -1,6 +1,7 @@
 // Package cli is the `atrium` command line (SPEC §1): the desktop app (no
 // arguments), `serve`, `memory index|search|get|status`, `agents
-// list|create`, `version`. It parses flags and environment, builds the app
+// list|create|spawn|stop`, `version`, and the hidden `worker` (one
+// profile instance's process, started by the app; package worker). It parses flags and environment, builds the app
 // through package atrium, and prints results for people (or JSON with
 // --json). The desktop window itself is
 // injected by main (Options.Desktop), so backend never imports Wails.
@@ -23,6 +24,7 @@ import (
 
 	"github.com/atrium-dev/atrium/backend/atrium"
 	"github.com/atrium-dev/atrium/backend/paths"
+	"github.com/atrium-dev/atrium/backend/worker"
 )
 
 // DesktopOptions is what the desktop window needs to show the UI.
@@ -107,6 +109,9 @@ Usage:
   atrium agents list [flags]           roles (profiles) under memory/roles with their config
   atrium agents create ROLE "DESC"     cold start: config from the role template, ACL rule, index,
                                        and the new role's starting context (--capabilities a,b)
+  atrium agents spawn ROLE             start an instance ROLE-k of a role in the running app
+                                       (its own worker process); prints the instance id
+  atrium agents stop INSTANCE          stop a running instance (e.g. coder-1)
   atrium bench retrieval --set DIR     retrieval quality of a BEIR-style set or LoCoMo workspaces:
                                        Recall@1/5/10, nDCG@10, MRR for keyword, vector, hybrid
   atrium bench scale [flags]           index scale benchmark: index time, disk, RSS, search latency
@@ -208,6 +213,12 @@ func run(ctx context.Context, args []string, o Options) error {
 		return runAudit(ctx, args, o)
 	case "bench":
 		return runBench(ctx, args, o)
+	case "worker": // hidden: a profile instance's process, started by the app (SPEC §3)
+		err := worker.Command(ctx, worker.CommandOptions{Args: args, Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr, Getenv: o.Getenv})
+		if errors.Is(err, worker.ErrUsage) {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+		return err
 	case "version":
 		fmt.Fprintln(o.Stdout, "atrium", o.Version, runtime.Version(), runtime.GOOS+"/"+runtime.GOARCH)
 		return nil

@@ -1,0 +1,310 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+)
+
+// ProfileEntry is one profile of the light index (SPEC §6): what start-up
+// learns from the file system alone, without reading any file. ID is the
+// role's folder name; Path the config file, workspace-relative with
+// slashes; Type "role" (a folder memory/roles/<id>/ with a config.md);
+// Mtime the config file's modification time in Unix ms.
+type ProfileEntry struct {
+	ID    string `json:"id"`
+	Name  string `json:"name"`
+	Path  string `json:"path"`
+	Type  string `json:"type"`
+	Mtime int64  `json:"mtime"`
+}
+
+// RolesDir is where ScanProfiles looks, relative to the workspace (SPEC §4.1).
+const RolesDir = "memory/roles"
+
+// ScanProfiles builds the light index of the workspace's profiles: one
+// entry per memory/roles/<id>/config.md, by id. It stats files and reads
+// no file's content. A workspace without memory/roles has no profiles (no
+// error); other file-system errors are returned wrapped.
+func ScanProfiles(workspace string) ([]ProfileEntry, error) {
+	dir := filepath.Join(workspace, filepath.FromSlash(RolesDir))
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("worker: scan profiles in %s: %w", dir, err)
+	}
+	var out []ProfileEntry
+	for _, e := range ents {
+		if !e.IsDir() || e.Name()[0] == '.' {
+			continue
+		}
+		fi, err := os.Stat(filepath.Join(dir, e.Name(), "config.md"))
+		if err != nil || !fi.Mode().IsRegular() {
+			continue // a folder without a config is not a profile yet
+		}
+		out = append(out, ProfileEntry{ID: e.Name(), Name: e.Name(), Path: RolesDir + "/" + e.Name() + "/config.md",
+			Type: "role", Mtime: fi.ModTime().UnixMilli()})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// DefaultMaxInstances caps a Pool's running instances.
+const DefaultMaxInstances = 16
+
+// Pool errors.
+var (
+	ErrUnknownProfile  = errors.New("worker: unknown profile")
+	ErrUnknownInstance = errors.New("worker: unknown instance")
+	ErrTooManyInstance = errors.New("worker: too many instances")
+	ErrPoolNotRunning  = errors.New("worker: pool is not running")
+)
+
+// PoolOptions configure a Pool. Workspace is required.
+type PoolOptions struct {
+	// Workspace holds memory/roles (SPEC §4.1).
+	Workspace string
+	// Supervisor is the template of every instance's SupervisorOptions;
+	// the pool sets ProfileID, InstanceID, OnStatus and OnEvent (and
+	// leaves Args nil unless set, so the default worker arguments are used).
+	Supervisor SupervisorOptions
+	// EnvFor, when set, adds environment variables for one profile's
+	// workers at Spawn (e.g. EnvModel with the profile's model settings);
+	// its error fails the Spawn. Default: none.
+	EnvFor func(profileID string) ([]string, error)
+	// OnStatus receives every instance's status changes. Default: none.
+	OnStatus func(Status)
+	// OnEvent receives every instance's run events with its instance id.
+	// Default: none.
+	OnEvent func(instanceID string, m Msg)
+	// MaxInstances caps running instances. Default DefaultMaxInstances.
+	MaxInstances int
+	// Logger default slog.Default().
+	Logger *slog.Logger
+}
+
+// Pool holds the light profile index and the running instances (SPEC §6:
+// profile = template + instances). Spawn, Stop and List are safe for
+// concurrent use once Run has started.
+type Pool struct {
+	o PoolOptions
+
+	mu       sync.Mutex
+	ctx      context.Context // Run's; nil before Run and after it returns
+	index    []ProfileEntry
+	running  map[string]*poolInstance // by instance id
+	instWait sync.WaitGroup
+}
+
+type poolInstance struct {
+	profile string
+	k       int
+	sup     *Supervisor
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// NewPool scans the profile index (ScanProfiles) and returns the pool; no
+// process starts before Spawn.
+func NewPool(o PoolOptions) (*Pool, error) {
+	if o.Workspace == "" {
+		return nil, errors.New("worker: pool needs a workspace")
+	}
+	if o.MaxInstances <= 0 {
+		o.MaxInstances = DefaultMaxInstances
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.OnStatus == nil {
+		o.OnStatus = func(Status) {}
+	}
+	if o.OnEvent == nil {
+		o.OnEvent = func(string, Msg) {}
+	}
+	idx, err := ScanProfiles(o.Workspace)
+	if err != nil {
+		return nil, err
+	}
+	return &Pool{o: o, index: idx, running: map[string]*poolInstance{}}, nil
+}
+
+// Profiles returns the light index, by id.
+func (p *Pool) Profiles() []ProfileEntry {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]ProfileEntry(nil), p.index...)
+}
+
+// Rescan rebuilds the light index (e.g. after profiles.create).
+func (p *Pool) Rescan() error {
+	idx, err := ScanProfiles(p.o.Workspace)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.index = idx
+	p.mu.Unlock()
+	return nil
+}
+
+// Run makes the pool accept Spawn until ctx is done, then stops every
+// instance (gracefully, see Supervisor.Run), waits for them and returns nil.
+func (p *Pool) Run(ctx context.Context) error {
+	p.mu.Lock()
+	if p.ctx != nil {
+		p.mu.Unlock()
+		return errors.New("worker: pool is already running")
+	}
+	p.ctx = ctx
+	p.mu.Unlock()
+	<-ctx.Done()
+	p.mu.Lock()
+	p.ctx = nil
+	p.mu.Unlock()
+	p.instWait.Wait()
+	return nil
+}
+
+func (p *Pool) known(profileID string) bool {
+	for _, e := range p.index {
+		if e.ID == profileID {
+			return true
+		}
+	}
+	return false
+}
+
+// Spawn starts a new instance "<profileID>-<k>" of a profile of the index
+// (k: the smallest positive number not in use for it) with its own worker
+// process, and returns its first status. Errors: ErrUnknownProfile (not in
+// the index, even after a rescan), ErrTooManyInstance, ErrPoolNotRunning,
+// or the supervisor's configuration error.
+func (p *Pool) Spawn(profileID string) (Status, error) {
+	p.mu.Lock()
+	known := p.known(profileID)
+	p.mu.Unlock()
+	if !known {
+		if err := p.Rescan(); err != nil {
+			return Status{}, err
+		}
+		p.mu.Lock()
+		known = p.known(profileID)
+		p.mu.Unlock()
+		if !known {
+			return Status{}, fmt.Errorf("%w: %q (no %s/%s/config.md)", ErrUnknownProfile, profileID, RolesDir, profileID)
+		}
+	}
+	var extra []string
+	if p.o.EnvFor != nil { // may read the profile's files: outside the lock
+		var err error
+		if extra, err = p.o.EnvFor(profileID); err != nil {
+			return Status{}, fmt.Errorf("worker: spawn %s: %w", profileID, err)
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ctx == nil {
+		return Status{}, ErrPoolNotRunning
+	}
+	if len(p.running) >= p.o.MaxInstances {
+		return Status{}, fmt.Errorf("%w: %d running (limit %d)", ErrTooManyInstance, len(p.running), p.o.MaxInstances)
+	}
+	k := 1
+	for {
+		if _, used := p.running[profileID+"-"+strconv.Itoa(k)]; !used {
+			break
+		}
+		k++
+	}
+	id := profileID + "-" + strconv.Itoa(k)
+	so := p.o.Supervisor
+	so.ProfileID, so.InstanceID = profileID, id
+	so.Env = append(append([]string(nil), so.Env...), extra...)
+	so.OnStatus = p.o.OnStatus
+	so.OnEvent = func(m Msg) { p.o.OnEvent(id, m) }
+	if so.Logger == nil {
+		so.Logger = p.o.Logger
+	}
+	sup, err := NewSupervisor(so)
+	if err != nil {
+		return Status{}, err
+	}
+	ctx, cancel := context.WithCancel(p.ctx)
+	in := &poolInstance{profile: profileID, k: k, sup: sup, cancel: cancel, done: make(chan struct{})}
+	p.running[id] = in
+	p.instWait.Add(1)
+	go func() {
+		defer p.instWait.Done()
+		defer close(in.done)
+		_ = sup.Run(ctx) // Run reports its failures as statuses
+		p.mu.Lock()
+		if p.running[id] == in {
+			delete(p.running, id)
+		}
+		p.mu.Unlock()
+	}()
+	p.o.Logger.Info("instance spawned", "instance", id, "profile", profileID)
+	return sup.Status(), nil
+}
+
+// Stop stops an instance and waits until its process is gone (at most
+// the supervisor's StopTimeout plus a little, or ctx). Errors:
+// ErrUnknownInstance, or ctx's error.
+func (p *Pool) Stop(ctx context.Context, instanceID string) error {
+	p.mu.Lock()
+	in := p.running[instanceID]
+	p.mu.Unlock()
+	if in == nil {
+		return fmt.Errorf("%w: %q", ErrUnknownInstance, instanceID)
+	}
+	in.cancel()
+	select {
+	case <-in.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("worker: stop %s: %w", instanceID, ctx.Err())
+	}
+}
+
+// Send writes a request to an instance (see Supervisor.Send). Errors:
+// ErrUnknownInstance, ErrNotReady, ErrBadRequest, a write error.
+func (p *Pool) Send(instanceID string, m Msg) error {
+	p.mu.Lock()
+	in := p.running[instanceID]
+	p.mu.Unlock()
+	if in == nil {
+		return fmt.Errorf("%w: %q", ErrUnknownInstance, instanceID)
+	}
+	return in.sup.Send(m)
+}
+
+// List returns the running instances' statuses, by profile then k.
+func (p *Pool) List() []Status {
+	p.mu.Lock()
+	ins := make([]*poolInstance, 0, len(p.running))
+	for _, in := range p.running {
+		ins = append(ins, in)
+	}
+	p.mu.Unlock()
+	sort.Slice(ins, func(i, j int) bool {
+		if ins[i].profile != ins[j].profile {
+			return ins[i].profile < ins[j].profile
+		}
+		return ins[i].k < ins[j].k
+	})
+	out := make([]Status, len(ins))
+	for i, in := range ins {
+		out[i] = in.sup.Status()
+	}
+	return out
+}
