@@ -77,7 +77,14 @@ func TestUIDeleteInOneTab(t *testing.T) {
 	waitFor(t, tab2, "tab 2 to connect", connected, 30*time.Second)
 
 	const question = "A question to delete"
-	if err := chromedp.Do(tab1,
+	// Actions wait for their element; bound them so a missing element
+	// fails the test instead of hanging it.
+	bounded := func(parent context.Context) context.Context {
+		ctx, cancel := context.WithTimeout(parent, 30*time.Second)
+		t.Cleanup(cancel)
+		return ctx
+	}
+	if err := chromedp.Do(bounded(tab1),
 		chromedp.SendKeys(chromedp.CSS(`[data-testid=chat-input]`), question),
 		chromedp.Click(chromedp.CSS(`[data-testid=chat-send]`)),
 	); err != nil {
@@ -102,7 +109,7 @@ func TestUIDeleteInOneTab(t *testing.T) {
 		t.Fatalf("history.profile before the delete = %+v, want the question %s and its answer", page.Messages, id)
 	}
 
-	if err := chromedp.Do(tab1, chromedp.Click(chromedp.CSS(`[data-testid=chat-message][data-message-id="`+id+`"] [data-testid=chat-delete]`))); err != nil {
+	if err := chromedp.Do(bounded(tab1), chromedp.Click(chromedp.CSS(`[data-testid=chat-message][data-message-id="`+id+`"] [data-testid=chat-delete]`))); err != nil {
 		t.Fatalf("click delete in tab 1: %v", err)
 	}
 	waitFor(t, tab1, "the question to go from tab 1", "!("+hasQuestion+")", 10*time.Second)
