@@ -436,6 +436,7 @@ func (k *kwLeg) visit(ctx context.Context, nums []uint64, freq bool) ([]kwHit, e
 			} else {
 				a.matched++
 				a.terms = append(a.terms, c.term)
+				a.part[c.term] = 0 // no frequency read: hit's sum is not a score
 			}
 		}
 		if a.matched > 0 {
