@@ -1,8 +1,12 @@
 package scale
 
 import (
+	"slices"
+	"strconv"
+
 	"context"
 	"fmt"
+	"github.com/atrium-dev/atrium/backend/memory"
 	"os"
 	"sort"
 	"strings"
@@ -23,7 +27,9 @@ import (
 // With ATRIUM_SCALE_SCOPE=<path prefix> every search is scoped to the files
 // under that prefix (a role's view, SPEC §5.1), e.g.
 // ATRIUM_SCALE_SCOPE=memory/roles/agent0 (ten of the 32 roles).
-// It prints the slowest queries; it asserts nothing about time.
+// ATRIUM_SCALE_MODE=keyword or vector searches one leg only (default
+// hybrid). Searches ask what package memory asks (50 hits, vector weight
+// 0.3); ATRIUM_SCALE_K=n asks for n. It prints the slowest queries; it asserts nothing about time.
 func TestProfileSearch(t *testing.T) {
 	dir := os.Getenv("ATRIUM_SCALE_INDEX")
 	if dir == "" {
@@ -54,11 +60,25 @@ func TestProfileSearch(t *testing.T) {
 	if p := os.Getenv("ATRIUM_SCALE_SCOPE"); p != "" {
 		scope = func(path string) bool { return strings.HasPrefix(path, p) }
 	}
+	mode := os.Getenv("ATRIUM_SCALE_MODE")
+	// What package memory asks of the index for a default search: its
+	// re-ranking pool of 50 and the lexical embedder's vector weight.
+	k, wv := 50, 0.3
+	if v, err := strconv.Atoi(os.Getenv("ATRIUM_SCALE_K")); err == nil {
+		k = v
+	}
 	rounds := 3
 	for r := 0; r < rounds; r++ {
 		for i, q := range qs {
+			text, vec := q.Text, vs[i]
+			switch mode {
+			case "keyword":
+				vec = nil
+			case "vector":
+				text = ""
+			}
 			t0 := time.Now()
-			if _, err := s.Search(context.Background(), index.Query{Text: q.Text, Vector: vs[i], MaxResults: 6, MinScore: 0.35, Scope: scope}); err != nil {
+			if _, err := s.Search(context.Background(), index.Query{Text: text, Vector: vec, MaxResults: k, MinScore: 0.35, VectorWeight: wv, Scope: scope}); err != nil {
 				t.Fatal(err)
 			}
 			if r == rounds-1 {
@@ -71,4 +91,42 @@ func TestProfileSearch(t *testing.T) {
 		t.Logf("%8.2f ms  %s", ms(x.d), x.q)
 	}
 	t.Logf("p50 %.2f ms", ms(ts[len(ts)/2].d))
+}
+
+// TestProfileManagerSearch runs the benchmark queries through the memory
+// engine (query embedding, the index, snippets: what `atrium bench scale`
+// times) on an existing scale folder (ATRIUM_SCALE_DIR=<dir> of an earlier
+// `atrium bench scale --dir`, holding workspace/ and index/), for
+// profiling. It prints p50; it asserts nothing about time.
+func TestProfileManagerSearch(t *testing.T) {
+	dir := os.Getenv("ATRIUM_SCALE_DIR")
+	if dir == "" {
+		t.Skip("ATRIUM_SCALE_DIR not set (the folder of an earlier scale run)")
+	}
+	root := corporaOrSkip(t)
+	qs, err := loadQueries(root, 100, DefaultSeed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	emb := embed.NewBuiltin(embed.BuiltinOptions{})
+	m, err := memory.Open(memory.Options{Workspace: dir + "/workspace", IndexDir: dir + "/index", Embedder: emb, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx := context.Background()
+	var ds []time.Duration
+	for r := 0; r < 3; r++ {
+		for _, q := range qs {
+			t0 := time.Now()
+			if _, err := m.Search(ctx, memory.SearchOptions{Query: q.Text}); err != nil {
+				t.Fatal(err)
+			}
+			if r == 2 {
+				ds = append(ds, time.Since(t0))
+			}
+		}
+	}
+	slices.Sort(ds)
+	t.Logf("p50 %.2f ms", ms(ds[len(ds)/2]))
 }

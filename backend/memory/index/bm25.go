@@ -12,6 +12,7 @@ import (
 
 	bsearch "github.com/blevesearch/bleve/v2/search"
 	bindex "github.com/blevesearch/bleve_index_api"
+	segment "github.com/blevesearch/scorch_segment_api/v2"
 )
 
 // The keyword leg's BM25, evaluated over Bleve's posting lists.
@@ -65,6 +66,45 @@ type kwLeg struct {
 	inSeq []bool    // term i occurs in the phrase sequence
 	nSeq  int       // distinct terms of the phrase sequence
 	avgdl float64
+	// segs are the snapshot's segments when it is scorch's: the cursors
+	// then walk decoded posting arrays from pc (postings.go).
+	segs []snapSegment
+	pc   *postingsCache
+	// lists memoises the decoded lists of this search's terms; dicts the
+	// segments' term dictionaries of the text field (opened on first use).
+	lists map[string]*arrayList
+	dicts []segment.TermDictionary
+}
+
+// dict returns the text field's term dictionary of segment i.
+func (k *kwLeg) dict(i int) (segment.TermDictionary, error) {
+	if k.dicts == nil {
+		k.dicts = make([]segment.TermDictionary, len(k.segs))
+	}
+	if k.dicts[i] == nil {
+		d, err := k.segs[i].seg.Dictionary(textField)
+		if err != nil {
+			return nil, err
+		}
+		k.dicts[i] = d
+	}
+	return k.dicts[i], nil
+}
+
+// arrayList returns term's decoded lists in the snapshot (segs non-nil).
+func (k *kwLeg) arrayList(term string) (*arrayList, error) {
+	if l := k.lists[term]; l != nil {
+		return l, nil
+	}
+	l, err := k.pc.openArrayList(k.segs, k.dict, term)
+	if err != nil {
+		return nil, fmt.Errorf("search keywords: %w", err)
+	}
+	if k.lists == nil {
+		k.lists = map[string]*arrayList{}
+	}
+	k.lists[term] = l
+	return l, nil
 }
 
 // openKeywordLeg opens a snapshot of the keyword index and the scope of
@@ -83,13 +123,35 @@ func (s *Store) openKeywordLeg(ctx context.Context, accept func(string) bool) (*
 		_ = r.Close()
 		return nil, err
 	}
-	return &kwLeg{r: r, sc: sc, avgdl: sc.avgLen()}, nil
+	k := &kwLeg{r: r, sc: sc, avgdl: sc.avgLen(), pc: s.postings}
+	if segs, ok := snapshotSegments(r); ok {
+		k.segs = segs
+		s.postings.retain(segmentsOf(segs))
+	}
+	return k, nil
 }
 
 func (k *kwLeg) close() error { return k.r.Close() }
 
 // docFreq returns the number of chunks in scope holding term.
 func (k *kwLeg) docFreq(ctx context.Context, term string) (uint64, error) {
+	if k.segs != nil {
+		l, err := k.arrayList(term)
+		if err != nil {
+			return 0, err
+		}
+		if k.sc.all {
+			return l.liveCount(), nil
+		}
+		var n uint64
+		a := arrayCursor{l: l}
+		for a.settle(); a.valid(); a.advance() {
+			if num, _, _ := a.posting(); k.sc.has(num) {
+				n++
+			}
+		}
+		return n, nil
+	}
 	tfr, err := k.r.TermFieldReader(ctx, []byte(term), textField, false, false, false)
 	if err != nil {
 		return 0, fmt.Errorf("search keywords: %w", err)
@@ -145,21 +207,34 @@ func (k *kwLeg) saturation(tf, norm float64) float64 {
 	return bsearch.BM25_k1 * tf / (tf + bsearch.BM25_k1*lnorm)
 }
 
-// cursor walks the in-scope postings of one query term in document order.
+// cursor walks the in-scope postings of one query term in document order:
+// over the decoded arrays of postings.go (arr), or over Bleve's posting
+// iterator (tfr) when positions are wanted or the snapshot is not scorch's.
 type cursor struct {
 	term int
 	tfr  bindex.TermFieldReader
-	doc  uint64 // current document number, valid unless done
-	done bool
-	tf   float64
-	norm float64
-	vecs []*bindex.TermFieldVector
-	buf  bindex.TermFieldDoc
-	id   [8]byte
-	sc   *scope
+	arr  *arrayCursor
+	// started: the first next has been made (array cursors start before
+	// their first posting).
+	started bool
+	doc     uint64 // current document number, valid unless done
+	done    bool
+	tf      float64
+	norm    float64
+	vecs    []*bindex.TermFieldVector
+	buf     bindex.TermFieldDoc
+	id      [8]byte
+	sc      *scope
 }
 
 func (k *kwLeg) cursorFor(ctx context.Context, term int, freq, positions bool) (*cursor, error) {
+	if !positions && k.segs != nil {
+		l, err := k.arrayList(k.q.terms[term])
+		if err != nil {
+			return nil, err
+		}
+		return &cursor{term: term, arr: &arrayCursor{l: l}, sc: k.sc}, nil
+	}
 	tfr, err := k.r.TermFieldReader(ctx, []byte(k.q.terms[term]), textField, freq || positions, freq || positions, positions)
 	if err != nil {
 		return nil, fmt.Errorf("search keywords: %w", err)
@@ -184,9 +259,33 @@ func (c *cursor) take(d *bindex.TermFieldDoc) error {
 	return nil
 }
 
+// takeArray records the array cursor's posting, or moves on while it is
+// out of scope.
+func (c *cursor) takeArray() {
+	for c.arr.valid() {
+		num, tf, norm := c.arr.posting()
+		if c.sc.has(num) {
+			c.doc, c.tf, c.norm = num, tf, norm
+			return
+		}
+		c.arr.advance()
+	}
+	c.done = true
+}
+
 // next moves to the following in-scope posting.
 func (c *cursor) next() error {
 	if c.done {
+		return nil
+	}
+	if c.arr != nil {
+		if c.started {
+			c.arr.advance()
+		} else {
+			c.started = true
+			c.arr.settle()
+		}
+		c.takeArray()
 		return nil
 	}
 	d, err := c.tfr.Next(&c.buf)
@@ -201,6 +300,12 @@ func (c *cursor) seek(target uint64) error {
 	if c.done || c.doc >= target {
 		return nil
 	}
+	if c.arr != nil {
+		c.started = true
+		c.arr.seek(target)
+		c.takeArray()
+		return nil
+	}
 	binary.BigEndian.PutUint64(c.id[:], target)
 	d, err := c.tfr.Advance(c.id[:], &c.buf)
 	if err != nil {
@@ -211,6 +316,12 @@ func (c *cursor) seek(target uint64) error {
 
 func closeCursors(cs []*cursor) {
 	for _, c := range cs {
+		c.close()
+	}
+}
+
+func (c *cursor) close() {
+	if c.tfr != nil {
 		_ = c.tfr.Close()
 	}
 }
@@ -542,15 +653,62 @@ func (k *kwLeg) chunkID(num uint64) (int64, bool) {
 	return v, err == nil
 }
 
-// docNum returns the internal document number of chunk id, if the snapshot
-// holds it in scope.
-func (k *kwLeg) docNum(id int64) (uint64, bool) {
-	in, err := k.r.InternalID(docID(id))
-	if err != nil || len(in) != 8 {
-		return 0, false
+// docNums returns the internal document numbers of those chunks of ids
+// that the snapshot holds in scope. With scorch's segments it opens each
+// segment's id dictionary once for all ids (Bleve's InternalID opens a
+// reader over every segment per id).
+func (k *kwLeg) docNums(ids []int64) (map[int64]uint64, error) {
+	out := make(map[int64]uint64, len(ids))
+	if k.segs == nil {
+		for _, id := range ids {
+			in, err := k.r.InternalID(docID(id))
+			if err != nil {
+				return nil, fmt.Errorf("search keywords: %w", err)
+			}
+			if len(in) == 8 {
+				if num := binary.BigEndian.Uint64(in); k.sc.has(num) {
+					out[id] = num
+				}
+			}
+		}
+		return out, nil
 	}
-	num := binary.BigEndian.Uint64(in)
-	return num, k.sc.has(num)
+	left := slices.Clone(ids)
+	var pl segment.PostingsList
+	var it segment.PostingsIterator
+	for _, sg := range k.segs {
+		if len(left) == 0 {
+			break
+		}
+		d, err := sg.seg.Dictionary(idField)
+		if err != nil {
+			return nil, fmt.Errorf("search keywords: %w", err)
+		}
+		rest := left[:0]
+		for _, id := range left {
+			if pl, err = d.PostingsList([]byte(docID(id)), sg.deleted, pl); err != nil {
+				return nil, fmt.Errorf("search keywords: %w", err)
+			}
+			if pl == nil || pl.Count() == 0 {
+				rest = append(rest, id)
+				continue
+			}
+			it = pl.Iterator(false, false, false, it)
+			p, err := it.Next()
+			if err != nil {
+				return nil, fmt.Errorf("search keywords: %w", err)
+			}
+			if p == nil {
+				rest = append(rest, id)
+				continue
+			}
+			if num := sg.offset + p.Number(); k.sc.has(num) {
+				out[id] = num
+			}
+		}
+		left = rest
+	}
+	return out, nil
 }
 
 // sortKwHits orders hits by score descending, then document number.

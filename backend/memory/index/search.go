@@ -350,9 +350,13 @@ type searchRun struct {
 	useVec bool
 	qblob  []byte
 	// quant: the vector leg uses the quantized copy (quant.go); short is
-	// its shortlist order, computed at the first vector fetch.
-	quant bool
-	short []qscore
+	// its shortlist order. The shortlist depends on the query vector and
+	// the scope only, so it is computed on its own goroutine while the
+	// keyword leg runs (the two legs of the first round overlap on a
+	// multi-core machine); shortDone is closed when short is set.
+	quant     bool
+	short     []qscore
+	shortDone chan struct{}
 	// qmask and qcount: a scoped search's file flags in the quantized copy
 	// and the number of its vectors there (all of them when unscoped).
 	qmask   []bool
@@ -422,6 +426,16 @@ func (s *Store) search(ctx context.Context, q Query) (hits []Hit, exact bool, er
 			r.qcount = s.quant.countIn(r.qmask)
 			r.quant = kl.sc.all || r.qcount > s.quantizeAbove
 		}
+		if r.quant {
+			r.shortDone = make(chan struct{})
+			go func() {
+				defer close(r.shortDone)
+				r.short = s.quant.shortlist(q.Vector, shortlistSize(r.qcount), r.qmask)
+			}()
+			// Every return below waits for it: the goroutine reads the
+			// copy under its read lock and must not outlive the search.
+			defer func() { <-r.shortDone }()
+		}
 	}
 	r.kq = s.analyzeQuery(q.Text)
 	if len(r.kq.terms) > 0 {
@@ -464,13 +478,16 @@ func (s *Store) search(ctx context.Context, q Query) (hits []Hit, exact bool, er
 // then it stays out of the ranking, which is safe: it scores below the
 // threshold, as a chunk outside the candidates would.
 func (r *searchRun) fetch(ctx context.Context) (float64, error) {
-	if r.useVec && r.vec.want > r.vec.asked {
-		if err := r.fetchVectors(ctx); err != nil {
+	// The keyword pool first: the quantized shortlist is meanwhile being
+	// computed (search); the two pools set different fields of a
+	// candidate, so the order does not change the result.
+	if len(r.kq.terms) > 0 && r.kw.want > r.kw.asked {
+		if err := r.fetchKeywords(ctx); err != nil {
 			return 0, err
 		}
 	}
-	if len(r.kq.terms) > 0 && r.kw.want > r.kw.asked {
-		if err := r.fetchKeywords(ctx); err != nil {
+	if r.useVec && r.vec.want > r.vec.asked {
+		if err := r.fetchVectors(ctx); err != nil {
 			return 0, err
 		}
 	}
@@ -509,9 +526,7 @@ func (r *searchRun) fetchVectors(ctx context.Context) error {
 		// The pool is a prefix of the shortlist order (quant.go). Chunks
 		// outside the shortlist may match the leg while the copy holds
 		// more vectors than the pool.
-		if r.short == nil {
-			r.short = r.s.quant.shortlist(r.q.Vector, shortlistSize(r.qcount), r.qmask)
-		}
+		<-r.shortDone
 		got := min(n, len(r.short))
 		for _, e := range r.short[:got] {
 			c := r.get(e.id)
@@ -609,18 +624,28 @@ func (r *searchRun) setKeyword(c *cand, h kwHit) {
 // threshold, and the threshold only rises. Then the phrase matches still
 // open are resolved.
 func (r *searchRun) completeKeywords(ctx context.Context, tau float64) error {
-	var nums []uint64
-	byNum := map[uint64]*cand{}
+	var ids []int64
 	for id, c := range r.cands {
 		if c.kDone || c.covKnown {
 			continue
 		}
-		num, ok := uint64(0), false
-		if r.maxBM25 > 0 {
-			num, ok = r.kl.docNum(id)
+		if r.maxBM25 <= 0 {
+			c.kDone = true // no chunk holds a query term: k = 0
+			continue
 		}
+		ids = append(ids, id)
+	}
+	found, err := r.kl.docNums(ids)
+	if err != nil {
+		return err
+	}
+	var nums []uint64
+	byNum := map[uint64]*cand{}
+	for _, id := range ids {
+		c := r.cands[id]
+		num, ok := found[id]
 		if !ok {
-			c.kDone = true // no query term: k = 0
+			c.kDone = true // not in the keyword snapshot's scope: k = 0
 			continue
 		}
 		c.num = num

@@ -96,6 +96,11 @@ type Options struct {
 	// the in-memory quantized copy (quant.go) instead of sqlite-vec's exact
 	// scan. 0 means DefaultQuantizeAbove (10,000); negative means never.
 	QuantizeAbove int
+	// PostingsCacheBytes bounds the memory of the decoded posting lists the
+	// keyword leg keeps between searches (postings.go). 0 means
+	// DefaultPostingsCacheBytes (256 MiB); negative keeps none (every
+	// list is decoded per search).
+	PostingsCacheBytes int64
 }
 
 // Meta is the identity of an index as stored in its meta table.
@@ -154,6 +159,9 @@ type Store struct {
 	quantizeAbove int
 	vecCount      int // stored vectors at Open
 	qpend         []qop
+	// postings caches decoded posting lists of the keyword index
+	// (postings.go).
+	postings *postingsCache
 
 	closed chan struct{}
 	once   sync.Once
@@ -274,6 +282,11 @@ func openAt(opts Options, dir string) (*Store, error) {
 	}
 	s.db, s.meta = db, meta
 	s.quant, s.quantizeAbove = newQuantIndex(meta.Dims, s.vecCount), opts.QuantizeAbove
+	pcb := opts.PostingsCacheBytes
+	if pcb == 0 {
+		pcb = DefaultPostingsCacheBytes
+	}
+	s.postings = newPostingsCache(pcb)
 	s.compt = meta.Provider == opts.Provider && meta.Model == opts.Model && meta.Dims == opts.Dims &&
 		meta.Chunking == opts.Chunking && meta.Schema == SchemaVersion
 

@@ -1,0 +1,348 @@
+package index
+
+import (
+	"container/list"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/blevesearch/bleve/v2/index/scorch"
+	bindex "github.com/blevesearch/bleve_index_api"
+	segment "github.com/blevesearch/scorch_segment_api/v2"
+)
+
+// Decoded posting lists (issue 3, "memory search at scale").
+//
+// Bleve's posting iterator decodes every posting it passes, frequencies
+// and norms included, so a MaxScore probe into a frequent term's list
+// (bm25.go) costs a walk of the list up to the probed chunk, not a skip.
+// Bleve's segments are immutable, though: a posting list of one term in
+// one segment never changes (deletions are a separate bitmap per snapshot).
+// So the keyword leg decodes the lists it walks into plain arrays per
+// segment — local document numbers ascending, term frequencies, norms —
+// and keeps the long ones in an LRU cache bounded in bytes
+// (Options.PostingsCacheBytes). A cursor over those arrays moves to the
+// next posting with an index increment and skips with a galloping search,
+// so the probes of non-essential terms cost O(log) per probe, and a query
+// whose terms were seen before reads no Bleve posting at all.
+//
+// Document numbers: a snapshot's internal number of a chunk is the
+// segment's offset (the sum of the sizes, deleted documents included, of
+// the segments before it, in the snapshot's order) plus its number in the
+// segment — the numbering scorch itself uses. A deleted document is
+// skipped through the snapshot's deletion bitmap of the segment, checked
+// only for the postings a cursor stops at.
+//
+// Positions are not decoded here: the phrase check (locations) still reads
+// Bleve's term vectors for its few candidates.
+
+// idField is the field in which Bleve indexes each document's id (the
+// chunk id, docID).
+const idField = "_id"
+
+// DefaultPostingsCacheBytes is the default Options.PostingsCacheBytes.
+const DefaultPostingsCacheBytes = 256 << 20
+
+// postingsCacheMin is the least length of a posting list that is kept in
+// the cache: shorter lists are decoded per search (cheap), so that rare
+// terms do not crowd out the frequent ones.
+const postingsCacheMin = 256
+
+// postingBytes is the memory of one decoded posting.
+const postingBytes = 4 + 4 + 4
+
+// segPostings is the decoded posting list of one term in one segment.
+type segPostings struct {
+	docs []uint32  // local document numbers, ascending
+	tf   []uint32  // term frequency
+	norm []float32 // Bleve's field-length norm 1/√|d| (as stored, float32)
+}
+
+func (p *segPostings) bytes() int64 { return int64(len(p.docs)) * postingBytes }
+
+// decodePostings reads the whole posting list of term from dict.
+func decodePostings(dict segment.TermDictionary, term string) (*segPostings, error) {
+	pl, err := dict.PostingsList([]byte(term), nil, nil)
+	if err != nil {
+		return nil, fmt.Errorf("postings of %q: %w", term, err)
+	}
+	out := &segPostings{}
+	if pl == nil {
+		return out, nil
+	}
+	n := int(pl.Count())
+	out.docs, out.tf, out.norm = make([]uint32, 0, n), make([]uint32, 0, n), make([]float32, 0, n)
+	it := pl.Iterator(true, true, false, nil)
+	for {
+		p, err := it.Next()
+		if err != nil {
+			return nil, fmt.Errorf("postings of %q: %w", term, err)
+		}
+		if p == nil {
+			return out, nil
+		}
+		out.docs = append(out.docs, uint32(p.Number()))
+		out.tf = append(out.tf, uint32(p.Frequency()))
+		out.norm = append(out.norm, float32(p.Norm()))
+	}
+}
+
+// postingsCache is the LRU cache of decoded posting lists, keyed by
+// segment and term. Entries are immutable once stored; safe for concurrent
+// use.
+type postingsCache struct {
+	budget int64
+
+	mu      sync.Mutex
+	used    int64
+	lru     *list.List // front: most recently used; values *pcEntry
+	entries map[pcKey]*list.Element
+	// live is the set of segments of the last snapshot seen; entries of a
+	// segment that left it (merged away, replaced by its persisted copy)
+	// are dropped when the set changes.
+	live map[segment.Segment]bool
+}
+
+type pcKey struct {
+	seg  segment.Segment
+	term string
+}
+
+type pcEntry struct {
+	key pcKey
+	p   *segPostings
+}
+
+// newPostingsCache returns a cache of at most budget bytes of postings
+// (budget < 0: no cache, every list is decoded per search).
+func newPostingsCache(budget int64) *postingsCache {
+	return &postingsCache{budget: budget, lru: list.New(), entries: map[pcKey]*list.Element{}}
+}
+
+// get returns the decoded list of term in seg, from the cache or decoded
+// now from seg's dictionary (and cached when long enough).
+func (c *postingsCache) get(seg segment.Segment, dict func() (segment.TermDictionary, error), term string) (*segPostings, error) {
+	k := pcKey{seg, term}
+	c.mu.Lock()
+	if e, ok := c.entries[k]; ok {
+		c.lru.MoveToFront(e)
+		p := e.Value.(*pcEntry).p
+		c.mu.Unlock()
+		return p, nil
+	}
+	c.mu.Unlock()
+	d, err := dict()
+	if err != nil {
+		return nil, fmt.Errorf("postings of %q: %w", term, err)
+	}
+	p, err := decodePostings(d, term)
+	if err != nil {
+		return nil, err
+	}
+	if len(p.docs) < postingsCacheMin || p.bytes() > c.budget {
+		return p, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.entries[k]; ok { // decoded concurrently by another search
+		c.lru.MoveToFront(e)
+		return e.Value.(*pcEntry).p, nil
+	}
+	c.entries[k] = c.lru.PushFront(&pcEntry{key: k, p: p})
+	c.used += p.bytes()
+	for c.used > c.budget {
+		c.evict(c.lru.Back())
+	}
+	return p, nil
+}
+
+func (c *postingsCache) evict(e *list.Element) {
+	en := e.Value.(*pcEntry)
+	c.lru.Remove(e)
+	delete(c.entries, en.key)
+	c.used -= en.p.bytes()
+}
+
+// retain drops the entries of segments not in segs (the current
+// snapshot's), when that set changed since the last call.
+func (c *postingsCache) retain(segs []segment.Segment) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	same := c.live != nil && len(segs) == len(c.live)
+	for _, s := range segs {
+		same = same && c.live[s]
+	}
+	if same {
+		return
+	}
+	c.live = make(map[segment.Segment]bool, len(segs))
+	for _, s := range segs {
+		c.live[s] = true
+	}
+	for e := c.lru.Front(); e != nil; {
+		next := e.Next()
+		if !c.live[e.Value.(*pcEntry).key.seg] {
+			c.evict(e)
+		}
+		e = next
+	}
+}
+
+// stats returns the entries and bytes held (for tests and the log).
+func (c *postingsCache) stats() (entries int, bytes int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.entries), c.used
+}
+
+// snapSegment is one segment of a keyword snapshot.
+type snapSegment struct {
+	seg     segment.Segment
+	offset  uint64          // internal number of its document 0
+	deleted *roaring.Bitmap // nil or empty: none deleted
+}
+
+// snapshotSegments returns the segments of a scorch snapshot with their
+// offsets, or ok = false for a reader of another kind (the cursors then
+// read Bleve's own posting iterators).
+func snapshotSegments(r bindex.IndexReader) (segs []snapSegment, ok bool) {
+	snap, ok := r.(*scorch.IndexSnapshot)
+	if !ok {
+		return nil, false
+	}
+	var off uint64
+	for _, ss := range snap.Segments() {
+		d := ss.Deleted()
+		if d != nil && d.IsEmpty() {
+			d = nil
+		}
+		segs = append(segs, snapSegment{seg: ss.Segment(), offset: off, deleted: d})
+		off += ss.Segment().Count()
+	}
+	return segs, true
+}
+
+// arrayList is one term's decoded lists over a snapshot's segments.
+type arrayList struct {
+	segs  []snapSegment
+	lists []*segPostings // by segment
+}
+
+// arrayCursor walks an arrayList in internal document order, skipping
+// deleted postings; the scope is checked by the caller (cursor.take).
+type arrayCursor struct {
+	l      *arrayList
+	si, pi int // segment and posting index
+}
+
+// valid reports whether the cursor is on a posting.
+func (a *arrayCursor) valid() bool { return a.si < len(a.l.lists) }
+
+// settle moves to the first live posting at or after the current place.
+func (a *arrayCursor) settle() {
+	for a.si < len(a.l.lists) {
+		p, s := a.l.lists[a.si], a.l.segs[a.si]
+		for a.pi < len(p.docs) {
+			if s.deleted == nil || !s.deleted.Contains(p.docs[a.pi]) {
+				return
+			}
+			a.pi++
+		}
+		a.si, a.pi = a.si+1, 0
+	}
+}
+
+// advance moves past the current posting.
+func (a *arrayCursor) advance() {
+	a.pi++
+	a.settle()
+}
+
+// seek moves to the first live posting with internal number ≥ target
+// (never backwards): segments before target's are passed whole, and the
+// posting is found by galloping from the current index.
+func (a *arrayCursor) seek(target uint64) {
+	for a.si+1 < len(a.l.segs) && a.l.segs[a.si+1].offset <= target {
+		a.si, a.pi = a.si+1, 0
+	}
+	if a.si >= len(a.l.lists) {
+		return
+	}
+	off := a.l.segs[a.si].offset
+	if target > off {
+		local := target - off
+		docs := a.l.lists[a.si].docs
+		if local > uint64(^uint32(0)) {
+			a.pi = len(docs)
+		} else {
+			a.pi = gallop(docs, a.pi, uint32(local))
+		}
+	}
+	a.settle()
+}
+
+// gallop returns the least i ≥ from with docs[i] ≥ x (len(docs) if none):
+// exponential steps from from, then a binary search in the last step.
+func gallop(docs []uint32, from int, x uint32) int {
+	if from >= len(docs) || docs[from] >= x {
+		return from
+	}
+	lo, step := from, 1 // docs[lo] < x
+	hi := lo + step
+	for hi < len(docs) && docs[hi] < x {
+		lo = hi
+		step *= 2
+		hi = lo + step
+	}
+	hi = min(hi, len(docs))
+	return lo + 1 + sort.Search(hi-lo-1, func(i int) bool { return docs[lo+1+i] >= x })
+}
+
+// posting returns the current posting: internal number, frequency, norm.
+func (a *arrayCursor) posting() (uint64, float64, float64) {
+	p := a.l.lists[a.si]
+	return a.l.segs[a.si].offset + uint64(p.docs[a.pi]), float64(p.tf[a.pi]), float64(p.norm[a.pi])
+}
+
+// openArrayList decodes (or takes from the cache) term's lists in every
+// segment of segs; dict(i) returns the term dictionary of segment i.
+func (c *postingsCache) openArrayList(segs []snapSegment, dict func(i int) (segment.TermDictionary, error), term string) (*arrayList, error) {
+	l := &arrayList{segs: segs, lists: make([]*segPostings, len(segs))}
+	for i, s := range segs {
+		p, err := c.get(s.seg, func() (segment.TermDictionary, error) { return dict(i) }, term)
+		if err != nil {
+			return nil, err
+		}
+		l.lists[i] = p
+	}
+	return l, nil
+}
+
+// liveCount returns the number of live postings of l.
+func (l *arrayList) liveCount() uint64 {
+	var n uint64
+	for i, p := range l.lists {
+		d := l.segs[i].deleted
+		if d == nil {
+			n += uint64(len(p.docs))
+			continue
+		}
+		for _, x := range p.docs {
+			if !d.Contains(x) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// segmentsOf returns the segment values of segs (for postingsCache.retain).
+func segmentsOf(segs []snapSegment) []segment.Segment {
+	out := make([]segment.Segment, len(segs))
+	for i, s := range segs {
+		out[i] = s.seg
+	}
+	return slices.Clip(out)
+}
