@@ -128,6 +128,10 @@ type Options struct {
 	MaxToolRounds int
 	// MaxRuns caps runs in progress at once. Default DefaultMaxRuns.
 	MaxRuns int
+	// Remote runs the runs of profile instances (remote.go): a send whose
+	// profileId is an instance id goes to that instance's worker process.
+	// Default nil: only "main", answered in this process.
+	Remote RemoteRunner
 	// Logger receives structured logs. Default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
@@ -231,6 +235,9 @@ type run struct {
 	// history; only then does the run show in HistoryPage.Active.
 	stored bool
 	out    stream
+	// onInstance: ProfileID is an instance id; the run goes to its worker
+	// (Options.Remote, remote.go).
+	onInstance bool
 }
 
 // stream is the answer text a run has sent as chat.chunk events. One lock
@@ -452,7 +459,11 @@ func checkClientHistory(h []ClientMessage) error {
 // ErrBusy (the session is already answering, or too many runs), ErrClosed,
 // or a wrapped history error (then nothing was started).
 func (s *Service) Send(ctx context.Context, r SendRequest) (SendResult, error) {
-	if err := checkProfile(r.ProfileID); err != nil {
+	if err := s.checkProfile(r.ProfileID); err != nil {
+		return SendResult{}, fmt.Errorf("chat send: %w", err)
+	}
+	onInstance, err := s.checkRemoteSend(r.ProfileID)
+	if err != nil {
 		return SendResult{}, fmt.Errorf("chat send: %w", err)
 	}
 	text := strings.TrimSpace(r.Message)
@@ -518,6 +529,7 @@ func (s *Service) Send(ctx context.Context, r SendRequest) (SendResult, error) {
 		conversationID: r.ConversationID,
 		client:         r.History,
 		startedAt:      time.UnixMilli(ts),
+		onInstance:     onInstance,
 		ctx:            rctx,
 		cancel:         func(cause error) { cancel(cause); stop() },
 	}
@@ -534,7 +546,7 @@ func (s *Service) Send(ctx context.Context, r SendRequest) (SendResult, error) {
 	}
 	s.mu.Unlock()
 
-	err := s.opts.History.Append(ctx, rn.userMsg)
+	err = s.opts.History.Append(ctx, rn.userMsg)
 	if err != nil {
 		s.mu.Lock()
 		s.forget(rn)
@@ -576,7 +588,7 @@ func (s *Service) forget(rn *run) {
 // ended). Errors: ErrNotFound (unknown profile), ErrInvalidInput (no
 // sessionId), ErrForbidden (the run belongs to another session or profile).
 func (s *Service) Cancel(r CancelRequest) (bool, error) {
-	if err := checkProfile(r.ProfileID); err != nil {
+	if err := s.checkProfile(r.ProfileID); err != nil {
 		return false, fmt.Errorf("chat cancel: %w", err)
 	}
 	if r.SessionID == "" {
@@ -609,7 +621,7 @@ func (s *Service) Cancel(r CancelRequest) (bool, error) {
 // as its stored message, never twice and never not at all. Errors:
 // ErrNotFound for an unknown profile or cursor, or a wrapped history error.
 func (s *Service) History(ctx context.Context, profileID, before string, limit int) (HistoryPage, error) {
-	if err := checkProfile(profileID); err != nil {
+	if err := s.checkProfile(profileID); err != nil {
 		return HistoryPage{}, fmt.Errorf("chat history: %w", err)
 	}
 	var active []ActiveRun
@@ -779,16 +791,16 @@ func (s *Service) emit(event string, payload any) {
 
 // Retryable reports whether repeating the request that returned err may
 // succeed without changing it: ErrBusy (the session's run, or the runs in
-// progress, will end) and ErrClosed (the service is stopping; a restarted
-// one will take it).
+// progress, will end), ErrClosed (the service is stopping; a restarted
+// one will take it) and ErrUnavailable (the instance is not ready yet).
 func Retryable(err error) bool {
-	return errors.Is(err, ErrBusy) || errors.Is(err, ErrClosed)
+	return errors.Is(err, ErrBusy) || errors.Is(err, ErrClosed) || errors.Is(err, ErrUnavailable)
 }
 
 // ErrorCode maps an error returned by a Service method to the gateway's
 // error code (SPEC §3): NOT_FOUND, INVALID_REQUEST, FORBIDDEN, CONFLICT
-// (ErrBusy, retryable: see Retryable), UNAVAILABLE (ErrClosed), else
-// INTERNAL.
+// (ErrBusy, retryable: see Retryable), UNAVAILABLE (ErrClosed,
+// ErrUnavailable), else INTERNAL.
 func ErrorCode(err error) string {
 	switch {
 	case errors.Is(err, ErrNotFound):
@@ -799,7 +811,7 @@ func ErrorCode(err error) string {
 		return "FORBIDDEN"
 	case errors.Is(err, ErrBusy):
 		return "CONFLICT"
-	case errors.Is(err, ErrClosed):
+	case errors.Is(err, ErrClosed), errors.Is(err, ErrUnavailable):
 		return CodeUnavailable
 	}
 	return CodeInternal
