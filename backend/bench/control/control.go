@@ -77,6 +77,9 @@ type Options struct {
 	// DefaultDuration).
 	Clients  int
 	Duration time.Duration
+	// RequestInterval is a client's pause between two requests (default
+	// 0: as fast as the answers come, which saturates the machine).
+	RequestInterval time.Duration
 	// Chunks per scripted answer (default DefaultChunks), ChunkInterval
 	// between two of its chunks (default DefaultChunkInterval).
 	Chunks        int
@@ -94,6 +97,8 @@ type Report struct {
 	Profiles int    `json:"profiles"`
 	Active   int    `json:"active"`
 	Clients  int    `json:"clients"`
+	// RequestIntervalMs is Options.RequestInterval.
+	RequestIntervalMs float64 `json:"requestIntervalMs"`
 
 	// UsableMs: start (before the app is built) → hello-ok, profiles.list
 	// (with the whole light index) and index.html all answered.
@@ -101,10 +106,14 @@ type Report struct {
 	// InstancesReadyMs: start → every active instance ready.
 	InstancesReadyMs float64 `json:"instancesReadyMs"`
 	// AppRSS after start with the instances ready (before any load
-	// client); WorkersRSS the sum over the workers then; AppRSSLoad the
-	// peak during the load phase (includes the load clients).
+	// client); WorkersRSS the sum over the workers then, and WorkersPSS
+	// the sum of their proportional set sizes (/proc/<pid>/smaps_rollup:
+	// the pages of the binary they share are split among the processes
+	// mapping them, so the sum does not count them ten times); AppRSSLoad
+	// the peak during the load phase (includes the load clients).
 	AppRSS     int64 `json:"appRssBytes"`
 	WorkersRSS int64 `json:"workersRssBytes"`
+	WorkersPSS int64 `json:"workersPssBytes"`
 	AppRSSLoad int64 `json:"appRssLoadBytes"`
 
 	LoadSeconds    float64 `json:"loadSeconds"`
@@ -171,7 +180,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	env := map[string]string{"OPENAI_BASE_URL": mdl.url + "/v1", "OPENAI_API_KEY": "bench", "OPENAI_MODEL": "scripted"}
 
 	rep := &Report{Date: time.Now().UTC().Format(time.RFC3339), Machine: cpuModel(), CPUs: runtime.NumCPU(),
-		Profiles: o.Profiles, Active: o.Active, Clients: o.Clients}
+		Profiles: o.Profiles, Active: o.Active, Clients: o.Clients, RequestIntervalMs: ms(o.RequestInterval)}
 	log.Info("bench control: starting the app", "profiles", o.Profiles, "active", o.Active)
 	t0 := time.Now()
 	appLog := slog.New(&levelHandler{Handler: o.Logger.Handler(), min: slog.LevelWarn})
@@ -214,6 +223,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rep.AppRSS = rss(os.Getpid())
 	for _, st := range a.Pool.List() {
 		rep.WorkersRSS += rss(st.PID)
+		rep.WorkersPSS += procField(st.PID, "smaps_rollup", "Pss:")
 	}
 	log.Info("bench control: app ready", "usable_ms", rep.UsableMs, "instances_ready_ms", rep.InstancesReadyMs,
 		"app_rss", rep.AppRSS, "workers_rss", rep.WorkersRSS)
@@ -384,6 +394,12 @@ func load(ctx context.Context, a *atrium.App, instances []string, o Options, rep
 				}
 				lat = append(lat, ms(time.Since(t)))
 				requests.Add(1)
+				if o.RequestInterval > 0 {
+					select {
+					case <-lctx.Done():
+					case <-time.After(o.RequestInterval):
+					}
+				}
 			}
 			mu.Lock()
 			reqLat = append(reqLat, lat...)
@@ -582,16 +598,20 @@ func peakRSS(ctx context.Context) int64 {
 
 // rss is a process's resident set size in bytes from /proc (0 where there
 // is no /proc or the process is gone).
-func rss(pid int) int64 {
+func rss(pid int) int64 { return procField(pid, "status", "VmRSS:") }
+
+// procField reads a "<key> <n> kB" line of /proc/<pid>/<file> in bytes (0
+// when there is none).
+func procField(pid int, file, key string) int64 {
 	if pid <= 0 {
 		return 0
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/" + file)
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == key {
 			kb, _ := strconv.ParseInt(f[1], 10, 64)
 			return kb << 10
 		}
