@@ -73,8 +73,8 @@ func runBenchControl(ctx context.Context, args []string, o Options) error {
 // printControl prints the report as text.
 func printControl(w io.Writer, r *control.Report) {
 	mb := func(b int64) float64 { return float64(b) / (1 << 20) }
-	fmt.Fprintf(w, "control bench %s  %s  %d CPUs\n%d profiles, %d active instances, %d clients (request interval %.0f ms), load %.1f s\n\n",
-		r.Date, r.Machine, r.CPUs, r.Profiles, r.Active, r.Clients, r.RequestIntervalMs, r.LoadSeconds)
+	fmt.Fprintf(w, "control bench %s  %s  %d CPUs, load average %.2f\n%d profiles, %d active instances, %d clients (request interval %.0f ms), load %.1f s\n\n",
+		r.Date, r.Machine, r.CPUs, r.LoadAvg, r.Profiles, r.Active, r.Clients, r.RequestIntervalMs, r.LoadSeconds)
 	fmt.Fprintf(w, "start → usable UI (hello-ok, profiles.list, index.html)\t%.1f ms\n", r.UsableMs)
 	fmt.Fprintf(w, "start → %d instances ready\t%.1f ms\n", r.Active, r.InstancesReadyMs)
 	fmt.Fprintf(w, "app RSS after start\t%.1f MB\nworkers RSS (sum of %d)\t%.1f MB (PSS %.1f MB)\napp RSS peak under load (with the clients)\t%.1f MB\n",
@@ -83,5 +83,5 @@ func printControl(w io.Writer, r *control.Report) {
 		r.Requests, r.RequestsPerSec, r.RequestP99Ms, r.Events, r.EventsPerSec, r.MessagesPerSec)
 	fmt.Fprintf(w, "chunk latency (model → client)\tp50 %.2f ms, p99 %.2f ms, max %.2f ms (%d samples)\n",
 		r.ChunkP50Ms, r.ChunkP99Ms, r.ChunkMaxMs, r.ChunkSamples)
-	fmt.Fprintf(w, "answers\t%d (run errors %d, client errors %d, dropped events %d)\n", r.Answers, r.RunErrors, r.ClientErrors, r.Dropped)
+	fmt.Fprintf(w, "answers\t%d (run errors %d, client errors %d)\n", r.Answers, r.RunErrors, r.ClientErrors)
 }
