@@ -1,11 +1,7 @@
 package atrium
 
 import (
-	"context"
-	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 	"testing"
 
 	"github.com/atrium-dev/atrium/backend/worker"
@@ -17,14 +13,7 @@ import (
 // --profile … --instance …`. Without this, the child would run the tests.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "worker" {
-		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-		err := worker.Command(ctx, worker.CommandOptions{Args: os.Args[2:], Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv})
-		stop()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "worker:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
+		os.Exit(worker.Main(os.Args[2:]))
 	}
 	os.Exit(m.Run())
 }

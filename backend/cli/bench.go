@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
 )
 
 // runBench dispatches `atrium bench retrieval|scale|control`: the
@@ -22,4 +23,17 @@ func runBench(ctx context.Context, args []string, o Options) error {
 	default:
 		return fmt.Errorf("%w: unknown bench subcommand %q (retrieval, scale or control)", errUsage, sub)
 	}
+}
+
+// benchDir is a benchmark's working folder: dir when set (kept), else a
+// new folder under the system temp dir that cleanup removes.
+func benchDir(dir, bench string) (work string, cleanup func(), err error) {
+	if dir != "" {
+		return dir, func() {}, nil
+	}
+	tmp, err := os.MkdirTemp("", "atrium-bench-"+bench+"-")
+	if err != nil {
+		return "", nil, fmt.Errorf("bench %s: %w", bench, err)
+	}
+	return tmp, func() { os.RemoveAll(tmp) }, nil
 }

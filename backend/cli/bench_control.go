@@ -2,11 +2,9 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 
 	"github.com/atrium-dev/atrium/backend/bench/control"
 )
@@ -43,23 +41,17 @@ func runBenchControl(ctx context.Context, args []string, o Options) error {
 	if o.UI == nil {
 		return fmt.Errorf("bench control: this binary has no UI to serve (build the frontend first)")
 	}
-	work := *dir
-	if work == "" {
-		tmp, err := os.MkdirTemp("", "atrium-bench-control-")
-		if err != nil {
-			return fmt.Errorf("bench control: %w", err)
-		}
-		defer os.RemoveAll(tmp)
-		work = tmp
+	work, cleanup, err := benchDir(*dir, "control")
+	if err != nil {
+		return err
 	}
+	defer cleanup()
 	log := slog.New(slog.NewTextHandler(o.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	rep, err := control.Run(ctx, control.Options{Dir: work, UI: o.UI, Profiles: *profiles, Active: *active, Clients: *clients,
 		Duration: *duration, RequestInterval: *pause, Chunks: *chunks, ChunkInterval: *interval, Logger: log})
 	if rep != nil && err == nil {
 		if *asJSON {
-			enc := json.NewEncoder(o.Stdout)
-			enc.SetIndent("", "  ")
-			err = enc.Encode(rep)
+			err = printJSON(o.Stdout, rep)
 		} else {
 			printControl(o.Stdout, rep)
 		}

@@ -2,11 +2,8 @@ package control
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"os/signal"
 	"runtime"
-	"syscall"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -19,14 +16,7 @@ import (
 // tests do.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "worker" {
-		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-		err := worker.Command(ctx, worker.CommandOptions{Args: os.Args[2:], Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv})
-		stop()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "worker:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
+		os.Exit(worker.Main(os.Args[2:]))
 	}
 	os.Exit(m.Run())
 }
