@@ -1,6 +1,8 @@
 // Package chat runs conversations between the person and Atrium's agents
-// (SPEC §3 chat.*, §6 agents). In this walking skeleton there is one profile,
-// "main".
+// (SPEC §3 chat.*, §6 agents). The app's own profile is "main", answered in
+// this process; with Options.Remote, a profileId that is a profile
+// instance id ("<profile>-<k>") is answered by that instance's worker
+// process (remote.go; docs/PROTOCOL.md "Chat on instances").
 //
 // Send stores the user's message in history and starts a run in the
 // background; the run builds the model context (a system prompt, the
@@ -378,8 +380,11 @@ func (s *Service) Profiles() []Profile {
 	p := s.provider()
 	s.mu.Lock()
 	state := StateIdle
-	if len(s.runs) > 0 {
-		state = StateRunning
+	for _, rn := range s.runs {
+		if !rn.onInstance { // runs of instances are their instances' (profiles.list instances)
+			state = StateRunning
+			break
+		}
 	}
 	s.mu.Unlock()
 	return []Profile{{

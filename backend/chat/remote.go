@@ -136,6 +136,7 @@ func remotePrompt(profileID, persona string, now time.Time) string {
 func (st *runState) answerRemote() error {
 	s, rn := st.s, st.rn
 	inst, _ := s.remote(rn.ProfileID)
+	s.log.Info("chat run on instance", "run", rn.RunID, "instance", rn.ProfileID, "profile", inst.ProfileID, "state", inst.State)
 	persona, err := s.opts.Remote.Persona(inst.ProfileID)
 	if err != nil {
 		s.log.Warn("chat persona unavailable", "run", rn.RunID, "profile", inst.ProfileID, "error", err.Error())
