@@ -141,8 +141,8 @@ func (st *runState) answerRemote() error {
 	if err != nil {
 		s.log.Warn("chat persona unavailable", "run", rn.RunID, "profile", inst.ProfileID, "error", err.Error())
 	}
-	msgs := append([]model.Message{{Role: model.RoleSystem, Content: remotePrompt(inst.ProfileID, persona, s.opts.Now())}},
-		s.context(rn.ctx, rn)...)
+	msgs := []model.Message{{Role: model.RoleSystem, Content: remotePrompt(inst.ProfileID, persona, s.opts.Now())}}
+	msgs = append(msgs, textTurns(s.context(rn.ctx, rn))...)
 	msgs = append(msgs, model.Message{Role: model.RoleUser, Content: rn.userText})
 	resp, err := s.opts.Remote.Stream(rn.ctx, RemoteRequest{InstanceID: rn.ProfileID, RunID: rn.RunID, SessionID: rn.SessionID, Messages: msgs}, st.onDelta)
 	st.addUsage(resp.Usage)
@@ -153,6 +153,20 @@ func (st *runState) answerRemote() error {
 		return errEmptyAnswer
 	}
 	return nil
+}
+
+// textTurns keeps the user and assistant turns with text: a worker run
+// carries {role, content} messages only (docs/PROTOCOL.md, "Worker line
+// protocol"), so tool calls and tool results of earlier in-process answers
+// in the same session are left out rather than sent broken.
+func textTurns(msgs []model.Message) []model.Message {
+	out := make([]model.Message, 0, len(msgs))
+	for _, m := range msgs {
+		if (m.Role == model.RoleUser || m.Role == model.RoleAssistant) && strings.TrimSpace(m.Content) != "" {
+			out = append(out, model.Message{Role: m.Role, Content: m.Content})
+		}
+	}
+	return out
 }
 
 // runRetryable reports whether a run that failed with err may succeed when
