@@ -162,8 +162,8 @@ type runEvent struct {
 	} `json:"message"`
 }
 
-// runEvents returns the chat.* events of run id (name and payload).
-func runEvents(t *testing.T, evs []gateway.EventFrame, runID string) (names []string, out []runEvent) {
+// eventsOfRun returns the chat.* events of run id (name and payload).
+func eventsOfRun(t *testing.T, evs []gateway.EventFrame, runID string) (names []string, out []runEvent) {
 	t.Helper()
 	for _, e := range evs {
 		if !strings.HasPrefix(e.Event, "chat.") {
@@ -180,9 +180,9 @@ func runEvents(t *testing.T, evs []gateway.EventFrame, runID string) (names []st
 	return names, out
 }
 
-func ended(t *testing.T, runID string) func([]gateway.EventFrame) bool {
+func runEnded(t *testing.T, runID string) func([]gateway.EventFrame) bool {
 	return func(evs []gateway.EventFrame) bool {
-		names, _ := runEvents(t, evs, runID)
+		names, _ := eventsOfRun(t, evs, runID)
 		for _, n := range names {
 			if n == "chat.final" || n == "chat.error" || n == "chat.cancelled" {
 				return true
@@ -192,7 +192,7 @@ func ended(t *testing.T, runID string) func([]gateway.EventFrame) bool {
 	}
 }
 
-type sent struct{ RunID, MessageID, SessionID, UserMessageID string }
+type sendResult struct{ RunID, MessageID, SessionID, UserMessageID string }
 
 // TestChatOnInstances: chat.send to instance ids runs in those instances'
 // worker processes (this test binary re-executed, see TestMain). Two
@@ -255,22 +255,22 @@ func TestChatOnInstances(t *testing.T) {
 	}
 
 	// Two runs at once, one per client and instance.
-	var sa, sb sent
+	var sa, sb sendResult
 	c1.ok("chat.send", map[string]any{"profileId": "alpha-1", "sessionId": "s-alpha", "conversationId": "conv-alpha",
 		"message": "slow 40 A", "idempotencyKey": "ka"}, &sa)
 	c2.ok("chat.send", map[string]any{"profileId": "beta-1", "sessionId": "s-beta", "message": "slow 40 B", "idempotencyKey": "kb"}, &sb)
 	// Kill beta's worker once its answer is streaming.
 	r2.wait(t, "beta's third chunk", func(evs []gateway.EventFrame) bool {
-		_, ps := runEvents(t, evs, sb.RunID)
+		_, ps := eventsOfRun(t, evs, sb.RunID)
 		return len(ps) > 0 && ps[len(ps)-1].Seq >= 3
 	})
 	must(t, syscall.Kill(pids["beta-1"], syscall.SIGKILL))
 
-	byRun := map[string]sent{sa.RunID: sa, sb.RunID: sb}
+	byRun := map[string]sendResult{sa.RunID: sa, sb.RunID: sb}
 	profileOf := map[string]string{sa.RunID: "alpha-1", sb.RunID: "beta-1"}
 	for ci, r := range []*recorder{r1, r2} {
 		evs := r.wait(t, "both runs to end", func(evs []gateway.EventFrame) bool {
-			return ended(t, sa.RunID)(evs) && ended(t, sb.RunID)(evs)
+			return runEnded(t, sa.RunID)(evs) && runEnded(t, sb.RunID)(evs)
 		})
 		for _, e := range evs { // every chat event is labelled with its run
 			if !strings.HasPrefix(e.Event, "chat.") {
@@ -283,7 +283,7 @@ func TestChatOnInstances(t *testing.T) {
 				t.Fatalf("client %d: %s mislabelled: %s", ci, e.Event, e.Payload)
 			}
 		}
-		names, ps := runEvents(t, evs, sa.RunID)
+		names, ps := eventsOfRun(t, evs, sa.RunID)
 		var text strings.Builder
 		for i, p := range ps {
 			if names[i] == "chat.chunk" {
@@ -303,7 +303,7 @@ func TestChatOnInstances(t *testing.T) {
 			last.Message.Usage.PromptTokens != 7 || last.Message.Usage.CompletionTokens != 40 {
 			t.Fatalf("client %d: alpha run %v, text %q, final %+v", ci, names, text.String(), last.Message)
 		}
-		names, ps = runEvents(t, evs, sb.RunID)
+		names, ps = eventsOfRun(t, evs, sb.RunID)
 		last = ps[len(ps)-1]
 		if names[len(names)-1] != "chat.error" || last.Error.Code != "UNAVAILABLE" || !last.Error.Retryable ||
 			!strings.Contains(last.Error.Message, "crashed") {
@@ -338,20 +338,20 @@ func TestChatOnInstances(t *testing.T) {
 	c2.ok("health", map[string]any{}, nil) // the gateway keeps serving
 
 	// After the restart the killed instance answers again.
-	var sb2 sent
+	var sb2 sendResult
 	c2.ok("chat.send", map[string]any{"profileId": "beta-1", "sessionId": "s-beta", "message": "are you back?", "idempotencyKey": "kb2"}, &sb2)
-	evs = r2.wait(t, "beta's second run", ended(t, sb2.RunID))
-	names, ps := runEvents(t, evs, sb2.RunID)
+	evs = r2.wait(t, "beta's second run", runEnded(t, sb2.RunID))
+	names, ps := eventsOfRun(t, evs, sb2.RunID)
 	if names[len(names)-1] != "chat.final" || ps[len(ps)-1].Message.Content != "are you back?" {
 		t.Fatalf("beta after restart: %v %+v", names, ps[len(ps)-1])
 	}
 
 	// A reply of several MB streamed through the worker arrives whole.
 	const big = 5 << 20
-	var sc sent
+	var sc sendResult
 	c1.ok("chat.send", map[string]any{"profileId": "alpha-1", "sessionId": "s-alpha", "message": "big " + strconv.Itoa(big), "idempotencyKey": "kc"}, &sc)
-	evs = r1.wait(t, "the big answer", ended(t, sc.RunID))
-	names, ps = runEvents(t, evs, sc.RunID)
+	evs = r1.wait(t, "the big answer", runEnded(t, sc.RunID))
+	names, ps = eventsOfRun(t, evs, sc.RunID)
 	var text strings.Builder
 	for i, p := range ps {
 		if names[i] == "chat.chunk" {
@@ -388,16 +388,16 @@ func TestChatOnInstances(t *testing.T) {
 		t.Fatalf("conv-alpha history %+v", hc)
 	}
 	// Cancel on an instance: the worker stops, the partial text is kept.
-	var sd sent
+	var sd sendResult
 	c1.ok("chat.send", map[string]any{"profileId": "alpha-1", "sessionId": "s-cancel", "message": "slow 200 C", "idempotencyKey": "kd"}, &sd)
 	r1.wait(t, "the run to be cancelled to stream", func(evs []gateway.EventFrame) bool {
-		_, ps := runEvents(t, evs, sd.RunID)
+		_, ps := eventsOfRun(t, evs, sd.RunID)
 		return len(ps) > 2
 	})
 	var cr struct{ Cancelled bool }
 	c1.ok("chat.cancel", map[string]any{"profileId": "alpha-1", "sessionId": "s-cancel"}, &cr)
-	evs = r1.wait(t, "the cancelled run", ended(t, sd.RunID))
-	names, ps = runEvents(t, evs, sd.RunID)
+	evs = r1.wait(t, "the cancelled run", runEnded(t, sd.RunID))
+	names, ps = eventsOfRun(t, evs, sd.RunID)
 	if !cr.Cancelled || names[len(names)-1] != "chat.cancelled" || ps[len(ps)-1].Message == nil ||
 		!strings.HasPrefix(ps[len(ps)-1].Message.Content, "C1 C2 ") {
 		t.Fatalf("cancel on an instance: %v %+v", names, ps[len(ps)-1])
