@@ -460,9 +460,10 @@ func checkClientHistory(h []ClientMessage) error {
 // Send stores the user message and starts the answer in the background. It
 // returns at once with the run id, the assistant message id and the session
 // id (a new one when r.SessionID is empty). Errors: ErrNotFound (unknown
-// profile), ErrInvalidInput (empty or too long message, bad session id),
-// ErrBusy (the session is already answering, or too many runs), ErrClosed,
-// or a wrapped history error (then nothing was started).
+// profile or instance), ErrUnavailable (an instance that is not ready),
+// ErrInvalidInput (empty or too long message, bad session id), ErrBusy
+// (the session is already answering, or too many runs), ErrClosed, or a
+// wrapped history error (then nothing was started).
 func (s *Service) Send(ctx context.Context, r SendRequest) (SendResult, error) {
 	if err := s.checkProfile(r.ProfileID); err != nil {
 		return SendResult{}, fmt.Errorf("chat send: %w", err)
