@@ -49,8 +49,9 @@ var allowed = map[string][]string{
 	"backend/memory/versions": {},
 	"backend/bench/retrieval": {"backend/memory", "backend/memory/embed", "backend/memory/chunk"},
 	"backend/bench/scale":     {"backend/memory", "backend/memory/embed", "backend/memory/chunk", "backend/memory/index"},
+	"backend/bench/control":   {"backend/atrium", "backend/gateway", "backend/paths"},
 	"backend/cli": {"backend/atrium", "backend/paths", "backend/memory", "backend/config", "backend/gateway",
-		"backend/bench/retrieval", "backend/bench/scale", "backend/acl", "backend/audit", "backend/guard", "backend/worker"},
+		"backend/bench/retrieval", "backend/bench/scale", "backend/bench/control", "backend/acl", "backend/audit", "backend/guard", "backend/worker"},
 	"backend/e2e": {},
 	"app":         {},
 	"frontend":    {},
@@ -79,6 +80,9 @@ var testAllowed = map[string][]string{
 	// agent/tools' tests build the same real stack and drive the loop
 	// with the real OpenAI-compatible client against a scripted server.
 	"backend/agent/tools": {"backend/audit", "backend/memory/versions", "backend/model"},
+	// bench/control's tests re-execute their binary as the app's workers
+	// (TestMain runs worker.Command).
+	"backend/bench/control": {"backend/worker"},
 }
 
 func TestImportRules(t *testing.T) {

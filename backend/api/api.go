@@ -288,7 +288,7 @@ func mapErr(err error) error {
 		code = gateway.CodeForbidden
 	case errors.Is(err, chat.ErrBusy), errors.Is(err, memory.ErrConflict), errors.Is(err, memory.ErrExists):
 		code = gateway.CodeConflict
-	case errors.Is(err, memory.ErrClosed), errors.Is(err, memory.ErrUnavailable):
+	case errors.Is(err, memory.ErrClosed), errors.Is(err, memory.ErrUnavailable), errors.Is(err, chat.ErrUnavailable):
 		code = gateway.CodeUnavailable
 	case errors.Is(err, context.DeadlineExceeded):
 		code = gateway.CodeTimeout

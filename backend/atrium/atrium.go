@@ -2,7 +2,8 @@
 // order — paths, config, operator token, gateway transport, state db,
 // ACL holder, audit log and guard (SPEC §5.1), memory engine (with its
 // file versions in the state db and the guard as its Authorize hook), history, model
-// provider, chat service, collaborations (SPEC §5.4, in the state db), method bindings — and runs the long-lived ones. Both `atrium serve` and the desktop window start
+// provider, chat service (whose runs on profile instances go to the
+// worker pool, remote.go), collaborations (SPEC §5.4, in the state db), method bindings — and runs the long-lived ones. Both `atrium serve` and the desktop window start
 // the app through it. It holds no business logic.
 package atrium
 
@@ -250,11 +251,15 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
+	// Runs of profile instances go to their worker processes (remote.go);
+	// the runner gets the pool below, before anything is served.
+	runner := newPoolRunner(o.Layout.Workspace, o.Logger)
 	a.Chat, err = chat.New(chat.Options{
 		History:  a.History,
 		Provider: provider,
 		Memory:   roleSearcher{m: a.Memory, g: a.Guard, role: acl.MainRole},
 		Emit:     a.Gateway.Broadcast,
+		Remote:   runner,
 		Logger:   o.Logger,
 	})
 	if err != nil {
@@ -284,13 +289,12 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 			return []string{worker.EnvModel + "=" + string(b)}, nil
 		},
 		OnStatus: func(st worker.Status) { a.Gateway.Broadcast(api.InstanceEvent, st) },
-		OnEvent: func(id string, m worker.Msg) {
-			o.Logger.Debug("instance event", "instance", id, "type", m.Type, "id", m.ID)
-		},
-		Logger: o.Logger,
+		OnEvent:  runner.dispatch,
+		Logger:   o.Logger,
 	}); err != nil {
 		return nil, fmt.Errorf("profiles: %w", err)
 	}
+	runner.pool = a.Pool
 
 	api.Register(api.Options{
 		Gateway:   a.Gateway,

@@ -1,6 +1,8 @@
 // Package chat runs conversations between the person and Atrium's agents
-// (SPEC §3 chat.*, §6 agents). In this walking skeleton there is one profile,
-// "main".
+// (SPEC §3 chat.*, §6 agents). The app's own profile is "main", answered in
+// this process; with Options.Remote, a profileId that is a profile
+// instance id ("<profile>-<k>") is answered by that instance's worker
+// process (remote.go; docs/PROTOCOL.md "Chat on instances").
 //
 // Send stores the user's message in history and starts a run in the
 // background; the run builds the model context (a system prompt, the
@@ -128,6 +130,10 @@ type Options struct {
 	MaxToolRounds int
 	// MaxRuns caps runs in progress at once. Default DefaultMaxRuns.
 	MaxRuns int
+	// Remote runs the runs of profile instances (remote.go): a send whose
+	// profileId is an instance id goes to that instance's worker process.
+	// Default nil: only "main", answered in this process.
+	Remote RemoteRunner
 	// Logger receives structured logs. Default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
@@ -231,6 +237,9 @@ type run struct {
 	// history; only then does the run show in HistoryPage.Active.
 	stored bool
 	out    stream
+	// onInstance: ProfileID is an instance id; the run goes to its worker
+	// (Options.Remote, remote.go).
+	onInstance bool
 }
 
 // stream is the answer text a run has sent as chat.chunk events. One lock
@@ -371,8 +380,11 @@ func (s *Service) Profiles() []Profile {
 	p := s.provider()
 	s.mu.Lock()
 	state := StateIdle
-	if len(s.runs) > 0 {
-		state = StateRunning
+	for _, rn := range s.runs {
+		if !rn.onInstance { // runs of instances are their instances' (profiles.list instances)
+			state = StateRunning
+			break
+		}
 	}
 	s.mu.Unlock()
 	return []Profile{{
@@ -448,11 +460,16 @@ func checkClientHistory(h []ClientMessage) error {
 // Send stores the user message and starts the answer in the background. It
 // returns at once with the run id, the assistant message id and the session
 // id (a new one when r.SessionID is empty). Errors: ErrNotFound (unknown
-// profile), ErrInvalidInput (empty or too long message, bad session id),
-// ErrBusy (the session is already answering, or too many runs), ErrClosed,
-// or a wrapped history error (then nothing was started).
+// profile or instance), ErrUnavailable (an instance that is not ready),
+// ErrInvalidInput (empty or too long message, bad session id), ErrBusy
+// (the session is already answering, or too many runs), ErrClosed, or a
+// wrapped history error (then nothing was started).
 func (s *Service) Send(ctx context.Context, r SendRequest) (SendResult, error) {
-	if err := checkProfile(r.ProfileID); err != nil {
+	if err := s.checkProfile(r.ProfileID); err != nil {
+		return SendResult{}, fmt.Errorf("chat send: %w", err)
+	}
+	onInstance, err := s.checkRemoteSend(r.ProfileID)
+	if err != nil {
 		return SendResult{}, fmt.Errorf("chat send: %w", err)
 	}
 	text := strings.TrimSpace(r.Message)
@@ -518,6 +535,7 @@ func (s *Service) Send(ctx context.Context, r SendRequest) (SendResult, error) {
 		conversationID: r.ConversationID,
 		client:         r.History,
 		startedAt:      time.UnixMilli(ts),
+		onInstance:     onInstance,
 		ctx:            rctx,
 		cancel:         func(cause error) { cancel(cause); stop() },
 	}
@@ -534,7 +552,7 @@ func (s *Service) Send(ctx context.Context, r SendRequest) (SendResult, error) {
 	}
 	s.mu.Unlock()
 
-	err := s.opts.History.Append(ctx, rn.userMsg)
+	err = s.opts.History.Append(ctx, rn.userMsg)
 	if err != nil {
 		s.mu.Lock()
 		s.forget(rn)
@@ -576,7 +594,7 @@ func (s *Service) forget(rn *run) {
 // ended). Errors: ErrNotFound (unknown profile), ErrInvalidInput (no
 // sessionId), ErrForbidden (the run belongs to another session or profile).
 func (s *Service) Cancel(r CancelRequest) (bool, error) {
-	if err := checkProfile(r.ProfileID); err != nil {
+	if err := s.checkProfile(r.ProfileID); err != nil {
 		return false, fmt.Errorf("chat cancel: %w", err)
 	}
 	if r.SessionID == "" {
@@ -609,7 +627,7 @@ func (s *Service) Cancel(r CancelRequest) (bool, error) {
 // as its stored message, never twice and never not at all. Errors:
 // ErrNotFound for an unknown profile or cursor, or a wrapped history error.
 func (s *Service) History(ctx context.Context, profileID, before string, limit int) (HistoryPage, error) {
-	if err := checkProfile(profileID); err != nil {
+	if err := s.checkProfile(profileID); err != nil {
 		return HistoryPage{}, fmt.Errorf("chat history: %w", err)
 	}
 	var active []ActiveRun
@@ -779,16 +797,16 @@ func (s *Service) emit(event string, payload any) {
 
 // Retryable reports whether repeating the request that returned err may
 // succeed without changing it: ErrBusy (the session's run, or the runs in
-// progress, will end) and ErrClosed (the service is stopping; a restarted
-// one will take it).
+// progress, will end), ErrClosed (the service is stopping; a restarted
+// one will take it) and ErrUnavailable (the instance is not ready yet).
 func Retryable(err error) bool {
-	return errors.Is(err, ErrBusy) || errors.Is(err, ErrClosed)
+	return errors.Is(err, ErrBusy) || errors.Is(err, ErrClosed) || errors.Is(err, ErrUnavailable)
 }
 
 // ErrorCode maps an error returned by a Service method to the gateway's
 // error code (SPEC §3): NOT_FOUND, INVALID_REQUEST, FORBIDDEN, CONFLICT
-// (ErrBusy, retryable: see Retryable), UNAVAILABLE (ErrClosed), else
-// INTERNAL.
+// (ErrBusy, retryable: see Retryable), UNAVAILABLE (ErrClosed,
+// ErrUnavailable), else INTERNAL.
 func ErrorCode(err error) string {
 	switch {
 	case errors.Is(err, ErrNotFound):
@@ -799,7 +817,7 @@ func ErrorCode(err error) string {
 		return "FORBIDDEN"
 	case errors.Is(err, ErrBusy):
 		return "CONFLICT"
-	case errors.Is(err, ErrClosed):
+	case errors.Is(err, ErrClosed), errors.Is(err, ErrUnavailable):
 		return CodeUnavailable
 	}
 	return CodeInternal

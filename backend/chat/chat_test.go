@@ -230,22 +230,24 @@ func TestModelFailures(t *testing.T) {
 		handler  http.HandlerFunc
 		contains string
 		partial  string
+		// retryable: chat.error's retryable (the server may answer later)
+		retryable bool
 	}{
 		{"http 500", func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(500)
 			w.Write([]byte(`{"error":{"message":"CUDA out of memory"}}`))
-		}, "HTTP 500 Internal Server Error: CUDA out of memory", ""},
+		}, "HTTP 500 Internal Server Error: CUDA out of memory", "", true},
 		{"garbage body", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/plain")
 			w.Write([]byte("hello, I am not a model"))
-		}, "did not answer with an event stream", ""},
+		}, "did not answer with an event stream", "", false},
 		{"cut stream", func(w http.ResponseWriter, r *http.Request) {
 			writeSSE(w, sseText("I was about to"))
 			if conn, buf, err := http.NewResponseController(w).Hijack(); err == nil {
 				buf.Flush()
 				conn.Close()
 			}
-		}, "stopped before it was complete", "I was about to"},
+		}, "stopped before it was complete", "I was about to", false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -255,7 +257,7 @@ func TestModelFailures(t *testing.T) {
 			evs := e.rec.runEvents(t, res.RunID)
 			ev, ok := checkRun(t, res, evs).payload.(ErrorEvent)
 			if !ok || ev.Error.Code != CodeUnavailable || !strings.Contains(ev.Error.Message, tc.contains) ||
-				!strings.Contains(ev.Error.Message, ms.srv.URL) {
+				!strings.Contains(ev.Error.Message, ms.srv.URL) || ev.Error.Retryable != tc.retryable {
 				t.Fatalf("terminal = %+v", evs[len(evs)-1])
 			}
 			page, _ := e.svc.History(context.Background(), "main", "", 10)
@@ -289,8 +291,8 @@ func TestModelServerDown(t *testing.T) {
 		evs := e.rec.runEvents(t, res.RunID)
 		ev, ok := checkRun(t, res, evs).payload.(ErrorEvent)
 		want := "model server at http://" + addr + " is unreachable: connection refused"
-		if !ok || ev.Error.Code != CodeUnavailable || ev.Error.Message != want {
-			t.Fatalf("terminal = %+v, want message %q", evs[len(evs)-1], want)
+		if !ok || ev.Error.Code != CodeUnavailable || ev.Error.Message != want || !ev.Error.Retryable {
+			t.Fatalf("terminal = %+v, want message %q, retryable", evs[len(evs)-1], want)
 		}
 	}
 	page, _ := e.svc.History(context.Background(), "main", "", 10)
@@ -587,14 +589,16 @@ func TestErrorCode(t *testing.T) {
 		fmt.Errorf("x: %w", ErrForbidden):    "FORBIDDEN",
 		fmt.Errorf("x: %w", ErrBusy):         "CONFLICT",
 		fmt.Errorf("x: %w", ErrClosed):       "UNAVAILABLE",
+		fmt.Errorf("x: %w", ErrUnavailable):  "UNAVAILABLE",
 		errors.New("disk full"):              "INTERNAL",
 	}
 	for err, want := range tests {
 		if got := ErrorCode(err); got != want {
 			t.Errorf("ErrorCode(%v) = %s, want %s", err, got, want)
 		}
-		// Only a busy session or a closing service is worth repeating as is.
-		if got, want := Retryable(err), errors.Is(err, ErrBusy) || errors.Is(err, ErrClosed); got != want {
+		// Only a busy session, a closing service or an instance not ready
+		// yet is worth repeating as is.
+		if got, want := Retryable(err), errors.Is(err, ErrBusy) || errors.Is(err, ErrClosed) || errors.Is(err, ErrUnavailable); got != want {
 			t.Errorf("Retryable(%v) = %v, want %v", err, got, want)
 		}
 	}

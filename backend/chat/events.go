@@ -112,10 +112,13 @@ type HistoryPage struct {
 	Active []ActiveRun `json:"active"`
 }
 
-// RunError is the error object of chat.error.
+// RunError is the error object of chat.error. Retryable: sending the same
+// message again may succeed (the model server was unavailable or timed out,
+// or the instance's worker crashed or hung and is being restarted).
 type RunError struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	Code      string `json:"code"`
+	Message   string `json:"message"`
+	Retryable bool   `json:"retryable,omitempty"`
 }
 
 // ErrorEvent is the payload of chat.error. The assistant message is persisted

@@ -62,7 +62,12 @@ func (s *Service) execute(rn *run) {
 	s.emit(EventThinking, ThinkingEvent{RunRef: rn.RunRef, UserMessage: rn.userMsg})
 
 	st := &runState{s: s, rn: rn}
-	err := st.answer(p)
+	var err error
+	if rn.onInstance {
+		err = st.answerRemote() // on the instance's worker process (remote.go)
+	} else {
+		err = st.answer(p)
+	}
 	outcome := st.finish(err)
 	s.log.Info("chat run finished", "run", rn.RunID, "session", rn.SessionID, "outcome", outcome,
 		"chunks", st.chunks, "tool_calls", st.toolCalls, "duration_ms", s.opts.Now().Sub(start).Milliseconds(),
@@ -448,7 +453,7 @@ func (st *runState) finish(err error) string {
 	msg.Error = text
 	store(msg)
 	release()
-	s.emit(EventError, ErrorEvent{RunRef: rn.RunRef, Error: RunError{Code: code, Message: text}})
+	s.emit(EventError, ErrorEvent{RunRef: rn.RunRef, Error: RunError{Code: code, Message: text, Retryable: runRetryable(err)}})
 	return "error"
 }
 

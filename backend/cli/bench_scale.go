@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strconv"
 	"strings"
 
@@ -49,15 +48,11 @@ func runBenchScale(ctx context.Context, args []string, o Options) error {
 	if *queries <= 0 {
 		return fmt.Errorf("%w: --queries must be > 0", errUsage)
 	}
-	work := *dir
-	if work == "" {
-		tmp, err := os.MkdirTemp("", "atrium-bench-scale-")
-		if err != nil {
-			return fmt.Errorf("bench scale: %w", err)
-		}
-		defer os.RemoveAll(tmp)
-		work = tmp
+	work, cleanup, err := benchDir(*dir, "scale")
+	if err != nil {
+		return err
 	}
+	defer cleanup()
 	corpora := o.Getenv("ATRIUM_CORPORA")
 	if corpora == "" {
 		if corpora, err = scale.FindCorpora(); err != nil {

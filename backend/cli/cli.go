@@ -116,6 +116,9 @@ Usage:
                                        Recall@1/5/10, nDCG@10, MRR for keyword, vector, hybrid
   atrium bench scale [flags]           index scale benchmark: index time, disk, RSS, search latency
                                        (bench reads ../shared/corpora or $ATRIUM_CORPORA)
+  atrium bench control [flags]         control-center benchmark: 100 profiles, 10 worker instances,
+                                       time to a usable UI, RSS, throughput and chunk latency with
+                                       200 clients (--profiles, --active, --clients, --duration, --json)
   atrium version                       print the version
 
 Flags (every command but bench, before or after the command):

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -34,10 +35,16 @@ func BenchmarkRoundTrip(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
 }
 
-// BenchmarkBroadcast measures events delivered per second to 50 connected
-// clients (each broadcast counts 50 deliveries).
+// BenchmarkBroadcast measures events delivered per second to 50 and to 200
+// connected clients (each broadcast counts one delivery per client); 200
+// is the control-center benchmark's client count (backend/bench/control).
 func BenchmarkBroadcast(b *testing.B) {
-	const clients = 50
+	for _, clients := range []int{50, 200} {
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) { benchBroadcast(b, clients) })
+	}
+}
+
+func benchBroadcast(b *testing.B, clients int) {
 	benchEvent := []byte(`"event":"bench"`)
 	s, url := newTestServer(b, Options{}, nil)
 	var done sync.WaitGroup

@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/atrium-dev/atrium/backend/model"
@@ -77,6 +80,22 @@ func Command(ctx context.Context, o CommandOptions) error {
 	}
 	return Serve(ctx, ServeOptions{In: o.Stdin, Out: o.Stdout, Provider: p, ProfileID: *profile, InstanceID: *instance,
 		HeartbeatInterval: time.Duration(*hb) * time.Millisecond, MaxLineBytes: *maxLine, Logger: log})
+}
+
+// Main runs Command as a whole process on os.Stdin, os.Stdout, os.Stderr
+// and the environment, for a binary re-executed as a worker (tests whose
+// app under test spawns os.Executable(), i.e. the test binary, dispatch to
+// it from TestMain): args are the arguments after "worker"; SIGTERM or an
+// interrupt stops it. It returns the exit status: 0, or 1 after writing
+// the error to stderr.
+func Main(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := Command(ctx, CommandOptions{Args: args, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}); err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		return 1
+	}
+	return 0
 }
 
 // noModel answers every run with a configuration error: the offline

@@ -1,0 +1,225 @@
+package atrium
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/atrium-dev/atrium/backend/chat"
+	"github.com/atrium-dev/atrium/backend/memory"
+	"github.com/atrium-dev/atrium/backend/model"
+	"github.com/atrium-dev/atrium/backend/worker"
+)
+
+// cancelWait bounds how long a cancelled run waits for its worker's
+// cancelled event (with the partial answer's usage) before it ends anyway.
+const cancelWait = 5 * time.Second
+
+// maxPersonaBytes caps the persona read from a role's config.md.
+const maxPersonaBytes = 64 << 10
+
+// poolRunner is chat.RemoteRunner over the worker pool (SPEC §3 "Gateway ↔
+// agent worker"): it hands a run to the instance's worker as a `run` line
+// and routes the worker's events for that run (from the pool's OnEvent)
+// back to the run. It is the wiring between two packages that do not know
+// each other; pool is set once, before the app runs.
+type poolRunner struct {
+	pool      *worker.Pool
+	workspace string
+	log       *slog.Logger
+
+	mu   sync.Mutex
+	runs map[string]*remoteRun // by run id
+}
+
+// remoteRun is one run waiting for its worker's events.
+type remoteRun struct {
+	instance string
+	onDelta  func(model.Delta)
+
+	mu     sync.Mutex
+	closed bool // Stream returned: no more deltas
+	done   chan remoteResult
+}
+
+type remoteResult struct {
+	resp model.Response
+	err  error
+}
+
+func newPoolRunner(workspace string, log *slog.Logger) *poolRunner {
+	return &poolRunner{workspace: workspace, log: log, runs: map[string]*remoteRun{}}
+}
+
+// Instance implements chat.RemoteRunner: a running instance as the pool
+// lists it, or, for an id "<profile>-<k>" of a profile of the light index
+// (rescanned once when the profile is not in it) without a process, a
+// known instance that is not running.
+func (r *poolRunner) Instance(id string) (chat.RemoteInstance, bool) {
+	for _, st := range r.pool.List() {
+		if st.InstanceID == id {
+			return chat.RemoteInstance{ID: id, ProfileID: st.ProfileID, State: string(st.State),
+				Ready: st.State == worker.StateReady || st.State == worker.StateBusy}, true
+		}
+	}
+	i := strings.LastIndexByte(id, '-')
+	if i <= 0 {
+		return chat.RemoteInstance{}, false
+	}
+	if k, err := strconv.Atoi(id[i+1:]); err != nil || k < 1 || strconv.Itoa(k) != id[i+1:] {
+		return chat.RemoteInstance{}, false
+	}
+	for try := 0; try < 2; try++ {
+		for _, p := range r.pool.Profiles() {
+			if p.ID == id[:i] {
+				return chat.RemoteInstance{ID: id, ProfileID: p.ID, State: "not running"}, true
+			}
+		}
+		if try == 0 && r.pool.Rescan() != nil { // a role created since start-up (stat only)
+			break
+		}
+	}
+	return chat.RemoteInstance{}, false
+}
+
+// Persona implements chat.RemoteRunner: the body of
+// memory/roles/<profile>/config.md without its front matter (at most
+// maxPersonaBytes are read).
+func (r *poolRunner) Persona(profileID string) (string, error) {
+	path := filepath.Join(r.workspace, filepath.FromSlash(worker.RolesDir), profileID, "config.md")
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("persona of %s: %w", profileID, err)
+	}
+	defer f.Close()
+	buf := make([]byte, maxPersonaBytes)
+	n, err := f.Read(buf)
+	if err != nil && n == 0 {
+		return "", fmt.Errorf("persona of %s: %w", profileID, err)
+	}
+	_, body, _, _, err := memory.ParseFrontMatter(string(buf[:n]))
+	if err != nil {
+		return "", fmt.Errorf("persona of %s: %w", profileID, err)
+	}
+	return strings.TrimSpace(body), nil
+}
+
+// Stream implements chat.RemoteRunner.
+func (r *poolRunner) Stream(ctx context.Context, req chat.RemoteRequest, onDelta func(model.Delta)) (model.Response, error) {
+	rr := &remoteRun{instance: req.InstanceID, onDelta: onDelta, done: make(chan remoteResult, 1)}
+	r.mu.Lock()
+	if r.runs[req.RunID] != nil {
+		r.mu.Unlock()
+		return model.Response{}, &chat.RemoteError{Kind: "request", Message: "run " + req.RunID + " is already in progress"}
+	}
+	r.runs[req.RunID] = rr
+	r.mu.Unlock()
+	defer func() {
+		rr.mu.Lock()
+		rr.closed = true
+		rr.mu.Unlock()
+		r.mu.Lock()
+		delete(r.runs, req.RunID)
+		r.mu.Unlock()
+	}()
+
+	run := worker.RunRequest{Messages: make([]worker.RunMessage, len(req.Messages))}
+	for i, m := range req.Messages {
+		run.Messages[i] = worker.RunMessage{Role: m.Role, Content: m.Content}
+	}
+	m, err := worker.NewMsg(worker.TypeRun, req.RunID, run)
+	if err != nil {
+		return model.Response{}, err
+	}
+	m.SessionID = req.SessionID
+	if err := r.pool.Send(req.InstanceID, m); err != nil {
+		// Not ready (crashed meanwhile, restarting), gone, or the pipe broke:
+		// the supervisor restarts it, so a later send may work.
+		return model.Response{}, &chat.RemoteError{Kind: "unavailable", Message: err.Error(),
+			Retryable: !errors.Is(err, worker.ErrBadRequest)}
+	}
+	select {
+	case res := <-rr.done:
+		return res.resp, res.err
+	case <-ctx.Done():
+	}
+	c, _ := worker.NewMsg(worker.TypeCancel, req.RunID, nil)
+	c.SessionID = req.SessionID
+	if err := r.pool.Send(req.InstanceID, c); err != nil {
+		r.log.Warn("instance cancel not sent", "instance", req.InstanceID, "run", req.RunID, "err", err)
+	}
+	t := time.NewTimer(cancelWait)
+	defer t.Stop()
+	select {
+	case res := <-rr.done:
+		if res.err == nil {
+			return res.resp, nil // it had finished before the cancel arrived
+		}
+		return res.resp, ctx.Err()
+	case <-t.C:
+		r.log.Warn("instance did not confirm cancel", "instance", req.InstanceID, "run", req.RunID, "wait", cancelWait)
+		return model.Response{}, ctx.Err()
+	}
+}
+
+// dispatch is the pool's OnEvent: it hands instance's event m to the run
+// it belongs to (events of unknown runs are dropped). It is called from
+// the instance's reading goroutine, in order; deltas are passed on at once
+// (the chat's Emit does not block).
+func (r *poolRunner) dispatch(instance string, m worker.Msg) {
+	r.mu.Lock()
+	rr := r.runs[m.ID]
+	r.mu.Unlock()
+	if rr == nil || rr.instance != instance {
+		r.log.Debug("instance event without a run", "instance", instance, "type", m.Type, "id", m.ID)
+		return
+	}
+	switch m.Type {
+	case worker.TypeChunk:
+		var c worker.Chunk
+		if err := json.Unmarshal(m.Payload, &c); err != nil {
+			r.log.Warn("instance chunk not decodable", "instance", instance, "run", m.ID, "err", err)
+			return
+		}
+		d := model.Delta{Content: c.Delta}
+		if c.Reasoning {
+			d = model.Delta{Reasoning: c.Delta}
+		}
+		rr.mu.Lock()
+		if !rr.closed {
+			rr.onDelta(d)
+		}
+		rr.mu.Unlock()
+	case worker.TypeFinal, worker.TypeCancelled:
+		var f worker.Final
+		_ = json.Unmarshal(m.Payload, &f) // a bad payload only loses the usage: the text came as chunks
+		res := remoteResult{resp: model.Response{Content: f.Content,
+			Usage: model.Usage{PromptTokens: f.PromptTokens, CompletionTokens: f.CompletionTokens}}}
+		if m.Type == worker.TypeCancelled {
+			res.err = context.Canceled
+		}
+		rr.end(res)
+	case worker.TypeError:
+		var e worker.ErrorInfo
+		if err := json.Unmarshal(m.Payload, &e); err != nil || e.Kind == "" {
+			e = worker.ErrorInfo{Kind: "protocol", Message: "the worker's error event is malformed"}
+		}
+		rr.end(remoteResult{err: &chat.RemoteError{Kind: e.Kind, Message: e.Message, Retryable: e.Retryable}})
+	}
+}
+
+// end delivers a run's result once.
+func (rr *remoteRun) end(res remoteResult) {
+	select {
+	case rr.done <- res:
+	default:
+	}
+}
