@@ -263,7 +263,7 @@ describe('App', () => {
     expect((testid('chat-send') as HTMLButtonElement).disabled).toBe(false);
   });
 
-  it("while this session's run is active Send waits; a refused send shows the message, not the code", async () => {
+  it("while this session's run is active a message is queued, sent when the run ends; a refused send shows the message, not the code", async () => {
     localStorage.setItem('atrium.session.main', 's1');
     const { ws } = setup();
     ws.handshake();
@@ -275,20 +275,41 @@ describe('App', () => {
     await waitFor(() => expect(testid('chat-cancel')).toBeTruthy());
     const input = testid('chat-input') as HTMLTextAreaElement;
     await fireEvent.input(input, { target: { value: 'second' } });
-    expect((testid('chat-send') as HTMLButtonElement).disabled).toBe(true);
+    expect((testid('chat-send') as HTMLButtonElement).disabled).toBe(false);
+    expect(testid('chat-send').dataset.queues).toBe('true');
     expect(testid('chat-busy').textContent).toContain('Answering');
     await fireEvent.keyDown(input, { key: 'Enter' });
+    await fireEvent.input(input, { target: { value: 'third' } });
+    await fireEvent.click(testid('chat-send'));
+    await fireEvent.input(input, { target: { value: 'dropped' } });
+    await fireEvent.click(testid('chat-send'));
     expect(ws.sent.some((f) => f.method === 'chat.send')).toBe(false);
-    expect(input.value).toBe('second'); // kept for later
+    expect(input.value).toBe('');
+    const queued = () => screen.queryAllByTestId('chat-queued-text').map((e) => e.textContent);
+    expect(queued()).toEqual(['second', 'third', 'dropped']);
+    // Removable before it is sent.
+    await fireEvent.click(screen.getAllByTestId('chat-queued-remove')[2]);
+    expect(queued()).toEqual(['second', 'third']);
 
     ws.serverEvent('chat.final', { ...ev, message: { id: 'a1', profileId: 'main', sessionId: 's1', runId: 'r1', role: 'assistant', content: 'done', ts: 1001 } }, 3);
-    await waitFor(() => expect((testid('chat-send') as HTMLButtonElement).disabled).toBe(false));
-    await fireEvent.click(testid('chat-send'));
-    await waitFor(() => expect(ws.lastRequest('chat.send')).toBeDefined());
+    // The oldest goes out on its own; the next waits for that run.
+    await waitFor(() => expect(ws.sent.filter((f) => f.method === 'chat.send')).toHaveLength(1));
+    expect(ws.lastRequest('chat.send').params.message).toBe('second');
+    expect(queued()).toEqual(['third']);
+    ws.reply(ws.lastRequest('chat.send'), { runId: 'r2', messageId: 'a2', sessionId: 's1', userMessageId: 'u2' });
+    const ev2 = { runId: 'r2', profileId: 'main', sessionId: 's1', messageId: 'a2' };
+    ws.serverEvent('chat.thinking', ev2, 4);
+    await new Promise((r) => setTimeout(r, 20));
+    expect(ws.sent.filter((f) => f.method === 'chat.send')).toHaveLength(1);
+    ws.serverEvent('chat.final', { ...ev2, message: { id: 'a2', profileId: 'main', sessionId: 's1', runId: 'r2', role: 'assistant', content: 'ok', ts: Date.now() } }, 5);
+    await waitFor(() => expect(ws.sent.filter((f) => f.method === 'chat.send')).toHaveLength(2));
+    expect(ws.lastRequest('chat.send').params.message).toBe('third');
+    expect(screen.queryByTestId('chat-queue')).toBeNull();
     // A run that started elsewhere in between: the server refuses (retryable CONFLICT).
     ws.fail(ws.lastRequest('chat.send'), 'CONFLICT', 'chat send: busy: session s1 is still answering the previous message', true);
-    await waitFor(() => expect(bubbles()[2]).toMatchObject({ role: 'user', state: 'error', text: 'second' }));
-    const note = screen.getAllByTestId('chat-message')[2].querySelector('.note') as HTMLElement;
+    await waitFor(() => expect(bubbles().find((b) => b.text === 'third')).toMatchObject({ role: 'user', state: 'error' }));
+    const msg = screen.getAllByTestId('chat-message').find((m) => m.textContent?.includes('third')) as HTMLElement;
+    const note = msg.querySelector('.note') as HTMLElement;
     expect(note.textContent).toBe('chat send: session s1 is still answering the previous message');
     expect(note.title).toBe('CONFLICT');
   });
