@@ -373,6 +373,16 @@ func TestUIEndToEnd(t *testing.T) {
 // and the UI URL.
 func openUI(t *testing.T, model *scriptedModel) (context.Context, string) {
 	t.Helper()
+	modelSrv := httptest.NewServer(model)
+	t.Cleanup(modelSrv.Close)
+	return openUIWith(t, nil, "OPENAI_BASE_URL="+modelSrv.URL+"/v1", "OPENAI_API_KEY=k", "OPENAI_MODEL=scripted")
+}
+
+// openUIWith runs `atrium serve` with env on an empty workspace, after
+// prepare (when not nil) has filled it, and opens the UI in a new headless
+// Chromium; it returns the tab (connected) and the UI URL.
+func openUIWith(t *testing.T, prepare func(ws string), env ...string) (context.Context, string) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("e2e: skipped in -short mode")
 	}
@@ -385,11 +395,10 @@ func openUI(t *testing.T, model *scriptedModel) (context.Context, string) {
 			t.Fatal(err)
 		}
 	}
-	modelSrv := httptest.NewServer(model)
-	t.Cleanup(modelSrv.Close)
-	url := startServe(t, bin, home, ws, freePort(t), []string{
-		"OPENAI_BASE_URL=" + modelSrv.URL + "/v1", "OPENAI_API_KEY=k", "OPENAI_MODEL=scripted",
-	})
+	if prepare != nil {
+		prepare(ws)
+	}
+	url := startServe(t, bin, home, ws, freePort(t), env)
 	ctx := newBrowser(t, chromium, tmp)
 	if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
 		t.Fatalf("navigate: %v", err)
