@@ -128,6 +128,16 @@ describe('activity', () => {
     expect(activity(apply(initialWorkbench(), ...(actions as WorkbenchAction[])), 'main')).toBe(want);
   });
 
+  it('a reconnect forgets the runs in progress (their end may have been missed); the next event brings one back', () => {
+    let s = apply(initialWorkbench(), ev('chat.thinking', run('r1')), ev('agent.permission', { id: 'p1', ...run('r2') }));
+    expect(activity(s, 'main')).toBe('waiting');
+    s = reduceWorkbench(s, { type: 'connected' });
+    expect(activity(s, 'main')).toBe('idle');
+    expect(reduceWorkbench(s, { type: 'connected' })).toBe(s);
+    s = reduceWorkbench(s, ev('chat.chunk', run('r1')));
+    expect(activity(s, 'main')).toBe('streaming');
+  });
+
   it('keeps the error text', () => {
     const s = apply(initialWorkbench(), ev('chat.error', { ...run('r1'), error: { code: 'X', message: 'chat: the model refused' } }));
     expect(s.errors.main).toBe('the model refused');

@@ -75,7 +75,12 @@ export type WorkbenchAction =
   | { type: 'event'; event: string; payload: any }
   | { type: 'select'; profileId: string }
   /** agent.permissions' open questions (on connect): their runs wait for the person. */
-  | { type: 'permissions'; requests: unknown[] };
+  | { type: 'permissions'; requests: unknown[] }
+  /**
+   * A (re)connect: runs that ended while this client was away never send their end here, so the
+   * runs in progress are forgotten; those still going show again with their next event.
+   */
+  | { type: 'connected' };
 
 const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
 
@@ -238,6 +243,8 @@ export function reduceWorkbench(state: WorkbenchState, action: WorkbenchAction):
       delete unread[action.profileId];
       return { ...state, selected: action.profileId, unread };
     }
+    case 'connected':
+      return Object.keys(state.runs).length === 0 ? state : { ...state, runs: {} };
     case 'permissions': {
       let next = state;
       for (const r of Array.isArray(action.requests) ? action.requests : []) next = ask(next, r);
