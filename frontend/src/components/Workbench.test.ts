@@ -14,19 +14,6 @@ function setup() {
   return { gw, ws };
 }
 
-/** Answers every unanswered request for `method` (returns how many). */
-function answer(ws: FakeWebSocket, method: string, payload: unknown, done: Set<string>): number {
-  let n = 0;
-  for (const f of ws.sent) {
-    if (f.method === method && !done.has(f.id)) {
-      done.add(f.id);
-      ws.reply(f, payload);
-      n++;
-    }
-  }
-  return n;
-}
-
 const list = {
   profiles: [{ id: 'main', name: 'Main', model: 'offline', provider: 'offline' }],
   index: [{ id: 'writer', name: 'writer', path: 'memory/roles/writer/config.md' }],
@@ -46,8 +33,8 @@ describe('profiles workbench', () => {
   it('lists profiles with instances, spawns and stops, shows trouble, counts unread, keeps drafts', async () => {
     const { ws } = setup();
     const done = new Set<string>();
-    await waitFor(() => expect(answer(ws, 'profiles.list', list, done)).toBe(1));
-    answer(ws, 'history.profile', { messages: [], active: [] }, done);
+    await waitFor(() => expect(ws.answerAll('profiles.list', list, done)).toBe(1));
+    ws.answerAll('history.profile', { messages: [], active: [] }, done);
     await waitFor(() => expect(screen.getAllByTestId('profile')).toHaveLength(2));
     expect(profileItem('main').dataset.activity).toBe('idle');
     expect(within(profileItem('writer')).getByTestId('instance').dataset.state).toBe('ready');
@@ -58,7 +45,7 @@ describe('profiles workbench', () => {
     const spawn = ws.lastRequest('profiles.spawn');
     expect(spawn.params).toEqual({ profileId: 'writer' });
     ws.reply(spawn, { instance: { instanceId: 'writer-2', profileId: 'writer', state: 'starting', restarts: 0, ts: 11 } });
-    await waitFor(() => expect(answer(ws, 'profiles.list', list, done)).toBe(1)); // refreshed after the spawn
+    await waitFor(() => expect(ws.answerAll('profiles.list', list, done)).toBe(1)); // refreshed after the spawn
     ws.serverEvent('profiles.instance', { instanceId: 'writer-2', profileId: 'writer', state: 'crashed', reason: 'exited: signal: killed', restarts: 0, ts: 12 }, 2);
     ws.serverEvent('profiles.instance', { instanceId: 'writer-2', profileId: 'writer', state: 'restarting', reason: 'exited: signal: killed; restart in 500ms', restarts: 1, ts: 13 }, 3);
     await waitFor(() => {
@@ -97,7 +84,7 @@ describe('profiles workbench', () => {
   it('folds reasoning per answer, lists tool calls and shows the agent state while the run is active', async () => {
     const { ws } = setup();
     const done = new Set<string>();
-    await waitFor(() => expect(answer(ws, 'history.profile', { messages: [], active: [] }, done)).toBe(1));
+    await waitFor(() => expect(ws.answerAll('history.profile', { messages: [], active: [] }, done)).toBe(1));
     ws.serverEvent('chat.thinking', { ...ev, userMessage: { id: 'u1', profileId: 'main', sessionId: 'other', runId: 'r1', role: 'user', content: 'q', ts: 100 } }, 2);
     ws.serverEvent('agent.state', { ...ev, from: 'idle', to: 'analyzing', at: 1, source: 'loop' }, 3);
     ws.serverEvent('chat.reasoning', { ...ev, delta: 'I should search ' }, 4);
@@ -130,8 +117,8 @@ describe('permission prompt', () => {
   it('shows the open questions on connect, answers, and closes on answered elsewhere or expiry', async () => {
     const { ws } = setup();
     const done = new Set<string>();
-    await waitFor(() => expect(answer(ws, 'profiles.list', list, done)).toBe(1));
-    await waitFor(() => expect(answer(ws, 'agent.permissions', { requests: [req('p1')] }, done)).toBe(1));
+    await waitFor(() => expect(ws.answerAll('profiles.list', list, done)).toBe(1));
+    await waitFor(() => expect(ws.answerAll('agent.permissions', { requests: [req('p1')] }, done)).toBe(1));
     const prompt = await screen.findByTestId('permission-prompt');
     expect(prompt.dataset.permissionId).toBe('p1');
     expect(screen.getByTestId('permission-profile').textContent).toBe('Main');
