@@ -28,17 +28,7 @@ func TestUIWorkbench(t *testing.T) {
 		}
 	}, "OPENAI_API_KEY=", "OPENAI_BASE_URL=", "ANTHROPIC_API_KEY=")
 
-	// Every UI action waits for its element: bound it, so a missing element
-	// fails the test fast instead of hanging it.
-	do := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		actx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		defer cancel()
-		if err := chromedp.Do(actx, actions...); err != nil {
-			body, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText.slice(0, 3000) : ""`))
-			t.Fatalf("%s: %v\npage text:\n%s", what, err, body)
-		}
-	}
+	do := boundedDo(t, ctx)
 	const (
 		mainItem   = `[data-testid=profile][data-profile=main]`
 		writerItem = `[data-testid=profile][data-profile=writer]`
@@ -116,5 +106,20 @@ func TestUIWorkbench(t *testing.T) {
 	// Without the agent loop's permission methods, no prompt and no error.
 	if js[bool](t, ctx, `!!document.querySelector('[data-testid=permission-prompt]')`) {
 		t.Error("a permission prompt is open although no run asked")
+	}
+}
+
+// boundedDo returns a runner of UI actions in ctx, each call bounded by 15 s:
+// an action waits for its element, so a missing element fails the test
+// fast (with the page text) instead of hanging it.
+func boundedDo(t *testing.T, ctx context.Context) func(what string, actions ...chromedp.Action[chromedp.Void]) {
+	return func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		actx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		if err := chromedp.Do(actx, actions...); err != nil {
+			body, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText.slice(0, 3000) : ""`))
+			t.Fatalf("%s: %v\npage text:\n%s", what, err, body)
+		}
 	}
 }
