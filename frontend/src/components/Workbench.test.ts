@@ -81,6 +81,26 @@ describe('profiles workbench', () => {
     expect(document.title).toBe('Atrium');
   });
 
+  it('an instance opens its own chat (its id is the profileId) and counts its unread answers', async () => {
+    const { ws } = setup();
+    const done = new Set<string>();
+    await waitFor(() => expect(ws.answerAll('profiles.list', list, done)).toBe(1));
+    ws.answerAll('history.profile', { messages: [], active: [] }, done);
+    await waitFor(() => expect(screen.getAllByTestId('instance')).toHaveLength(1));
+    const w1 = { runId: 'rw', profileId: 'writer-1', sessionId: 'x', messageId: 'aw' };
+    ws.serverEvent('chat.final', { ...w1, message: { id: 'aw', profileId: 'writer-1', sessionId: 'x', runId: 'rw', role: 'assistant', content: '写好了', ts: 3 } }, 2);
+    await waitFor(() => expect(screen.getByTestId('instance-unread').textContent).toBe('1'));
+
+    await fireEvent.click(screen.getByTestId('instance-open'));
+    await waitFor(() => expect(view('writer-1').hidden).toBe(false));
+    expect(screen.queryByTestId('instance-unread')).toBeNull();
+    await waitFor(() => expect(ws.sent.some((f) => f.method === 'history.profile' && f.params.profileId === 'writer-1')).toBe(true));
+    expect(view('writer-1').textContent).toContain('instance of writer');
+    await fireEvent.input(within(view('writer-1')).getByTestId('chat-input'), { target: { value: 'draft a haiku' } });
+    await fireEvent.click(within(view('writer-1')).getByTestId('chat-send'));
+    await waitFor(() => expect(ws.lastRequest('chat.send')?.params).toMatchObject({ profileId: 'writer-1', message: 'draft a haiku' }));
+  });
+
   it('folds reasoning per answer, lists tool calls and shows the agent state while the run is active', async () => {
     const { ws } = setup();
     const done = new Set<string>();

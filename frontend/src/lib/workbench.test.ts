@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   activity,
+  chatTarget,
   initialWorkbench,
   instanceLabel,
   instanceTrouble,
@@ -88,6 +89,17 @@ describe('instance status reduce', () => {
   it.each(cases)('$name', ({ actions, want }) => {
     const s = apply(initialWorkbench(), ...actions);
     expect(s.instances.map((i) => [i.instanceId, i.state, i.restarts])).toEqual(want);
+  });
+
+  it('chatTarget: a profile, else an instance of one, else nothing', () => {
+    const s = apply(
+      initialWorkbench(),
+      { type: 'profiles', payload: { profiles: [{ id: 'main' }], index: [{ id: 'writer', path: 'p' }], instances: [inst('writer-1', 'ready', 1)] } },
+    );
+    expect(chatTarget(s, 'main')).toMatchObject({ id: 'main', chat: true });
+    expect(chatTarget(s, 'writer')).toMatchObject({ id: 'writer', chat: false });
+    expect(chatTarget(s, 'writer-1')).toEqual({ id: 'writer-1', name: 'writer-1', chat: true, instanceOf: 'writer' });
+    expect(chatTarget(s, 'nobody')).toBeNull();
   });
 
   it('labels and trouble states', () => {

@@ -30,6 +30,8 @@ export interface Profile {
   chat: boolean;
   /** Its config.md (profiles.list `index`), when it is a role profile. */
   path?: string;
+  /** For a chat with one instance (its id as profileId): the instance's profile. */
+  instanceOf?: string;
 }
 
 /** What a profile is doing, as the workbench shows it. */
@@ -263,6 +265,18 @@ export function activity(state: WorkbenchState, profileId: string): Activity {
   }
   if (streaming) return 'streaming';
   return state.errors[profileId] !== undefined ? 'error' : 'idle';
+}
+
+/**
+ * What a chat view with this id talks to: a profile of the list, else an instance (chat.send with
+ * an instance id as profileId runs in that worker; its history is kept under the instance id), else
+ * null (not known yet).
+ */
+export function chatTarget(state: WorkbenchState, id: string): Profile | null {
+  const p = state.profiles.find((x) => x.id === id);
+  if (p) return p;
+  const s = state.instances.find((x) => x.instanceId === id);
+  return s ? { id, name: id, chat: true, instanceOf: s.profileId } : null;
 }
 
 /** The profile's instances (in k order). */
