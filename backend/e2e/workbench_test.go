@@ -15,7 +15,7 @@ import (
 // a role profile and see it become ready; two messages sent at once, the
 // second queued and answered after the first; an answer that arrives while
 // another profile is in view counts as unread until viewed; a draft survives
-// switching profiles; stop the instance.
+// switching profiles; the instance opens its own chat; stop the instance.
 func TestUIWorkbench(t *testing.T) {
 	ctx, url := openUIWith(t, func(ws string) {
 		dir := filepath.Join(ws, "memory", "roles", "writer")
@@ -96,7 +96,19 @@ func TestUIWorkbench(t *testing.T) {
 		t.Errorf("main's draft after switching = %q, want it kept", got)
 	}
 
-	// 4. Stop the instance.
+	// 4. The instance opens its own chat (its id is the chat's profileId).
+	// A gateway that runs chats on instances answers through the worker (here
+	// with an error: the worker has no model); one that does not refuses the
+	// send. Either way the view shows the outcome, and nothing hangs.
+	do("open writer-1's chat", chromedp.Click(chromedp.CSS(writerItem+` [data-testid=instance][data-instance-id=writer-1] [data-testid=instance-open]`)))
+	const instView = `[data-testid=chat-view][data-profile=writer-1]`
+	waitFor(t, ctx, "writer-1's chat in view", `document.querySelector('`+instView+`')?.hidden === false`, 10*time.Second)
+	do("send to writer-1", chromedp.SendKeys(chromedp.CSS(instView+` [data-testid=chat-input]`), "Hello instance 你好\n"))
+	waitFor(t, ctx, "writer-1's run to end, or the send to be refused",
+		`[...document.querySelectorAll('`+instView+` [data-testid=chat-message]')].some(e => (e.dataset.role === 'assistant' && e.dataset.state !== 'streaming') || (e.dataset.role === 'user' && e.dataset.state === 'error'))`, 30*time.Second)
+	t.Logf("writer-1's chat: %s", js[string](t, ctx, `[...document.querySelectorAll('`+instView+` [data-testid=chat-message]')].map(e => e.dataset.role + ':' + e.dataset.state + ': ' + e.textContent.trim()).join(' / ')`))
+
+	// 5. Stop the instance.
 	do("stop writer-1", chromedp.Click(chromedp.CSS(writerItem+` [data-testid=instance][data-instance-id=writer-1] [data-testid=instance-stop]`)))
 	waitFor(t, ctx, "writer-1 stopped",
 		`(() => { const e = document.querySelector('`+writerItem+` [data-testid=instance][data-instance-id=writer-1]'); return !e || e.dataset.state === 'stopped'; })()`, 20*time.Second)
