@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { enqueue, loadDraft, mustQueue, removeQueued, requeue, saveDraft, takeNext, type Queue } from './queue';
+import { enqueue, loadDraft, mustQueue, removeQueued, saveDraft, takeNext, type Queue } from './queue';
 
 const m = (key: string, content = key) => ({ key, content, queuedAt: 1 });
 
@@ -36,12 +36,6 @@ describe('queue', () => {
     const q: Queue = [m('a'), m('b'), m('c')];
     expect(removeQueued(q, 'b').map((x) => x.key)).toEqual(['a', 'c']);
     expect(removeQueued(q, 'zz')).toBe(q);
-  });
-
-  it('requeue puts a refused send back first, once', () => {
-    const q: Queue = [m('b')];
-    expect(requeue(q, m('a')).map((x) => x.key)).toEqual(['a', 'b']);
-    expect(requeue(q, m('b'))).toBe(q);
   });
 });
 

@@ -43,11 +43,6 @@ export function takeNext(queue: Queue, busy: boolean, connected: boolean): { nex
   return { next: queue[0], rest: queue.slice(1) };
 }
 
-/** Puts a message back at the head (its send was refused as busy: it goes first next time). */
-export function requeue(queue: Queue, m: QueuedMessage): Queue {
-  return queue.some((q) => q.key === m.key) ? queue : [m, ...queue];
-}
-
 /** Where a profile's draft is kept (localStorage). */
 export function draftKey(profileId: string): string {
   return `atrium.draft.${profileId}`;
