@@ -111,21 +111,34 @@ type scriptedModel struct {
 
 const modelReply = "你好! The scripted model says hello from Atrium."
 
-func (m *scriptedModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// chatRequest is the part of a chat-completions request the scripted
+// servers read.
+type chatRequest struct {
+	Model    string `json:"model"`
+	Stream   bool   `json:"stream"`
+	Messages []struct {
+		Role    string `json:"role"`
+		Content any    `json:"content"`
+	} `json:"messages"`
+}
+
+// readChatRequest decodes a POST to /v1/chat/completions; anything else is
+// answered (404, 400) and gives ok false.
+func readChatRequest(w http.ResponseWriter, r *http.Request) (req chatRequest, ok bool) {
 	if r.URL.Path != "/v1/chat/completions" {
 		http.NotFound(w, r)
-		return
-	}
-	var req struct {
-		Model    string `json:"model"`
-		Stream   bool   `json:"stream"`
-		Messages []struct {
-			Role    string `json:"role"`
-			Content any    `json:"content"`
-		} `json:"messages"`
+		return req, false
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		http.Error(w, "bad json", http.StatusBadRequest)
+		return req, false
+	}
+	return req, true
+}
+
+func (m *scriptedModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	req, ok := readChatRequest(w, r)
+	if !ok {
 		return
 	}
 	last := ""

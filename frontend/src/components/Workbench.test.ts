@@ -19,6 +19,14 @@ const list = {
   index: [{ id: 'writer', name: 'writer', path: 'memory/roles/writer/config.md' }],
   instances: [{ instanceId: 'writer-1', profileId: 'writer', state: 'ready', restarts: 0, ts: 10 }],
 };
+/** The app connected, with the profiles listed and an empty history. */
+async function loaded() {
+  const { ws } = setup();
+  const done = new Set<string>();
+  await waitFor(() => expect(ws.answerAll('profiles.list', list, done)).toBe(1));
+  ws.answerAll('history.profile', { messages: [], active: [] }, done);
+  return { ws, done };
+}
 const profileItem = (id: string) => screen.getAllByTestId('profile').find((e) => e.dataset.profile === id) as HTMLElement;
 const view = (id: string) => screen.getAllByTestId('chat-view').find((e) => e.dataset.profile === id) as HTMLElement;
 const ev = { runId: 'r1', profileId: 'main', sessionId: 'other', messageId: 'a1' };
@@ -31,10 +39,7 @@ afterEach(() => localStorage.clear());
 
 describe('profiles workbench', () => {
   it('lists profiles with instances, spawns and stops, shows trouble, counts unread, keeps drafts', async () => {
-    const { ws } = setup();
-    const done = new Set<string>();
-    await waitFor(() => expect(ws.answerAll('profiles.list', list, done)).toBe(1));
-    ws.answerAll('history.profile', { messages: [], active: [] }, done);
+    const { ws, done } = await loaded();
     await waitFor(() => expect(screen.getAllByTestId('profile')).toHaveLength(2));
     expect(profileItem('main').dataset.activity).toBe('idle');
     expect(within(profileItem('writer')).getByTestId('instance').dataset.state).toBe('ready');
@@ -82,10 +87,7 @@ describe('profiles workbench', () => {
   });
 
   it('an instance opens its own chat (its id is the profileId) and counts its unread answers', async () => {
-    const { ws } = setup();
-    const done = new Set<string>();
-    await waitFor(() => expect(ws.answerAll('profiles.list', list, done)).toBe(1));
-    ws.answerAll('history.profile', { messages: [], active: [] }, done);
+    const { ws, done } = await loaded();
     await waitFor(() => expect(screen.getAllByTestId('instance')).toHaveLength(1));
     const w1 = { runId: 'rw', profileId: 'writer-1', sessionId: 'x', messageId: 'aw' };
     ws.serverEvent('chat.final', { ...w1, message: { id: 'aw', profileId: 'writer-1', sessionId: 'x', runId: 'rw', role: 'assistant', content: '写好了', ts: 3 } }, 2);
