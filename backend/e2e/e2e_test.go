@@ -111,21 +111,34 @@ type scriptedModel struct {
 
 const modelReply = "你好! The scripted model says hello from Atrium."
 
-func (m *scriptedModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// chatRequest is the part of a chat-completions request the scripted
+// servers read.
+type chatRequest struct {
+	Model    string `json:"model"`
+	Stream   bool   `json:"stream"`
+	Messages []struct {
+		Role    string `json:"role"`
+		Content any    `json:"content"`
+	} `json:"messages"`
+}
+
+// readChatRequest decodes a POST to /v1/chat/completions; anything else is
+// answered (404, 400) and gives ok false.
+func readChatRequest(w http.ResponseWriter, r *http.Request) (req chatRequest, ok bool) {
 	if r.URL.Path != "/v1/chat/completions" {
 		http.NotFound(w, r)
-		return
-	}
-	var req struct {
-		Model    string `json:"model"`
-		Stream   bool   `json:"stream"`
-		Messages []struct {
-			Role    string `json:"role"`
-			Content any    `json:"content"`
-		} `json:"messages"`
+		return req, false
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		http.Error(w, "bad json", http.StatusBadRequest)
+		return req, false
+	}
+	return req, true
+}
+
+func (m *scriptedModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	req, ok := readChatRequest(w, r)
+	if !ok {
 		return
 	}
 	last := ""
@@ -373,6 +386,16 @@ func TestUIEndToEnd(t *testing.T) {
 // and the UI URL.
 func openUI(t *testing.T, model *scriptedModel) (context.Context, string) {
 	t.Helper()
+	modelSrv := httptest.NewServer(model)
+	t.Cleanup(modelSrv.Close)
+	return openUIWith(t, nil, "OPENAI_BASE_URL="+modelSrv.URL+"/v1", "OPENAI_API_KEY=k", "OPENAI_MODEL=scripted")
+}
+
+// openUIWith runs `atrium serve` with env on an empty workspace, after
+// prepare (when not nil) has filled it, and opens the UI in a new headless
+// Chromium; it returns the tab (connected) and the UI URL.
+func openUIWith(t *testing.T, prepare func(ws string), env ...string) (context.Context, string) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("e2e: skipped in -short mode")
 	}
@@ -385,11 +408,10 @@ func openUI(t *testing.T, model *scriptedModel) (context.Context, string) {
 			t.Fatal(err)
 		}
 	}
-	modelSrv := httptest.NewServer(model)
-	t.Cleanup(modelSrv.Close)
-	url := startServe(t, bin, home, ws, freePort(t), []string{
-		"OPENAI_BASE_URL=" + modelSrv.URL + "/v1", "OPENAI_API_KEY=k", "OPENAI_MODEL=scripted",
-	})
+	if prepare != nil {
+		prepare(ws)
+	}
+	url := startServe(t, bin, home, ws, freePort(t), env)
 	ctx := newBrowser(t, chromium, tmp)
 	if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
 		t.Fatalf("navigate: %v", err)

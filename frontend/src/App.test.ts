@@ -13,18 +13,6 @@ function setup() {
   return { gw, ws };
 }
 
-/** Answers every unanswered request for `method` (returns how many). */
-function answer(ws: FakeWebSocket, method: string, payload: unknown, answered: Set<string>): number {
-  let n = 0;
-  for (const f of ws.sent) {
-    if (f.method === method && !answered.has(f.id)) {
-      answered.add(f.id);
-      ws.reply(f, payload);
-      n++;
-    }
-  }
-  return n;
-}
 
 const testid = (id: string) => screen.getByTestId(id);
 
@@ -46,10 +34,10 @@ describe('App', () => {
     const done = new Set<string>();
     await waitFor(() => expect(ws.sent.some((f) => f.method === 'history.profile')).toBe(true));
     expect(ws.lastRequest('history.profile').params).toEqual({ profileId: 'main', limit: 50 });
-    answer(ws, 'profiles.list', { profiles: [{ id: 'main', name: 'Main', model: 'scripted' }] }, done);
-    answer(ws, 'history.profile', { messages: [{ id: 'h1', role: 'user', content: '早上好', ts: 1, profileId: 'main', sessionId: 'old' }] }, done);
-    answer(ws, 'memory.status', { state: 'ready', files: 2, chunks: 7, provider: 'local', model: 'mini' }, done);
-    answer(ws, 'memory.files', { files: [{ path: 'memory/a.md', size: 10, mtime: 1, chunks: 1, layer: 'role', role: 'main' }] }, done);
+    ws.answerAll('profiles.list', { profiles: [{ id: 'main', name: 'Main', model: 'scripted' }] }, done);
+    ws.answerAll('history.profile', { messages: [{ id: 'h1', role: 'user', content: '早上好', ts: 1, profileId: 'main', sessionId: 'old' }] }, done);
+    ws.answerAll('memory.status', { state: 'ready', files: 2, chunks: 7, provider: 'local', model: 'mini' }, done);
+    ws.answerAll('memory.files', { files: [{ path: 'memory/a.md', size: 10, mtime: 1, chunks: 1, layer: 'role', role: 'main' }] }, done);
 
     await waitFor(() => expect(testid('memory-status').textContent).toContain('ready'));
     expect(testid('memory-status').textContent).toContain('7 chunks');
@@ -156,7 +144,7 @@ describe('App', () => {
     ws.handshake();
     const done = new Set<string>();
     const history = { messages: [{ id: 'h1', role: 'user', content: 'q', ts: 1 }, { id: 'h2', role: 'assistant', content: 'a', ts: 2 }] };
-    await waitFor(() => expect(answer(ws, 'history.profile', history, done)).toBe(1));
+    await waitFor(() => expect(ws.answerAll('history.profile', history, done)).toBe(1));
     await waitFor(() => expect(screen.getAllByTestId('chat-message')).toHaveLength(2));
 
     await fireEvent.input(testid('chat-input'), { target: { value: 'draft' } });
@@ -170,7 +158,7 @@ describe('App', () => {
     const ws2 = FakeWebSocket.last();
     ws2.handshake();
     await waitFor(() => expect(testid('conn-state').textContent).toBe('connected'));
-    await waitFor(() => expect(answer(ws2, 'history.profile', history, done)).toBe(1));
+    await waitFor(() => expect(ws2.answerAll('history.profile', history, done)).toBe(1));
     await new Promise((r) => setTimeout(r, 20));
     expect(screen.getAllByTestId('chat-message')).toHaveLength(2);
   });
@@ -190,7 +178,7 @@ describe('App', () => {
       { id: 'u0', profileId: 'main', sessionId: 's1', runId: 'r0', role: 'user', content: 'cancel me', ts: 1 },
       { id: 'a0', profileId: 'main', sessionId: 's1', runId: 'r0', role: 'assistant', content: 'par', ts: 2, error: 'cancelled' },
     ];
-    await waitFor(() => expect(answer(ws, 'history.profile', { messages: earlier, active: [] }, done)).toBe(1));
+    await waitFor(() => expect(ws.answerAll('history.profile', { messages: earlier, active: [] }, done)).toBe(1));
     await waitFor(() => expect(screen.getAllByTestId('chat-message')).toHaveLength(2));
 
     await fireEvent.input(testid('chat-input'), { target: { value: 'cancel test two' } });
@@ -229,7 +217,7 @@ describe('App', () => {
     await waitFor(() => expect(ws.sent.some((f) => f.method === 'history.profile')).toBe(true));
     // A chunk that the snapshot already covers arrives before the history answer, one after it.
     ws.serverEvent('chat.chunk', { ...ev, seq: 2, delta: ' upon' }, 2);
-    answer(ws, 'history.profile', { messages: [user], active: [{ ...ev, content: 'Once upon', seq: 2, startedAt: 1 }] }, done);
+    ws.answerAll('history.profile', { messages: [user], active: [{ ...ev, content: 'Once upon', seq: 2, startedAt: 1 }] }, done);
     ws.serverEvent('chat.chunk', { ...ev, seq: 3, delta: ' a time' }, 3);
     await waitFor(() =>
       expect(bubbles()).toEqual([
@@ -246,7 +234,7 @@ describe('App', () => {
     const { ws } = setup();
     ws.handshake();
     const done = new Set<string>();
-    await waitFor(() => expect(answer(ws, 'history.profile', { messages: [], active: [] }, done)).toBe(1));
+    await waitFor(() => expect(ws.answerAll('history.profile', { messages: [], active: [] }, done)).toBe(1));
     const ev = { runId: 'r1', profileId: 'main', sessionId: 'tab1', messageId: 'a1' };
     const question = { id: 'u1', profileId: 'main', sessionId: 'tab1', runId: 'r1', role: 'user', content: 'What is QK-7731?', ts: 1000 };
     ws.serverEvent('chat.thinking', { ...ev, userMessage: question }, 2);
@@ -263,32 +251,53 @@ describe('App', () => {
     expect((testid('chat-send') as HTMLButtonElement).disabled).toBe(false);
   });
 
-  it("while this session's run is active Send waits; a refused send shows the message, not the code", async () => {
+  it("while this session's run is active a message is queued, sent when the run ends; a refused send shows the message, not the code", async () => {
     localStorage.setItem('atrium.session.main', 's1');
     const { ws } = setup();
     ws.handshake();
     const done = new Set<string>();
-    await waitFor(() => expect(answer(ws, 'history.profile', { messages: [], active: [] }, done)).toBe(1));
+    await waitFor(() => expect(ws.answerAll('history.profile', { messages: [], active: [] }, done)).toBe(1));
     const ev = { runId: 'r1', profileId: 'main', sessionId: 's1', messageId: 'a1' };
     // Our session's run, started in another tab.
     ws.serverEvent('chat.thinking', { ...ev, userMessage: { id: 'u1', profileId: 'main', sessionId: 's1', runId: 'r1', role: 'user', content: 'first', ts: 1000 } }, 2);
     await waitFor(() => expect(testid('chat-cancel')).toBeTruthy());
     const input = testid('chat-input') as HTMLTextAreaElement;
     await fireEvent.input(input, { target: { value: 'second' } });
-    expect((testid('chat-send') as HTMLButtonElement).disabled).toBe(true);
+    expect((testid('chat-send') as HTMLButtonElement).disabled).toBe(false);
+    expect(testid('chat-send').dataset.queues).toBe('true');
     expect(testid('chat-busy').textContent).toContain('Answering');
     await fireEvent.keyDown(input, { key: 'Enter' });
+    await fireEvent.input(input, { target: { value: 'third' } });
+    await fireEvent.click(testid('chat-send'));
+    await fireEvent.input(input, { target: { value: 'dropped' } });
+    await fireEvent.click(testid('chat-send'));
     expect(ws.sent.some((f) => f.method === 'chat.send')).toBe(false);
-    expect(input.value).toBe('second'); // kept for later
+    expect(input.value).toBe('');
+    const queued = () => screen.queryAllByTestId('chat-queued-text').map((e) => e.textContent);
+    expect(queued()).toEqual(['second', 'third', 'dropped']);
+    // Removable before it is sent.
+    await fireEvent.click(screen.getAllByTestId('chat-queued-remove')[2]);
+    expect(queued()).toEqual(['second', 'third']);
 
     ws.serverEvent('chat.final', { ...ev, message: { id: 'a1', profileId: 'main', sessionId: 's1', runId: 'r1', role: 'assistant', content: 'done', ts: 1001 } }, 3);
-    await waitFor(() => expect((testid('chat-send') as HTMLButtonElement).disabled).toBe(false));
-    await fireEvent.click(testid('chat-send'));
-    await waitFor(() => expect(ws.lastRequest('chat.send')).toBeDefined());
+    // The oldest goes out on its own; the next waits for that run.
+    await waitFor(() => expect(ws.sent.filter((f) => f.method === 'chat.send')).toHaveLength(1));
+    expect(ws.lastRequest('chat.send').params.message).toBe('second');
+    expect(queued()).toEqual(['third']);
+    ws.reply(ws.lastRequest('chat.send'), { runId: 'r2', messageId: 'a2', sessionId: 's1', userMessageId: 'u2' });
+    const ev2 = { runId: 'r2', profileId: 'main', sessionId: 's1', messageId: 'a2' };
+    ws.serverEvent('chat.thinking', ev2, 4);
+    await new Promise((r) => setTimeout(r, 20));
+    expect(ws.sent.filter((f) => f.method === 'chat.send')).toHaveLength(1);
+    ws.serverEvent('chat.final', { ...ev2, message: { id: 'a2', profileId: 'main', sessionId: 's1', runId: 'r2', role: 'assistant', content: 'ok', ts: Date.now() } }, 5);
+    await waitFor(() => expect(ws.sent.filter((f) => f.method === 'chat.send')).toHaveLength(2));
+    expect(ws.lastRequest('chat.send').params.message).toBe('third');
+    expect(screen.queryByTestId('chat-queue')).toBeNull();
     // A run that started elsewhere in between: the server refuses (retryable CONFLICT).
     ws.fail(ws.lastRequest('chat.send'), 'CONFLICT', 'chat send: busy: session s1 is still answering the previous message', true);
-    await waitFor(() => expect(bubbles()[2]).toMatchObject({ role: 'user', state: 'error', text: 'second' }));
-    const note = screen.getAllByTestId('chat-message')[2].querySelector('.note') as HTMLElement;
+    await waitFor(() => expect(bubbles().find((b) => b.text === 'third')).toMatchObject({ role: 'user', state: 'error' }));
+    const msg = screen.getAllByTestId('chat-message').find((m) => m.textContent?.includes('third')) as HTMLElement;
+    const note = msg.querySelector('.note') as HTMLElement;
     expect(note.textContent).toBe('chat send: session s1 is still answering the previous message');
     expect(note.title).toBe('CONFLICT');
   });
@@ -298,7 +307,7 @@ describe('App', () => {
     const { ws } = setup();
     ws.handshake();
     const done = new Set<string>();
-    await waitFor(() => expect(answer(ws, 'history.profile', { messages: [], active: [] }, done)).toBe(1));
+    await waitFor(() => expect(ws.answerAll('history.profile', { messages: [], active: [] }, done)).toBe(1));
     const q = (run: string, n: number) => ({ id: `u${n}`, profileId: 'main', sessionId: n === 1 ? 's1' : 's2', runId: run, role: 'user', content: `q${n}`, ts: 1000 + 2 * n });
     // r1 (ours) is stored as interrupted by the shutdown; r2 (another session) vanished without a trace (hard kill).
     for (const [run, n] of [['r1', 1], ['r2', 2]] as const) {
@@ -314,7 +323,7 @@ describe('App', () => {
     const ws2 = FakeWebSocket.last();
     ws2.handshake();
     const stored = [q('r1', 1), { id: 'a1', profileId: 'main', sessionId: 's1', runId: 'r1', role: 'assistant', content: 'partial 1', ts: 1003, error: 'interrupted' }, q('r2', 2)];
-    await waitFor(() => expect(answer(ws2, 'history.profile', { messages: stored, active: [] }, done)).toBe(1));
+    await waitFor(() => expect(ws2.answerAll('history.profile', { messages: stored, active: [] }, done)).toBe(1));
     await waitFor(() =>
       expect(bubbles()).toEqual([
         { role: 'user', state: 'final', text: 'q1' },
@@ -333,7 +342,7 @@ describe('App', () => {
     const { ws } = setup();
     ws.handshake();
     const done = new Set<string>();
-    await waitFor(() => expect(answer(ws, 'memory.files', { files: [] }, done)).toBe(1));
+    await waitFor(() => expect(ws.answerAll('memory.files', { files: [] }, done)).toBe(1));
     const files = () => ws.sent.filter((f) => f.method === 'memory.files').length;
     // Progress events keep coming (no memory.changed until the end): the list still refreshes.
     let seq = 10;
@@ -343,7 +352,7 @@ describe('App', () => {
     } finally {
       clearInterval(tick);
     }
-    answer(ws, 'memory.files', { files: [{ path: 'memory/a.md', size: 10, mtime: 1, chunks: 1, layer: 'role', role: 'main' }] }, done);
+    ws.answerAll('memory.files', { files: [{ path: 'memory/a.md', size: 10, mtime: 1, chunks: 1, layer: 'role', role: 'main' }] }, done);
     await waitFor(() => expect(screen.getAllByTestId('memory-file')).toHaveLength(1));
 
     const empty = new File(['x'], 'empty.md', { type: 'text/markdown' });
@@ -392,7 +401,7 @@ describe('App', () => {
       { id: 'u0', profileId: 'main', sessionId: 's1', runId: 'r0', role: 'user', content: 'first question', ts: 1 },
       { id: 'a0', profileId: 'main', sessionId: 's1', runId: 'r0', role: 'assistant', content: 'first answer', ts: 2 },
     ];
-    await waitFor(() => expect(answer(ws, 'history.profile', { messages: earlier, active: [] }, done)).toBe(1));
+    await waitFor(() => expect(ws.answerAll('history.profile', { messages: earlier, active: [] }, done)).toBe(1));
     await waitFor(() => expect(screen.getAllByTestId('chat-message')).toHaveLength(2));
 
     await fireEvent.input(testid('chat-input'), { target: { value: 'second' } });

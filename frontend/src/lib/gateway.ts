@@ -181,6 +181,17 @@ export class GatewayClient {
     return this.current.hello;
   }
 
+  /**
+   * Whether the connected gateway serves `method` (hello-ok features.methods). A gateway that lists
+   * no methods is assumed to serve it: the call then fails with NOT_FOUND if it does not (see
+   * isUnknownMethod). False while not connected.
+   */
+  supports(method: string): boolean {
+    const methods = this.current.hello?.features?.methods;
+    if (this.current.state !== 'connected') return false;
+    return !Array.isArray(methods) || methods.length === 0 || methods.includes(method);
+  }
+
   /** Starts connecting (and keeps reconnecting until stop() or an UNAUTHORIZED refusal). */
   start(): void {
     if (this.running) return;
@@ -526,6 +537,11 @@ export class GatewayClient {
     this.clearHandshakeTimer();
     this.clearWatchdog();
   }
+}
+
+/** True for the gateway's answer to a method it does not serve (NOT_FOUND "unknown method …"). */
+export function isUnknownMethod(err: unknown): boolean {
+  return err instanceof GatewayError && err.code === 'NOT_FOUND' && /unknown method/i.test(err.message);
 }
 
 export function toGatewayError(error: unknown): GatewayError {

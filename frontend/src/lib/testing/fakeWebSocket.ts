@@ -86,6 +86,18 @@ export class FakeWebSocket implements WebSocketLike {
     const list = this.sent.filter((f) => f.method === method);
     return list[list.length - 1];
   }
+  /** Answers every request for `method` not yet in `done` (adding it); returns how many. */
+  answerAll(method: string, payload: unknown, done: Set<string>): number {
+    let n = 0;
+    for (const f of this.sent) {
+      if (f.method === method && !done.has(f.id)) {
+        done.add(f.id);
+        this.reply(f, payload);
+        n++;
+      }
+    }
+    return n;
+  }
   reply(req: { id: string }, payload: unknown): void {
     this.serverSend({ type: 'res', id: req.id, ok: true, payload });
   }

@@ -1,0 +1,84 @@
+import { describe, expect, it } from 'vitest';
+import {
+  current,
+  formatCountdown,
+  initialPermissions,
+  levelLabel,
+  reducePermissions,
+  secondsLeft,
+  type PermissionAction,
+  type PermissionState,
+} from './permissions';
+
+const req = (id: string, at: number, expires = at + 60_000, extra: Record<string, unknown> = {}) => ({
+  id,
+  kind: 'level',
+  runId: `r-${id}`,
+  profileId: 'main',
+  sessionId: 's',
+  messageId: `a-${id}`,
+  tool: 'exec',
+  callId: `c-${id}`,
+  level: 'L2',
+  argsSummary: 'ls -la',
+  reason: 'run programs',
+  at,
+  expires,
+  ...extra,
+});
+const apply = (s: PermissionState, ...a: PermissionAction[]) => a.reduce(reducePermissions, s);
+const ids = (s: PermissionState) => s.open.map((r) => r.id);
+
+describe('permission prompt lifecycle', () => {
+  it.each<{ name: string; actions: PermissionAction[]; want: string[] }>([
+    { name: 'asked opens, oldest first', actions: [{ type: 'asked', request: req('b', 20), now: 0 }, { type: 'asked', request: req('a', 10), now: 0 }], want: ['a', 'b'] },
+    { name: 'a repeat does not duplicate', actions: [{ type: 'asked', request: req('a', 10), now: 0 }, { type: 'asked', request: req('a', 10), now: 0 }], want: ['a'] },
+    { name: 'answered from any device closes it', actions: [{ type: 'asked', request: req('a', 10), now: 0 }, { type: 'answered', id: 'a' }], want: [] },
+    {
+      name: 'an answered question does not reopen from a late event',
+      actions: [{ type: 'answered', id: 'a' }, { type: 'asked', request: req('a', 10), now: 0 }],
+      want: [],
+    },
+    { name: 'expiry closes it', actions: [{ type: 'asked', request: req('a', 10, 1000), now: 0 }, { type: 'tick', now: 999 }, { type: 'tick', now: 1000 }], want: [] },
+    { name: 'an expired question is not opened', actions: [{ type: 'asked', request: req('a', 10, 500), now: 600 }], want: [] },
+    {
+      name: 'the list on connect is the truth',
+      actions: [
+        { type: 'asked', request: req('gone', 5), now: 0 },
+        { type: 'list', requests: [req('y', 30), req('x', 20), { nope: 1 }, req('old', 1, 10)], now: 100 },
+      ],
+      want: ['x', 'y'],
+    },
+    { name: 'malformed requests are ignored', actions: [{ type: 'asked', request: { id: '' }, now: 0 }, { type: 'asked', request: null, now: 0 }], want: [] },
+  ])('$name', ({ actions, want }) => {
+    expect(ids(apply(initialPermissions(), ...actions))).toEqual(want);
+  });
+
+  it('answering: a failure keeps the question (retry), NOT_FOUND closes it', () => {
+    let s = apply(initialPermissions(), { type: 'asked', request: req('a', 1), now: 0 }, { type: 'asked', request: req('b', 2), now: 0 });
+    expect(current(s)?.id).toBe('a');
+    s = reducePermissions(s, { type: 'answering', id: 'a' });
+    expect(s.answering).toBe('a');
+    s = reducePermissions(s, { type: 'answer-failed', id: 'a', error: 'connection lost', gone: false });
+    expect(s.answering).toBeNull();
+    expect(s.error).toBe('connection lost');
+    expect(current(s)?.id).toBe('a');
+    s = apply(s, { type: 'answering', id: 'a' }, { type: 'answer-failed', id: 'a', error: 'not found', gone: true });
+    expect(current(s)?.id).toBe('b');
+    expect(s.answering).toBeNull();
+    expect(s.error).toBeNull();
+    expect(reducePermissions(s, { type: 'answering', id: 'zz' })).toBe(s);
+  });
+
+  it('countdown and labels', () => {
+    const r = apply(initialPermissions(), { type: 'asked', request: req('a', 0, 90_500), now: 0 }).open[0];
+    expect(secondsLeft(r, 0)).toBe(91);
+    expect(secondsLeft(r, 100_000)).toBe(0);
+    expect(formatCountdown(91)).toBe('1:31');
+    expect(formatCountdown(5)).toBe('0:05');
+    expect(secondsLeft({ ...r, expires: 0 }, 0)).toBeNull();
+    expect(levelLabel('L2')).toContain('run programs');
+    expect(levelLabel('L3')).toContain('网络');
+    expect(levelLabel('L9')).toBe('L9');
+  });
+});

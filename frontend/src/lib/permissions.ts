@@ -1,0 +1,166 @@
+// The permission prompt's lifecycle (SPEC §6 "Permission levels": a level above L1 asks the person,
+// y/n in the UI; a grant holds 10 minutes for that session and level). Questions come from
+// agent.permission events and, on connect, agent.permissions; each closes on
+// agent.permission.answered (from any device), on its expiry, or once answered here.
+// Wire shapes: docs/PROTOCOL.md (agent.permission, agent.permissions, agent.permission.answer).
+
+export interface PermissionRequest {
+  id: string;
+  kind: 'level' | 'exec' | (string & {});
+  runId: string;
+  profileId: string;
+  sessionId: string;
+  messageId: string;
+  tool: string;
+  callId: string;
+  level: 'L2' | 'L3' | (string & {});
+  argsSummary: string;
+  reason: string;
+  /** Unix ms. */
+  at: number;
+  /** Unix ms after which the question is void (the server answers it "timeout"). */
+  expires: number;
+}
+
+export interface PermissionState {
+  /** Open questions, oldest first. */
+  open: PermissionRequest[];
+  /** Ids closed here (answered, expired): a late event or list does not reopen them; bounded. */
+  closed: string[];
+  /** The id whose answer is being sent, if any. */
+  answering: string | null;
+  /** The last failed answer, for people. */
+  error: string | null;
+}
+
+export type PermissionAction =
+  | { type: 'asked'; request: unknown; now: number }
+  /** agent.permissions' answer: the open questions as the server holds them now. */
+  | { type: 'list'; requests: unknown[]; now: number }
+  | { type: 'answered'; id: string }
+  | { type: 'tick'; now: number }
+  | { type: 'answering'; id: string }
+  | { type: 'answer-failed'; id: string; error: string; gone: boolean };
+
+const MAX_CLOSED = 500;
+
+export function initialPermissions(): PermissionState {
+  return { open: [], closed: [], answering: null, error: null };
+}
+
+const s = (v: unknown): string => (typeof v === 'string' ? v : '');
+
+/** A well-formed request, or null. */
+export function parseRequest(v: unknown): PermissionRequest | null {
+  const r = v as Record<string, unknown>;
+  if (!r || typeof r !== 'object' || typeof r.id !== 'string' || r.id === '') return null;
+  const expires = typeof r.expires === 'number' ? r.expires : 0;
+  return {
+    id: r.id,
+    kind: s(r.kind) || 'level',
+    runId: s(r.runId),
+    profileId: s(r.profileId),
+    sessionId: s(r.sessionId),
+    messageId: s(r.messageId),
+    tool: s(r.tool) || '?',
+    callId: s(r.callId),
+    level: s(r.level),
+    argsSummary: s(r.argsSummary),
+    reason: s(r.reason),
+    at: typeof r.at === 'number' ? r.at : 0,
+    expires,
+  };
+}
+
+function close(state: PermissionState, ids: string[]): PermissionState {
+  if (ids.length === 0) return state;
+  const gone = new Set(ids);
+  const closed = [...state.closed.filter((c) => !gone.has(c)), ...ids].slice(-MAX_CLOSED);
+  return {
+    ...state,
+    open: state.open.filter((r) => !gone.has(r.id)),
+    closed,
+    answering: state.answering && gone.has(state.answering) ? null : state.answering,
+    error: state.answering && gone.has(state.answering) ? null : state.error,
+  };
+}
+
+function sortOpen(list: PermissionRequest[]): PermissionRequest[] {
+  return list
+    .map((r, i) => [r, i] as const)
+    .sort((a, b) => a[0].at - b[0].at || a[1] - b[1])
+    .map(([r]) => r);
+}
+
+function live(r: PermissionRequest, now: number): boolean {
+  return r.expires === 0 || r.expires > now;
+}
+
+export function reducePermissions(state: PermissionState, action: PermissionAction): PermissionState {
+  switch (action.type) {
+    case 'asked': {
+      const r = parseRequest(action.request);
+      if (!r || state.closed.includes(r.id) || !live(r, action.now)) return state;
+      const i = state.open.findIndex((x) => x.id === r.id);
+      const open = state.open.slice();
+      if (i >= 0) open[i] = r;
+      else open.push(r);
+      return { ...state, open: sortOpen(open) };
+    }
+    case 'list': {
+      const listed = (Array.isArray(action.requests) ? action.requests : [])
+        .map(parseRequest)
+        .filter((r): r is PermissionRequest => r !== null && !state.closed.includes(r.id) && live(r, action.now));
+      // The server's list is the truth: a question it no longer holds was answered meanwhile.
+      const ids = new Set(listed.map((r) => r.id));
+      const next = close(state, state.open.filter((r) => !ids.has(r.id)).map((r) => r.id));
+      return { ...next, open: sortOpen(listed) };
+    }
+    case 'answered':
+      return state.open.some((r) => r.id === action.id) || !state.closed.includes(action.id) ? close(state, [action.id]) : state;
+    case 'tick': {
+      const expired = state.open.filter((r) => !live(r, action.now)).map((r) => r.id);
+      return close(state, expired);
+    }
+    case 'answering':
+      return state.open.some((r) => r.id === action.id) ? { ...state, answering: action.id, error: null } : state;
+    case 'answer-failed': {
+      // NOT_FOUND: answered elsewhere, timed out or cancelled meanwhile: the question is gone.
+      if (action.gone) return close(state, [action.id]);
+      return { ...state, answering: state.answering === action.id ? null : state.answering, error: action.error };
+    }
+  }
+}
+
+/** The question the prompt shows: the oldest open one. */
+export function current(state: PermissionState): PermissionRequest | null {
+  return state.open[0] ?? null;
+}
+
+/** Seconds left until the question expires (0 when past; null when it has no expiry). */
+export function secondsLeft(r: PermissionRequest, now: number): number | null {
+  if (!r.expires) return null;
+  return Math.max(0, Math.ceil((r.expires - now) / 1000));
+}
+
+/** "m:ss" for a number of seconds. */
+export function formatCountdown(sec: number): string {
+  const m = Math.floor(sec / 60);
+  const r = sec % 60;
+  return `${m}:${r < 10 ? '0' : ''}${r}`;
+}
+
+/** SPEC §6 permission levels, in words (English · Chinese). */
+export const LEVEL_LABELS: Record<string, string> = {
+  L0: 'L0 read only · 只读',
+  L1: 'L1 local write · 本地写入',
+  L2: 'L2 run programs · 运行程序',
+  L3: 'L3 network · 网络访问',
+};
+
+export function levelLabel(level: string): string {
+  return LEVEL_LABELS[level] ?? level;
+}
+
+/** Events the prompt reduces. */
+export const PERMISSION_EVENTS = ['agent.permission', 'agent.permission.answered'] as const;
