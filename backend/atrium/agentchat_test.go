@@ -240,7 +240,7 @@ func TestAgentChatOverGateway(t *testing.T) {
 	fetch := fmt.Sprintf(`{"url":%q}`, page.URL+"/status")
 	mdl := newScriptModel(t,
 		scriptTurn{calls: [][2]string{{"memory_search", `{"query":"deploy key rotation"}`}}}, // 0
-		scriptTurn{reasoning: "The note says Friday.", text: "Every Friday (MEMORY.md:3)."}, // 1
+		scriptTurn{reasoning: "The note says Friday.", text: "Every Friday (MEMORY.md:3)."},  // 1
 		scriptTurn{calls: [][2]string{{"web_fetch", fetch}}},                                 // 2: asks, allowed
 		scriptTurn{text: "The status page says all systems green."},                          // 3
 		scriptTurn{calls: [][2]string{{"web_fetch", fetch}}},                                 // 4: granted, no question
