@@ -7,12 +7,15 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/atrium-dev/atrium/backend/gateway"
+	"github.com/atrium-dev/atrium/backend/history"
 )
 
 // scriptTurn is one scripted model answer: tool calls (name, argument
@@ -407,5 +410,95 @@ func TestAgentChatOverGateway(t *testing.T) {
 	}
 	if n := mdl.count(); n != 9 {
 		t.Errorf("%d model calls, want 9", n)
+	}
+}
+
+// TestChatCompactionLive: with a small context window from the profile's
+// own model settings (persona front matter contextWindow), a long session
+// gets the silent memory-flush turn first — the model is asked to store
+// durable facts and does, with memory_note as role main, and none of it
+// reaches the person — then a compaction summary, which later runs send
+// in place of the older turns; a next run with nothing new to fold in
+// keeps that summary.
+func TestChatCompactionLive(t *testing.T) {
+	mdl := newScriptModel(t,
+		scriptTurn{calls: [][2]string{{"memory_note", `{"text":"The person prefers green tea."}`}}}, // 0: flush turn
+		scriptTurn{text: "NO_REPLY"},                                         // 1: flush turn ends
+		scriptTurn{text: "SUMMARY-1: the person planned the Heron launch."}, // 2: compaction summary
+		scriptTurn{text: "Here is the answer."},                             // 3: the run's answer
+		scriptTurn{text: "Second answer."},                                  // 4: next run, no compaction
+	)
+	env := map[string]string{"OPENAI_BASE_URL": mdl.srv.URL + "/v1", "OPENAI_API_KEY": "k", "OPENAI_MODEL": "scripted"}
+	a, ws := startAppWith(t, func(k string) string { return env[k] }, func(ws string, o *Options) {
+		must(t, os.MkdirAll(filepath.Join(ws, "memory", "roles", "main"), 0o755))
+		must(t, os.WriteFile(filepath.Join(ws, "memory", "roles", "main", "config.md"),
+			[]byte("---\nmodel:\n  contextWindow: 4000\n---\n# Main\n"), 0o644))
+	})
+	if a.Model.ContextWindow != 4000 {
+		t.Fatalf("model settings %+v (%s)", a.Model, a.ModelReason)
+	}
+	ctx := context.Background()
+	// A long session: 8 exchanges of about 120 tokens each.
+	ts := time.Now().Add(-time.Hour).UnixMilli()
+	for i := range 8 {
+		for j, role := range []string{"user", "assistant"} {
+			text := fmt.Sprintf("%s turn %d: ", role, i) + strings.Repeat(fmt.Sprintf("heron launch detail %d ", i), 25)
+			must(t, a.History.Append(ctx, history.Message{ID: fmt.Sprintf("long-%d-%d", i, j), ProfileID: "main", SessionID: "s-long",
+				Role: role, Content: text, TS: ts + int64(4*i+j)}))
+		}
+	}
+	cl := dial(t, a)
+	var r1 struct{ RunID string }
+	cl.ok("chat.send", map[string]any{"profileId": "main", "sessionId": "s-long", "message": "What did we decide?"}, &r1)
+	ev := follow(t, cl, r1.RunID, nil)
+	var text strings.Builder
+	for _, p := range ev.named("chat.chunk") {
+		var c struct{ Delta string }
+		must(t, json.Unmarshal(p, &c))
+		text.WriteString(c.Delta)
+	}
+	if text.String() != "Here is the answer." || len(ev.named("chat.tool")) != 0 {
+		t.Fatalf("the person saw %q and %d tool events; the flush turn must be silent", text.String(), len(ev.named("chat.tool")))
+	}
+	// The flush turn: the flush prompt, offered only the memory writers.
+	flush := mdl.body(0)
+	if !strings.Contains(flush, "Pre-compaction memory flush") || !strings.Contains(flush, `"memory_note"`) ||
+		!strings.Contains(flush, `"memory_write"`) || strings.Contains(flush, `"web_fetch"`) {
+		t.Fatalf("flush request: %.400s", flush)
+	}
+	notes, _ := filepath.Glob(filepath.Join(ws, "memory", "roles", "main", "20*.md"))
+	found := false
+	for _, n := range notes {
+		b, _ := os.ReadFile(n)
+		found = found || strings.Contains(string(b), "green tea")
+	}
+	if !found {
+		t.Fatalf("the flush turn's memory_note is not in the daily log (%v)", notes)
+	}
+	// The compaction summary, then the answer with it in place of the old turns.
+	if sum := mdl.body(2); !strings.Contains(sum, "You compact a conversation") || !strings.Contains(sum, "user turn 0:") {
+		t.Fatalf("summary request: %.400s", sum)
+	}
+	if ans := mdl.body(3); !strings.Contains(ans, "SUMMARY-1") || strings.Contains(ans, "user turn 0:") || !strings.Contains(ans, "What did we decide?") {
+		t.Fatalf("answer request: %.600s", ans)
+	}
+	sm, err := a.History.Summary(ctx, "s-long")
+	if err != nil || sm.Compactions != 1 || !strings.HasPrefix(sm.Text, "SUMMARY-1") || sm.Flushed || sm.ThroughTS < ts {
+		t.Fatalf("summary = %+v, %v", sm, err)
+	}
+
+	// Next run: below the thresholds now; the summary is sent again as it was.
+	var r2 struct{ RunID string }
+	cl.ok("chat.send", map[string]any{"profileId": "main", "sessionId": "s-long", "message": "Thanks."}, &r2)
+	follow(t, cl, r2.RunID, nil)
+	if n := mdl.count(); n != 5 {
+		t.Logf("request 4: %.300s", mdl.body(4))
+		t.Fatalf("%d model calls, want 5", n)
+	}
+	if next := mdl.body(4); !strings.Contains(next, "SUMMARY-1") || strings.Contains(next, "Pre-compaction") {
+		t.Fatalf("next request: %.400s", next)
+	}
+	if again, _ := a.History.Summary(ctx, "s-long"); again.Text != sm.Text || again.Compactions != 1 {
+		t.Fatalf("summary changed: %+v", again)
 	}
 }
