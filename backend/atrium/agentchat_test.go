@@ -423,7 +423,7 @@ func TestAgentChatOverGateway(t *testing.T) {
 func TestChatCompactionLive(t *testing.T) {
 	mdl := newScriptModel(t,
 		scriptTurn{calls: [][2]string{{"memory_note", `{"text":"The person prefers green tea."}`}}}, // 0: flush turn
-		scriptTurn{text: "NO_REPLY"},                                         // 1: flush turn ends
+		scriptTurn{text: "NO_REPLY"},                                        // 1: flush turn ends
 		scriptTurn{text: "SUMMARY-1: the person planned the Heron launch."}, // 2: compaction summary
 		scriptTurn{text: "Here is the answer."},                             // 3: the run's answer
 		scriptTurn{text: "Second answer."},                                  // 4: next run, no compaction
