@@ -172,8 +172,11 @@ func (st *runState) answer(p model.Provider) error {
 		Outgoing:     s.outgoing,
 		MaxRounds:    s.opts.MaxToolRounds,
 		ResultChars:  MaxToolResultChars,
-		Logger:       s.log.With("run", rn.RunID, "session", rn.SessionID),
-		Now:          s.opts.Now,
+		// A long answer of a slow local model may stream for minutes: one
+		// model call is bounded by the run's own timeout, not less.
+		Timeouts: agent.Timeouts{Planning: s.opts.RunTimeout},
+		Logger:   s.log.With("run", rn.RunID, "session", rn.SessionID),
+		Now:      s.opts.Now,
 	})
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
