@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/atrium-dev/atrium/backend/chat"
 	"github.com/atrium-dev/atrium/backend/gateway"
 	"github.com/atrium-dev/atrium/backend/history"
 )
@@ -196,20 +197,19 @@ func follow(t *testing.T, cl *client, runID string, react func(f gateway.EventFr
 	}
 }
 
-type permissionReq struct {
-	ID          string `json:"id"`
-	Kind        string `json:"kind"`
-	RunID       string `json:"runId"`
-	ProfileID   string `json:"profileId"`
-	SessionID   string `json:"sessionId"`
-	MessageID   string `json:"messageId"`
-	Tool        string `json:"tool"`
-	CallID      string `json:"callId"`
-	Level       string `json:"level"`
-	ArgsSummary string `json:"argsSummary"`
-	Reason      string `json:"reason"`
-	At          int64  `json:"at"`
-	Expires     int64  `json:"expires"`
+type permissionReq = chat.PermissionRequest
+
+// onAsk returns a follow reaction that calls fn with each question the
+// run asks.
+func onAsk(t *testing.T, fn func(p permissionReq)) func(f gateway.EventFrame) {
+	return func(f gateway.EventFrame) {
+		if f.Event != "agent.permission" {
+			return
+		}
+		var p permissionReq
+		must(t, json.Unmarshal(f.Payload, &p))
+		fn(p)
+	}
 }
 
 type toolEv struct {
@@ -301,11 +301,8 @@ func TestAgentChatOverGateway(t *testing.T) {
 	var late *client
 	var asked permissionReq
 	r2 := send("s-net", "Fetch the status page")
-	ev = follow(t, cl, r2.RunID, func(f gateway.EventFrame) {
-		if f.Event != "agent.permission" {
-			return
-		}
-		must(t, json.Unmarshal(f.Payload, &asked))
+	ev = follow(t, cl, r2.RunID, onAsk(t, func(p permissionReq) {
+		asked = p
 		late = dial(t, a)
 		var open struct{ Requests []permissionReq }
 		late.ok("agent.permissions", map[string]any{}, &open)
@@ -323,7 +320,7 @@ func TestAgentChatOverGateway(t *testing.T) {
 		if ans.ID != asked.ID || !ans.Allowed {
 			t.Errorf("answer = %+v", ans)
 		}
-	})
+	}))
 	if asked.Kind != "level" || asked.Level != "L3" || asked.Tool != "web_fetch" || asked.RunID != r2.RunID || asked.SessionID != "s-net" ||
 		asked.ProfileID != "main" || asked.MessageID != r2.MessageID || asked.CallID != "call_2_0" || !strings.Contains(asked.ArgsSummary, page.URL) ||
 		asked.Reason == "" || asked.Expires-asked.At != int64((2*time.Minute)/time.Millisecond) {
@@ -366,14 +363,10 @@ func TestAgentChatOverGateway(t *testing.T) {
 	// 4. Another session is asked again; "no" is fed back as denied.
 	r4 := send("s-deny", "Fetch the status page")
 	var denied string
-	ev = follow(t, cl, r4.RunID, func(f gateway.EventFrame) {
-		if f.Event == "agent.permission" {
-			var p permissionReq
-			must(t, json.Unmarshal(f.Payload, &p))
-			denied = p.ID
-			cl.ok("agent.permission.answer", map[string]any{"id": p.ID, "allow": false}, nil)
-		}
-	})
+	ev = follow(t, cl, r4.RunID, onAsk(t, func(p permissionReq) {
+		denied = p.ID
+		cl.ok("agent.permission.answer", map[string]any{"id": p.ID, "allow": false}, nil)
+	}))
 	checkAnswered(ev, denied, false, "person")
 	if te := toolEvents(t, ev); len(te) != 2 || te[1].Status != "denied" {
 		t.Errorf("chat.tool events %+v", te)
@@ -388,14 +381,10 @@ func TestAgentChatOverGateway(t *testing.T) {
 	// 5. Cancelling a run that waits for the person closes the question.
 	r5 := send("s-cancel", "Fetch the status page")
 	var waiting string
-	ev = follow(t, cl, r5.RunID, func(f gateway.EventFrame) {
-		if f.Event == "agent.permission" {
-			var p permissionReq
-			must(t, json.Unmarshal(f.Payload, &p))
-			waiting = p.ID
-			cl.ok("chat.cancel", map[string]any{"profileId": "main", "sessionId": "s-cancel", "runId": r5.RunID}, nil)
-		}
-	})
+	ev = follow(t, cl, r5.RunID, onAsk(t, func(p permissionReq) {
+		waiting = p.ID
+		cl.ok("chat.cancel", map[string]any{"profileId": "main", "sessionId": "s-cancel", "runId": r5.RunID}, nil)
+	}))
 	checkAnswered(ev, waiting, false, "cancelled")
 	if last := ev.frames[len(ev.frames)-1]; last.Event != "chat.cancelled" {
 		t.Errorf("last event %s %s", last.Event, last.Payload)

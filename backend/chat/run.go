@@ -132,14 +132,7 @@ type offlineRun struct {
 }
 
 func (o offlineRun) Stream(ctx context.Context, req model.Request, onDelta func(model.Delta)) (model.Response, error) {
-	query := ""
-	for i := len(req.Messages) - 1; i >= 0; i-- {
-		if req.Messages[i].Role == model.RoleUser {
-			query = req.Messages[i].Content
-			break
-		}
-	}
-	resp, src, err := o.Answer(ctx, query, onDelta)
+	resp, src, err := o.Answer(ctx, lastUserText(req), onDelta)
 	o.add(src)
 	return resp, err
 }
