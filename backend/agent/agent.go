@@ -138,9 +138,19 @@ type Options struct {
 	OnTransition func(Transition)
 	// OnDelta receives the model's streamed text. Optional.
 	OnDelta func(model.Delta)
+	// OnToolCall receives every call of a round as the Acting step takes
+	// it up, before its permission check (Args as the model sent them).
+	// Optional; it should not block.
+	OnToolCall func(Call)
 	// OnToolResult receives every call and its whole result as the
 	// Observing step feeds it back. Optional.
 	OnToolResult func(Call, Result)
+	// Outgoing shapes the messages of each model call (Planning) from the
+	// run's messages, e.g. to prune old tool results in what is sent
+	// (SPEC §6 context economy); the run's messages and the transcript are
+	// not changed. It must return a new slice when it changes anything.
+	// Optional: nil sends the run's messages as they are.
+	Outgoing func([]model.Message) []model.Message
 	// Timeouts of the steps (defaults on Timeouts).
 	Timeouts Timeouts
 	// MaxRounds caps the model calls offered tools. Default DefaultMaxRounds.
@@ -330,8 +340,11 @@ func (r *run) drive(ctx context.Context, task Task) error {
 	for {
 		offer := r.rep.Rounds < a.o.MaxRounds
 		var resp model.Response
-		if err := r.step(ctx, StatePlanning, func(sctx context.Context) error {
+		err := r.step(ctx, StatePlanning, func(sctx context.Context) error {
 			req := model.Request{Messages: r.msgs}
+			if a.o.Outgoing != nil {
+				req.Messages = a.o.Outgoing(r.msgs)
+			}
 			if offer {
 				req.Tools = a.o.Tools.ModelTools(a.allowed)
 			}
@@ -342,11 +355,14 @@ func (r *run) drive(ctx context.Context, task Task) error {
 				}
 			})
 			return err
-		}); err != nil {
-			return r.fail(ctx, fmt.Errorf("planning: %w", err))
-		}
+		})
+		// Counted also for a call that failed part-way: the server may
+		// have reported the prompt's tokens.
 		r.rep.Usage.PromptTokens += resp.Usage.PromptTokens
 		r.rep.Usage.CompletionTokens += resp.Usage.CompletionTokens
+		if err != nil {
+			return r.fail(ctx, fmt.Errorf("planning: %w", err))
+		}
 		if len(resp.ToolCalls) == 0 || !offer {
 			r.record(model.Message{Role: model.RoleAssistant, Content: resp.Content}, nil, nil)
 			r.rep.Text = resp.Content
@@ -478,6 +494,9 @@ func (r *run) act(ctx context.Context, calls []model.ToolCall) ([]Result, bool, 
 	bad := false
 	for _, mc := range calls {
 		c := Call{ID: mc.ID, Tool: mc.Name, Args: mc.Arguments}
+		if r.a.o.OnToolCall != nil {
+			r.a.o.OnToolCall(c)
+		}
 		res, malformed, err := r.one(ctx, c)
 		if err != nil {
 			return out, bad, err

@@ -512,3 +512,45 @@ func TestBusy(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCallHookOutgoingAndFailedUsage: OnToolCall sees every call of a
+// round before its permission check (also a refused one), Outgoing shapes
+// what each model call sends without touching the transcript, and the
+// usage of a model call that failed part-way is still counted.
+func TestCallHookOutgoingAndFailedUsage(t *testing.T) {
+	fm := &fakeModel{steps: []func(context.Context, model.Request) (model.Response, error){
+		calls(tc("a", "echo", `{"text":"hi"}`), tc("b", "run", `{"text":"x"}`)),
+		func(context.Context, model.Request) (model.Response, error) {
+			return model.Response{Content: "half", Usage: model.Usage{PromptTokens: 7}}, fmt.Errorf("cut: %w", model.ErrIncomplete)
+		},
+	}}
+	var seen []string
+	a, _ := newAgent(t, Options{Provider: fm,
+		OnToolCall: func(c Call) { seen = append(seen, c.ID+":"+c.Tool) },
+		Outgoing: func(msgs []model.Message) []model.Message {
+			out := append([]model.Message(nil), msgs...)
+			for i := range out {
+				if out[i].Role == model.RoleTool {
+					out[i].Content = "[pruned]"
+				}
+			}
+			return out
+		},
+	})
+	rep, err := a.Run(context.Background(), Task{Input: "go"})
+	if !errors.Is(err, model.ErrIncomplete) || rep.Usage.PromptTokens != 7 {
+		t.Fatalf("err %v, usage %+v", err, rep.Usage)
+	}
+	if strings.Join(seen, ",") != "a:echo,b:run" {
+		t.Fatalf("OnToolCall saw %v", seen)
+	}
+	sent := fm.reqs[1].Messages
+	if sent[len(sent)-1].Content != "[pruned]" || sent[len(sent)-2].Content != "[pruned]" {
+		t.Fatalf("Outgoing not applied: %+v", sent)
+	}
+	for _, e := range rep.Transcript {
+		if e.Message.Role == model.RoleTool && e.Message.Content == "[pruned]" {
+			t.Fatal("Outgoing changed the transcript")
+		}
+	}
+}

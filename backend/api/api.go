@@ -66,6 +66,7 @@ type Options struct {
 var Events = []string{
 	"tick", "chat.thinking", "chat.reasoning", "chat.chunk", "chat.final", "chat.cancelled",
 	"chat.error", chat.EventMessageDeleted, "memory.changed", "memory.progress",
+	chat.EventState, chat.EventTool, chat.EventPermission, chat.EventPermissionAnswered,
 }
 
 // Register adds every method to the gateway. Call it before the gateway runs.
@@ -211,6 +212,28 @@ func Register(o Options) {
 			return nil, mapErr(err)
 		}
 		return map[string]any{"cancelled": ok}, nil
+	})
+	// The agent loop's questions to the person (SPEC §6): open ones, and
+	// the y/n answer. Only the person answers: node connections may not.
+	g.Handle("agent.permissions", func(ctx context.Context, c *gateway.Call) (any, error) {
+		return map[string]any{"requests": o.Chat.Permissions()}, nil
+	})
+	g.Handle("agent.permission.answer", func(ctx context.Context, c *gateway.Call) (any, error) {
+		var p struct {
+			ID    string `json:"id"`
+			Allow *bool  `json:"allow"`
+		}
+		if err := decode(c, &p); err != nil {
+			return nil, err
+		}
+		if c.Role != gateway.RoleOperator {
+			return nil, gateway.Errorf(gateway.CodeForbidden, "agent.permission.answer: only the person (operator connections) answers permission questions")
+		}
+		if p.Allow == nil {
+			return nil, gateway.Errorf(gateway.CodeInvalidRequest, "agent.permission.answer: allow (true or false) is required")
+		}
+		res, err := o.Chat.AnswerPermission(p.ID, *p.Allow)
+		return res, mapErr(err)
 	})
 	g.Handle("history.profile", func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p struct {

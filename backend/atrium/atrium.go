@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/atrium-dev/atrium/backend/acl"
+	"github.com/atrium-dev/atrium/backend/agent"
+	"github.com/atrium-dev/atrium/backend/agent/tools"
 	"github.com/atrium-dev/atrium/backend/api"
 	"github.com/atrium-dev/atrium/backend/audit"
 	"github.com/atrium-dev/atrium/backend/chat"
@@ -63,6 +65,9 @@ type Options struct {
 	// one is taken (the desktop window is handed the address; browsers and
 	// the CLI find it in $ATRIUM_HOME/gateway.json).
 	AnyPortIfBusy bool
+	// FetchAllowPrivate lets the agents' web_fetch reach loopback and
+	// private addresses (tests against local servers). Default false.
+	FetchAllowPrivate bool
 }
 
 // App is a built Atrium backend. Fields are read-only after New.
@@ -255,12 +260,14 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 	// the runner gets the pool below, before anything is served.
 	runner := newPoolRunner(o.Layout.Workspace, o.Logger)
 	a.Chat, err = chat.New(chat.Options{
-		History:  a.History,
-		Provider: provider,
-		Memory:   roleSearcher{m: a.Memory, g: a.Guard, role: acl.MainRole},
-		Emit:     a.Gateway.Broadcast,
-		Remote:   runner,
-		Logger:   o.Logger,
+		History:       a.History,
+		Provider:      provider,
+		Memory:        roleSearcher{m: a.Memory, g: a.Guard, role: acl.MainRole},
+		Tools:         a.agentTools(o),
+		ContextWindow: a.Model.ContextWindow,
+		Emit:          a.Gateway.Broadcast,
+		Remote:        runner,
+		Logger:        o.Logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("chat: %w", err)
@@ -308,6 +315,29 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 		Started:   time.Now(),
 	})
 	return a, nil
+}
+
+// agentTools builds the tool registry of one chat run (SPEC §6): the
+// agent/tools memory and file tools and web_fetch, acting as the
+// profile's role (the chat's only profile, main, is role main) in the
+// run's session, so the ACL applies to everything they read and write
+// and every decision is audited. exec is not offered yet (no exec
+// approval settings in config.json; its default would deny every call).
+func (a *App) agentTools(o Options) func(chat.ToolScope) (*agent.Registry, error) {
+	return func(sc chat.ToolScope) (*agent.Registry, error) {
+		reg := agent.NewRegistry()
+		err := tools.Register(reg, tools.Options{
+			Guard:     a.Guard,
+			Memory:    a.Memory,
+			Principal: acl.Principal{Role: acl.MainRole, Session: sc.SessionID},
+			Fetch:     &tools.FetchOptions{AllowPrivate: o.FetchAllowPrivate},
+			Logger:    o.Logger,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("agent tools of %s: %w", sc.ProfileID, err)
+		}
+		return reg, nil
+	}
 }
 
 func (a *App) snapshot() gateway.Snapshot {

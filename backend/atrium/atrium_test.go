@@ -166,6 +166,13 @@ func garbageModel() *httptest.Server {
 
 func startApp(t *testing.T, getenv func(string) string) (*App, string) {
 	t.Helper()
+	return startAppWith(t, getenv, nil)
+}
+
+// startAppWith is startApp with a hook that may change the workspace
+// (ws) and the options before the app is built.
+func startAppWith(t *testing.T, getenv func(string) string, edit func(ws string, o *Options)) (*App, string) {
+	t.Helper()
 	dir := t.TempDir()
 	ws := filepath.Join(dir, "ws")
 	must(t, os.MkdirAll(filepath.Join(ws, "memory"), 0o755))
@@ -173,13 +180,17 @@ func startApp(t *testing.T, getenv func(string) string) (*App, string) {
 	must(t, os.WriteFile(filepath.Join(ws, "memory", "2026-11-01.md"), []byte("# 日志\n\n今天把数据库连接池调到了 32。\n"), 0o644))
 	// Bad input that must not stop anything: a binary file named .md.
 	must(t, os.WriteFile(filepath.Join(ws, "memory", "broken.md"), []byte("\x00\x01\x02\xff\xfe binary"), 0o644))
-	a, err := New(context.Background(), Options{
+	opts := Options{
 		Layout:  paths.Layout{Home: filepath.Join(dir, "home"), Workspace: ws},
 		Port:    -1,
 		Version: "test",
 		Getenv:  getenv,
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	}
+	if edit != nil {
+		edit(ws, &opts)
+	}
+	a, err := New(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

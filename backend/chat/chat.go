@@ -12,8 +12,15 @@
 // events through Options.Emit (chat.thinking, which carries the stored user
 // message so every client can show the question, chat.reasoning,
 // chat.chunk, then exactly one of chat.final, chat.cancelled or chat.error;
-// payloads as in docs/PROTOCOL.md), lets the model call the memory_search
-// tool, and stores the assistant message when the run ends. Messages are
+// payloads as in docs/PROTOCOL.md), and stores the assistant message when
+// the run ends. The run is driven by the agent loop (package agent, SPEC
+// §6): every state move is an agent.state event, every tool call and
+// result a chat.tool event, and a call above the session's base level
+// asks the person (agent.permission; answered with AnswerPermission, a
+// grant holds 10 minutes for that session and level). The tools come from
+// Options.Tools (the app's: package agent/tools, acting as the profile's
+// role) or the built-in memory_search. Before a run, the context economy
+// may run a silent memory-flush turn and compact the session (economy.go). Messages are
 // stored in both history domains (profile and conversation, SPEC §6);
 // Delete removes one from both and emits message.deleted. Without a model
 // the built-in offline provider (Offline) answers from memory search.
@@ -36,6 +43,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/atrium-dev/atrium/backend/agent"
+	"github.com/atrium-dev/atrium/backend/convo"
 	"github.com/atrium-dev/atrium/backend/history"
 	"github.com/atrium-dev/atrium/backend/memory"
 	"github.com/atrium-dev/atrium/backend/model"
@@ -81,8 +90,11 @@ const (
 	MaxClientHistoryChars = 64000
 	// IdempotencyWindow is how long Send remembers an idempotency key (SPEC §3).
 	IdempotencyWindow = 5 * time.Minute
-	// ToolTimeout bounds one tool call.
+	// ToolTimeout bounds one call of the built-in memory_search.
 	ToolTimeout = 30 * time.Second
+	// DefaultContextWindow is the model's context window (tokens) assumed
+	// when the profile's model settings name none (model.Config.ContextWindow).
+	DefaultContextWindow = 128000
 )
 
 // Sentinel errors returned by Service methods (wrapped with context).
@@ -128,6 +140,22 @@ type Options struct {
 	HistoryChars int
 	// MaxToolRounds caps model calls offered tools per run. Default DefaultMaxToolRounds.
 	MaxToolRounds int
+	// Tools builds the tool registry of a run (SPEC §6: tools act as the
+	// profile's role, so the ACL applies); it is called once per run with
+	// the run's profile and session. The app passes package agent/tools'
+	// memory, file, exec and web_fetch tools here. Nil: the built-in
+	// registry with only memory_search over Memory.
+	Tools func(ToolScope) (*agent.Registry, error)
+	// ContextWindow is the model's context window in tokens, for the
+	// context economy (compaction at ContextWindow − 20000, the memory
+	// flush 4000 before; see economy.go). Default DefaultContextWindow.
+	ContextWindow int
+	// AskTimeout bounds a permission question to the person; no answer in
+	// time is a denial. Default agent.DefaultAskTimeout (2 min).
+	AskTimeout time.Duration
+	// GrantTTL is how long a level the person granted holds for its
+	// session. Default agent.DefaultGrantTTL (10 min).
+	GrantTTL time.Duration
 	// MaxRuns caps runs in progress at once. Default DefaultMaxRuns.
 	MaxRuns int
 	// Remote runs the runs of profile instances (remote.go): a send whose
@@ -203,6 +231,10 @@ type Service struct {
 	opts    Options
 	offline *Offline
 	log     *slog.Logger
+	builtin *agent.Registry // Options.Tools == nil
+	broker  *broker
+	economy *convo.Economy
+	pruner  *convo.Pruner
 
 	mu        sync.Mutex
 	closed    bool
@@ -319,14 +351,35 @@ func New(opts Options) (*Service, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Service{
+	if opts.ContextWindow <= 0 {
+		opts.ContextWindow = DefaultContextWindow
+	}
+	if opts.AskTimeout <= 0 {
+		opts.AskTimeout = agent.DefaultAskTimeout
+	}
+	if opts.GrantTTL <= 0 {
+		opts.GrantTTL = agent.DefaultGrantTTL
+	}
+	s := &Service{
 		opts:      opts,
 		offline:   NewOffline(OfflineOptions{Memory: opts.Memory}),
 		log:       opts.Logger,
 		runs:      map[string]*run{},
 		bySession: map[string]*run{},
 		idem:      map[string]idemEntry{},
-	}, nil
+	}
+	var err error
+	if s.builtin, err = defaultTools(opts.Memory); err != nil {
+		return nil, fmt.Errorf("new chat service: %w", err)
+	}
+	if s.economy, err = convo.NewEconomy(convo.EconomyOptions{ContextWindow: opts.ContextWindow}); err != nil {
+		return nil, fmt.Errorf("new chat service: %w", err)
+	}
+	if s.pruner, err = convo.NewPruner(convo.PruneOptions{}); err != nil {
+		return nil, fmt.Errorf("new chat service: %w", err)
+	}
+	s.broker = newBroker(s)
+	return s, nil
 }
 
 // ReplyID is the id of the assistant message that answers run runID. It is

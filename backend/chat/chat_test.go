@@ -103,8 +103,13 @@ func TestModelRunStreamsAndPersists(t *testing.T) {
 	if final.Message.Content != "Hello, Ada!" || chunksText(evs) != "Hello, Ada!" {
 		t.Fatalf("final = %+v", final.Message)
 	}
-	if r, ok := evs[1].payload.(ReasoningEvent); !ok || r.Delta != "The user greets me." {
-		t.Fatalf("event 1 = %+v", evs[1])
+	chats := chatEvents(evs)
+	if r, ok := chats[1].payload.(ReasoningEvent); !ok || r.Delta != "The user greets me." {
+		t.Fatalf("event 1 = %+v", chats[1])
+	}
+	// The agent loop's moves, each an agent.state event (SPEC §6).
+	if got := statePath(evs); got != "idle>analyzing>planning>reporting>idle" {
+		t.Fatalf("states %s", got)
 	}
 	// The request: system prompt, the (trimmed) user message, the tool offered.
 	body := ms.body(0)
@@ -139,11 +144,11 @@ func TestToolRounds(t *testing.T) {
 		},
 		{
 			name: "invalid JSON is fed back", args: []string{`{"query": "QK`},
-			toolResult: []string{`"error"`, "invalid arguments for memory_search"},
+			toolResult: []string{`"status":"error"`, "not valid JSON", "call memory_search again"},
 		},
 		{
 			name: "missing query is fed back", args: []string{`{"maxResults": 2}`},
-			toolResult: []string{`"error"`, `non-empty \"query\"`},
+			toolResult: []string{`"status":"error"`, "invalid tool arguments for memory_search", `missing property 'query'`},
 		},
 	}
 	for _, tc := range tests {

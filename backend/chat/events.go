@@ -127,3 +127,95 @@ type ErrorEvent struct {
 	RunRef
 	Error RunError `json:"error"`
 }
+
+// Events of the agent loop in a chat run (docs/PROTOCOL.md "Agent loop";
+// SPEC §6). Like the chat.* events they go to every operator connection.
+const (
+	// EventState: a transition of the run's agent state machine.
+	EventState = "agent.state"
+	// EventTool: a tool call starting (phase "call") or its result
+	// (phase "result").
+	EventTool = "chat.tool"
+	// EventPermission: the run asks the person for a permission.
+	EventPermission = "agent.permission"
+	// EventPermissionAnswered: a permission question was closed (by the
+	// person, by its timeout, or because its run was cancelled).
+	EventPermissionAnswered = "agent.permission.answered"
+)
+
+// StateEvent is the payload of agent.state: one move of the run's agent
+// state machine, From → To (the lower-case agent.State names: "idle",
+// "analyzing", "planning", "acting", "observing", "reporting", "failed",
+// "cancelled"), At in Unix ms, Source who caused it (agent.Source*:
+// "loop", "model", "tools", "timeout", "cancel"), Reason a short sentence.
+type StateEvent struct {
+	RunRef
+	From   string `json:"from"`
+	To     string `json:"to"`
+	At     int64  `json:"at"`
+	Source string `json:"source"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// Tool event phases (ToolEvent.Phase).
+const (
+	ToolPhaseCall   = "call"
+	ToolPhaseResult = "result"
+)
+
+// ToolEvent is the payload of chat.tool. Phase "call": the call CallID of
+// Tool starts, ArgsSummary is its argument JSON cut to
+// agent.MaxArgsSummaryChars characters. Phase "result": Status is "ok",
+// "error", "denied" or "accepted" and Summary the one-line summary the
+// model saw; the whole output is in the stored message's tools.
+type ToolEvent struct {
+	RunRef
+	CallID      string `json:"callId"`
+	Tool        string `json:"tool"`
+	Phase       string `json:"phase"`
+	ArgsSummary string `json:"argsSummary,omitempty"`
+	Status      string `json:"status,omitempty"`
+	Summary     string `json:"summary,omitempty"`
+}
+
+// PermissionRequest is the payload of agent.permission and an entry of
+// agent.permissions: run RunRef asks the person whether Tool (call CallID,
+// arguments ArgsSummary) may use Level ("L2" run programs, "L3" network;
+// Kind "level": granted for that session and level for
+// agent.DefaultGrantTTL) or may run this one command (Kind "exec", exec
+// approval "ask"). Reason is the sentence to show; At and Expires are Unix
+// ms (no answer by Expires counts as "no", SPEC §6).
+type PermissionRequest struct {
+	ID   string `json:"id"`
+	Kind string `json:"kind"`
+	RunRef
+	Tool        string `json:"tool"`
+	CallID      string `json:"callId"`
+	Level       string `json:"level"`
+	ArgsSummary string `json:"argsSummary"`
+	Reason      string `json:"reason"`
+	At          int64  `json:"at"`
+	Expires     int64  `json:"expires"`
+}
+
+// Who closed a permission question (PermissionAnsweredEvent.By).
+const (
+	AnsweredByPerson    = "person"
+	AnsweredByTimeout   = "timeout"
+	AnsweredByCancelled = "cancelled"
+)
+
+// PermissionAnsweredEvent is the payload of agent.permission.answered:
+// question ID is closed, Allowed or not, By AnsweredBy*. Every client
+// closes its prompt for ID.
+type PermissionAnsweredEvent struct {
+	ID      string `json:"id"`
+	Allowed bool   `json:"allowed"`
+	By      string `json:"by"`
+}
+
+// PermissionAnswer is agent.permission.answer's payload.
+type PermissionAnswer struct {
+	ID      string `json:"id"`
+	Allowed bool   `json:"allowed"`
+}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -88,7 +89,13 @@ func ref(p any) RunRef {
 		return v.RunRef
 	case ErrorEvent:
 		return v.RunRef
-	case MessageDeletedEvent: // not an event of a run
+	case StateEvent:
+		return v.RunRef
+	case ToolEvent:
+		return v.RunRef
+	case PermissionRequest:
+		return v.RunRef
+	case MessageDeletedEvent, PermissionAnsweredEvent: // not an event of a run
 		return RunRef{}
 	}
 	panic(fmt.Sprintf("unexpected payload %T", p))
@@ -195,6 +202,31 @@ func checkRun(t *testing.T, res SendResult, evs []event) event {
 		}
 	}
 	return evs[len(evs)-1]
+}
+
+// chatEvents returns the chat.* events of evs (without the agent loop's).
+func chatEvents(evs []event) []event {
+	var out []event
+	for _, e := range evs {
+		if strings.HasPrefix(e.name, "chat.") && e.name != EventTool {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// statePath is the agent.state moves of evs as "from>to>to…".
+func statePath(evs []event) string {
+	var path []string
+	for _, e := range evs {
+		if st, ok := e.payload.(StateEvent); ok {
+			if len(path) == 0 {
+				path = append(path, st.From)
+			}
+			path = append(path, st.To)
+		}
+	}
+	return strings.Join(path, ">")
 }
 
 func chunksText(evs []event) string {

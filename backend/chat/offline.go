@@ -61,15 +61,18 @@ func (o *Offline) Model() string { return OfflineModel }
 
 // Stream implements model.Provider: it answers the last user message of req.
 func (o *Offline) Stream(ctx context.Context, req model.Request, onDelta func(model.Delta)) (model.Response, error) {
-	query := ""
+	resp, _, err := o.Answer(ctx, lastUserText(req), onDelta)
+	return resp, err
+}
+
+// lastUserText is the content of req's last user message ("" when none).
+func lastUserText(req model.Request) string {
 	for i := len(req.Messages) - 1; i >= 0; i-- {
 		if req.Messages[i].Role == model.RoleUser {
-			query = req.Messages[i].Content
-			break
+			return req.Messages[i].Content
 		}
 	}
-	resp, _, err := o.Answer(ctx, query, onDelta)
-	return resp, err
+	return ""
 }
 
 // Answer searches memory for query and streams the offline answer through

@@ -142,7 +142,11 @@ func (st *runState) answerRemote() error {
 		s.log.Warn("chat persona unavailable", "run", rn.RunID, "profile", inst.ProfileID, "error", err.Error())
 	}
 	msgs := []model.Message{{Role: model.RoleSystem, Content: remotePrompt(inst.ProfileID, persona, s.opts.Now())}}
-	msgs = append(msgs, textTurns(s.context(rn.ctx, rn))...)
+	past, sum := s.context(rn.ctx, rn)
+	if sum.Text != "" {
+		msgs = append(msgs, summaryMessage(sum.Text))
+	}
+	msgs = append(msgs, textTurns(past)...)
 	msgs = append(msgs, model.Message{Role: model.RoleUser, Content: rn.userText})
 	resp, err := s.opts.Remote.Stream(rn.ctx, RemoteRequest{InstanceID: rn.ProfileID, RunID: rn.RunID, SessionID: rn.SessionID, Messages: msgs}, st.onDelta)
 	st.addUsage(resp.Usage)

@@ -2,44 +2,33 @@ package chat
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
+	"slices"
 	"strings"
+	"sync"
 	"time"
-	"unicode/utf8"
 
+	"github.com/atrium-dev/atrium/backend/agent"
 	"github.com/atrium-dev/atrium/backend/convo"
 	"github.com/atrium-dev/atrium/backend/history"
-	"github.com/atrium-dev/atrium/backend/memory"
 	"github.com/atrium-dev/atrium/backend/model"
 )
 
-// ToolMemorySearch is the name of the memory search tool offered to models.
-const ToolMemorySearch = "memory_search"
-
-// memorySearchTool is the tool definition (SPEC §4.3 memory_search).
-var memorySearchTool = model.Tool{
-	Name: ToolMemorySearch,
-	Description: "Search the person's Markdown memory (notes, preferences, projects, decisions, daily logs) " +
-		"with hybrid keyword and semantic search. Returns matching passages with path, line range, score and snippet.",
-	Parameters: json.RawMessage(`{"type":"object","properties":{` +
-		`"query":{"type":"string","description":"what to look for: keywords, names, identifiers or a question"},` +
-		`"maxResults":{"type":"integer","minimum":1,"maximum":20,"description":"how many passages to return (default 6)"},` +
-		`"minScore":{"type":"number","minimum":0,"maximum":1,"description":"lowest relevance score to return (default 0.35)"}` +
-		`},"required":["query"]}`),
-}
-
-// systemPrompt is the persona of the main agent.
-func systemPrompt(now time.Time, tools bool) string {
+// systemPrompt is the persona of the main agent; tools are the names of
+// the tools it is offered.
+func systemPrompt(now time.Time, tools []string) string {
 	var b strings.Builder
 	b.WriteString("You are Main, the main agent of Atrium: a local-first desktop app where AI agents chat with a person " +
 		"and share their Markdown memory. You are a helpful, honest and concise assistant.\n")
-	if tools {
+	if slices.Contains(tools, ToolMemorySearch) {
 		b.WriteString("You can search the person's memory with the memory_search tool. Use it whenever the question may concern " +
 			"their notes, projects, preferences, people or past decisions, or mentions an identifier you do not know. " +
 			"When you use memory, cite the sources as path:startLine-endLine. If memory has nothing relevant, say so instead of guessing.\n")
+	}
+	if others := slices.DeleteFunc(slices.Clone(tools), func(n string) bool { return n == ToolMemorySearch }); len(others) > 0 {
+		fmt.Fprintf(&b, "Other tools: %s. Tools that run programs or reach the network ask the person first; "+
+			"a call they refuse comes back with status \"denied\": do not retry it, say what you could not do.\n", strings.Join(others, ", "))
 	}
 	b.WriteString("Answer in the language of the person's message. Use Markdown when it helps.\n")
 	fmt.Fprintf(&b, "Current date: %s.", now.Format("Monday 2006-01-02"))
@@ -75,15 +64,19 @@ func (s *Service) execute(rn *run) {
 		"error", errText(err))
 }
 
-// runState accumulates one run's output (its text is in rn.out).
+// runState accumulates one run's output (its text is in rn.out). The
+// agent loop calls its callbacks from the run's goroutine, in order.
 type runState struct {
 	s         *Service
 	rn        *run
 	chunks    int  // chunks sent
 	sep       bool // put a paragraph break before the next text (new model round)
+	round     int  // the current tool round (1-based; 0 before the first)
 	sources   []history.Source
 	toolCalls int
 	usage     history.Usage // summed over the run's model calls
+	mu        sync.Mutex    // guards tools (finish may read it after a cancelled run)
+	tools     []history.ToolRecord
 }
 
 // addUsage counts one model call's tokens (also those of a call that
@@ -136,200 +129,160 @@ func (st *runState) addSources(src []history.Source) {
 // errEmptyAnswer: the model finished without any text.
 var errEmptyAnswer = errors.New("the model returned an empty answer")
 
-// answer drives the model (and its tool calls) until it has answered.
+// offlineRun is the offline provider for one run: its answers' sources
+// go to the run's sources.
+type offlineRun struct {
+	*Offline
+	add func([]history.Source)
+}
+
+func (o offlineRun) Stream(ctx context.Context, req model.Request, onDelta func(model.Delta)) (model.Response, error) {
+	resp, src, err := o.Answer(ctx, lastUserText(req), onDelta)
+	o.add(src)
+	return resp, err
+}
+
+// answer runs the person's message through the agent loop (SPEC §6: the
+// state machine, the tool registry, the session's permissions) until the
+// model has answered. Before it, the context economy may run a silent
+// memory flush turn and a compaction (economize).
 func (st *runState) answer(p model.Provider) error {
-	ctx := st.rn.ctx
-	if off, ok := p.(*Offline); ok {
-		_, src, err := off.Answer(ctx, st.rn.userText, st.onDelta)
-		st.addSources(src)
+	s, rn := st.s, st.rn
+	ctx := context.WithValue(rn.ctx, runKey{}, rn)
+	reg, err := s.tools(rn)
+	if err != nil {
 		return err
 	}
-	msgs := append([]model.Message{{Role: model.RoleSystem, Content: systemPrompt(st.s.opts.Now(), true)}},
-		st.s.context(ctx, st.rn)...)
-	msgs = append(msgs, model.Message{Role: model.RoleUser, Content: st.rn.userText})
-	for round := 0; ; round++ {
-		req := model.Request{Messages: msgs}
-		offer := round < st.s.opts.MaxToolRounds
-		if offer {
-			req.Tools = []model.Tool{memorySearchTool}
-		}
-		resp, err := p.Stream(ctx, req, st.onDelta)
-		st.addUsage(resp.Usage)
-		if err != nil {
-			return err
-		}
-		if len(resp.ToolCalls) == 0 || !offer {
-			if strings.TrimSpace(st.rn.out.String()) == "" {
-				return errEmptyAnswer
-			}
-			return nil
-		}
-		calls := make([]model.ToolCall, len(resp.ToolCalls))
-		for i, c := range resp.ToolCalls {
-			if c.ID == "" {
-				c.ID = fmt.Sprintf("call_%d_%d", round, i)
-			}
-			calls[i] = c
-		}
-		msgs = append(msgs, model.Message{Role: model.RoleAssistant, Content: resp.Content, ToolCalls: calls})
-		for _, c := range calls {
-			out, err := st.callTool(ctx, c)
-			if err != nil {
-				return err
-			}
-			msgs = append(msgs, model.Message{Role: model.RoleTool, ToolCallID: c.ID, Name: c.Name, Content: out})
-		}
+	if off, ok := p.(*Offline); ok {
+		p = offlineRun{Offline: off, add: st.addSources}
+	} else if err := st.economize(ctx, p, reg); err != nil {
+		return err
+	}
+	ag, err := agent.New(agent.Options{
+		Provider:     p,
+		Tools:        reg,
+		Permissions:  s.broker.permissions(rn),
+		Prepare:      func(ctx context.Context, _ agent.Task) ([]model.Message, error) { return st.prepare(ctx, reg), nil },
+		OnTransition: st.onTransition,
+		OnDelta:      st.onDelta,
+		OnToolCall:   st.onToolCall,
+		OnToolResult: st.onToolResult,
+		Outgoing:     s.outgoing,
+		MaxRounds:    s.opts.MaxToolRounds,
+		ResultChars:  MaxToolResultChars,
+		// A long answer of a slow local model may stream for minutes: one
+		// model call is bounded by the run's own timeout, not less.
+		Timeouts: agent.Timeouts{Planning: s.opts.RunTimeout},
+		Logger:   s.log.With("run", rn.RunID, "session", rn.SessionID),
+		Now:      s.opts.Now,
+	})
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	rep, err := ag.Run(ctx, agent.Task{Input: rn.userText})
+	st.addUsage(rep.Usage)
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(rn.out.String()) == "" {
+		return errEmptyAnswer
+	}
+	return nil
+}
+
+// tools returns the registry of rn's run: Options.Tools' for its profile
+// and session, else the built-in one.
+func (s *Service) tools(rn *run) (*agent.Registry, error) {
+	if s.opts.Tools == nil {
+		return s.builtin, nil
+	}
+	reg, err := s.opts.Tools(ToolScope{ProfileID: rn.ProfileID, SessionID: rn.SessionID})
+	if err != nil {
+		return nil, fmt.Errorf("tools of profile %s: %w", rn.ProfileID, err)
+	}
+	return reg, nil
+}
+
+// prepare is the Analyzing step: the system prompt, the session's
+// compaction summary (if any), the history context, the message.
+func (st *runState) prepare(ctx context.Context, reg *agent.Registry) []model.Message {
+	msgs := []model.Message{{Role: model.RoleSystem, Content: systemPrompt(st.s.opts.Now(), toolNames(reg))}}
+	past, sum := st.s.context(ctx, st.rn)
+	if sum.Text != "" {
+		msgs = append(msgs, summaryMessage(sum.Text))
+	}
+	msgs = append(msgs, past...)
+	return append(msgs, model.Message{Role: model.RoleUser, Content: st.rn.userText})
+}
+
+func toolNames(reg *agent.Registry) []string {
+	var out []string
+	for _, sp := range reg.Specs() {
+		out = append(out, sp.Name)
+	}
+	return out
+}
+
+// onTransition emits agent.state; a new Planning round after tool results
+// puts a paragraph break before its text.
+func (st *runState) onTransition(tr agent.Transition) {
+	switch {
+	case tr.To == agent.StateActing:
+		st.round++
+	case tr.From == agent.StateObserving && tr.To == agent.StatePlanning:
 		st.sep = true
 	}
+	st.s.emit(EventState, StateEvent{RunRef: st.rn.RunRef, From: string(tr.From), To: string(tr.To), At: tr.At.UnixMilli(),
+		Source: tr.Source, Reason: tr.Reason})
 }
 
-// memorySearchArgs are memory_search's arguments as the model sends them.
-type memorySearchArgs struct {
-	Query      string   `json:"query"`
-	MaxResults *int     `json:"maxResults"`
-	MinScore   *float64 `json:"minScore"`
-}
-
-type toolResult struct {
-	Results   []toolHit `json:"results"`
-	Truncated bool      `json:"truncated,omitempty"`
-}
-
-type toolHit struct {
-	Path      string  `json:"path"`
-	StartLine int     `json:"startLine"`
-	EndLine   int     `json:"endLine"`
-	Score     float64 `json:"score"`
-	Layer     string  `json:"layer,omitempty"`
-	Snippet   string  `json:"snippet"`
-}
-
-func toolError(format string, args ...any) string {
-	return string(marshal(map[string]string{"error": fmt.Sprintf(format, args...)}))
-}
-
-// marshal encodes v as compact JSON without HTML escaping (the model reads it).
-func marshal(v any) []byte {
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return []byte(`{"error":"cannot encode the tool result"}`)
-	}
-	return []byte(strings.TrimSuffix(b.String(), "\n"))
-}
-
-// callTool runs one tool call and returns the text for the model. Bad calls
-// (unknown tool, invalid JSON, failed search) become an error object for the
-// model to read; only the run's own cancellation is returned as an error.
-func (st *runState) callTool(ctx context.Context, c model.ToolCall) (string, error) {
+// onToolCall records a call and emits chat.tool {phase: "call"}.
+func (st *runState) onToolCall(c agent.Call) {
 	st.toolCalls++
-	log := st.s.log.With("run", st.rn.RunID, "tool", c.Name, "call", c.ID)
-	if c.Name != ToolMemorySearch {
-		log.Warn("chat tool call rejected", "reason", "unknown tool")
-		return toolError("unknown tool %q; the only tool is %s", c.Name, ToolMemorySearch), nil
-	}
-	var args memorySearchArgs
-	raw := strings.TrimSpace(string(c.Arguments))
-	if raw == "" {
-		raw = "{}"
-	}
-	dec := json.NewDecoder(strings.NewReader(raw))
-	if err := dec.Decode(&args); err != nil {
-		log.Warn("chat tool call rejected", "reason", "invalid arguments", "error", err.Error())
-		return toolError(`invalid arguments for %s (%v): send a JSON object like {"query": "text", "maxResults": 6}`, ToolMemorySearch, err), nil
-	}
-	args.Query = strings.TrimSpace(args.Query)
-	if args.Query == "" {
-		log.Warn("chat tool call rejected", "reason", "empty query")
-		return toolError(`%s needs a non-empty "query" string`, ToolMemorySearch), nil
-	}
-	opts := memory.SearchOptions{Query: args.Query}
-	if args.MaxResults != nil {
-		opts.MaxResults = min(max(*args.MaxResults, 1), 20)
-	}
-	if args.MinScore != nil {
-		opts.MinScore = math.Min(math.Max(*args.MinScore, 0), 1)
-		if opts.MinScore == 0 {
-			opts.MinScore = -1 // memory: negative means "no floor"; zero would mean the default
-		}
-	}
-	tctx, cancel := context.WithTimeout(ctx, ToolTimeout)
-	defer cancel()
-	res, err := st.s.opts.Memory.Search(tctx, opts)
-	if err != nil {
-		if ctx.Err() != nil {
-			return "", ctx.Err()
-		}
-		log.Warn("chat tool call failed", "error", err.Error())
-		return toolError("memory search failed: %v", err), nil
-	}
-	out, src := encodeHits(res.Results, MaxToolResultChars)
-	st.addSources(src)
-	log.Info("chat tool call", "query_chars", utf8.RuneCountInString(args.Query), "results", len(res.Results))
-	return out, nil
+	st.mu.Lock()
+	st.tools = append(st.tools, history.ToolRecord{CallID: c.ID, Tool: c.Tool, Round: st.round, Args: argsJSON(c.Args)})
+	st.mu.Unlock()
+	summary, _ := agent.Truncate(strings.TrimSpace(string(c.Args)), agent.MaxArgsSummaryChars)
+	st.s.emit(EventTool, ToolEvent{RunRef: st.rn.RunRef, CallID: c.ID, Tool: c.Tool, Phase: ToolPhaseCall, ArgsSummary: summary})
 }
 
-// encodeHits renders search results as JSON of at most limit bytes, cutting
-// snippets and then dropping results from the end as needed. It returns the
-// sources of the results that made it in.
-func encodeHits(results []memory.SearchResult, limit int) (string, []history.Source) {
-	tr := toolResult{Results: []toolHit{}}
-	var src []history.Source
-	for _, r := range results {
-		h := toolHit{Path: r.Path, StartLine: r.StartLine, EndLine: r.EndLine,
-			Score: math.Round(r.Score*1000) / 1000, Layer: r.Layer, Snippet: r.Snippet}
-		tr.Results = append(tr.Results, h)
-		if b := marshal(tr); len(b) > limit {
-			// Try a shorter snippet before giving up on this result.
-			tr.Truncated = true
-			for try := 0; try < 4 && h.Snippet != ""; try++ { // escaping may need a second cut
-				over := len(marshal(tr)) - limit
-				if over <= 0 {
-					break
-				}
-				h.Snippet = cutRunes(h.Snippet, len(h.Snippet)-over-8)
-				tr.Results[len(tr.Results)-1] = h
-			}
-			if h.Snippet == "" || len(marshal(tr)) > limit {
-				tr.Results = tr.Results[:len(tr.Results)-1]
-				break
-			}
+// onToolResult records a result (the whole output) with its call, takes
+// memory_search's sources and emits chat.tool {phase: "result"}.
+func (st *runState) onToolResult(c agent.Call, res agent.Result) {
+	st.mu.Lock()
+	for i := len(st.tools) - 1; i >= 0; i-- {
+		if t := &st.tools[i]; t.CallID == c.ID && t.Status == "" {
+			t.Status, t.Summary, t.Error, t.Data = string(res.Status), res.LogSummary, res.Error, res.Data
+			break
 		}
-		src = append(src, history.Source{Path: r.Path, StartLine: r.StartLine, EndLine: r.EndLine})
 	}
-	return string(marshal(tr)), src
-}
-
-// cutRunes cuts s to at most n bytes without splitting a character, adding
-// "…" when it cut.
-func cutRunes(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	if n <= 0 {
-		return ""
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
+	st.mu.Unlock()
+	st.addSources(sourcesOf(res))
+	st.s.log.Info("chat tool call", "run", st.rn.RunID, "tool", c.Tool, "call", c.ID, "status", res.Status, "summary", res.LogSummary)
+	st.s.emit(EventTool, ToolEvent{RunRef: st.rn.RunRef, CallID: c.ID, Tool: c.Tool, Phase: ToolPhaseResult,
+		Status: string(res.Status), Summary: res.LogSummary})
 }
 
 // context builds the model context's history (SPEC §6 recency-first
 // merge) through convo.BuildContext: the server history H_s is the
 // conversation's recent messages when the send named a conversation, else
-// the session's; the client history H_r is the send's history, less
+// the session's, less what the session's compaction summary (returned
+// too) covers, and with each answer's tool calls and results as tool
+// turns (expand); the client history H_r is the send's history, less
 // messages whose id history does not hold (deleted since the client saw
 // them); the merge H_s ⊕ tail(H_r, |H_r| − ω) is then fitted newest first
 // to at most convo.DefaultUserTurns user turns, HistoryMessages messages
 // and HistoryChars characters, each cut at HistoryMessageChars; failed
 // answers without text are skipped.
-func (s *Service) context(ctx context.Context, rn *run) []model.Message {
+func (s *Service) context(ctx context.Context, rn *run) ([]model.Message, history.Summary) {
 	var (
 		past []history.Message
 		err  error
 	)
+	sum, serr := s.opts.History.Summary(ctx, rn.SessionID)
+	if serr != nil {
+		s.log.Warn("chat summary unavailable", "run", rn.RunID, "session", rn.SessionID, "error", serr.Error())
+	}
 	n := s.opts.HistoryMessages*2 + 1
 	if rn.conversationID != "" {
 		var page history.Page
@@ -349,7 +302,10 @@ func (s *Service) context(ctx context.Context, rn *run) []model.Message {
 			continue
 		}
 		known[m.ID] = true
-		server = append(server, convo.Message{ID: m.ID, TS: m.TS, Message: model.Message{Role: wireRole(m.Role), Content: m.Content}})
+		if m.SessionID == rn.SessionID && m.TS <= sum.ThroughTS {
+			continue // the summary stands for it
+		}
+		server = append(server, expand(m)...)
 	}
 	client := make([]convo.Message, 0, len(rn.client))
 	dropped := 0
@@ -371,11 +327,7 @@ func (s *Service) context(ctx context.Context, rn *run) []model.Message {
 	fit := convo.BuildContext(server, client, convo.Budget{
 		MessageChars: HistoryMessageChars, TotalChars: s.opts.HistoryChars, MaxMessages: s.opts.HistoryMessages,
 	})
-	out := make([]model.Message, len(fit))
-	for i, m := range fit {
-		out[i] = m.Message
-	}
-	return out
+	return plain(fit), sum
 }
 
 // wireRole maps a history role to the model's.
@@ -398,6 +350,9 @@ func (st *runState) finish(err error) string {
 		Role: history.RoleAssistant, Content: st.rn.out.String(), TS: rn.userMsg.TS + 1, Sources: st.sources,
 		EndedAt: s.opts.Now().UnixMilli(),
 	}
+	st.mu.Lock()
+	msg.Tools = slices.Clone(st.tools)
+	st.mu.Unlock()
 	if st.usage != (history.Usage{}) {
 		u := st.usage
 		msg.Usage = &u
@@ -463,13 +418,26 @@ func classify(err, cause error, runTimeout time.Duration) (string, string) {
 	case cause == errRunTimeout:
 		return CodeTimeout, fmt.Sprintf("the answer took longer than %s and was stopped", runTimeout)
 	case errors.Is(err, model.ErrTimeout):
+		return CodeTimeout, modelText(err)
+	case errors.Is(err, agent.ErrStepTimeout):
 		return CodeTimeout, err.Error()
 	case errors.Is(err, model.ErrUnavailable), errors.Is(err, model.ErrRejected),
-		errors.Is(err, model.ErrBadResponse), errors.Is(err, model.ErrIncomplete),
-		errors.Is(err, errEmptyAnswer):
-		return CodeUnavailable, err.Error()
+		errors.Is(err, model.ErrBadResponse), errors.Is(err, model.ErrIncomplete):
+		return CodeUnavailable, modelText(err)
+	case errors.Is(err, errEmptyAnswer), errors.Is(err, agent.ErrNoAnswer):
+		return CodeUnavailable, errEmptyAnswer.Error()
 	}
 	return CodeInternal, err.Error()
+}
+
+// modelText is the text of the model's own error inside err (the agent
+// loop adds its step as a prefix, which the person does not need).
+func modelText(err error) string {
+	var me *model.Error
+	if errors.As(err, &me) {
+		return me.Error()
+	}
+	return err.Error()
 }
 
 func errText(err error) string {

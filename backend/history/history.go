@@ -86,6 +86,29 @@ type Message struct {
 	Error          string   `json:"error,omitempty"`
 	EndedAt        int64    `json:"endedAt,omitempty"`
 	Usage          *Usage   `json:"usage,omitempty"`
+	// Tools are the tool calls of the run that produced this assistant
+	// message, in call order, each with its whole result (SPEC §6: the
+	// model saw a truncated form; the transcript keeps it all). Empty
+	// for user messages and runs without tool calls.
+	Tools []ToolRecord `json:"tools,omitempty"`
+}
+
+// ToolRecord is one tool call of a run and its result. Round is the
+// 1-based tool round of the call; Args the argument JSON as the model sent
+// it (kept verbatim even when it is not valid JSON, as a JSON string
+// then). Status is the result's: "ok", "error", "denied" or "accepted";
+// empty when the run ended before the call had a result (cancelled or
+// failed mid-call). Summary is the one-line summary the model saw; Error
+// the error text of an error or denial; Data the tool's whole output.
+type ToolRecord struct {
+	CallID  string          `json:"callId"`
+	Tool    string          `json:"tool"`
+	Round   int             `json:"round"`
+	Args    json.RawMessage `json:"args,omitempty"`
+	Status  string          `json:"status,omitempty"`
+	Summary string          `json:"summary,omitempty"`
+	Error   string          `json:"error,omitempty"`
+	Data    json.RawMessage `json:"data,omitempty"`
 }
 
 // Usage counts the tokens of a run: PromptTokens sent to the model (every
@@ -142,6 +165,17 @@ var migrations = []string{
 	// 4: the conversation domain (SPEC §6): '' = in no conversation.
 	`ALTER TABLE history_messages ADD COLUMN conversation_id TEXT NOT NULL DEFAULT '';
 	CREATE INDEX IF NOT EXISTS history_messages_conversation ON history_messages(conversation_id, ts, seq);`,
+	// 5: a run's tool calls and their whole results (JSON array of
+	// ToolRecord; '' = none), and each session's compaction summary.
+	`ALTER TABLE history_messages ADD COLUMN tools TEXT NOT NULL DEFAULT '';
+	CREATE TABLE IF NOT EXISTS history_summaries (
+		session_id  TEXT    PRIMARY KEY,
+		summary     TEXT    NOT NULL DEFAULT '',
+		compactions INTEGER NOT NULL DEFAULT 0,
+		through_ts  INTEGER NOT NULL DEFAULT 0,
+		flushed     INTEGER NOT NULL DEFAULT 0,
+		updated_at  INTEGER NOT NULL DEFAULT 0
+	);`,
 }
 
 // Open creates or upgrades the history tables (history_*) in db and returns
@@ -234,18 +268,26 @@ func (s *Store) Append(ctx context.Context, m Message) error {
 	if m.Usage != nil {
 		usage = *m.Usage
 	}
+	tools := ""
+	if len(m.Tools) > 0 {
+		b, err := json.Marshal(m.Tools)
+		if err != nil {
+			return fmt.Errorf("append message %s: encode tool calls: %w", m.ID, err)
+		}
+		tools = string(b)
+	}
 	_, err := s.db.ExecContext(ctx, `INSERT INTO history_messages
-		(id, profile_id, session_id, run_id, role, content, ts, sources, error, ended_at, prompt_tokens, completion_tokens, conversation_id)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`,
+		(id, profile_id, session_id, run_id, role, content, ts, sources, error, ended_at, prompt_tokens, completion_tokens, conversation_id, tools)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`,
 		m.ID, m.ProfileID, m.SessionID, m.RunID, m.Role, m.Content, m.TS, sources, m.Error, m.EndedAt,
-		usage.PromptTokens, usage.CompletionTokens, m.ConversationID)
+		usage.PromptTokens, usage.CompletionTokens, m.ConversationID, tools)
 	if err != nil {
 		return fmt.Errorf("append message %s: %w", m.ID, err)
 	}
 	return nil
 }
 
-const cols = `seq, id, profile_id, session_id, run_id, role, content, ts, sources, error, ended_at, prompt_tokens, completion_tokens, conversation_id`
+const cols = `seq, id, profile_id, session_id, run_id, role, content, ts, sources, error, ended_at, prompt_tokens, completion_tokens, conversation_id, tools`
 
 func scanMessage(rows interface{ Scan(...any) error }) (Message, int64, error) {
 	var (
@@ -253,10 +295,16 @@ func scanMessage(rows interface{ Scan(...any) error }) (Message, int64, error) {
 		seq     int64
 		sources string
 		usage   Usage
+		tools   string
 	)
 	if err := rows.Scan(&seq, &m.ID, &m.ProfileID, &m.SessionID, &m.RunID, &m.Role, &m.Content, &m.TS, &sources, &m.Error, &m.EndedAt,
-		&usage.PromptTokens, &usage.CompletionTokens, &m.ConversationID); err != nil {
+		&usage.PromptTokens, &usage.CompletionTokens, &m.ConversationID, &tools); err != nil {
 		return Message{}, 0, err
+	}
+	if tools != "" {
+		if err := json.Unmarshal([]byte(tools), &m.Tools); err != nil {
+			return Message{}, 0, fmt.Errorf("decode tool calls of message %s: %w", m.ID, err)
+		}
 	}
 	if usage != (Usage{}) {
 		m.Usage = &usage
@@ -433,4 +481,56 @@ func reverse(m []Message) {
 	for i, j := 0, len(m)-1; i < j; i, j = i+1, j-1 {
 		m[i], m[j] = m[j], m[i]
 	}
+}
+
+// Summary is a session's compaction state (SPEC §6 context economy):
+// Text stands for every message of the session with TS ≤ ThroughTS;
+// Compactions counts the compactions that produced it; Flushed says the
+// memory flush turn has run since the last compaction. UpdatedAt is Unix
+// ms. The zero Summary means the session was never compacted.
+type Summary struct {
+	SessionID   string `json:"sessionId"`
+	Text        string `json:"text"`
+	Compactions int    `json:"compactions"`
+	ThroughTS   int64  `json:"throughTs"`
+	Flushed     bool   `json:"flushed"`
+	UpdatedAt   int64  `json:"updatedAt"`
+}
+
+// Summary returns sessionID's compaction state; a session never compacted
+// (or flushed) yields Summary{SessionID: sessionID} and no error.
+func (s *Store) Summary(ctx context.Context, sessionID string) (Summary, error) {
+	out := Summary{SessionID: sessionID}
+	var flushed int
+	err := s.db.QueryRowContext(ctx, `SELECT summary, compactions, through_ts, flushed, updated_at
+		FROM history_summaries WHERE session_id = ?`, sessionID).Scan(&out.Text, &out.Compactions, &out.ThroughTS, &flushed, &out.UpdatedAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return out, nil
+	}
+	if err != nil {
+		return Summary{}, fmt.Errorf("session %s summary: %w", sessionID, err)
+	}
+	out.Flushed = flushed != 0
+	return out, nil
+}
+
+// SetSummary stores sm as its session's compaction state, replacing the
+// previous one. Errors: ErrInvalid without a SessionID, or a wrapped
+// database error.
+func (s *Store) SetSummary(ctx context.Context, sm Summary) error {
+	if sm.SessionID == "" {
+		return fmt.Errorf("set summary: %w: missing sessionId", ErrInvalid)
+	}
+	flushed := 0
+	if sm.Flushed {
+		flushed = 1
+	}
+	_, err := s.db.ExecContext(ctx, `INSERT INTO history_summaries (session_id, summary, compactions, through_ts, flushed, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(session_id) DO UPDATE SET summary = excluded.summary,
+		compactions = excluded.compactions, through_ts = excluded.through_ts, flushed = excluded.flushed, updated_at = excluded.updated_at`,
+		sm.SessionID, sm.Text, sm.Compactions, sm.ThroughTS, flushed, sm.UpdatedAt)
+	if err != nil {
+		return fmt.Errorf("set summary of session %s: %w", sm.SessionID, err)
+	}
+	return nil
 }

@@ -331,3 +331,46 @@ func TestUsage(t *testing.T) {
 		t.Fatalf("JSON = %s\nwant  %s", b, want)
 	}
 }
+
+func TestToolRecordsAndSummary(t *testing.T) {
+	s, _ := openStore(t)
+	ctx := context.Background()
+	full := `{"text":"whole output, not cut"}`
+	tools := []ToolRecord{
+		{CallID: "c1", Tool: "web_fetch", Round: 1, Args: json.RawMessage(`{"url":"https://example.com/"}`), Status: "ok", Summary: "GET …: HTTP 200", Data: json.RawMessage(full)},
+		{CallID: "c2", Tool: "exec", Round: 2, Args: json.RawMessage(`"{broken"`), Status: "denied", Error: "the person did not grant L2"},
+		{CallID: "c3", Tool: "memory_search", Round: 3, Args: json.RawMessage(`{"query":"x"}`)}, // the run ended mid-call
+	}
+	m := Message{ID: "a1", ProfileID: "main", SessionID: "s", Role: RoleAssistant, Content: "done", TS: 10, Tools: tools}
+	if err := s.Append(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(ctx, "a1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gb, _ := json.Marshal(got.Tools)
+	wb, _ := json.Marshal(tools)
+	if string(gb) != string(wb) {
+		t.Fatalf("tools = %s\nwant %s", gb, wb)
+	}
+	// Summaries: none yet, then stored and replaced.
+	sm, err := s.Summary(ctx, "s")
+	if err != nil || sm != (Summary{SessionID: "s"}) {
+		t.Fatalf("summary = %+v, %v", sm, err)
+	}
+	for _, want := range []Summary{
+		{SessionID: "s", Flushed: true, UpdatedAt: 5},
+		{SessionID: "s", Text: "摘要 one", Compactions: 1, ThroughTS: 10, UpdatedAt: 6},
+	} {
+		if err := s.SetSummary(ctx, want); err != nil {
+			t.Fatal(err)
+		}
+		if sm, err = s.Summary(ctx, "s"); err != nil || sm != want {
+			t.Fatalf("summary = %+v, %v; want %+v", sm, err, want)
+		}
+	}
+	if err := s.SetSummary(ctx, Summary{}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("summary without session: %v", err)
+	}
+}

@@ -41,6 +41,11 @@ type Config struct {
 	BaseURL  string `json:"baseUrl"`
 	APIKey   string `json:"apiKey"`
 	Model    string `json:"model"`
+	// ContextWindow is the model's context window in tokens, for the
+	// chat's context economy (SPEC §6: compaction at the window minus a
+	// 20000-token reserve). 0: not set; the chat assumes 128000
+	// (chat.DefaultContextWindow). Detect never guesses it.
+	ContextWindow int `json:"contextWindow,omitempty"`
 }
 
 // DetectOptions tune Detect. The zero value is ready to use.
@@ -101,6 +106,9 @@ func Detect(ctx context.Context, cfg Config, opts DetectOptions) (Config, string
 	if err != nil {
 		out = Config{Provider: ProviderOffline}
 		why = err.Error() + "; using the offline provider"
+	}
+	if out.Provider != ProviderOffline && out.ContextWindow == 0 && cfg.ContextWindow > 0 {
+		out.ContextWindow = cfg.ContextWindow
 	}
 	opts.Logger.Info("model detected", "provider", out.Provider, "model", out.Model, "base_url", out.BaseURL, "why", why)
 	return out, why, err

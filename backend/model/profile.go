@@ -18,14 +18,16 @@ import (
 //	  provider: ollama
 //	  model: qwen2.5:7b
 //	  baseUrl: http://127.0.0.1:11434
+//	  contextWindow: 32768   # tokens (the chat's context economy)
 //
 // It never holds an API key: Markdown memory is shared, synced and
 // written by agents, so keys stay in config.json or the environment
 // (ParseOverride refuses one).
 type Override struct {
-	Provider string `json:"provider,omitempty"`
-	Model    string `json:"model,omitempty"`
-	BaseURL  string `json:"baseUrl,omitempty"`
+	Provider      string `json:"provider,omitempty"`
+	Model         string `json:"model,omitempty"`
+	BaseURL       string `json:"baseUrl,omitempty"`
+	ContextWindow int    `json:"contextWindow,omitempty"`
 }
 
 // ParseOverride decodes the value of the "model" key of a front matter, as
@@ -64,6 +66,16 @@ func overrideFromMap(m map[string]any) (Override, error) {
 	for _, k := range keys {
 		var dst *string
 		switch strings.ToLower(strings.ReplaceAll(k, "_", "")) {
+		case "contextwindow":
+			n, ok := m[k].(int)
+			if f, isF := m[k].(float64); isF && f == float64(int(f)) {
+				n, ok = int(f), true
+			}
+			if !ok || n < 0 {
+				return Override{}, newErr(ErrConfig, nil, "model setting %q must be a positive whole number of tokens, not %v", k, m[k])
+			}
+			o.ContextWindow = n
+			continue
 		case "provider":
 			dst = &o.Provider
 		case "model", "name":
@@ -73,7 +85,7 @@ func overrideFromMap(m map[string]any) (Override, error) {
 		case "apikey", "key", "token", "secret":
 			return Override{}, newErr(ErrConfig, nil, "model settings in Markdown may not hold an API key (%q): put keys in config.json or the environment", k)
 		default:
-			return Override{}, newErr(ErrConfig, nil, "unknown model setting %q in front matter (use provider, model, baseUrl)", k)
+			return Override{}, newErr(ErrConfig, nil, "unknown model setting %q in front matter (use provider, model, baseUrl, contextWindow)", k)
 		}
 		switch x := m[k].(type) {
 		case nil:
@@ -207,6 +219,12 @@ func ForProfile(base Config, s ProfileSettings, getenv func(string) string) (Con
 	}
 	if err := checkProvider(out.Provider); err != nil {
 		return fail("%v", err)
+	}
+	switch {
+	case s.Config.ContextWindow > 0:
+		out.ContextWindow = s.Config.ContextWindow
+	case s.Markdown.ContextWindow > 0:
+		out.ContextWindow = s.Markdown.ContextWindow
 	}
 	keyFrom := ""
 	switch out.Provider {

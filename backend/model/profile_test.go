@@ -141,3 +141,38 @@ func TestForProfile(t *testing.T) {
 		})
 	}
 }
+
+func TestProfileContextWindow(t *testing.T) {
+	tests := []struct {
+		name string
+		raw  any
+		cfg  Config
+		want int
+		bad  bool
+	}{
+		{"front matter", map[string]any{"contextWindow": 32768}, Config{}, 32768, false},
+		{"YAML float", map[string]any{"context_window": float64(8192)}, Config{}, 8192, false},
+		{"config.json wins", map[string]any{"contextWindow": 32768}, Config{ContextWindow: 200000}, 200000, false},
+		{"not a number", map[string]any{"contextWindow": "big"}, Config{}, 0, true},
+		{"negative", map[string]any{"contextWindow": -1}, Config{}, 0, true},
+	}
+	base := Config{Provider: ProviderOpenAI, BaseURL: "https://api.openai.com/v1", Model: "gpt", ContextWindow: 0}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := ParseOverride(tc.raw)
+			if tc.bad {
+				if err == nil {
+					t.Fatalf("ParseOverride(%v) accepted", tc.raw)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, _, err := ForProfile(base, ProfileSettings{Role: "r", Markdown: o, Config: tc.cfg}, nil)
+			if err != nil || out.ContextWindow != tc.want || out.Model != "gpt" {
+				t.Fatalf("ForProfile = %+v, %v; want window %d", out, err, tc.want)
+			}
+		})
+	}
+}
