@@ -206,6 +206,39 @@ func TestClassDuplicatesCollapsedKeepEveryPath(t *testing.T) {
 	}
 }
 
+// Class 8, many copies: when near-duplicates outnumber the spare of the
+// pool the index is asked for (Ranking.poolFor), the search asks again with
+// a larger pool, so the results are still n distinct chunks, and the folded
+// copies' paths are kept.
+func TestClassManyNearDuplicatesStillFillResults(t *testing.T) {
+	files := map[string]string{}
+	for i := 0; i < 14; i++ { // near copies: one word differs (Jaccard ≥ 0.8)
+		files[fmt.Sprintf("memory/2024-05-%02d.md", i+1)] = fmt.Sprintf("# Log\n\nThe ferry timetable for the island changes in summer, boats leave every hour from pier %d.\n", i)
+	}
+	for i, w := range []string{"bicycles", "dogs", "luggage", "tickets", "cafés", "weather", "parking"} {
+		files[fmt.Sprintf("memory/notes/ferry-%d.md", i)] = fmt.Sprintf("About the ferry and %s: a different note, number %d.\n", w, i)
+	}
+	f := newFixture(t, files, nil)
+	f.sync(t)
+	ctx := context.Background()
+	r, err := f.m.Search(ctx, SearchOptions{Query: "ferry timetable island summer", MaxResults: 6, MinScore: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Results) != 6 {
+		t.Fatalf("%d results, want 6: %+v", len(r.Results), r.Results)
+	}
+	first := r.Results[0]
+	if !strings.Contains(first.Snippet, "timetable") || len(first.AlsoIn) != 13 {
+		t.Fatalf("first result %s folds %d copies (%v), want the 13 other logs", first.Path, len(first.AlsoIn), first.AlsoIn)
+	}
+	for _, x := range r.Results[1:] {
+		if strings.Contains(x.Snippet, "timetable") {
+			t.Fatalf("a near copy came back again: %+v", x)
+		}
+	}
+}
+
 // Bad input: clear errors or empty results, never a crash.
 func TestSearchBadInput(t *testing.T) {
 	f := newFixture(t, baseFiles, nil)

@@ -111,21 +111,33 @@ func (m *Manager) Search(ctx context.Context, o SearchOptions) (SearchResponse, 
 		wv = 1 // the score is the cosine itself
 	}
 	// The caller's read permission is the search's scope: the index ranks
-	// the readable files alone (SPEC §4.3, §5.1).
-	hits, err := st.Search(ctx, index.Query{Text: text, Vector: qv, MaxResults: rk.poolFor(n), MinScore: minScore, VectorWeight: wv, Scope: o.Readable})
-	if err != nil {
-		return resp, fmt.Errorf("search: %w", err)
+	// the readable files alone (SPEC §4.3, §5.1). Near-duplicate folding
+	// can leave fewer than n results from the pool; then a pool four
+	// times larger is asked for (see Ranking.poolFor).
+	var hits []index.Hit
+	for pool := rk.poolFor(n); ; pool = min(MaxMaxResults, 4*pool) {
+		found, err := st.Search(ctx, index.Query{Text: text, Vector: qv, MaxResults: pool, MinScore: minScore, VectorWeight: wv, Scope: o.Readable})
+		if err != nil {
+			return resp, fmt.Errorf("search: %w", err)
+		}
+		more := len(found) == pool && pool < MaxMaxResults
+		resp.Withheld = 0
+		if o.Readable != nil {
+			// A safety net: the scope already kept unreadable files out.
+			before := len(found)
+			found = readableHits(found, o.Readable)
+			resp.Withheld = before - len(found)
+		}
+		hits = rk.rerank(found, n)
+		if len(hits) >= n || !more {
+			break
+		}
 	}
 	if o.Readable != nil {
 		if resp.OutOfScope, err = st.FilesOutside(ctx, o.Readable); err != nil {
 			return resp, fmt.Errorf("search: %w", err)
 		}
-		// A safety net: the scope already kept unreadable files out.
-		before := len(hits)
-		hits = readableHits(hits, o.Readable)
-		resp.Withheld = before - len(hits)
 	}
-	hits = rk.rerank(hits, n)
 	for _, h := range hits {
 		resp.Results = append(resp.Results, SearchResult{
 			Path:      h.Path,

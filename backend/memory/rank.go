@@ -58,8 +58,8 @@ const (
 	DefaultMMRLambda    = 0.7
 	DefaultHalfLifeDays = 30
 	// rerankPool is the smallest number of candidates fetched from the
-	// index to fold near-duplicates and re-rank (4·maxResults when larger,
-	// at most MaxMaxResults).
+	// index to re-rank with MMR or temporal decay (4·maxResults when
+	// larger, at most MaxMaxResults); see poolFor.
 	rerankPool = 50
 )
 
@@ -110,10 +110,20 @@ func (r *Ranking) resolve(e embed.Embedder) error {
 const NearDuplicateJaccard = 0.8
 
 // poolFor returns how many candidates to fetch from the index for n
-// results: more than n, since near-duplicates are folded and MMR and decay
-// re-order.
+// results. MMR and temporal decay re-order the candidates, so they get a
+// deep pool (max(n, rerankPool, 4n)). Without them the re-ranking only
+// folds near-duplicates, in index order: the results are then the first n
+// kept of any pool that keeps n, so a pool of n + max(4, n/2) is enough
+// unless folding removes more than the spare — Manager.Search then asks
+// again with a larger pool. (A deep pool costs: the index's top-k walk is
+// the larger part of a search, and it grows with k.) Near-duplicates
+// ranked below the pool are not listed in AlsoIn; identical chunks always
+// are (the index's copies).
 func (r *Ranking) poolFor(n int) int {
-	return min(MaxMaxResults, max(n, rerankPool, 4*n))
+	if r.MMR || r.TemporalDecay {
+		return min(MaxMaxResults, max(n, rerankPool, 4*n))
+	}
+	return min(MaxMaxResults, n+max(4, n/2))
 }
 
 // rerank applies temporal decay (if on), folds near-duplicates, applies

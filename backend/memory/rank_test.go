@@ -104,8 +104,9 @@ func TestRerankDecayAndMMR(t *testing.T) {
 	if got[0].Score != 0.6 {
 		t.Fatalf("decay changed the reported score: %v", got[0].Score)
 	}
-	if plain.poolFor(6) != 50 || decay.poolFor(6) != 50 || decay.poolFor(20) != 80 || decay.poolFor(MaxMaxResults) != MaxMaxResults {
-		t.Fatalf("pool sizes %d %d %d", decay.poolFor(6), decay.poolFor(20), decay.poolFor(MaxMaxResults))
+	if plain.poolFor(6) != 10 || plain.poolFor(40) != 60 || plain.poolFor(MaxMaxResults) != MaxMaxResults ||
+		decay.poolFor(6) != 50 || decay.poolFor(20) != 80 || decay.poolFor(MaxMaxResults) != MaxMaxResults {
+		t.Fatalf("pool sizes plain %d %d, decay %d %d %d", plain.poolFor(6), plain.poolFor(40), decay.poolFor(6), decay.poolFor(20), decay.poolFor(MaxMaxResults))
 	}
 
 	mmr := Ranking{MMR: true, MMRLambda: 0.7}
