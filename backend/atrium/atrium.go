@@ -326,10 +326,14 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 func (a *App) agentTools(o Options) func(chat.ToolScope) (*agent.Registry, error) {
 	return func(sc chat.ToolScope) (*agent.Registry, error) {
 		reg := agent.NewRegistry()
+		role := sc.Role // an instance's tools act as its profile
+		if role == "" {
+			role = acl.MainRole
+		}
 		err := tools.Register(reg, tools.Options{
 			Guard:     a.Guard,
 			Memory:    a.Memory,
-			Principal: acl.Principal{Role: acl.MainRole, Session: sc.SessionID},
+			Principal: acl.Principal{Role: role, Session: sc.SessionID},
 			Fetch:     &tools.FetchOptions{AllowPrivate: o.FetchAllowPrivate},
 			Logger:    o.Logger,
 		})

@@ -131,9 +131,9 @@ func (r *poolRunner) Stream(ctx context.Context, req chat.RemoteRequest, onDelta
 		r.mu.Unlock()
 	}()
 
-	run := worker.RunRequest{Messages: make([]worker.RunMessage, len(req.Messages))}
+	run := worker.RunRequest{Messages: make([]worker.RunMessage, len(req.Messages)), Tools: req.Tools}
 	for i, m := range req.Messages {
-		run.Messages[i] = worker.RunMessage{Role: m.Role, Content: m.Content}
+		run.Messages[i] = worker.RunMessage{Role: m.Role, Content: m.Content, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID, Name: m.Name}
 	}
 	m, err := worker.NewMsg(worker.TypeRun, req.RunID, run)
 	if err != nil {
@@ -201,7 +201,7 @@ func (r *poolRunner) dispatch(instance string, m worker.Msg) {
 	case worker.TypeFinal, worker.TypeCancelled:
 		var f worker.Final
 		_ = json.Unmarshal(m.Payload, &f) // a bad payload only loses the usage: the text came as chunks
-		res := remoteResult{resp: model.Response{Content: f.Content,
+		res := remoteResult{resp: model.Response{Content: f.Content, ToolCalls: f.ToolCalls, FinishReason: f.FinishReason,
 			Usage: model.Usage{PromptTokens: f.PromptTokens, CompletionTokens: f.CompletionTokens}}}
 		if m.Type == worker.TypeCancelled {
 			res.err = context.Canceled

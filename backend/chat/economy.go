@@ -146,7 +146,7 @@ func (st *runState) economize(ctx context.Context, p model.Provider, reg *agent.
 		return nil
 	}
 	t := convo.Transcript{Summary: sum.Text, Messages: msgs, Compactions: sum.Compactions, Flushed: sum.Flushed}
-	extra := convo.Tokens(convo.Message{Message: model.Message{Role: model.RoleSystem, Content: systemPrompt(s.opts.Now(), toolNames(reg))}}) +
+	extra := convo.Tokens(convo.Message{Message: model.Message{Role: model.RoleSystem, Content: systemPrompt(st.persona, s.opts.Now(), toolNames(reg))}}) +
 		convo.Tokens(convo.Message{Message: model.Message{Role: model.RoleUser, Content: rn.userText}}) + toolTokens(reg)
 	as := s.economy.Assess(t, extra)
 	if !as.Flush && !as.Compact {
@@ -241,7 +241,7 @@ func (st *runState) flush(ctx context.Context, p model.Provider, reg *agent.Regi
 	if err != nil {
 		return fmt.Errorf("memory flush: %w", err)
 	}
-	rep, err := ag.Run(ctx, agent.Task{System: systemPrompt(s.opts.Now(), allowed), History: hist,
+	rep, err := ag.Run(ctx, agent.Task{System: systemPrompt(st.persona, s.opts.Now(), allowed), History: hist,
 		Input: convo.FlushPrompt(rn.ProfileID, s.opts.Now())})
 	st.addUsage(rep.Usage)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/atrium-dev/atrium/backend/model"
 )
@@ -19,7 +18,9 @@ import (
 // and hands it to Options.Remote; the worker's deltas become the run's
 // chat.reasoning and chat.chunk events, and its end the run's usual
 // terminal event, persisted in both history domains under the instance id
-// as profileId. A worker run is one model call: no tools.
+// as profileId. The run's agent loop runs here, as for main: each of its
+// model calls is one worker run (with the tools offered and the tool
+// calls answered), and the tools act as the instance's profile.
 
 // ErrUnavailable: the instance a send names exists but does not accept
 // runs now (starting, restarting after a crash, or stopped). Retryable.
@@ -57,14 +58,15 @@ type RemoteInstance struct {
 	Ready     bool
 }
 
-// RemoteRequest is one run for an instance: ids of the run and its
-// session, and the whole model context (system prompt first, the message
-// last).
+// RemoteRequest is one model call of a run on an instance: ids of the
+// call (the run's id, suffixed ".k" for its k-th call) and its session,
+// the whole model context (system prompt first) and the tools offered.
 type RemoteRequest struct {
 	InstanceID string
 	RunID      string
 	SessionID  string
 	Messages   []model.Message
+	Tools      []model.Tool
 }
 
 // RemoteError is a run's failure as the worker side reported it: Kind is
@@ -116,24 +118,22 @@ func (s *Service) checkRemoteSend(profileID string) (bool, error) {
 	return true, nil
 }
 
-// remotePrompt is an instance's system prompt: its profile's persona (or a
-// plain default), the language rule and the date.
-func remotePrompt(profileID, persona string, now time.Time) string {
-	var b strings.Builder
+// instancePersona is the persona of an instance's system prompt: its
+// profile's persona, or a plain default naming the profile.
+func instancePersona(profileID, persona string) string {
 	if persona = strings.TrimSpace(persona); persona != "" {
-		b.WriteString(persona)
-	} else {
-		fmt.Fprintf(&b, "You are %s, an agent of Atrium: a local-first desktop app where AI agents chat with a person. "+
-			"You are a helpful, honest and concise assistant.", profileID)
+		return persona
 	}
-	b.WriteString("\n\nAnswer in the language of the person's message. Use Markdown when it helps.\n")
-	fmt.Fprintf(&b, "Current date: %s.", now.Format("Monday 2006-01-02"))
-	return b.String()
+	return fmt.Sprintf("You are %s, an agent of Atrium: a local-first desktop app where AI agents chat with a person. "+
+		"You are a helpful, honest and concise assistant.", profileID)
 }
 
-// answerRemote is answer for a run on an instance: the context as for an
-// in-process run, one streamed call on the instance's worker.
-func (st *runState) answerRemote() error {
+// onRemote readies st for a run on an instance and returns the model the
+// run's agent loop calls: the loop, its tools (acting as the instance's
+// profile, so that role's ACL applies) and the person's permission
+// questions stay in this process, and each model call is a `run` on the
+// instance's worker process.
+func (st *runState) onRemote() model.Provider {
 	s, rn := st.s, st.rn
 	inst, _ := s.remote(rn.ProfileID)
 	s.log.Info("chat run on instance", "run", rn.RunID, "instance", rn.ProfileID, "profile", inst.ProfileID, "state", inst.State)
@@ -141,36 +141,32 @@ func (st *runState) answerRemote() error {
 	if err != nil {
 		s.log.Warn("chat persona unavailable", "run", rn.RunID, "profile", inst.ProfileID, "error", err.Error())
 	}
-	msgs := []model.Message{{Role: model.RoleSystem, Content: remotePrompt(inst.ProfileID, persona, s.opts.Now())}}
-	past, sum := s.context(rn.ctx, rn)
-	if sum.Text != "" {
-		msgs = append(msgs, summaryMessage(sum.Text))
-	}
-	msgs = append(msgs, textTurns(past)...)
-	msgs = append(msgs, model.Message{Role: model.RoleUser, Content: rn.userText})
-	resp, err := s.opts.Remote.Stream(rn.ctx, RemoteRequest{InstanceID: rn.ProfileID, RunID: rn.RunID, SessionID: rn.SessionID, Messages: msgs}, st.onDelta)
-	st.addUsage(resp.Usage)
-	if err != nil {
-		return err
-	}
-	if strings.TrimSpace(rn.out.String()) == "" {
-		return errEmptyAnswer
-	}
-	return nil
+	st.persona, st.role = instancePersona(inst.ProfileID, persona), inst.ProfileID
+	return &remoteModel{r: s.opts.Remote, inst: inst, rn: rn}
 }
 
-// textTurns keeps the user and assistant turns with text: a worker run
-// carries {role, content} messages only (docs/PROTOCOL.md, "Worker line
-// protocol"), so tool calls and tool results of earlier in-process answers
-// in the same session are left out rather than sent broken.
-func textTurns(msgs []model.Message) []model.Message {
-	out := make([]model.Message, 0, len(msgs))
-	for _, m := range msgs {
-		if (m.Role == model.RoleUser || m.Role == model.RoleAssistant) && strings.TrimSpace(m.Content) != "" {
-			out = append(out, model.Message{Role: m.Role, Content: m.Content})
-		}
+// remoteModel is model.Provider over an instance's worker: call k (from 1)
+// of run R is the worker run "R" for k = 1, "R.k" after (the worker's run
+// ids must be unique among its runs in progress; the calls of one run are
+// sequential).
+type remoteModel struct {
+	r     RemoteRunner
+	inst  RemoteInstance
+	rn    *run
+	calls int
+}
+
+func (m *remoteModel) Name() string  { return "instance" }
+func (m *remoteModel) Model() string { return m.inst.ID }
+
+func (m *remoteModel) Stream(ctx context.Context, req model.Request, onDelta func(model.Delta)) (model.Response, error) {
+	m.calls++
+	id := m.rn.RunID
+	if m.calls > 1 {
+		id = fmt.Sprintf("%s.%d", id, m.calls)
 	}
-	return out
+	return m.r.Stream(ctx, RemoteRequest{InstanceID: m.inst.ID, RunID: id, SessionID: m.rn.SessionID,
+		Messages: req.Messages, Tools: req.Tools}, onDelta)
 }
 
 // runRetryable reports whether a run that failed with err may succeed when

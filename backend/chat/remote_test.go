@@ -39,31 +39,17 @@ func TestRunFailureCodes(t *testing.T) {
 	}
 }
 
-func TestRemotePrompt(t *testing.T) {
+func TestInstancePrompt(t *testing.T) {
 	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	tests := []struct{ persona, wantStart string }{
-		{"You are Alpha, the release manager.\n你负责发布。\n", "You are Alpha, the release manager.\n你负责发布。\n\nAnswer in the language"},
+		{"You are Alpha, the release manager.\n你负责发布。\n", "You are Alpha, the release manager.\n你负责发布。\n\n"},
 		{"  \n", "You are ops, an agent of Atrium"},
 	}
 	for _, tc := range tests {
-		got := remotePrompt("ops", tc.persona, now)
-		if !strings.HasPrefix(got, tc.wantStart) || !strings.HasSuffix(got, "Current date: Tuesday 2026-12-01.") {
-			t.Fatalf("remotePrompt(%q) = %q", tc.persona, got)
+		got := systemPrompt(instancePersona("ops", tc.persona), now, []string{ToolMemorySearch})
+		if !strings.HasPrefix(got, tc.wantStart) || !strings.Contains(got, "memory_search") ||
+			!strings.HasSuffix(got, "Current date: Tuesday 2026-12-01.") {
+			t.Fatalf("instance prompt of %q = %q", tc.persona, got)
 		}
-	}
-}
-
-// Only text turns of the history go to a worker (its run carries role and
-// content alone).
-func TestTextTurns(t *testing.T) {
-	in := []model.Message{
-		{Role: model.RoleUser, Content: "look it up"},
-		{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{{ID: "c1", Name: "memory_search"}}},
-		{Role: model.RoleTool, ToolCallID: "c1", Content: `{"results":[]}`},
-		{Role: model.RoleAssistant, Content: "nothing found", ToolCalls: []model.ToolCall{{ID: "c2"}}},
-	}
-	got := textTurns(in)
-	if len(got) != 2 || got[0].Content != "look it up" || got[1].Content != "nothing found" || got[1].ToolCalls != nil {
-		t.Fatalf("textTurns = %+v", got)
 	}
 }

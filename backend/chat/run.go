@@ -15,12 +15,18 @@ import (
 	"github.com/atrium-dev/atrium/backend/model"
 )
 
-// systemPrompt is the persona of the main agent; tools are the names of
-// the tools it is offered.
-func systemPrompt(now time.Time, tools []string) string {
+// mainPersona is the persona of the main agent.
+const mainPersona = "You are Main, the main agent of Atrium: a local-first desktop app where AI agents chat with a person " +
+	"and share their Markdown memory. You are a helpful, honest and concise assistant."
+
+// systemPrompt is a run's system prompt: the agent's persona (mainPersona,
+// or an instance's profile persona, see instancePersona), what its tools
+// are for (tools are the names of the tools it is offered), the language
+// rule and the date.
+func systemPrompt(persona string, now time.Time, tools []string) string {
 	var b strings.Builder
-	b.WriteString("You are Main, the main agent of Atrium: a local-first desktop app where AI agents chat with a person " +
-		"and share their Markdown memory. You are a helpful, honest and concise assistant.\n")
+	b.WriteString(strings.TrimSpace(persona))
+	b.WriteString("\n\n")
 	if slices.Contains(tools, ToolMemorySearch) {
 		b.WriteString("You can search the person's memory with the memory_search tool. Use it whenever the question may concern " +
 			"their notes, projects, preferences, people or past decisions, or mentions an identifier you do not know. " +
@@ -50,13 +56,13 @@ func (s *Service) execute(rn *run) {
 		"provider", p.Name(), "model", p.Model())
 	s.emit(EventThinking, ThinkingEvent{RunRef: rn.RunRef, UserMessage: rn.userMsg})
 
-	st := &runState{s: s, rn: rn}
-	var err error
+	st := &runState{s: s, rn: rn, persona: mainPersona, role: ProfileMain}
 	if rn.onInstance {
-		err = st.answerRemote() // on the instance's worker process (remote.go)
-	} else {
-		err = st.answer(p)
+		// The agent loop runs here as for main; its model calls run on the
+		// instance's worker process (remote.go).
+		p = st.onRemote()
 	}
+	err := st.answer(p)
 	outcome := st.finish(err)
 	s.log.Info("chat run finished", "run", rn.RunID, "session", rn.SessionID, "outcome", outcome,
 		"chunks", st.chunks, "tool_calls", st.toolCalls, "duration_ms", s.opts.Now().Sub(start).Milliseconds(),
@@ -69,9 +75,11 @@ func (s *Service) execute(rn *run) {
 type runState struct {
 	s         *Service
 	rn        *run
-	chunks    int  // chunks sent
-	sep       bool // put a paragraph break before the next text (new model round)
-	round     int  // the current tool round (1-based; 0 before the first)
+	persona   string // the system prompt's persona (systemPrompt)
+	role      string // the role the run's tools act as (ToolScope.Role)
+	chunks    int    // chunks sent
+	sep       bool   // put a paragraph break before the next text (new model round)
+	round     int    // the current tool round (1-based; 0 before the first)
 	sources   []history.Source
 	toolCalls int
 	usage     history.Usage // summed over the run's model calls
@@ -149,7 +157,7 @@ func (o offlineRun) Stream(ctx context.Context, req model.Request, onDelta func(
 func (st *runState) answer(p model.Provider) error {
 	s, rn := st.s, st.rn
 	ctx := context.WithValue(rn.ctx, runKey{}, rn)
-	reg, err := s.tools(rn)
+	reg, err := s.tools(rn, st.role)
 	if err != nil {
 		return err
 	}
@@ -192,11 +200,11 @@ func (st *runState) answer(p model.Provider) error {
 
 // tools returns the registry of rn's run: Options.Tools' for its profile
 // and session, else the built-in one.
-func (s *Service) tools(rn *run) (*agent.Registry, error) {
+func (s *Service) tools(rn *run, role string) (*agent.Registry, error) {
 	if s.opts.Tools == nil {
 		return s.builtin, nil
 	}
-	reg, err := s.opts.Tools(ToolScope{ProfileID: rn.ProfileID, SessionID: rn.SessionID})
+	reg, err := s.opts.Tools(ToolScope{ProfileID: rn.ProfileID, Role: role, SessionID: rn.SessionID})
 	if err != nil {
 		return nil, fmt.Errorf("tools of profile %s: %w", rn.ProfileID, err)
 	}
@@ -206,7 +214,7 @@ func (s *Service) tools(rn *run) (*agent.Registry, error) {
 // prepare is the Analyzing step: the system prompt, the session's
 // compaction summary (if any), the history context, the message.
 func (st *runState) prepare(ctx context.Context, reg *agent.Registry) []model.Message {
-	msgs := []model.Message{{Role: model.RoleSystem, Content: systemPrompt(st.s.opts.Now(), toolNames(reg))}}
+	msgs := []model.Message{{Role: model.RoleSystem, Content: systemPrompt(st.persona, st.s.opts.Now(), toolNames(reg))}}
 	past, sum := st.s.context(ctx, st.rn)
 	if sum.Text != "" {
 		msgs = append(msgs, summaryMessage(sum.Text))

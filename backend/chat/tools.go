@@ -20,6 +20,9 @@ const ToolMemorySearch = "memory_search"
 // belongs to and its session (audit entries name the session).
 type ToolScope struct {
 	ProfileID string
+	// Role is the role the tools act as (the ACL's principal): "main", or
+	// for a run on an instance its profile (the template's role).
+	Role      string
 	SessionID string
 }
 

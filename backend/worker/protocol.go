@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"github.com/atrium-dev/atrium/backend/model"
+
 	"bufio"
 	"bytes"
 	"encoding/json"
@@ -47,12 +49,19 @@ type Msg struct {
 type RunRequest struct {
 	Messages []RunMessage `json:"messages"`
 	Model    string       `json:"model,omitempty"`
+	// Tools the model may call in this model call (the agent loop in the
+	// app runs them and sends the next call with their results).
+	Tools []model.Tool `json:"tools,omitempty"`
 }
 
-// RunMessage is one message of a run's context.
+// RunMessage is one message of a run's context: the model's message shape
+// (an assistant turn may carry tool calls, a tool turn answers one).
 type RunMessage struct {
-	Role    string `json:"role"` // system, user, assistant
-	Content string `json:"content"`
+	Role       string           `json:"role"` // system, user, assistant, tool
+	Content    string           `json:"content"`
+	ToolCalls  []model.ToolCall `json:"toolCalls,omitempty"`
+	ToolCallID string           `json:"toolCallId,omitempty"`
+	Name       string           `json:"name,omitempty"`
 }
 
 // Chunk is a chunk event's payload: Delta is new text, Seq counts the
@@ -69,6 +78,9 @@ type Final struct {
 	Content          string `json:"content"`
 	PromptTokens     int    `json:"promptTokens,omitempty"`
 	CompletionTokens int    `json:"completionTokens,omitempty"`
+	// ToolCalls the model asked for, and the server's finish reason.
+	ToolCalls    []model.ToolCall `json:"toolCalls,omitempty"`
+	FinishReason string           `json:"finishReason,omitempty"`
 }
 
 // ErrorInfo is an error event's payload: a human-readable message, the

@@ -213,11 +213,11 @@ func (s *server) run(ctx context.Context, m Msg, req RunRequest) {
 	s.reply(s.send(TypeThinking, m.ID, m.SessionID, nil))
 	msgs := make([]model.Message, len(req.Messages))
 	for i, x := range req.Messages {
-		msgs[i] = model.Message{Role: x.Role, Content: x.Content}
+		msgs[i] = model.Message{Role: x.Role, Content: x.Content, ToolCalls: x.ToolCalls, ToolCallID: x.ToolCallID, Name: x.Name}
 	}
 	seq := 0
 	var text strings.Builder
-	resp, err := s.o.Provider.Stream(ctx, model.Request{Model: req.Model, Messages: msgs}, func(d model.Delta) {
+	resp, err := s.o.Provider.Stream(ctx, model.Request{Model: req.Model, Messages: msgs, Tools: req.Tools}, func(d model.Delta) {
 		if d.Reasoning != "" {
 			seq++
 			s.reply(s.send(TypeChunk, m.ID, m.SessionID, Chunk{Delta: d.Reasoning, Seq: seq, Reasoning: true}))
@@ -228,7 +228,8 @@ func (s *server) run(ctx context.Context, m Msg, req RunRequest) {
 			s.reply(s.send(TypeChunk, m.ID, m.SessionID, Chunk{Delta: d.Content, Seq: seq}))
 		}
 	})
-	fin := Final{Content: resp.Content, PromptTokens: resp.Usage.PromptTokens, CompletionTokens: resp.Usage.CompletionTokens}
+	fin := Final{Content: resp.Content, PromptTokens: resp.Usage.PromptTokens, CompletionTokens: resp.Usage.CompletionTokens,
+		ToolCalls: resp.ToolCalls, FinishReason: resp.FinishReason}
 	if fin.Content == "" {
 		fin.Content = text.String()
 	}

@@ -1,0 +1,116 @@
+//go:build unix
+
+package atrium
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestInstanceRunUsesAgentLoop runs a chat on a profile instance whose
+// scripted model calls memory_search and then answers: the agent loop, its
+// tools and agent.state/chat.tool events are the same as for main, the
+// model calls go through the instance's worker process (with the tools
+// offered and the tool call answered), and the tool acts as the
+// instance's profile: the search finds that role's private note, never
+// another role's.
+func TestInstanceRunUsesAgentLoop(t *testing.T) {
+	mdl := newScriptModel(t,
+		scriptTurn{calls: [][2]string{{"memory_search", `{"query":"ferry code"}`}}},
+		scriptTurn{reasoning: "The note has it.", text: "The ferry code is QK-7731 (memory/roles/alpha/ferry.md:1)."},
+	)
+	env := map[string]string{"OPENAI_BASE_URL": mdl.srv.URL + "/v1", "OPENAI_API_KEY": "k", "OPENAI_MODEL": "scripted"}
+	a, ws := startApp(t, func(k string) string { return env[k] })
+	files := map[string]string{
+		"memory/roles/alpha/config.md": "---\ndescription: alpha\n---\nYou are Alpha, the release manager. 你负责发布。\n",
+		"memory/roles/alpha/ferry.md":  "Ferry code for the island trip: QK-7731.\n",
+		"memory/roles/beta/config.md":  "---\ndescription: beta\n---\nYou are Beta.\n",
+		"memory/roles/beta/ferry.md":   "Beta's private ferry code: ZX-9904.\n",
+	}
+	for p, body := range files {
+		path := filepath.Join(ws, filepath.FromSlash(p))
+		must(t, os.MkdirAll(filepath.Dir(path), 0o755))
+		must(t, os.WriteFile(path, []byte(body), 0o644))
+	}
+	must(t, a.Memory.Sync(context.Background()))
+	cl := dial(t, a)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		r := cl.call("profiles.spawn", map[string]any{"profileId": "alpha"})
+		if r.OK {
+			break
+		}
+		if r.Error.Code != "UNAVAILABLE" || time.Now().After(deadline) { // App.Run is starting the pool
+			t.Fatalf("spawn: %+v", r.Error)
+		}
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var list struct{ Instances []struct{ InstanceID, State string } }
+		cl.ok("profiles.list", map[string]any{}, &list)
+		if len(list.Instances) == 1 && list.Instances[0].State == "ready" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("instance not ready: %+v", list)
+		}
+	}
+
+	var sent struct{ RunID string }
+	cl.ok("chat.send", map[string]any{"profileId": "alpha-1", "sessionId": "s-a", "message": "What is the ferry code?"}, &sent)
+	ev := follow(t, cl, sent.RunID, nil)
+	if ev.named("chat.final") == nil {
+		t.Fatalf("run did not end with chat.final: %v", ev.frames)
+	}
+	var final struct {
+		ProfileID string
+		Message   struct {
+			Content string
+			Sources []struct{ Path string }
+		}
+	}
+	must(t, json.Unmarshal(ev.named("chat.final")[0], &final))
+	if final.ProfileID != "alpha-1" || !strings.Contains(final.Message.Content, "QK-7731") ||
+		len(final.Message.Sources) == 0 || final.Message.Sources[0].Path != "memory/roles/alpha/ferry.md" {
+		t.Fatalf("final = %+v", final)
+	}
+	if got := ev.states(t); got != "idle>analyzing>planning>acting>observing>planning>reporting>idle" {
+		t.Errorf("states %s", got)
+	}
+	if te := toolEvents(t, ev); len(te) != 2 || te[0].Tool != "memory_search" || te[1].Status != "ok" {
+		t.Errorf("chat.tool events %+v", te)
+	}
+	if len(ev.named("chat.reasoning")) == 0 {
+		t.Error("the worker's reasoning deltas did not arrive")
+	}
+	if n := mdl.count(); n != 2 {
+		t.Fatalf("%d model calls, want 2", n)
+	}
+	var first struct {
+		Messages []struct{ Role, Content string }
+		Tools    []struct{ Function struct{ Name string } }
+	}
+	must(t, json.Unmarshal([]byte(mdl.body(0)), &first))
+	if len(first.Messages) == 0 || !strings.HasPrefix(first.Messages[0].Content, "You are Alpha, the release manager.") {
+		t.Errorf("the instance's system prompt is not its persona: %+v", first.Messages)
+	}
+	offered := false
+	for _, tl := range first.Tools {
+		offered = offered || tl.Function.Name == "memory_search"
+	}
+	if !offered {
+		t.Errorf("memory_search not offered to the model: %s", mdl.body(0))
+	}
+	res := mdl.toolMessages(t, 1)
+	if len(res) != 1 {
+		t.Fatalf("second model call carries %d tool results, want 1: %s", len(res), mdl.body(1))
+	}
+	for _, content := range res {
+		if !strings.Contains(content, "QK-7731") || strings.Contains(content, "ZX-9904") || strings.Contains(content, "roles/beta") {
+			t.Errorf("memory_search as alpha returned %s", content)
+		}
+	}
+}
