@@ -418,12 +418,15 @@ func TestChatCompactionLive(t *testing.T) {
 		scriptTurn{text: "Second answer."},                                  // 4: next run, no compaction
 	)
 	env := map[string]string{"OPENAI_BASE_URL": mdl.srv.URL + "/v1", "OPENAI_API_KEY": "k", "OPENAI_MODEL": "scripted"}
+	// The window is sized so that the session below crosses the flush and
+	// compaction thresholds before the first run (the system prompt and the
+	// tool schemas, exec's included, count) and no longer after it.
 	a, ws := startAppWith(t, func(k string) string { return env[k] }, func(ws string, o *Options) {
 		must(t, os.MkdirAll(filepath.Join(ws, "memory", "roles", "main"), 0o755))
 		must(t, os.WriteFile(filepath.Join(ws, "memory", "roles", "main", "config.md"),
-			[]byte("---\nmodel:\n  contextWindow: 4000\n---\n# Main\n"), 0o644))
+			[]byte("---\nmodel:\n  contextWindow: 4600\n---\n# Main\n"), 0o644))
 	})
-	if a.Model.ContextWindow != 4000 {
+	if a.Model.ContextWindow != 4600 {
 		t.Fatalf("model settings %+v (%s)", a.Model, a.ModelReason)
 	}
 	ctx := context.Background()

@@ -321,8 +321,10 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 // agent/tools memory and file tools and web_fetch, acting as the
 // profile's role (the chat's only profile, main, is role main) in the
 // run's session, so the ACL applies to everything they read and write
-// and every decision is audited. exec is not offered yet (no exec
-// approval settings in config.json; its default would deny every call).
+// and every decision is audited. exec follows config.json's agents.exec
+// (default approval "ask": every command is put to the person through the
+// session's permissions), in a bubblewrap sandbox limited to the workspace
+// where bwrap is installed.
 func (a *App) agentTools(o Options) func(chat.ToolScope) (*agent.Registry, error) {
 	return func(sc chat.ToolScope) (*agent.Registry, error) {
 		reg := agent.NewRegistry()
@@ -335,6 +337,7 @@ func (a *App) agentTools(o Options) func(chat.ToolScope) (*agent.Registry, error
 			Memory:    a.Memory,
 			Principal: acl.Principal{Role: role, Session: sc.SessionID},
 			Fetch:     &tools.FetchOptions{AllowPrivate: o.FetchAllowPrivate},
+			Exec:      a.execOptions(sc),
 			Logger:    o.Logger,
 		})
 		if err != nil {
@@ -342,6 +345,22 @@ func (a *App) agentTools(o Options) func(chat.ToolScope) (*agent.Registry, error
 		}
 		return reg, nil
 	}
+}
+
+// execOptions are the exec tool's settings for a run of scope sc.
+func (a *App) execOptions(sc chat.ToolScope) *tools.ExecOptions {
+	x := &tools.ExecOptions{Approval: a.Config.Agents.Exec.Approval, Allowlist: a.Config.Agents.Exec.Allowlist}
+	if x.Approval == "" {
+		x.Approval = tools.ApprovalAsk
+	}
+	if x.Approval == tools.ApprovalAsk {
+		if sc.Permissions == nil {
+			x.Approval = tools.ApprovalDeny // nobody to ask
+		} else {
+			x.Approver = sc.Permissions
+		}
+	}
+	return x
 }
 
 func (a *App) snapshot() gateway.Snapshot {

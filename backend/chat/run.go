@@ -204,7 +204,7 @@ func (s *Service) tools(rn *run, role string) (*agent.Registry, error) {
 	if s.opts.Tools == nil {
 		return s.builtin, nil
 	}
-	reg, err := s.opts.Tools(ToolScope{ProfileID: rn.ProfileID, Role: role, SessionID: rn.SessionID})
+	reg, err := s.opts.Tools(ToolScope{ProfileID: rn.ProfileID, Role: role, SessionID: rn.SessionID, Permissions: s.broker.permissions(rn)})
 	if err != nil {
 		return nil, fmt.Errorf("tools of profile %s: %w", rn.ProfileID, err)
 	}

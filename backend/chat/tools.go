@@ -24,6 +24,9 @@ type ToolScope struct {
 	// for a run on an instance its profile (the template's role).
 	Role      string
 	SessionID string
+	// Permissions are the session's (the person's grants); a tool that asks
+	// the person itself (exec approval "ask") asks through them.
+	Permissions *agent.Permissions
 }
 
 // defaultToolOutputBytes caps the JSON output of the built-in

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
+	"path/filepath"
 
 	"github.com/atrium-dev/atrium/backend/model"
 )
@@ -32,6 +33,43 @@ type Config struct {
 	Gateway Gateway `json:"gateway"`
 	// Memory settings (SPEC §4).
 	Memory Memory `json:"memory"`
+	// Agents holds the agents' tool settings (SPEC §6).
+	Agents Agents `json:"agents"`
+}
+
+// Agents is "agents" in config.json.
+type Agents struct {
+	// Exec holds the exec approvals of the agents' exec tool.
+	Exec Exec `json:"exec"`
+}
+
+// Exec is "agents.exec" in config.json (SPEC §6 "exec approvals"), for
+// example {"approval": "allowlist", "allowlist": ["/usr/bin/git", "/usr/bin/ls"]}.
+// Approval is deny, allowlist, ask or full; empty means ask (every command
+// is put to the person, after the session's L2 grant). Allowlist holds
+// absolute binary path globs for allowlist. Commands run in a bubblewrap
+// sandbox limited to the workspace where bwrap is installed.
+type Exec struct {
+	Approval  string   `json:"approval,omitempty"`
+	Allowlist []string `json:"allowlist,omitempty"`
+}
+
+// validate checks agents.exec.
+func (e Exec) validate() error {
+	switch e.Approval {
+	case "", "deny", "allowlist", "ask", "full":
+	default:
+		return fmt.Errorf("agents.exec.approval %q: want deny, allowlist, ask or full", e.Approval)
+	}
+	for _, g := range e.Allowlist {
+		if !filepath.IsAbs(g) {
+			return fmt.Errorf("agents.exec.allowlist %q: want an absolute path glob", g)
+		}
+		if _, err := filepath.Match(g, ""); err != nil {
+			return fmt.Errorf("agents.exec.allowlist %q: %w", g, err)
+		}
+	}
+	return nil
 }
 
 // Profile is "profiles.<role>" in config.json.
@@ -201,6 +239,9 @@ func Load(path string) (Config, error) {
 		return c, fmt.Errorf("config %s: %w", path, err)
 	}
 	if err := c.Memory.Search.validate(); err != nil {
+		return c, fmt.Errorf("config %s: %w", path, err)
+	}
+	if err := c.Agents.Exec.validate(); err != nil {
 		return c, fmt.Errorf("config %s: %w", path, err)
 	}
 	return c, nil

@@ -84,6 +84,14 @@ func TestLoad(t *testing.T) {
 		{name: "vector weight range", body: `{"memory":{"search":{"vectorWeight":1.5}}}`, wantErr: "vectorWeight 1.5 is not in [0,1]"},
 		{name: "mmr lambda range", body: `{"memory":{"search":{"mmrLambda":-0.1}}}`, wantErr: "mmrLambda -0.1 is not in [0,1]"},
 		{name: "half-life range", body: `{"memory":{"search":{"halfLifeDays":-3}}}`, wantErr: "halfLifeDays -3"},
+		{name: "exec approvals", body: `{"agents":{"exec":{"approval":"allowlist","allowlist":["/usr/bin/git","/usr/local/bin/*"]}}}`,
+			check: func(t *testing.T, c Config) {
+				if e := c.Agents.Exec; e.Approval != "allowlist" || len(e.Allowlist) != 2 {
+					t.Fatalf("got %+v", e)
+				}
+			}},
+		{name: "exec approval mode", body: `{"agents":{"exec":{"approval":"sometimes"}}}`, wantErr: `agents.exec.approval "sometimes"`},
+		{name: "exec allowlist relative", body: `{"agents":{"exec":{"allowlist":["git"]}}}`, wantErr: "absolute path glob"},
 		{name: "unknown search field", body: `{"memory":{"search":{"mmrOn":true}}}`, wantErr: "unknown field"},
 		{name: "unknown embedding field", body: `{"memory":{"embedding":{"provider":"ollama","url":"http://x"}}}`, wantErr: "unknown field"},
 	}
