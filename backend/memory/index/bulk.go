@@ -152,7 +152,7 @@ func (s *Store) abortBulk() {
 		}
 		s.btx = nil
 	}
-	s.qpend = nil
+	s.qpend, s.spend = nil, nil
 	s.dropPending()
 }
 
@@ -294,6 +294,8 @@ func (s *Store) commitBulk() error {
 	s.commits.Add(1)
 	s.quant.apply(s.qpend)
 	s.qpend = nil
+	s.applyStats(s.spend)
+	s.spend = nil
 	return nil
 }
 

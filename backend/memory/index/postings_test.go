@@ -77,21 +77,29 @@ func TestArrayCursorsEqualBleveIterators(t *testing.T) {
 				"memory/a": func(p string) bool { return len(p) > 9 && p[:9] == "memory/a/" },
 			}
 			for name, accept := range scopes {
-				kl := keywordLeg(t, s, "the release rollback cache latency 发布 回滚 缓存 数据库 sourdough", accept)
-				if kl.segs == nil {
-					t.Fatal("the snapshot is not scorch's: the array cursors were not used")
-				}
-				if len(kl.segs) < 2 {
-					t.Fatalf("%d segments: the test needs several", len(kl.segs))
-				}
-				deleted := 0
-				for _, sg := range kl.segs {
-					if sg.deleted != nil {
-						deleted += int(sg.deleted.GetCardinality())
+				// Bleve merges segments in the background (and drops the
+				// deleted documents when it does): rewrite a file just before
+				// taking the snapshot, until one has several segments and
+				// deletions.
+				var kl *kwLeg
+				for try := 0; ; try++ {
+					b.put(t, fmt.Sprintf("memory/a/%03d.md", 1+3*(try%100)), fmt.Sprintf("the release rollback 发布 回滚 take %d", try), "cache latency 缓存 延迟")
+					kl = keywordLeg(t, s, "the release rollback cache latency 发布 回滚 缓存 数据库 sourdough", accept)
+					if kl.segs == nil {
+						t.Fatal("the snapshot is not scorch's: the array cursors were not used")
 					}
-				}
-				if deleted == 0 {
-					t.Fatal("no deleted documents in the snapshot: the test needs some")
+					deleted := 0
+					for _, sg := range kl.segs {
+						if sg.deleted != nil {
+							deleted += int(sg.deleted.GetCardinality())
+						}
+					}
+					if len(kl.segs) >= 2 && deleted > 0 {
+						break
+					}
+					if try == 200 {
+						t.Fatalf("%d segments, %d deleted documents after %d rewrites: the test needs several and some", len(kl.segs), deleted, try)
+					}
 				}
 				for term := range kl.q.terms {
 					want := walkBleve(t, kl, term)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"path"
+	"slices"
 
 	bindex "github.com/blevesearch/bleve_index_api"
 )
@@ -21,11 +23,53 @@ import (
 // (Its running time still does: the keyword leg walks posting lists that
 // include out-of-scope chunks.)
 
-// fileStat is one files row as the scope needs it.
+// fileStat is one files row as the scope needs it. As a committed write
+// (Store.committedStat), gone marks a deleted file.
 type fileStat struct {
 	path   string
 	chunks uint64
 	tokens uint64
+	gone   bool
+}
+
+// fileStats is an immutable snapshot of the files rows: every file with
+// its chunk and token counts, and their sums.
+type fileStats struct {
+	files          []fileStat
+	idx            map[string]int // path → index in files
+	chunks, tokens uint64
+}
+
+// with returns a copy of fs with the committed writes ws applied (each
+// sets a file's counts, or removes it). Applying a write twice changes
+// nothing, so a write that the SQLite read already saw may be applied
+// again (see Store.fileStats).
+func (fs *fileStats) with(ws []fileStat) *fileStats {
+	out := &fileStats{files: slices.Clone(fs.files), idx: maps.Clone(fs.idx), chunks: fs.chunks, tokens: fs.tokens}
+	for _, w := range ws {
+		if i, ok := out.idx[w.path]; ok {
+			old := out.files[i]
+			out.chunks -= old.chunks
+			out.tokens -= old.tokens
+			if w.gone {
+				last := len(out.files) - 1
+				out.files[i] = out.files[last]
+				out.idx[out.files[i].path] = i
+				out.files = out.files[:last]
+				delete(out.idx, w.path)
+				continue
+			}
+			out.files[i] = fileStat{path: w.path, chunks: w.chunks, tokens: w.tokens}
+		} else if !w.gone {
+			out.idx[w.path] = len(out.files)
+			out.files = append(out.files, fileStat{path: w.path, chunks: w.chunks, tokens: w.tokens})
+		} else {
+			continue
+		}
+		out.chunks += w.chunks
+		out.tokens += w.tokens
+	}
+	return out
 }
 
 // scope is the set of chunks one search may see, with their BM25
@@ -79,31 +123,62 @@ func (sc *scope) avgLen() float64 {
 
 // fileStats returns the files rows with their chunk and token counts,
 // cached until the next commit.
-func (s *Store) fileStats(ctx context.Context) ([]fileStat, error) {
-	c := s.commits.Load()
+func (s *Store) fileStats(ctx context.Context) (*fileStats, error) {
 	s.statsMu.Lock()
 	defer s.statsMu.Unlock()
-	if s.stats != nil && s.statsAt == c {
+	if s.stats != nil {
 		return s.stats, nil
 	}
+	// Read once; from then on every committed write updates the snapshot
+	// (committedStat). A write that commits during this read waits for
+	// statsMu to apply itself, after the read, which may or may not have
+	// seen it: applying is idempotent.
 	rows, err := s.db.QueryContext(ctx, "SELECT path, chunks, tokens FROM files")
 	if err != nil {
 		return nil, fmt.Errorf("file stats: %w", err)
 	}
 	defer rows.Close()
-	out := []fileStat{}
+	out := &fileStats{idx: map[string]int{}}
 	for rows.Next() {
 		var f fileStat
 		if err := rows.Scan(&f.path, &f.chunks, &f.tokens); err != nil {
 			return nil, fmt.Errorf("file stats: %w", err)
 		}
-		out = append(out, f)
+		out.idx[f.path] = len(out.files)
+		out.files = append(out.files, f)
+		out.chunks += f.chunks
+		out.tokens += f.tokens
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("file stats: %w", err)
 	}
-	s.stats, s.statsAt = out, c
+	s.stats = out
 	return out, nil
+}
+
+// committedStat records a file's counts once its write is committed (gone
+// for a deletion): into the statistics at once outside bulk mode, into the
+// group's pending writes in bulk mode (applied at the group's commit,
+// dropped by its rollback). Callers hold wmu.
+func (s *Store) committedStat(w fileStat) {
+	if s.btx != nil {
+		s.spend = append(s.spend, w)
+		return
+	}
+	s.applyStats([]fileStat{w})
+}
+
+// applyStats applies committed writes to the loaded statistics (nothing
+// to do before the first load: it reads them from SQLite).
+func (s *Store) applyStats(ws []fileStat) {
+	if len(ws) == 0 {
+		return
+	}
+	s.statsMu.Lock()
+	defer s.statsMu.Unlock()
+	if s.stats != nil {
+		s.stats = s.stats.with(ws)
+	}
 }
 
 // newScope returns the scope of a search over reader r: every chunk when
@@ -118,9 +193,13 @@ func (s *Store) newScope(ctx context.Context, r bindex.IndexReader, accept func(
 		return nil, err
 	}
 	sc := &scope{accept: accept}
+	if accept == nil {
+		sc.all, sc.accept, sc.n, sc.tokens = true, nil, stats.chunks, stats.tokens
+		return sc, nil
+	}
 	var in, out []string
 	var nIn, nOut uint64
-	for _, f := range stats {
+	for _, f := range stats.files {
 		if accept == nil || accept(f.path) {
 			in = append(in, f.path)
 			nIn += f.chunks
@@ -146,7 +225,7 @@ func (s *Store) newScope(ctx context.Context, r bindex.IndexReader, accept func(
 		marked[p] = true
 	}
 	whole := map[string]bool{}
-	for _, f := range stats {
+	for _, f := range stats.files {
 		d := path.Dir(f.path)
 		if v, seen := whole[d]; !seen || v {
 			whole[d] = marked[f.path]
@@ -199,7 +278,7 @@ func (s *Store) FilesOutside(ctx context.Context, accept func(string) bool) (int
 		return 0, err
 	}
 	n := 0
-	for _, f := range stats {
+	for _, f := range stats.files {
 		if !accept(f.path) {
 			n++
 		}

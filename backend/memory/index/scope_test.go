@@ -73,3 +73,78 @@ func describeScoped(hs []Hit) string {
 	}
 	return b.String()
 }
+
+// TestFileStatsFollowWrites checks that the file statistics, read from
+// SQLite once and then updated by every committed write, equal a fresh read
+// after puts, rewrites and deletions, in and out of bulk mode, and that
+// Counts (which reads them) counts the chunk rows.
+func TestFileStatsFollowWrites(t *testing.T) {
+	ctx := context.Background()
+	b := openBuiltin(t, t.TempDir())
+	fresh := func() map[string][2]uint64 {
+		rows, err := b.db.Query("SELECT path, chunks, tokens FROM files")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		out := map[string][2]uint64{}
+		for rows.Next() {
+			var p string
+			var c, tk uint64
+			if err := rows.Scan(&p, &c, &tk); err != nil {
+				t.Fatal(err)
+			}
+			out[p] = [2]uint64{c, tk}
+		}
+		return out
+	}
+	check := func(when string) {
+		t.Helper()
+		fs, err := b.fileStats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string][2]uint64{}
+		var chunks, tokens uint64
+		for _, f := range fs.files {
+			got[f.path] = [2]uint64{f.chunks, f.tokens}
+			chunks += f.chunks
+			tokens += f.tokens
+		}
+		want := fresh()
+		if fmt.Sprint(got) != fmt.Sprint(want) || chunks != fs.chunks || tokens != fs.tokens || len(fs.idx) != len(fs.files) {
+			t.Fatalf("%s: statistics %v (sums %d/%d), SQLite %v", when, got, fs.chunks, fs.tokens, want)
+		}
+		var rowsN int
+		if err := b.db.QueryRow("SELECT count(*) FROM chunks").Scan(&rowsN); err != nil {
+			t.Fatal(err)
+		}
+		if files, n, err := b.Counts(ctx); err != nil || files != len(want) || n != rowsN {
+			t.Fatalf("%s: Counts %d files %d chunks (%v); SQLite %d files %d chunk rows", when, files, n, err, len(want), rowsN)
+		}
+	}
+	b.put(t, "memory/a.md", "alpha beta", "gamma")
+	check("before the first read")
+	b.put(t, "memory/b.md", "delta")
+	b.put(t, "memory/a.md", "alpha only")
+	check("after a put and a rewrite")
+	if err := b.DeleteFile(ctx, "memory/a.md"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.DeleteFile(ctx, "memory/nothing.md"); err != nil {
+		t.Fatal(err)
+	}
+	check("after deletions")
+	b.BeginBulk()
+	for i := 0; i < 30; i++ {
+		b.put(t, fmt.Sprintf("memory/bulk/%02d.md", i), strings.Repeat("word ", i+1), "line two 第二行")
+	}
+	if err := b.DeleteFile(ctx, "memory/b.md"); err != nil {
+		t.Fatal(err)
+	}
+	b.put(t, "memory/bulk/00.md", "rewritten in the group")
+	if err := b.EndBulk(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("after a bulk group")
+}

@@ -148,10 +148,11 @@ type Store struct {
 
 	commits atomic.Uint64 // see [Store.Commits]
 	// statsMu guards stats, the files rows with their chunk and token
-	// counts (scope.go), read at commit number statsAt.
+	// counts (scope.go): read from SQLite once, then kept current by every
+	// committed write (spend holds those of the open bulk group).
 	statsMu sync.Mutex
-	stats   []fileStat
-	statsAt uint64
+	stats   *fileStats
+	spend   []fileStat
 
 	// quant is the quantized copy of vec_chunks (quant.go); qpend holds the
 	// vector operations of the open bulk group, applied at its commit.
@@ -556,13 +557,16 @@ func (s *Store) Close() error {
 	return err
 }
 
-// Counts returns the number of indexed files and chunks.
+// Counts returns the number of indexed files and chunks (committed
+// writes), from the file statistics the searches use (scope.go): counting
+// a million chunk rows costs more than the edit that changed them.
 func (s *Store) Counts(ctx context.Context) (files, chunks int, err error) {
 	if s.isClosed() {
 		return 0, 0, ErrClosed
 	}
-	if err := s.db.QueryRowContext(ctx, "SELECT (SELECT count(*) FROM files), (SELECT count(*) FROM chunks)").Scan(&files, &chunks); err != nil {
+	fs, err := s.fileStats(ctx)
+	if err != nil {
 		return 0, 0, fmt.Errorf("count index: %w", err)
 	}
-	return files, chunks, nil
+	return len(fs.files), int(fs.chunks), nil
 }

@@ -218,6 +218,7 @@ func (s *Store) PutFile(ctx context.Context, f FileRecord, chunks []ChunkRecord)
 		return fmt.Errorf("put file %s: commit: %w", f.Path, err)
 	}
 	s.committedVectors(ops)
+	s.committedStat(fileStat{path: f.Path, chunks: uint64(len(chunks)), tokens: uint64(tokens)})
 
 	texts := make([]string, len(chunks))
 	for i, c := range chunks {
@@ -290,6 +291,7 @@ func (s *Store) DeleteFile(ctx context.Context, path string) error {
 		return fmt.Errorf("delete file %s: commit: %w", path, err)
 	}
 	s.committedVectors(ops)
+	s.committedStat(fileStat{path: path, gone: true})
 	if err := s.keywordOps(ctx, ids, nil, nil, nil, ""); err != nil {
 		return fmt.Errorf("delete file %s: %w", path, err)
 	}
