@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/blevesearch/bleve/v2/index/scorch"
@@ -58,6 +59,15 @@ type segPostings struct {
 	docs []uint32  // local document numbers, ascending
 	tf   []uint32  // term frequency
 	norm []float32 // Bleve's field-length norm 1/√|d| (as stored, float32)
+	// live memoises the number of postings not deleted in a snapshot
+	// whose deletion bitmap of the segment is live.del (scorch replaces
+	// that bitmap, never changes it, when more documents are deleted).
+	live atomic.Pointer[liveCount]
+}
+
+type liveCount struct {
+	del *roaring.Bitmap
+	n   uint64
 }
 
 func (p *segPostings) bytes() int64 { return int64(len(p.docs)) * postingBytes }
@@ -329,11 +339,18 @@ func (l *arrayList) liveCount() uint64 {
 			n += uint64(len(p.docs))
 			continue
 		}
+		if m := p.live.Load(); m != nil && m.del == d {
+			n += m.n
+			continue
+		}
+		var k uint64
 		for _, x := range p.docs {
 			if !d.Contains(x) {
-				n++
+				k++
 			}
 		}
+		p.live.Store(&liveCount{del: d, n: k})
+		n += k
 	}
 	return n
 }
