@@ -32,9 +32,11 @@ package chat
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -731,10 +733,45 @@ func (s *Service) ConversationHistory(ctx context.Context, conversationID, befor
 // withActive is page with the runs of active whose answer it does not
 // hold yet (a run that ended between the snapshot and the read shows up
 // only as its stored message).
+// MaxClientToolData caps, in bytes, the output of one tool call in what
+// clients receive (chat.final, history pages): a run's tool outputs are
+// stored whole (up to a MiB per web_fetch), and fifty of them in one
+// history page would overrun the gateway's send buffer. A longer output is
+// sent as its first MaxClientToolData bytes in a JSON string, with
+// dataBytes and dataTruncated set (ToolRecord); the model saw its own cut
+// form, and state.db keeps the whole output.
+const MaxClientToolData = 16 << 10
+
+// ForClient returns m as clients receive it: tool outputs over
+// MaxClientToolData are cut (see there); m itself is not changed.
+func ForClient(m history.Message) history.Message {
+	cut := false
+	for _, t := range m.Tools {
+		cut = cut || len(t.Data) > MaxClientToolData
+	}
+	if !cut {
+		return m
+	}
+	tools := slices.Clone(m.Tools)
+	for i, t := range tools {
+		if len(t.Data) <= MaxClientToolData {
+			continue
+		}
+		head := strings.ToValidUTF8(string(t.Data[:MaxClientToolData]), "")
+		b, _ := json.Marshal(head)
+		tools[i].DataBytes, tools[i].DataTruncated, tools[i].Data = len(t.Data), true, b
+	}
+	m.Tools = tools
+	return m
+}
+
 func withActive(page history.Page, active []ActiveRun) HistoryPage {
 	stored := make(map[string]bool, len(page.Messages))
 	for _, m := range page.Messages {
 		stored[m.ID] = true
+	}
+	for i, m := range page.Messages {
+		page.Messages[i] = ForClient(m)
 	}
 	out := HistoryPage{Page: page, Active: []ActiveRun{}}
 	for _, a := range active {

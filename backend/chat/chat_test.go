@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/atrium-dev/atrium/backend/convo"
 	"github.com/atrium-dev/atrium/backend/history"
@@ -640,5 +641,28 @@ func TestContextKeepsTenUserTurns(t *testing.T) {
 	}
 	if users != convo.DefaultUserTurns || hist[0]["content"] != "user-04 第4轮" || hist[len(hist)-1]["content"] != "assistant-13 第13轮" {
 		t.Fatalf("%d user turns, first %v, last %v", users, hist[0]["content"], hist[len(hist)-1]["content"])
+	}
+}
+
+// A tool output over MaxClientToolData reaches clients cut, with its
+// size; shorter ones and the stored message stay whole.
+func TestForClientCutsLongToolData(t *testing.T) {
+	long, _ := json.Marshal(strings.Repeat("数据 data ", MaxClientToolData))
+	m := history.Message{ID: "a", Tools: []history.ToolRecord{
+		{CallID: "c1", Tool: "web_fetch", Data: long},
+		{CallID: "c2", Tool: "memory_search", Data: json.RawMessage(`{"results":[]}`)},
+	}}
+	got := ForClient(m)
+	if len(m.Tools[0].Data) != len(long) {
+		t.Fatal("ForClient changed the stored message")
+	}
+	c := got.Tools[0]
+	var head string
+	if err := json.Unmarshal(c.Data, &head); err != nil || !c.DataTruncated || c.DataBytes != len(long) ||
+		len(head) > MaxClientToolData || !utf8.ValidString(head) || !strings.HasPrefix(string(long), head[:100]) {
+		t.Fatalf("cut tool data: truncated %v, bytes %d, head %d bytes, err %v", c.DataTruncated, c.DataBytes, len(head), err)
+	}
+	if string(got.Tools[1].Data) != `{"results":[]}` || got.Tools[1].DataTruncated {
+		t.Fatalf("short tool data changed: %+v", got.Tools[1])
 	}
 }

@@ -393,7 +393,7 @@ func (st *runState) finish(err error) string {
 				Message: "the answer could not be saved to history"}})
 			return "error"
 		}
-		s.emit(EventFinal, FinalEvent{RunRef: rn.RunRef, Message: msg})
+		s.emit(EventFinal, FinalEvent{RunRef: rn.RunRef, Message: ForClient(msg)})
 		return "final"
 	case rn.ctx.Err() != nil && (cause == errCancelled || cause == errClosing):
 		ev := CancelledEvent{RunRef: rn.RunRef, Reason: ReasonCancelled}
@@ -405,7 +405,8 @@ func (st *runState) finish(err error) string {
 		if msg.Content != "" || ev.Reason == ReasonInterrupted {
 			msg.Error = ev.Reason
 			if store(msg) {
-				ev.Message = &msg
+				cm := ForClient(msg)
+				ev.Message = &cm
 			}
 		}
 		release()

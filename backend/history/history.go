@@ -109,6 +109,12 @@ type ToolRecord struct {
 	Summary string          `json:"summary,omitempty"`
 	Error   string          `json:"error,omitempty"`
 	Data    json.RawMessage `json:"data,omitempty"`
+	// DataBytes and DataTruncated are set in what clients receive when Data
+	// was cut for them (package chat, ForClient): Data is then a JSON
+	// string holding the first bytes of the output's JSON text, DataBytes the
+	// whole size.
+	DataBytes     int  `json:"dataBytes,omitempty"`
+	DataTruncated bool `json:"dataTruncated,omitempty"`
 }
 
 // Usage counts the tokens of a run: PromptTokens sent to the model (every
