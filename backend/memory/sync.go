@@ -268,6 +268,13 @@ func (m *Manager) scanLocked(ctx context.Context, st *index.Store) error {
 	// EndBulk below flushes the last group before the sync reports anything.
 	st.BeginBulk()
 	commits := st.Commits()
+	rels := make([]string, len(todo))
+	for i, f := range todo {
+		rels[i] = f.rel
+	}
+	pctx, stopPrefetch := context.WithCancel(ctx)
+	defer stopPrefetch()
+	ahead := m.prefetch(pctx, st, rels)
 	for i, f := range todo {
 		if err := ctx.Err(); err != nil {
 			stop = err
@@ -277,7 +284,7 @@ func (m *Manager) scanLocked(ctx context.Context, st *index.Store) error {
 			stop = ErrClosed
 			break
 		}
-		res, err := m.indexOne(ctx, st, f.rel)
+		res, err := m.indexPrepared(ctx, st, f.rel, ahead(i))
 		switch res {
 		case resChanged:
 			changed = append(changed, f.rel)
@@ -466,6 +473,16 @@ func hasControl(b []byte) bool {
 // it is binary, too large or unreadable (an unreadable file keeps its index
 // entry). Callers hold writeMu.
 func (m *Manager) indexOne(ctx context.Context, st *index.Store, rel string) (indexResult, error) {
+	return m.indexPrepared(ctx, st, rel, nil)
+}
+
+// indexPrepared is indexOne with the write-free part of the work possibly
+// done ahead (pre, see prefetch): the file's stat and content, its chunks,
+// their vectors and token streams. pre nil: everything is done here.
+func (m *Manager) indexPrepared(ctx context.Context, st *index.Store, rel string, pre *prepared) (indexResult, error) {
+	if pre == nil {
+		pre = &prepared{}
+	}
 	abs := filepath.Join(m.ws, filepath.FromSlash(rel))
 	dropIfKnown := func() (indexResult, error) {
 		m.mu.Lock()
@@ -493,7 +510,10 @@ func (m *Manager) indexOne(ctx context.Context, st *index.Store, rel string) (in
 	if !classify(rel).indexed {
 		return dropIfKnown()
 	}
-	info, err := os.Lstat(abs)
+	info, err := pre.info, pre.statErr
+	if !pre.stated {
+		info, err = os.Lstat(abs)
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return dropIfGone()
 	}
@@ -511,7 +531,10 @@ func (m *Manager) indexOne(ctx context.Context, st *index.Store, rel string) (in
 	if size > MaxFileBytes {
 		return m.skip(ctx, st, rel, size, mtime, fmt.Sprintf("file too large (%d bytes, limit %d)", size, MaxFileBytes), false)
 	}
-	content, err := os.ReadFile(abs)
+	content, err := pre.content, pre.readErr
+	if !pre.read {
+		content, err = os.ReadFile(abs)
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return dropIfGone() // deleted while we were looking at it
 	}
@@ -545,8 +568,11 @@ func (m *Manager) indexOne(ctx context.Context, st *index.Store, rel string) (in
 	if replaced > 0 {
 		m.log.Warn("memory file is not valid UTF-8; indexed with replacement characters", "path", rel, "bytes_replaced", replaced)
 	}
-	chunks := chunk.Split(text, m.opts.Chunking)
-	vecs, missing, err := m.embedChunks(ctx, st, chunks)
+	chunks := pre.chunks
+	if !pre.split {
+		chunks = chunk.Split(text, m.opts.Chunking)
+	}
+	vecs, missing, err := m.embedChunks(ctx, st, chunks, pre.vecs)
 	if vecs == nil && len(chunks) > 0 {
 		return resUnchanged, err // cancelled, or the cache is unreadable
 	}
@@ -558,6 +584,9 @@ func (m *Manager) indexOne(ctx context.Context, st *index.Store, rel string) (in
 	recs := make([]index.ChunkRecord, len(chunks))
 	for i, c := range chunks {
 		recs[i] = index.ChunkRecord{StartLine: c.StartLine, EndLine: c.EndLine, Text: c.Text, Hash: c.Hash, Vector: vecs[i]}
+		if i < len(pre.tokens) {
+			recs[i].Tokens = pre.tokens[i]
+		}
 	}
 	fr := index.FileRecord{Path: rel, Hash: hash, MTime: mtime, Size: int64(len(content)), Layer: k.layer, Role: k.role}
 	if err := st.PutFile(ctx, fr, recs); err != nil {
@@ -609,9 +638,10 @@ func (m *Manager) skip(ctx context.Context, st *index.Store, rel string, size, m
 // did not embed get the zero vector (stored without a vector: keyword
 // search only, see index.ChunkRecord) and missing counts them; err says
 // why. Once the embedder is unavailable (embed.ErrUnavailable) the rest of
-// the sync does not ask it again (m.embedDown). vecs is nil only when ctx
-// ended or the cache could not be read. Callers hold writeMu.
-func (m *Manager) embedChunks(ctx context.Context, st *index.Store, chunks []chunk.Chunk) (vecs [][]float32, missing int, err error) {
+// the sync does not ask it again (m.embedDown). ready holds vectors by
+// chunk hash embedded ahead (prefetch; may be nil). vecs is nil only when
+// ctx ended or the cache could not be read. Callers hold writeMu.
+func (m *Manager) embedChunks(ctx context.Context, st *index.Store, chunks []chunk.Chunk, ready map[string][]float32) (vecs [][]float32, missing int, err error) {
 	if len(chunks) == 0 {
 		return nil, 0, nil
 	}
@@ -622,6 +652,12 @@ func (m *Manager) embedChunks(ctx context.Context, st *index.Store, chunks []chu
 	cached, err := st.CachedEmbeddings(ctx, hashes)
 	if err != nil {
 		return nil, 0, err
+	}
+	embedded := false // the embedder answered for this file
+	for h, v := range ready {
+		if _, ok := cached[h]; !ok && len(v) == m.ixOpts.Dims {
+			cached[h], embedded = v, true
+		}
 	}
 	var todo []chunk.Chunk
 	queued := map[string]bool{}
@@ -680,7 +716,7 @@ func (m *Manager) embedChunks(ctx context.Context, st *index.Store, chunks []chu
 	m.mu.Lock()
 	if failed != nil {
 		m.embedErr = failed.Error()
-	} else if len(queued) > 0 {
+	} else if len(queued) > 0 || embedded {
 		m.embedErr = ""
 	}
 	m.mu.Unlock()

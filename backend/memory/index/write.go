@@ -37,6 +37,23 @@ type ChunkRecord struct {
 	Text      string
 	Hash      string
 	Vector    []float32
+	// Tokens is Text analysed beforehand by Store.Analyze (optional): a
+	// caller that prepares files on other goroutines moves the analysis out
+	// of PutFile, which holds the write lock.
+	Tokens *Tokens
+}
+
+// Tokens is a chunk's text analysed by the keyword index's analyzer
+// (Store.Analyze).
+type Tokens struct {
+	ts   analysis.TokenStream
+	text string
+}
+
+// Analyze analyses text as PutFile would, for ChunkRecord.Tokens. It
+// takes no lock and is safe for concurrent use.
+func (s *Store) Analyze(text string) *Tokens {
+	return &Tokens{ts: s.analyzeText(text), text: text}
 }
 
 // Files lists every indexed file with its chunk count, ordered by path.
@@ -205,7 +222,11 @@ func (s *Store) PutFile(ctx context.Context, f FileRecord, chunks []ChunkRecord)
 	tokens := 0
 	streams := make([]analysis.TokenStream, len(chunks))
 	for i, c := range chunks {
-		streams[i] = s.analyzeText(c.Text)
+		if c.Tokens != nil && c.Tokens.text == c.Text {
+			streams[i] = c.Tokens.ts
+		} else {
+			streams[i] = s.analyzeText(c.Text)
+		}
 		tokens += len(streams[i])
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO files(path, hash, mtime, size, layer, role, chunks, tokens) VALUES(?, ?, ?, ?, ?, ?, ?, ?)

@@ -1,0 +1,174 @@
+package memory
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/atrium-dev/atrium/backend/memory/chunk"
+	"github.com/atrium-dev/atrium/backend/memory/index"
+)
+
+// A full sync spends most of its CPU on work that writes nothing: reading
+// and hashing a file, chunking it, embedding the chunks (builtin: hashed
+// n-grams) and analysing them for the keyword index. The index writes are
+// serial (one writer, SQLite's and Bleve's), but that work is not: prefetch
+// does it for the files ahead of the writer on the other cores, in order,
+// at most prefetchAhead files ahead. It is only a head start — indexPrepared
+// checks everything it depends on again (a file that changed since is
+// re-read, an unchanged one was never embedded), and any failure here is
+// left for indexPrepared to meet and report in the usual way.
+
+// prepared is the write-free part of indexing one file, done ahead.
+type prepared struct {
+	stated  bool
+	info    fs.FileInfo
+	statErr error
+	read    bool
+	content []byte
+	readErr error
+	split   bool
+	chunks  []chunk.Chunk
+	vecs    map[string][]float32 // by chunk hash; nil when not embedded ahead
+	tokens  []*index.Tokens      // by chunk; nil when not analysed ahead
+}
+
+// prefetchAhead bounds how many files are prepared ahead of the writer
+// (their contents and vectors are held in memory until written).
+const prefetchAhead = 16
+
+// prefetch starts preparing rels in order on GOMAXPROCS goroutines and
+// returns ahead: ahead(i) waits for file i's preparation and returns it
+// (nil when ctx ended first, or with one CPU: then the writer does all the
+// work itself). ahead must be called with i = 0, 1, 2 … in order. The
+// goroutines end when every file is prepared or ctx ends.
+func (m *Manager) prefetch(ctx context.Context, st *index.Store, rels []string) (ahead func(i int) *prepared) {
+	workers := runtime.GOMAXPROCS(0)
+	if workers < 2 || len(rels) < 2 {
+		return func(int) *prepared { return nil }
+	}
+	out := make([]chan *prepared, len(rels))
+	for i := range out {
+		out[i] = make(chan *prepared, 1)
+	}
+	window := make(chan struct{}, prefetchAhead)
+	jobs := make(chan int)
+	go func() { // feeder: at most prefetchAhead files not yet taken by ahead
+		defer close(jobs)
+		for i := range rels {
+			select {
+			case window <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			select {
+			case jobs <- i:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	var embedFailed atomic.Bool
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				out[i] <- m.prepare(ctx, st, rels[i], &embedFailed)
+			}
+		}()
+	}
+	return func(i int) *prepared {
+		select {
+		case p := <-out[i]:
+			<-window
+			return p
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// prepare does the write-free work of indexing rel: stat, read, and for a
+// text file whose content differs from the indexed one (or has chunks
+// without vectors), chunking, embedding (unless an embed failed before in
+// this sync: indexPrepared then meets the failure itself) and analysis.
+func (m *Manager) prepare(ctx context.Context, st *index.Store, rel string, embedFailed *atomic.Bool) *prepared {
+	p := &prepared{stated: true}
+	abs := filepath.Join(m.ws, filepath.FromSlash(rel))
+	p.info, p.statErr = os.Lstat(abs)
+	if p.statErr != nil || !p.info.Mode().IsRegular() || p.info.Size() > MaxFileBytes || !classify(rel).indexed {
+		return p
+	}
+	p.read = true
+	p.content, p.readErr = os.ReadFile(abs)
+	if p.readErr != nil {
+		return p
+	}
+	text, _, binary := textContent(p.content)
+	if binary != "" {
+		return p
+	}
+	sum := sha256.Sum256(p.content)
+	hash := hex.EncodeToString(sum[:])
+	m.mu.Lock()
+	_, pending := m.pending[rel]
+	m.mu.Unlock()
+	if rec, ok, err := st.File(ctx, rel); err != nil || (ok && rec.Hash == hash && !pending) {
+		return p // unchanged (or unknown): nothing more to do ahead
+	}
+	p.split, p.chunks = true, chunk.Split(text, m.opts.Chunking)
+	p.tokens = make([]*index.Tokens, len(p.chunks))
+	for i, c := range p.chunks {
+		p.tokens[i] = st.Analyze(c.Text)
+	}
+	if embedFailed.Load() || len(p.chunks) == 0 {
+		return p
+	}
+	hashes := make([]string, len(p.chunks))
+	for i, c := range p.chunks {
+		hashes[i] = c.Hash
+	}
+	cached, err := st.CachedEmbeddings(ctx, hashes)
+	if err != nil {
+		return p
+	}
+	var texts, their []string
+	seen := map[string]bool{}
+	for _, c := range p.chunks {
+		if _, ok := cached[c.Hash]; ok || seen[c.Hash] {
+			continue
+		}
+		seen[c.Hash] = true
+		texts, their = append(texts, c.Text), append(their, c.Hash)
+	}
+	p.vecs = map[string][]float32{}
+	for len(texts) > 0 {
+		n, tokens := 0, 0
+		for n < len(texts) && n < maxBatchTexts {
+			t := chunk.EstimateTokens(texts[n])
+			if n > 0 && tokens+t > maxBatchTokens {
+				break
+			}
+			tokens += t
+			n++
+		}
+		vs, err := m.embedBatch(ctx, texts[:n])
+		if err != nil {
+			embedFailed.Store(true)
+			return p // the vectors so far help; indexPrepared asks for the rest
+		}
+		for k, v := range vs {
+			p.vecs[their[k]] = v
+		}
+		texts, their = texts[n:], their[n:]
+	}
+	return p
+}
