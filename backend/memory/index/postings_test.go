@@ -31,7 +31,14 @@ func walkBleve(t *testing.T, kl *kwLeg, term int) []posting {
 	if c.tfr == nil {
 		t.Fatal("cursor without segments did not use Bleve's iterator")
 	}
+	return drain(t, c)
+}
+
+// drain lists the postings of a fresh cursor.
+func drain(t *testing.T, c *cursor) []posting {
+	t.Helper()
 	var out []posting
+	var err error
 	for err = c.next(); err == nil && !c.done; err = c.next() {
 		out = append(out, posting{c.doc, c.tf, c.norm})
 	}
@@ -110,13 +117,7 @@ func TestArrayCursorsEqualBleveIterators(t *testing.T) {
 					if c.arr == nil {
 						t.Fatal("array cursor expected")
 					}
-					var got []posting
-					for err = c.next(); err == nil && !c.done; err = c.next() {
-						got = append(got, posting{c.doc, c.tf, c.norm})
-					}
-					if err != nil {
-						t.Fatal(err)
-					}
+					got := drain(t, c)
 					if fmt.Sprint(got) != fmt.Sprint(want) {
 						t.Fatalf("%s %q: array postings\n%v\nBleve's\n%v", name, kl.q.terms[term], got, want)
 					}
