@@ -259,10 +259,15 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 	// Runs of profile instances go to their worker processes (remote.go);
 	// the runner gets the pool below, before anything is served.
 	runner := newPoolRunner(o.Layout.Workspace, o.Logger)
+	runner.offline = func(profile string) bool {
+		cfg, _ := ProfileModel(o.Layout.Workspace, a.Config, a.Model, profile, o.Getenv, o.Logger)
+		return cfg.Provider == "" || cfg.Provider == model.ProviderOffline
+	}
 	a.Chat, err = chat.New(chat.Options{
 		History:       a.History,
 		Provider:      provider,
 		Memory:        roleSearcher{m: a.Memory, g: a.Guard, role: acl.MainRole},
+		SearcherFor:   func(role string) chat.Searcher { return roleSearcher{m: a.Memory, g: a.Guard, role: role} },
 		Tools:         a.agentTools(o),
 		ContextWindow: a.Model.ContextWindow,
 		Emit:          a.Gateway.Broadcast,

@@ -3,12 +3,14 @@
 package atrium
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,7 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/atrium-dev/atrium/backend/chat"
 	"github.com/atrium-dev/atrium/backend/gateway"
+	"github.com/atrium-dev/atrium/backend/history"
 )
 
 // workerModel is an OpenAI-compatible streaming server for runs on
@@ -155,7 +159,10 @@ type runEvent struct {
 		ProfileID string `json:"profileId"`
 		Content   string `json:"content"`
 		Error     string `json:"error"`
-		Usage     *struct {
+		// Set when chat.final cut the text (chat.ForClient).
+		ContentBytes     int  `json:"contentBytes"`
+		ContentTruncated bool `json:"contentTruncated"`
+		Usage            *struct {
 			PromptTokens     int `json:"promptTokens"`
 			CompletionTokens int `json:"completionTokens"`
 		} `json:"usage"`
@@ -358,9 +365,18 @@ func TestChatOnInstances(t *testing.T) {
 			text.WriteString(p.Delta)
 		}
 	}
+	// The chunks carry it whole; chat.final carries its first
+	// chat.MaxClientContent bytes, with its size (a frame must fit the
+	// gateway's send buffer); history keeps it whole.
 	last := ps[len(ps)-1]
-	if names[len(names)-1] != "chat.final" || text.Len() != big || last.Message.Content != text.String() {
-		t.Fatalf("big answer: %d events, last %s, chunks %d bytes, final %d bytes", len(names), names[len(names)-1], text.Len(), len(last.Message.Content))
+	if names[len(names)-1] != "chat.final" || text.Len() != big || !strings.HasPrefix(text.String(), last.Message.Content) ||
+		len(last.Message.Content) != chat.MaxClientContent || !last.Message.ContentTruncated || last.Message.ContentBytes != big {
+		t.Fatalf("big answer: %d events, last %s, chunks %d bytes, final %d bytes (truncated %v, of %d)", len(names), names[len(names)-1],
+			text.Len(), len(last.Message.Content), last.Message.ContentTruncated, last.Message.ContentBytes)
+	}
+	if stored, err := a.History.Profile(context.Background(), "alpha-1", "", 500); err != nil || !slices.ContainsFunc(stored.Messages,
+		func(m history.Message) bool { return m.ID == sc.MessageID && len(m.Content) == big }) {
+		t.Fatalf("the big answer is not stored whole: %v", err)
 	}
 
 	// The personas were the system prompts.
@@ -401,5 +417,20 @@ func TestChatOnInstances(t *testing.T) {
 	if !cr.Cancelled || names[len(names)-1] != "chat.cancelled" || ps[len(ps)-1].Message == nil ||
 		!strings.HasPrefix(ps[len(ps)-1].Message.Content, "C1 C2 ") {
 		t.Fatalf("cancel on an instance: %v %+v", names, ps[len(ps)-1])
+	}
+	// profiles.stop mid-run: the run ends with chat.error UNAVAILABLE, not
+	// retryable, "stopped" (not an internal "context canceled").
+	var se sendResult
+	c1.ok("chat.send", map[string]any{"profileId": "alpha-1", "sessionId": "s-stop", "message": "slow 400 D", "idempotencyKey": "ke"}, &se)
+	r1.wait(t, "the run to be stopped to stream", func(evs []gateway.EventFrame) bool {
+		_, ps := eventsOfRun(t, evs, se.RunID)
+		return len(ps) > 2
+	})
+	c1.ok("profiles.stop", map[string]any{"instanceId": "alpha-1"}, nil)
+	evs = r1.wait(t, "the stopped run", runEnded(t, se.RunID))
+	names, ps = eventsOfRun(t, evs, se.RunID)
+	if last := ps[len(ps)-1]; names[len(names)-1] != "chat.error" || last.Error.Code != "UNAVAILABLE" || last.Error.Retryable ||
+		!strings.Contains(last.Error.Message, "stopped") {
+		t.Fatalf("run of a stopped instance ended %v %+v", names, last.Error)
 	}
 }

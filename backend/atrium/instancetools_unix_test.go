@@ -116,3 +116,60 @@ func TestInstanceRunUsesAgentLoop(t *testing.T) {
 		}
 	}
 }
+
+// TestInstanceWithoutModelAnswersOffline: with no model anywhere, a run on
+// an instance is answered like main's, by the offline provider from memory
+// search — searching as the instance's profile (its own private note, never
+// another role's).
+func TestInstanceWithoutModelAnswersOffline(t *testing.T) {
+	a, ws := startApp(t, func(string) string { return "" })
+	files := map[string]string{
+		"memory/roles/alpha/config.md": "---\ndescription: alpha\n---\nYou are Alpha.\n",
+		"memory/roles/alpha/ferry.md":  "Ferry code for the island trip: QK-7731.\n",
+		"memory/roles/beta/config.md":  "---\ndescription: beta\n---\nYou are Beta.\n",
+		"memory/roles/beta/ferry.md":   "Beta's private ferry code: ZX-9904.\n",
+	}
+	for p, body := range files {
+		path := filepath.Join(ws, filepath.FromSlash(p))
+		must(t, os.MkdirAll(filepath.Dir(path), 0o755))
+		must(t, os.WriteFile(path, []byte(body), 0o644))
+	}
+	must(t, a.Memory.Sync(context.Background()))
+	cl := dial(t, a)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		r := cl.call("profiles.spawn", map[string]any{"profileId": "alpha"})
+		if r.OK {
+			break
+		}
+		if r.Error.Code != "UNAVAILABLE" || time.Now().After(deadline) {
+			t.Fatalf("spawn: %+v", r.Error)
+		}
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var list struct{ Instances []struct{ InstanceID, State string } }
+		cl.ok("profiles.list", map[string]any{}, &list)
+		if len(list.Instances) == 1 && list.Instances[0].State == "ready" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("instance not ready: %+v", list)
+		}
+	}
+	var sent struct{ RunID string }
+	cl.ok("chat.send", map[string]any{"profileId": "alpha-1", "sessionId": "s-o", "message": "ferry code"}, &sent)
+	ev := follow(t, cl, sent.RunID, nil)
+	if ev.named("chat.final") == nil {
+		t.Fatalf("run did not end with chat.final: %v", ev.frames)
+	}
+	var final struct {
+		Message struct {
+			Content string
+			Sources []struct{ Path string }
+		}
+	}
+	must(t, json.Unmarshal(ev.named("chat.final")[0], &final))
+	if !strings.Contains(final.Message.Content, "QK-7731") || strings.Contains(final.Message.Content, "ZX-9904") ||
+		len(final.Message.Sources) == 0 || final.Message.Sources[0].Path != "memory/roles/alpha/ferry.md" {
+		t.Fatalf("offline answer on the instance: %+v", final.Message)
+	}
+}

@@ -35,6 +35,9 @@ type poolRunner struct {
 	pool      *worker.Pool
 	workspace string
 	log       *slog.Logger
+	// offline reports whether a profile has no model (its instances'
+	// runs are answered by the chat's offline provider). Nil: never.
+	offline func(profileID string) bool
 
 	mu   sync.Mutex
 	runs map[string]*remoteRun // by run id
@@ -67,7 +70,8 @@ func (r *poolRunner) Instance(id string) (chat.RemoteInstance, bool) {
 	for _, st := range r.pool.List() {
 		if st.InstanceID == id {
 			return chat.RemoteInstance{ID: id, ProfileID: st.ProfileID, State: string(st.State),
-				Ready: st.State == worker.StateReady || st.State == worker.StateBusy}, true
+				Ready:   st.State == worker.StateReady || st.State == worker.StateBusy,
+				Offline: r.offline != nil && r.offline(st.ProfileID)}, true
 		}
 	}
 	i := strings.LastIndexByte(id, '-')
@@ -148,6 +152,11 @@ func (r *poolRunner) Stream(ctx context.Context, req chat.RemoteRequest, onDelta
 	}
 	select {
 	case res := <-rr.done:
+		if errors.Is(res.err, context.Canceled) {
+			// The worker cancelled a run nobody cancelled here: it is
+			// stopping (profiles.stop, the app shutting down).
+			res.err = &chat.RemoteError{Kind: "stopped", Message: "the instance stopped during the run"}
+		}
 		return res.resp, res.err
 	case <-ctx.Done():
 	}

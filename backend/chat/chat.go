@@ -128,6 +128,11 @@ type Options struct {
 	Provider model.Provider
 	// Memory serves memory_search. Required.
 	Memory Searcher
+	// SearcherFor returns the memory search of a role (its ACL applied):
+	// the offline answers of an instance without a model search as the
+	// instance's profile. Nil: such instances fail with the worker's
+	// "no model configured".
+	SearcherFor func(role string) Searcher
 	// Emit delivers run events (Event* names, *Event payload structs); the
 	// gateway broadcasts them. It is called from run goroutines, possibly
 	// from several at once; calls of one run are sequential and in order. It
@@ -543,6 +548,16 @@ func (s *Service) Send(ctx context.Context, r SendRequest) (SendResult, error) {
 		if err := checkID("conversationId", r.ConversationID); err != nil {
 			return SendResult{}, fmt.Errorf("chat send: %w", err)
 		}
+		// A conversation is one profile's: its history is that profile's
+		// context, which may quote what only that profile's role may read.
+		owner, ok, err := s.opts.History.ConversationProfile(ctx, r.ConversationID)
+		if err != nil {
+			return SendResult{}, fmt.Errorf("chat send: %w", err)
+		}
+		if ok && owner != r.ProfileID {
+			return SendResult{}, fmt.Errorf("chat send: %w: conversation %s belongs to profile %s; start a new conversation for %s",
+				ErrInvalidInput, r.ConversationID, owner, r.ProfileID)
+		}
 	}
 	if err := checkClientHistory(r.History); err != nil {
 		return SendResult{}, fmt.Errorf("chat send: %w", err)
@@ -733,18 +748,35 @@ func (s *Service) ConversationHistory(ctx context.Context, conversationID, befor
 // withActive is page with the runs of active whose answer it does not
 // hold yet (a run that ended between the snapshot and the read shows up
 // only as its stored message).
-// MaxClientToolData caps, in bytes, the output of one tool call in what
-// clients receive (chat.final, history pages): a run's tool outputs are
-// stored whole (up to a MiB per web_fetch), and fifty of them in one
-// history page would overrun the gateway's send buffer. A longer output is
-// sent as its first MaxClientToolData bytes in a JSON string, with
-// dataBytes and dataTruncated set (ToolRecord); the model saw its own cut
-// form, and state.db keeps the whole output.
-const MaxClientToolData = 16 << 10
+// What clients receive of stored messages is bounded, so that one frame
+// always fits the gateway's send buffer (32 MiB; a larger frame closes the
+// connection): a run's tool outputs are stored whole (up to a MiB per
+// web_fetch), a model may answer tens of MB, and fifty such messages make
+// one history page. The limits below are for what is sent; state.db keeps
+// everything whole.
+const (
+	// MaxClientToolData caps, in bytes, the output of one tool call: a
+	// longer one is sent as a JSON string holding its first bytes, with
+	// dataBytes and dataTruncated set (history.ToolRecord); the model saw
+	// its own cut form.
+	MaxClientToolData = 16 << 10
+	// MaxClientContent caps, in bytes, a message's text: a longer one is
+	// sent as its first bytes (whole UTF-8 characters), with contentBytes
+	// and contentTruncated set (history.Message).
+	MaxClientContent = 4 << 20
+	// MaxClientPageBytes bounds a history page: the oldest messages of a
+	// page that would be larger are left for the next page (nextBefore).
+	MaxClientPageBytes = 8 << 20
+)
 
-// ForClient returns m as clients receive it: tool outputs over
-// MaxClientToolData are cut (see there); m itself is not changed.
+// ForClient returns m as clients receive it: text and tool outputs over
+// MaxClientContent and MaxClientToolData are cut (see there); m itself is
+// not changed.
 func ForClient(m history.Message) history.Message {
+	if len(m.Content) > MaxClientContent {
+		m.ContentBytes, m.ContentTruncated = len(m.Content), true
+		m.Content = strings.ToValidUTF8(m.Content[:MaxClientContent], "")
+	}
 	cut := false
 	for _, t := range m.Tools {
 		cut = cut || len(t.Data) > MaxClientToolData
@@ -765,6 +797,18 @@ func ForClient(m history.Message) history.Message {
 	return m
 }
 
+// clientSize estimates the bytes of m in a frame.
+func clientSize(m history.Message) int {
+	n := 512 + len(m.Content) + len(m.Error)
+	for _, s := range m.Sources {
+		n += 64 + len(s.Path)
+	}
+	for _, t := range m.Tools {
+		n += 256 + len(t.Args) + len(t.Data) + len(t.Summary) + len(t.Error)
+	}
+	return n
+}
+
 func withActive(page history.Page, active []ActiveRun) HistoryPage {
 	stored := make(map[string]bool, len(page.Messages))
 	for _, m := range page.Messages {
@@ -772,6 +816,20 @@ func withActive(page history.Page, active []ActiveRun) HistoryPage {
 	}
 	for i, m := range page.Messages {
 		page.Messages[i] = ForClient(m)
+	}
+	// Newest first until the page's budget; the older rest is the next
+	// page's (the cursor is the oldest message kept).
+	size, keep := 0, 0
+	for i := len(page.Messages) - 1; i >= 0; i-- {
+		size += clientSize(page.Messages[i])
+		if size > MaxClientPageBytes && keep > 0 {
+			break
+		}
+		keep++
+	}
+	if keep < len(page.Messages) {
+		page.Messages = page.Messages[len(page.Messages)-keep:]
+		page.NextBefore = page.Messages[0].ID
 	}
 	out := HistoryPage{Page: page, Active: []ActiveRun{}}
 	for _, a := range active {
@@ -785,7 +843,11 @@ func withActive(page history.Page, active []ActiveRun) HistoryPage {
 // active is rn's ActiveRun snapshot.
 func (rn *run) active() ActiveRun {
 	text, seq := rn.out.snapshot()
-	return ActiveRun{RunRef: rn.RunRef, Content: text, Seq: seq, StartedAt: rn.startedAt.UnixMilli()}
+	a := ActiveRun{RunRef: rn.RunRef, Content: text, Seq: seq, StartedAt: rn.startedAt.UnixMilli()}
+	if len(text) > MaxClientContent {
+		a.Content, a.ContentTruncated = strings.ToValidUTF8(text[len(text)-MaxClientContent:], ""), true
+	}
+	return a
 }
 
 func sortActive(out []ActiveRun) {

@@ -666,3 +666,71 @@ func TestForClientCutsLongToolData(t *testing.T) {
 		t.Fatalf("short tool data changed: %+v", got.Tools[1])
 	}
 }
+
+// History pages fit a gateway frame: texts over MaxClientContent are cut
+// (with their size), and a page of many large messages stops at
+// MaxClientPageBytes with a cursor to the rest, so that following the
+// cursors still yields every message once.
+func TestHistoryPagesFitAFrame(t *testing.T) {
+	e := newEnv(t, NewOffline(OfflineOptions{}), &fakeSearcher{})
+	ctx := context.Background()
+	big := strings.Repeat("长答案 long answer ", (MaxClientContent+MaxClientContent/4)/22)
+	for i := 0; i < 6; i++ {
+		if err := e.store.Append(ctx, history.Message{ID: fmt.Sprintf("m%02d", i), ProfileID: "main", SessionID: "s",
+			Role: "assistant", Content: fmt.Sprintf("%02d ", i) + big, TS: int64(1000 + i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[string]bool{}
+	before, pages := "", 0
+	for {
+		page, err := e.svc.History(ctx, "main", before, 50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		b, _ := json.Marshal(page)
+		if len(b) > MaxClientPageBytes+MaxClientContent {
+			t.Fatalf("page %d is %d bytes", pages, len(b))
+		}
+		for _, m := range page.Messages {
+			if seen[m.ID] {
+				t.Fatalf("%s twice", m.ID)
+			}
+			seen[m.ID] = true
+			if !m.ContentTruncated || m.ContentBytes != len(fmt.Sprintf("%02d ", 0)+big) || len(m.Content) > MaxClientContent || !utf8.ValidString(m.Content) {
+				t.Fatalf("%s: truncated %v, %d of %d bytes", m.ID, m.ContentTruncated, len(m.Content), m.ContentBytes)
+			}
+		}
+		if page.NextBefore == "" {
+			break
+		}
+		before = page.NextBefore
+	}
+	if len(seen) != 6 || pages < 2 {
+		t.Fatalf("%d messages in %d pages", len(seen), pages)
+	}
+}
+
+// A conversation belongs to one profile: sending into another profile's
+// conversation is refused (its history would become this profile's
+// context), before anything is stored.
+func TestConversationBelongsToOneProfile(t *testing.T) {
+	e := newEnv(t, NewOffline(OfflineOptions{}), &fakeSearcher{})
+	ctx := context.Background()
+	if err := e.store.Append(ctx, history.Message{ID: "w1", ProfileID: "writer-1", SessionID: "s", ConversationID: "conv-w",
+		Role: "user", Content: "writer's private draft", TS: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.svc.Send(ctx, SendRequest{ProfileID: "main", SessionID: "s2", ConversationID: "conv-w", Message: "what did writer say?"})
+	if !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), "belongs to profile writer-1") {
+		t.Fatalf("send into another profile's conversation: %v", err)
+	}
+	page, err := e.svc.ConversationHistory(ctx, "conv-w", "", 50)
+	if err != nil || len(page.Messages) != 1 {
+		t.Fatalf("conversation after the refused send: %d messages, %v", len(page.Messages), err)
+	}
+	if _, err := e.svc.Send(ctx, SendRequest{ProfileID: "main", SessionID: "s2", ConversationID: "conv-main", Message: "hi"}); err != nil {
+		t.Fatalf("send into a new conversation: %v", err)
+	}
+}

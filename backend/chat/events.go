@@ -99,9 +99,13 @@ type CancelledEvent struct {
 // have ts StartedAt+1.
 type ActiveRun struct {
 	RunRef
-	Content   string `json:"content"`
-	Seq       int    `json:"seq"`
-	StartedAt int64  `json:"startedAt"`
+	// Content is the text so far; over MaxClientContent bytes, its last
+	// MaxClientContent bytes (whole characters) with ContentTruncated set,
+	// so that the deltas that follow still continue it.
+	Content          string `json:"content"`
+	ContentTruncated bool   `json:"contentTruncated,omitempty"`
+	Seq              int    `json:"seq"`
+	StartedAt        int64  `json:"startedAt"`
 }
 
 // HistoryPage is history.profile's payload: a page of stored messages and,

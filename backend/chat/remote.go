@@ -56,6 +56,10 @@ type RemoteInstance struct {
 	ProfileID string
 	State     string
 	Ready     bool
+	// Offline: the instance's profile has no model (its worker would
+	// refuse every call); its runs are answered by the offline provider
+	// here, searching memory as the profile (Options.SearcherFor).
+	Offline bool
 }
 
 // RemoteRequest is one model call of a run on an instance: ids of the
@@ -142,6 +146,9 @@ func (st *runState) onRemote() model.Provider {
 		s.log.Warn("chat persona unavailable", "run", rn.RunID, "profile", inst.ProfileID, "error", err.Error())
 	}
 	st.persona, st.role = instancePersona(inst.ProfileID, persona), inst.ProfileID
+	if inst.Offline && s.opts.SearcherFor != nil {
+		return NewOffline(OfflineOptions{Memory: s.opts.SearcherFor(inst.ProfileID)})
+	}
 	return &remoteModel{r: s.opts.Remote, inst: inst, rn: rn}
 }
 

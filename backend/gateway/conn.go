@@ -376,6 +376,14 @@ func (c *conn) enqueue(frame, eventName, eventBody []byte) bool {
 	if c.queued+n > c.s.opts.MaxBufferedBytes {
 		buffered := c.queued
 		c.mu.Unlock()
+		if n > c.s.opts.MaxBufferedBytes {
+			// One frame larger than the whole buffer: not the client's
+			// fault, say what it was.
+			c.s.log.Warn("oversized frame; connection closed", "connId", c.id, "frame", n, "limit", c.s.opts.MaxBufferedBytes)
+			c.closeWith(websocket.StatusPolicyViolation,
+				fmt.Sprintf("frame of %d bytes exceeds the send buffer of %d bytes", n, c.s.opts.MaxBufferedBytes), false)
+			return false
+		}
 		c.s.log.Warn("slow consumer disconnected", "connId", c.id, "buffered", buffered, "frame", n, "limit", c.s.opts.MaxBufferedBytes)
 		c.closeWith(websocket.StatusPolicyViolation,
 			fmt.Sprintf("slow consumer: send buffer over %d bytes", c.s.opts.MaxBufferedBytes), false)

@@ -91,6 +91,11 @@ type Message struct {
 	// model saw a truncated form; the transcript keeps it all). Empty
 	// for user messages and runs without tool calls.
 	Tools []ToolRecord `json:"tools,omitempty"`
+	// ContentBytes and ContentTruncated are set in what clients receive
+	// when Content was cut for them (package chat, ForClient): Content is
+	// then its first bytes, ContentBytes the stored text's size.
+	ContentBytes     int  `json:"contentBytes,omitempty"`
+	ContentTruncated bool `json:"contentTruncated,omitempty"`
 }
 
 // ToolRecord is one tool call of a run and its result. Round is the
@@ -372,6 +377,20 @@ func (s *Store) Profile(ctx context.Context, profileID, before string, limit int
 		return Page{}, fmt.Errorf("profile %s history: %w", profileID, err)
 	}
 	return page, nil
+}
+
+// ConversationProfile returns the profile of conversation conversationID's
+// messages (a conversation belongs to the profile of its first message),
+// or ok false for a conversation without stored messages.
+func (s *Store) ConversationProfile(ctx context.Context, conversationID string) (profileID string, ok bool, err error) {
+	err = s.db.QueryRowContext(ctx, "SELECT profile_id FROM history_messages WHERE conversation_id = ? ORDER BY ts, seq LIMIT 1", conversationID).Scan(&profileID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("conversation %s: %w", conversationID, err)
+	}
+	return profileID, true, nil
 }
 
 // Conversation pages through conversationID's messages (the conversation

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"time"
 )
 
 // ProfileEntry is one profile of the light index (SPEC §6): what start-up
@@ -101,6 +102,7 @@ type Pool struct {
 	mu       sync.Mutex
 	ctx      context.Context // Run's; nil before Run and after it returns
 	index    []ProfileEntry
+	scanned  time.Time                // when index was scanned
 	running  map[string]*poolInstance // by instance id
 	instWait sync.WaitGroup
 }
@@ -135,15 +137,29 @@ func NewPool(o PoolOptions) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Pool{o: o, index: idx, running: map[string]*poolInstance{}}, nil
+	return &Pool{o: o, index: idx, scanned: time.Now(), running: map[string]*poolInstance{}}, nil
 }
 
 // Profiles returns the light index, by id.
+//
+// An index older than profilesFresh is rescanned first (stat only), so a
+// role folder created or removed since is listed as it is.
 func (p *Pool) Profiles() []ProfileEntry {
+	p.mu.Lock()
+	stale := time.Since(p.scanned) > profilesFresh
+	p.mu.Unlock()
+	if stale {
+		if err := p.Rescan(); err != nil {
+			p.o.Logger.Warn("profile index rescan failed", "err", err)
+		}
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]ProfileEntry(nil), p.index...)
 }
+
+// profilesFresh is how long Profiles trusts the last scan.
+const profilesFresh = time.Second
 
 // Rescan rebuilds the light index (e.g. after profiles.create).
 func (p *Pool) Rescan() error {
@@ -152,7 +168,7 @@ func (p *Pool) Rescan() error {
 		return err
 	}
 	p.mu.Lock()
-	p.index = idx
+	p.index, p.scanned = idx, time.Now()
 	p.mu.Unlock()
 	return nil
 }
@@ -187,22 +203,19 @@ func (p *Pool) known(profileID string) bool {
 // Spawn starts a new instance "<profileID>-<k>" of a profile of the index
 // (k: the smallest positive number not in use for it) with its own worker
 // process, and returns its first status. Errors: ErrUnknownProfile (not in
-// the index, even after a rescan), ErrTooManyInstance, ErrPoolNotRunning,
+// the index as rescanned now), ErrTooManyInstance, ErrPoolNotRunning,
 // or the supervisor's configuration error.
 func (p *Pool) Spawn(profileID string) (Status, error) {
+	// The index is rescanned (stat only) so that a role created or deleted
+	// since start-up is seen as it is now.
+	if err := p.Rescan(); err != nil {
+		return Status{}, err
+	}
 	p.mu.Lock()
 	known := p.known(profileID)
 	p.mu.Unlock()
 	if !known {
-		if err := p.Rescan(); err != nil {
-			return Status{}, err
-		}
-		p.mu.Lock()
-		known = p.known(profileID)
-		p.mu.Unlock()
-		if !known {
-			return Status{}, fmt.Errorf("%w: %q (no %s/%s/config.md)", ErrUnknownProfile, profileID, RolesDir, profileID)
-		}
+		return Status{}, fmt.Errorf("%w: %q (no %s/%s/config.md)", ErrUnknownProfile, profileID, RolesDir, profileID)
 	}
 	var extra []string
 	if p.o.EnvFor != nil { // may read the profile's files: outside the lock
