@@ -76,6 +76,21 @@ describe('streaming', () => {
     expect(s.doneRuns).toContain('r1');
   });
 
+  it('a final the gateway cut keeps the whole streamed text; from history it is marked as cut', () => {
+    const whole = 'A'.repeat(50) + 'B'.repeat(50);
+    const cut = wire('a1', 'assistant', 'A'.repeat(50), 2000, { runId: 'r1', contentTruncated: true, contentBytes: 100 });
+    const s = run(
+      initialChat('main'),
+      ev('chat.chunk', { runId: 'r1', seq: 1, delta: whole.slice(0, 60) }),
+      ev('chat.chunk', { runId: 'r1', seq: 2, delta: whole.slice(60) }),
+      ev('chat.final', { runId: 'r1', message: cut }),
+    );
+    expect(s.messages[0]).toMatchObject({ id: 'a1', state: 'final', content: whole });
+    expect(s.messages[0].cutFrom).toBeUndefined();
+    const h = run(initialChat('main'), ev('chat.final', { runId: 'r1', message: cut }));
+    expect(h.messages[0]).toMatchObject({ content: 'A'.repeat(50), cutFrom: 100 });
+  });
+
   it('a late thinking after final does not resurrect the run', () => {
     const s = run(
       initialChat('main'),

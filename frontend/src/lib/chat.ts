@@ -31,6 +31,9 @@ export interface WireMessage {
   ts: number;
   sources?: Source[];
   error?: unknown;
+  /** Set when the gateway sent only the first part of a long text (contentBytes: its whole size). */
+  contentTruncated?: boolean;
+  contentBytes?: number;
 }
 
 export interface ChatMessage {
@@ -49,6 +52,8 @@ export interface ChatMessage {
   error?: string;
   /** The protocol error code behind `error`, when known (for logic and tooltips). */
   errorCode?: string;
+  /** The stored text's size in bytes when only its first part is shown (the gateway cut it). */
+  cutFrom?: number;
   /** The agent accepted the run and nothing streamed yet. */
   thinking?: boolean;
   /** Streamed deltas by chunk seq (assistant messages while streaming). */
@@ -145,6 +150,7 @@ export function fromWire(m: WireMessage, state?: MessageState): ChatMessage {
     sources: Array.isArray(m.sources) && m.sources.length > 0 ? m.sources : undefined,
     error: err,
     errorCode: err ? errorCode(m.error) || undefined : undefined,
+    cutFrom: m.contentTruncated && typeof m.contentBytes === 'number' ? m.contentBytes : undefined,
   };
 }
 
@@ -211,6 +217,12 @@ function settle(list: ChatMessage[], runId: string, wire: WireMessage, state: Me
   const ii = idIndex(next, wire.id, 'assistant');
   const fresh = fromWire(wire);
   const msg = { ...fresh, state: fresh.state === 'final' ? state : fresh.state, runId: wire.runId ?? runId };
+  // A long answer the gateway cut in chat.final: the streamed text shown so far is whole, keep it.
+  const local = ri >= 0 ? next[ri] : ii >= 0 ? next[ii] : undefined;
+  if (msg.cutFrom !== undefined && local && local.content.length > msg.content.length && local.content.startsWith(msg.content)) {
+    msg.content = local.content;
+    msg.cutFrom = undefined;
+  }
   if (ii >= 0) {
     next[ii] = { ...msg, key: next[ii].key };
     if (ri >= 0 && ri !== ii) next.splice(ri, 1);
