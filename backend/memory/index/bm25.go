@@ -91,9 +91,11 @@ func (k *kwLeg) dict(i int) (segment.TermDictionary, error) {
 	return k.dicts[i], nil
 }
 
-// arrayList returns term's decoded lists in the snapshot (segs non-nil).
+// arrayList returns term's decoded lists in the snapshot (segs non-nil),
+// or nil when they are not decoded (yet): the term is then walked with
+// Bleve's iterator (postingsCache.get).
 func (k *kwLeg) arrayList(term string) (*arrayList, error) {
-	if l := k.lists[term]; l != nil {
+	if l, ok := k.lists[term]; ok {
 		return l, nil
 	}
 	l, err := k.pc.openArrayList(k.segs, k.dict, term)
@@ -140,6 +142,9 @@ func (k *kwLeg) docFreq(ctx context.Context, term string) (uint64, error) {
 		if err != nil {
 			return 0, err
 		}
+		if l == nil {
+			return k.docFreqBleve(ctx, term)
+		}
 		if k.sc.all {
 			return l.liveCount(), nil
 		}
@@ -152,6 +157,11 @@ func (k *kwLeg) docFreq(ctx context.Context, term string) (uint64, error) {
 		}
 		return n, nil
 	}
+	return k.docFreqBleve(ctx, term)
+}
+
+// docFreqBleve is docFreq over Bleve's iterator.
+func (k *kwLeg) docFreqBleve(ctx context.Context, term string) (uint64, error) {
 	tfr, err := k.r.TermFieldReader(ctx, []byte(term), textField, false, false, false)
 	if err != nil {
 		return 0, fmt.Errorf("search keywords: %w", err)
@@ -233,7 +243,9 @@ func (k *kwLeg) cursorFor(ctx context.Context, term int, freq, positions bool) (
 		if err != nil {
 			return nil, err
 		}
-		return &cursor{term: term, arr: &arrayCursor{l: l}, sc: k.sc}, nil
+		if l != nil {
+			return &cursor{term: term, arr: &arrayCursor{l: l}, sc: k.sc}, nil
+		}
 	}
 	tfr, err := k.r.TermFieldReader(ctx, []byte(k.q.terms[term]), textField, freq || positions, freq || positions, positions)
 	if err != nil {

@@ -78,6 +78,11 @@ func decodePostings(dict segment.TermDictionary, term string) (*segPostings, err
 	if err != nil {
 		return nil, fmt.Errorf("postings of %q: %w", term, err)
 	}
+	return decodeList(pl, term)
+}
+
+// decodeList reads the whole of posting list pl (of term).
+func decodeList(pl segment.PostingsList, term string) (*segPostings, error) {
 	out := &segPostings{}
 	if pl == nil {
 		return out, nil
@@ -113,7 +118,15 @@ type postingsCache struct {
 	// segment that left it (merged away, replaced by its persisted copy)
 	// are dropped when the set changes.
 	live map[segment.Segment]bool
+	// seen holds the long lists asked for once and not decoded (see get).
+	seen map[pcKey]bool
+	// admitFirst decodes long lists on the first request (tests of the
+	// array cursors).
+	admitFirst bool
 }
+
+// maxSeen bounds postingsCache.seen (it is cleared when full).
+const maxSeen = 1 << 16
 
 type pcKey struct {
 	seg  segment.Segment
@@ -132,7 +145,12 @@ func newPostingsCache(budget int64) *postingsCache {
 }
 
 // get returns the decoded list of term in seg, from the cache or decoded
-// now from seg's dictionary (and cached when long enough).
+// now from seg's dictionary (and cached when long enough), or nil for a
+// long list asked for the first time: decoding a long list costs about
+// one walk of Bleve's iterator and its memory stays held, so a list is
+// decoded once it is asked for again (admission on the second request,
+// which keeps the one-off terms of a query out of the cache); until then
+// the caller walks Bleve's own iterator.
 func (c *postingsCache) get(seg segment.Segment, dict func() (segment.TermDictionary, error), term string) (*segPostings, error) {
 	k := pcKey{seg, term}
 	c.mu.Lock()
@@ -147,15 +165,35 @@ func (c *postingsCache) get(seg segment.Segment, dict func() (segment.TermDictio
 	if err != nil {
 		return nil, fmt.Errorf("postings of %q: %w", term, err)
 	}
-	p, err := decodePostings(d, term)
+	pl, err := d.PostingsList([]byte(term), nil, nil)
+	if err != nil {
+		return nil, fmt.Errorf("postings of %q: %w", term, err)
+	}
+	long := pl != nil && pl.Count() >= postingsCacheMin && int64(pl.Count())*postingBytes <= c.budget
+	if long {
+		c.mu.Lock()
+		again := c.seen[k] || c.admitFirst
+		if !again {
+			if c.seen == nil || len(c.seen) >= maxSeen {
+				c.seen = map[pcKey]bool{}
+			}
+			c.seen[k] = true
+		}
+		c.mu.Unlock()
+		if !again {
+			return nil, nil
+		}
+	}
+	p, err := decodeList(pl, term)
 	if err != nil {
 		return nil, err
 	}
-	if len(p.docs) < postingsCacheMin || p.bytes() > c.budget {
+	if !long {
 		return p, nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	delete(c.seen, k)
 	if e, ok := c.entries[k]; ok { // decoded concurrently by another search
 		c.lru.MoveToFront(e)
 		return e.Value.(*pcEntry).p, nil
@@ -317,15 +355,21 @@ func (a *arrayCursor) posting() (uint64, float64, float64) {
 }
 
 // openArrayList decodes (or takes from the cache) term's lists in every
-// segment of segs; dict(i) returns the term dictionary of segment i.
+// segment of segs; dict(i) returns the term dictionary of segment i. It
+// returns nil when some segment's list is not decoded yet (see get).
 func (c *postingsCache) openArrayList(segs []snapSegment, dict func(i int) (segment.TermDictionary, error), term string) (*arrayList, error) {
 	l := &arrayList{segs: segs, lists: make([]*segPostings, len(segs))}
+	whole := true
 	for i, s := range segs {
 		p, err := c.get(s.seg, func() (segment.TermDictionary, error) { return dict(i) }, term)
 		if err != nil {
 			return nil, err
 		}
 		l.lists[i] = p
+		whole = whole && p != nil
+	}
+	if !whole {
+		return nil, nil
 	}
 	return l, nil
 }

@@ -61,6 +61,7 @@ func TestArrayCursorsEqualBleveIterators(t *testing.T) {
 		t.Run(fmt.Sprintf("cache=%d", cacheBytes), func(t *testing.T) {
 			emb := embed.NewBuiltin(embed.BuiltinOptions{})
 			s := mustOpen(t, Options{Dir: t.TempDir(), Provider: emb.Provider(), Model: emb.Model(), Dims: emb.Dims(), Chunking: "test", PostingsCacheBytes: cacheBytes})
+			s.postings.admitFirst = true // every list decoded at once (the admission policy: TestPostingsAdmission)
 			b := builtinStore{s, emb}
 			fillZipf(t, b, 400) // one Bleve batch per file: many segments
 			rng := rand.New(rand.NewSource(3))
@@ -225,6 +226,7 @@ func TestPostingsCacheBudget(t *testing.T) {
 		one = max(one, p.bytes())
 	}
 	c := newPostingsCache(2*one + one/2) // room for two lists
+	c.admitFirst = true
 	for _, term := range []string{"alpha", "beta", "gamma", "delta"} {
 		if _, err := c.get(big, func() (segment.TermDictionary, error) { return big.Dictionary(textField) }, term); err != nil {
 			t.Fatal(err)
@@ -243,5 +245,45 @@ func TestPostingsCacheBudget(t *testing.T) {
 	c.retain(nil)
 	if n, used := c.stats(); n != 0 || used != 0 {
 		t.Fatalf("after the segment left the snapshot: %d lists, %d bytes", n, used)
+	}
+}
+
+// TestPostingsAdmission: a long list is decoded and cached on its second
+// request only (the first walks Bleve's iterator); short lists always are
+// decoded, never cached.
+func TestPostingsAdmission(t *testing.T) {
+	emb := embed.NewBuiltin(embed.BuiltinOptions{})
+	s := mustOpen(t, Options{Dir: t.TempDir(), Provider: emb.Provider(), Model: emb.Model(), Dims: emb.Dims(), Chunking: "test"})
+	b := builtinStore{s, emb}
+	var texts []string
+	for i := 0; i < 600; i++ {
+		texts = append(texts, fmt.Sprintf("alpha common line %d", i))
+	}
+	texts = append(texts, "rare zebrafalcon")
+	b.put(t, "memory/big.md", texts...)
+	kl := keywordLeg(t, s, "alpha zebrafalcon", nil)
+	seg := kl.segs[len(kl.segs)-1].seg
+	dict := func() (segment.TermDictionary, error) { return seg.Dictionary(textField) }
+	c := newPostingsCache(DefaultPostingsCacheBytes)
+	if p, err := c.get(seg, dict, "alpha"); err != nil || p != nil {
+		t.Fatalf("first request of a long list: %v, %v; want nil (walk Bleve's iterator)", p, err)
+	}
+	if p, err := c.get(seg, dict, "alpha"); err != nil || p == nil || len(p.docs) < postingsCacheMin {
+		t.Fatalf("second request of a long list: %v, %v", p, err)
+	}
+	if n, _ := c.stats(); n != 1 {
+		t.Fatalf("%d lists cached after the second request, want 1", n)
+	}
+	if p, err := c.get(seg, dict, "zebrafalcon"); err != nil || p == nil || len(p.docs) != 1 {
+		t.Fatalf("short list: %v, %v", p, err)
+	}
+	if n, _ := c.stats(); n != 1 {
+		t.Fatalf("a short list was cached (%d lists)", n)
+	}
+	// A search gives the same hits whichever way its terms were walked.
+	first := b.search(t, "alpha common zebrafalcon", 5, -1)
+	second := b.search(t, "alpha common zebrafalcon", 5, -1)
+	if fmt.Sprint(first) != fmt.Sprint(second) {
+		t.Fatalf("Bleve-walked and array-walked searches differ:\n%v\n%v", first, second)
 	}
 }
