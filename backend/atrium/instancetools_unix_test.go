@@ -146,7 +146,9 @@ func TestInstanceWithoutModelAnswersOffline(t *testing.T) {
 		}
 	}
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		var list struct{ Instances []struct{ InstanceID, State string } }
+		var list struct {
+			Instances []struct{ InstanceID, State string }
+		}
 		cl.ok("profiles.list", map[string]any{}, &list)
 		if len(list.Instances) == 1 && list.Instances[0].State == "ready" {
 			break
