@@ -45,8 +45,13 @@ func TestProfileSearch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var cacheBytes int64 // ATRIUM_SCALE_CACHE_MB: the postings cache (default the Store's)
+	if v, err := strconv.Atoi(os.Getenv("ATRIUM_SCALE_CACHE_MB")); err == nil {
+		cacheBytes = int64(v) << 20
+	}
 	s, err := index.Open(index.Options{Dir: dir, Provider: emb.Provider(), Model: emb.Model(), Dims: emb.Dims(),
-		Chunking: fmt.Sprintf("lines/%d/%d", chunk.DefaultMaxTokens, chunk.DefaultOverlapTokens), Logger: quiet()})
+		Chunking: fmt.Sprintf("lines/%d/%d", chunk.DefaultMaxTokens, chunk.DefaultOverlapTokens), Logger: quiet(),
+		PostingsCacheBytes: cacheBytes})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,8 +43,22 @@ import (
 // chunk id, docID).
 const idField = "_id"
 
-// DefaultPostingsCacheBytes is the default Options.PostingsCacheBytes.
-const DefaultPostingsCacheBytes = 256 << 20
+// The default postings cache (Options.PostingsCacheBytes 0) grows with
+// the index: PostingsCachePerChunk bytes per indexed chunk, at least
+// MinPostingsCacheBytes and at most MaxPostingsCacheBytes. On the scale
+// benchmark's 1M chunks (docs/BENCHMARKS.md) the third-round p50 was
+// 153 ms with 256 MiB and 112 ms with 1 GiB.
+const (
+	PostingsCachePerChunk = 1 << 10
+	MinPostingsCacheBytes = 64 << 20
+	MaxPostingsCacheBytes = 1 << 30
+)
+
+// defaultPostingsBudget returns the default cache size for an index of
+// chunks chunks.
+func defaultPostingsBudget(chunks uint64) int64 {
+	return min(MaxPostingsCacheBytes, max(MinPostingsCacheBytes, int64(chunks)*PostingsCachePerChunk))
+}
 
 // postingsCacheMin is the least length of a posting list that is kept in
 // the cache: shorter lists are decoded per search (cheap), so that rare
@@ -108,7 +122,7 @@ func decodeList(pl segment.PostingsList, term string) (*segPostings, error) {
 // segment and term. Entries are immutable once stored; safe for concurrent
 // use.
 type postingsCache struct {
-	budget int64
+	budget atomic.Int64
 
 	mu      sync.Mutex
 	used    int64
@@ -139,14 +153,18 @@ type pcEntry struct {
 }
 
 // newPostingsCache returns a cache of at most budget bytes of postings
-// (budget < 0: no cache, every list is decoded per search).
+// (budget < 0: no cache).
 func newPostingsCache(budget int64) *postingsCache {
-	return &postingsCache{budget: budget, lru: list.New(), entries: map[pcKey]*list.Element{}}
+	c := &postingsCache{lru: list.New(), entries: map[pcKey]*list.Element{}}
+	c.budget.Store(budget)
+	return c
 }
 
 // get returns the decoded list of term in seg, from the cache or decoded
-// now from seg's dictionary (and cached when long enough), or nil for a
-// long list asked for the first time: decoding a long list costs about
+// now from seg's dictionary (and cached when long enough), or nil — the
+// caller walks Bleve's own iterator — for a long list larger than a
+// quarter of the cache (or with no cache), and for a long list asked for
+// the first time: decoding a long list costs about
 // one walk of Bleve's iterator and its memory stays held, so a list is
 // decoded once it is asked for again (admission on the second request,
 // which keeps the one-off terms of a query out of the cache); until then
@@ -169,7 +187,12 @@ func (c *postingsCache) get(seg segment.Segment, dict func() (segment.TermDictio
 	if err != nil {
 		return nil, fmt.Errorf("postings of %q: %w", term, err)
 	}
-	long := pl != nil && pl.Count() >= postingsCacheMin && int64(pl.Count())*postingBytes <= c.budget
+	long := pl != nil && pl.Count() >= postingsCacheMin
+	if long && int64(pl.Count())*postingBytes > c.budget.Load()/4 {
+		// Too large to keep (or no cache): decoding it for one search
+		// costs more than walking it.
+		return nil, nil
+	}
 	if long {
 		c.mu.Lock()
 		again := c.seen[k] || c.admitFirst
@@ -200,10 +223,22 @@ func (c *postingsCache) get(seg segment.Segment, dict func() (segment.TermDictio
 	}
 	c.entries[k] = c.lru.PushFront(&pcEntry{key: k, p: p})
 	c.used += p.bytes()
-	for c.used > c.budget {
+	for c.used > c.budget.Load() && c.lru.Len() > 0 {
 		c.evict(c.lru.Back())
 	}
 	return p, nil
+}
+
+// resize sets the byte bound (evicting down to it).
+func (c *postingsCache) resize(budget int64) {
+	if c.budget.Swap(budget) == budget {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.used > budget && c.lru.Len() > 0 {
+		c.evict(c.lru.Back())
+	}
 }
 
 func (c *postingsCache) evict(e *list.Element) {

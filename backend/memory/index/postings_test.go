@@ -57,7 +57,7 @@ func drain(t *testing.T, c *cursor) []posting {
 // same document numbers as Bleve's InternalID.
 func TestArrayCursorsEqualBleveIterators(t *testing.T) {
 	ctx := context.Background()
-	for _, cacheBytes := range []int64{0, -1} {
+	for _, cacheBytes := range []int64{0, 64 << 10} { // the default, and a small cache that evicts
 		t.Run(fmt.Sprintf("cache=%d", cacheBytes), func(t *testing.T) {
 			emb := embed.NewBuiltin(embed.BuiltinOptions{})
 			s := mustOpen(t, Options{Dir: t.TempDir(), Provider: emb.Provider(), Model: emb.Model(), Dims: emb.Dims(), Chunking: "test", PostingsCacheBytes: cacheBytes})
@@ -185,8 +185,8 @@ func TestArrayCursorsEqualBleveIterators(t *testing.T) {
 					t.Fatalf("%s: docNums %d entries, Bleve's InternalID %d (or they differ)", name, len(got), len(want))
 				}
 			}
-			if n, _ := s.postings.stats(); cacheBytes < 0 && n != 0 {
-				t.Fatalf("cache disabled but %d entries held", n)
+			if _, used := s.postings.stats(); cacheBytes > 0 && used > cacheBytes {
+				t.Fatalf("cache of %d bytes holds %d", cacheBytes, used)
 			}
 		})
 	}
@@ -213,8 +213,9 @@ func TestPostingsCacheBudget(t *testing.T) {
 	if big == nil {
 		t.Skip("no segment holds enough postings to be cached")
 	}
+	terms := []string{"alpha", "beta", "gamma", "delta", "epsilon", "line"}
 	one := int64(0)
-	for _, term := range []string{"alpha", "beta", "gamma", "delta"} {
+	for _, term := range terms {
 		d, err := big.Dictionary(textField)
 		if err != nil {
 			t.Fatal(err)
@@ -225,22 +226,30 @@ func TestPostingsCacheBudget(t *testing.T) {
 		}
 		one = max(one, p.bytes())
 	}
-	c := newPostingsCache(2*one + one/2) // room for two lists
+	budget := 4*one + one/2 // room for four lists; a list may take a quarter of it
+	c := newPostingsCache(budget)
 	c.admitFirst = true
-	for _, term := range []string{"alpha", "beta", "gamma", "delta"} {
+	for _, term := range terms {
 		if _, err := c.get(big, func() (segment.TermDictionary, error) { return big.Dictionary(textField) }, term); err != nil {
 			t.Fatal(err)
 		}
 	}
 	n, used := c.stats()
-	if n != 2 || used > 2*one+one/2 {
-		t.Fatalf("cache holds %d lists, %d bytes; want 2 within %d", n, used, 2*one+one/2)
+	if n != 4 || used > budget {
+		t.Fatalf("cache holds %d lists, %d bytes; want 4 within %d", n, used, budget)
 	}
-	if _, ok := c.entries[pcKey{big, "delta"}]; !ok {
+	if _, ok := c.entries[pcKey{big, "line"}]; !ok {
 		t.Fatal("the most recent list was evicted")
 	}
 	if _, ok := c.entries[pcKey{big, "alpha"}]; ok {
 		t.Fatal("the least recent list was kept")
+	}
+	// A list over a quarter of the cache is never decoded: Bleve's
+	// iterator walks it.
+	small := newPostingsCache(3 * one)
+	small.admitFirst = true
+	if p, err := small.get(big, func() (segment.TermDictionary, error) { return big.Dictionary(textField) }, "alpha"); err != nil || p != nil {
+		t.Fatalf("a list over a quarter of the cache: %v, %v", p, err)
 	}
 	c.retain(nil)
 	if n, used := c.stats(); n != 0 || used != 0 {
@@ -264,7 +273,7 @@ func TestPostingsAdmission(t *testing.T) {
 	kl := keywordLeg(t, s, "alpha zebrafalcon", nil)
 	seg := kl.segs[len(kl.segs)-1].seg
 	dict := func() (segment.TermDictionary, error) { return seg.Dictionary(textField) }
-	c := newPostingsCache(DefaultPostingsCacheBytes)
+	c := newPostingsCache(MinPostingsCacheBytes)
 	if p, err := c.get(seg, dict, "alpha"); err != nil || p != nil {
 		t.Fatalf("first request of a long list: %v, %v; want nil (walk Bleve's iterator)", p, err)
 	}

@@ -153,7 +153,16 @@ func (s *Store) fileStats(ctx context.Context) (*fileStats, error) {
 		return nil, fmt.Errorf("file stats: %w", err)
 	}
 	s.stats = out
+	s.sizePostings(out)
 	return out, nil
+}
+
+// sizePostings follows the default postings cache size to the index size.
+// Callers hold statsMu.
+func (s *Store) sizePostings(fs *fileStats) {
+	if s.opts.PostingsCacheBytes == 0 {
+		s.postings.resize(defaultPostingsBudget(fs.chunks))
+	}
 }
 
 // committedStat records a file's counts once its write is committed (gone
@@ -178,6 +187,7 @@ func (s *Store) applyStats(ws []fileStat) {
 	defer s.statsMu.Unlock()
 	if s.stats != nil {
 		s.stats = s.stats.with(ws)
+		s.sizePostings(s.stats)
 	}
 }
 

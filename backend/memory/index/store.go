@@ -97,9 +97,10 @@ type Options struct {
 	// scan. 0 means DefaultQuantizeAbove (10,000); negative means never.
 	QuantizeAbove int
 	// PostingsCacheBytes bounds the memory of the decoded posting lists the
-	// keyword leg keeps between searches (postings.go). 0 means
-	// DefaultPostingsCacheBytes (256 MiB); negative keeps none (every
-	// list is decoded per search).
+	// keyword leg keeps between searches (postings.go). 0 means 1 KiB per
+	// indexed chunk, within 64 MiB … 1 GiB (PostingsCachePerChunk);
+	// negative keeps none (long lists are then walked with Bleve's
+	// iterator, short ones decoded per search).
 	PostingsCacheBytes int64
 }
 
@@ -285,7 +286,7 @@ func openAt(opts Options, dir string) (*Store, error) {
 	s.quant, s.quantizeAbove = newQuantIndex(meta.Dims, s.vecCount), opts.QuantizeAbove
 	pcb := opts.PostingsCacheBytes
 	if pcb == 0 {
-		pcb = DefaultPostingsCacheBytes
+		pcb = defaultPostingsBudget(uint64(s.vecCount)) // follows the index (applyStats)
 	}
 	s.postings = newPostingsCache(pcb)
 	s.compt = meta.Provider == opts.Provider && meta.Model == opts.Model && meta.Dims == opts.Dims &&
