@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/atrium-dev/atrium/backend/gateway"
@@ -47,6 +48,9 @@ func registerInstances(g *gateway.Server, in Instances, gd *guard.Guard) {
 		}
 		if p.ProfileID == "" {
 			return nil, gateway.Errorf(gateway.CodeInvalidRequest, "profiles.spawn: profileId is required")
+		}
+		if strings.ContainsAny(p.ProfileID, "/\\") || strings.HasPrefix(p.ProfileID, ".") {
+			return nil, gateway.Errorf(gateway.CodeInvalidRequest, "profiles.spawn: profileId %q is not a role name (a folder under memory/roles)", p.ProfileID)
 		}
 		st, err := in.Spawn(p.ProfileID)
 		if err != nil {

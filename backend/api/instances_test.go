@@ -97,6 +97,11 @@ func TestProfilesSpawnStopList(t *testing.T) {
 	if err := cl.Call(ctx, "profiles.spawn", map[string]any{}, nil); code(err) != gateway.CodeInvalidRequest {
 		t.Fatalf("spawn without profileId: %v", err)
 	}
+	for _, bad := range []string{"../etc", "a/b", ".hidden"} {
+		if err := cl.Call(ctx, "profiles.spawn", map[string]any{"profileId": bad}, nil); code(err) != gateway.CodeInvalidRequest {
+			t.Fatalf("spawn %q: %v", bad, err)
+		}
+	}
 	// Without a guard `as` cannot be resolved at all (with one, adminOnly
 	// refuses a role with FORBIDDEN); either way nothing is spawned.
 	if err := cl.Call(ctx, "profiles.spawn", map[string]any{"profileId": "coder", "as": "coder"}, nil); code(err) != gateway.CodeUnavailable {

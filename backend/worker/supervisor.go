@@ -172,7 +172,7 @@ func NewSupervisor(o SupervisorOptions) (*Supervisor, error) {
 		log = slog.Default()
 	}
 	s := &Supervisor{o: o, log: log.With("instance", o.InstanceID, "profile", o.ProfileID), inflight: map[string]string{}}
-	s.st = Status{InstanceID: o.InstanceID, ProfileID: o.ProfileID, State: StateStarting}
+	s.st = Status{InstanceID: o.InstanceID, ProfileID: o.ProfileID, State: StateStarting, TS: time.Now().UnixMilli()}
 	return s, nil
 }
 
