@@ -73,7 +73,7 @@ func TestRunSmall(t *testing.T) {
 		if s.VectorLeg != "exact" {
 			t.Errorf("step %d: vector leg %q at %d chunks, want exact", i, s.VectorLeg, s.Chunks)
 		}
-		for name, l := range map[string]Latency{"hybrid": s.Hybrid, "keyword": s.Keyword, "vector": s.Vector} {
+		for name, l := range map[string]Latency{"hybrid": s.Hybrid, "hybridRepeat": s.HybridRepeat, "keyword": s.Keyword, "vector": s.Vector} {
 			if l.P50Ms <= 0 || l.P99Ms < l.P50Ms || l.MaxMs < l.P99Ms || l.MeanMs <= 0 {
 				t.Errorf("step %d: %s latency %+v", i, name, l)
 			}
