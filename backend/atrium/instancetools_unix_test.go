@@ -32,34 +32,10 @@ func TestInstanceRunUsesAgentLoop(t *testing.T) {
 		"memory/roles/beta/config.md":  "---\ndescription: beta\n---\nYou are Beta.\n",
 		"memory/roles/beta/ferry.md":   "Beta's private ferry code: ZX-9904.\n",
 	}
-	for p, body := range files {
-		path := filepath.Join(ws, filepath.FromSlash(p))
-		must(t, os.MkdirAll(filepath.Dir(path), 0o755))
-		must(t, os.WriteFile(path, []byte(body), 0o644))
-	}
+	writeFiles(t, ws, files)
 	must(t, a.Memory.Sync(context.Background()))
 	cl := dial(t, a)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		r := cl.call("profiles.spawn", map[string]any{"profileId": "alpha"})
-		if r.OK {
-			break
-		}
-		if r.Error.Code != "UNAVAILABLE" || time.Now().After(deadline) { // App.Run is starting the pool
-			t.Fatalf("spawn: %+v", r.Error)
-		}
-	}
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		var list struct {
-			Instances []struct{ InstanceID, State string }
-		}
-		cl.ok("profiles.list", map[string]any{}, &list)
-		if len(list.Instances) == 1 && list.Instances[0].State == "ready" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("instance not ready: %+v", list)
-		}
-	}
+	spawnReady(t, cl, "alpha")
 
 	var sent struct{ RunID string }
 	cl.ok("chat.send", map[string]any{"profileId": "alpha-1", "sessionId": "s-a", "message": "What is the ferry code?"}, &sent)
@@ -129,34 +105,10 @@ func TestInstanceWithoutModelAnswersOffline(t *testing.T) {
 		"memory/roles/beta/config.md":  "---\ndescription: beta\n---\nYou are Beta.\n",
 		"memory/roles/beta/ferry.md":   "Beta's private ferry code: ZX-9904.\n",
 	}
-	for p, body := range files {
-		path := filepath.Join(ws, filepath.FromSlash(p))
-		must(t, os.MkdirAll(filepath.Dir(path), 0o755))
-		must(t, os.WriteFile(path, []byte(body), 0o644))
-	}
+	writeFiles(t, ws, files)
 	must(t, a.Memory.Sync(context.Background()))
 	cl := dial(t, a)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		r := cl.call("profiles.spawn", map[string]any{"profileId": "alpha"})
-		if r.OK {
-			break
-		}
-		if r.Error.Code != "UNAVAILABLE" || time.Now().After(deadline) {
-			t.Fatalf("spawn: %+v", r.Error)
-		}
-	}
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		var list struct {
-			Instances []struct{ InstanceID, State string }
-		}
-		cl.ok("profiles.list", map[string]any{}, &list)
-		if len(list.Instances) == 1 && list.Instances[0].State == "ready" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("instance not ready: %+v", list)
-		}
-	}
+	spawnReady(t, cl, "alpha")
 	var sent struct{ RunID string }
 	cl.ok("chat.send", map[string]any{"profileId": "alpha-1", "sessionId": "s-o", "message": "ferry code"}, &sent)
 	ev := follow(t, cl, sent.RunID, nil)
@@ -173,5 +125,42 @@ func TestInstanceWithoutModelAnswersOffline(t *testing.T) {
 	if !strings.Contains(final.Message.Content, "QK-7731") || strings.Contains(final.Message.Content, "ZX-9904") ||
 		len(final.Message.Sources) == 0 || final.Message.Sources[0].Path != "memory/roles/alpha/ferry.md" {
 		t.Fatalf("offline answer on the instance: %+v", final.Message)
+	}
+}
+
+// writeFiles writes files (workspace-relative path → content) under ws.
+func writeFiles(t *testing.T, ws string, files map[string]string) {
+	t.Helper()
+	for p, body := range files {
+		path := filepath.Join(ws, filepath.FromSlash(p))
+		must(t, os.MkdirAll(filepath.Dir(path), 0o755))
+		must(t, os.WriteFile(path, []byte(body), 0o644))
+	}
+}
+
+// spawnReady spawns the first instance of profile and waits until it is
+// the one instance listed, ready.
+func spawnReady(t *testing.T, cl *client, profile string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		r := cl.call("profiles.spawn", map[string]any{"profileId": profile})
+		if r.OK {
+			break
+		}
+		if r.Error.Code != "UNAVAILABLE" || time.Now().After(deadline) { // UNAVAILABLE: App.Run is starting the pool
+			t.Fatalf("spawn: %+v", r.Error)
+		}
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var list struct {
+			Instances []struct{ InstanceID, State string }
+		}
+		cl.ok("profiles.list", map[string]any{}, &list)
+		if len(list.Instances) == 1 && list.Instances[0].State == "ready" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("instance not ready: %+v", list)
+		}
 	}
 }
