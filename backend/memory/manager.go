@@ -128,6 +128,11 @@ type Options struct {
 	Debounce time.Duration
 	// RescanInterval is the period of the full rescan in Run; default 60 s.
 	RescanInterval time.Duration
+	// SyncWorkers is how many goroutines prepare files ahead of the
+	// writer in a full sync (read, chunk, embed, analyse; prefetch.go);
+	// 0 means GOMAXPROCS, 1 means none (the writer does all the work in
+	// file order).
+	SyncWorkers int
 	// DisableWatcher turns off the fsnotify watcher in Run (only the
 	// periodic rescan keeps the index current). Used by tests and by
 	// one-shot CLI commands.

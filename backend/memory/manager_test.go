@@ -815,7 +815,10 @@ func (c *cancellingEmbedder) Embed(ctx context.Context, texts []string) ([][]flo
 // searchable, and the next sync completes the index.
 func TestCancelledSyncResumes(t *testing.T) {
 	emb := &cancellingEmbedder{Embedder: embed.NewBuiltin(embed.BuiltinOptions{}), n: 4}
-	f := newFixture(t, baseFiles, func(o *Options) { o.Embedder = emb })
+	f := newFixture(t, baseFiles, func(o *Options) {
+		o.Embedder = emb
+		o.SyncWorkers = 1 // the embed calls and the writes in file order: the cancel lands after some writes
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	emb.cancel = cancel

@@ -43,13 +43,16 @@ type prepared struct {
 // (their contents and vectors are held in memory until written).
 const prefetchAhead = 16
 
-// prefetch starts preparing rels in order on GOMAXPROCS goroutines and
-// returns ahead: ahead(i) waits for file i's preparation and returns it
-// (nil when ctx ended first, or with one CPU: then the writer does all the
-// work itself). ahead must be called with i = 0, 1, 2 … in order. The
+// prefetch starts preparing rels in order on Options.SyncWorkers
+// goroutines and returns ahead: ahead(i) waits for file i's preparation
+// and returns it (nil when ctx ended first, or with one worker: then the
+// writer does all the work itself). ahead must be called with i = 0, 1, 2 … in order. The
 // goroutines end when every file is prepared or ctx ends.
 func (m *Manager) prefetch(ctx context.Context, st *index.Store, rels []string) (ahead func(i int) *prepared) {
-	workers := runtime.GOMAXPROCS(0)
+	workers := m.opts.SyncWorkers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
 	if workers < 2 || len(rels) < 2 {
 		return func(int) *prepared { return nil }
 	}

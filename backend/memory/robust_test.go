@@ -298,7 +298,10 @@ func TestStatusAcrossRestarts(t *testing.T) {
 		files[k] = v
 	}
 	files["memory/broken.md"] = "bin\x00ary"
-	f := newFixture(t, files, func(o *Options) { o.Embedder = emb })
+	f := newFixture(t, files, func(o *Options) {
+		o.Embedder = emb
+		o.SyncWorkers = 1 // the embed calls and the writes in file order: the cancel lands after some writes
+	})
 	if st := f.m.Status(); st.State != StateStale || st.LastSync != 0 || st.LastError != "not indexed yet" {
 		t.Errorf("never indexed: %+v", st)
 	}
