@@ -26,13 +26,7 @@ func TestInstanceRunUsesAgentLoop(t *testing.T) {
 	)
 	env := map[string]string{"OPENAI_BASE_URL": mdl.srv.URL + "/v1", "OPENAI_API_KEY": "k", "OPENAI_MODEL": "scripted"}
 	a, ws := startApp(t, func(k string) string { return env[k] })
-	files := map[string]string{
-		"memory/roles/alpha/config.md": "---\ndescription: alpha\n---\nYou are Alpha, the release manager. 你负责发布。\n",
-		"memory/roles/alpha/ferry.md":  "Ferry code for the island trip: QK-7731.\n",
-		"memory/roles/beta/config.md":  "---\ndescription: beta\n---\nYou are Beta.\n",
-		"memory/roles/beta/ferry.md":   "Beta's private ferry code: ZX-9904.\n",
-	}
-	writeFiles(t, ws, files)
+	writeFiles(t, ws, twoRoles())
 	must(t, a.Memory.Sync(context.Background()))
 	cl := dial(t, a)
 	spawnReady(t, cl, "alpha")
@@ -99,13 +93,7 @@ func TestInstanceRunUsesAgentLoop(t *testing.T) {
 // another role's).
 func TestInstanceWithoutModelAnswersOffline(t *testing.T) {
 	a, ws := startApp(t, func(string) string { return "" })
-	files := map[string]string{
-		"memory/roles/alpha/config.md": "---\ndescription: alpha\n---\nYou are Alpha.\n",
-		"memory/roles/alpha/ferry.md":  "Ferry code for the island trip: QK-7731.\n",
-		"memory/roles/beta/config.md":  "---\ndescription: beta\n---\nYou are Beta.\n",
-		"memory/roles/beta/ferry.md":   "Beta's private ferry code: ZX-9904.\n",
-	}
-	writeFiles(t, ws, files)
+	writeFiles(t, ws, twoRoles())
 	must(t, a.Memory.Sync(context.Background()))
 	cl := dial(t, a)
 	spawnReady(t, cl, "alpha")
@@ -162,5 +150,16 @@ func spawnReady(t *testing.T, cl *client, profile string) {
 		if time.Now().After(deadline) {
 			t.Fatalf("instance not ready: %+v", list)
 		}
+	}
+}
+
+// twoRoles are two roles, each with a private note holding a ferry code:
+// alpha may read only its own, beta only its own (the default ACL).
+func twoRoles() map[string]string {
+	return map[string]string{
+		"memory/roles/alpha/config.md": "---\ndescription: alpha\n---\nYou are Alpha, the release manager. 你负责发布。\n",
+		"memory/roles/alpha/ferry.md":  "Ferry code for the island trip: QK-7731.\n",
+		"memory/roles/beta/config.md":  "---\ndescription: beta\n---\nYou are Beta.\n",
+		"memory/roles/beta/ferry.md":   "Beta's private ferry code: ZX-9904.\n",
 	}
 }

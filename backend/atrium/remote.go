@@ -70,8 +70,7 @@ func (r *poolRunner) Instance(id string) (chat.RemoteInstance, bool) {
 	for _, st := range r.pool.List() {
 		if st.InstanceID == id {
 			return chat.RemoteInstance{ID: id, ProfileID: st.ProfileID, State: string(st.State),
-				Ready:   st.State == worker.StateReady || st.State == worker.StateBusy,
-				Offline: r.offline != nil && r.offline(st.ProfileID)}, true
+				Ready: st.State == worker.StateReady || st.State == worker.StateBusy}, true
 		}
 	}
 	i := strings.LastIndexByte(id, '-')
@@ -92,6 +91,11 @@ func (r *poolRunner) Instance(id string) (chat.RemoteInstance, bool) {
 		}
 	}
 	return chat.RemoteInstance{}, false
+}
+
+// Offline implements chat.RemoteRunner.
+func (r *poolRunner) Offline(profileID string) bool {
+	return r.offline != nil && r.offline(profileID)
 }
 
 // Persona implements chat.RemoteRunner: the body of

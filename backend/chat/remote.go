@@ -37,6 +37,11 @@ type RemoteRunner interface {
 	// memory/roles/<profile>/config.md without front matter); "" when it
 	// has none. An error is logged and the default persona used.
 	Persona(profileID string) (string, error)
+	// Offline reports whether profileID has no model at all (its workers
+	// would refuse every call): its instances' runs are then answered by
+	// the offline provider here, searching memory as the profile
+	// (Options.SearcherFor). Asked once per run.
+	Offline(profileID string) bool
 	// Stream runs one answer on the instance: it sends r to the worker,
 	// calls onDelta for every delta in order (never after Stream
 	// returned), and returns the model's response (content and usage)
@@ -56,10 +61,6 @@ type RemoteInstance struct {
 	ProfileID string
 	State     string
 	Ready     bool
-	// Offline: the instance's profile has no model (its worker would
-	// refuse every call); its runs are answered by the offline provider
-	// here, searching memory as the profile (Options.SearcherFor).
-	Offline bool
 }
 
 // RemoteRequest is one model call of a run on an instance: ids of the
@@ -146,7 +147,7 @@ func (st *runState) onRemote() model.Provider {
 		s.log.Warn("chat persona unavailable", "run", rn.RunID, "profile", inst.ProfileID, "error", err.Error())
 	}
 	st.persona, st.role = instancePersona(inst.ProfileID, persona), inst.ProfileID
-	if inst.Offline && s.opts.SearcherFor != nil {
+	if s.opts.SearcherFor != nil && s.opts.Remote.Offline(inst.ProfileID) {
 		return NewOffline(OfflineOptions{Memory: s.opts.SearcherFor(inst.ProfileID)})
 	}
 	return &remoteModel{r: s.opts.Remote, inst: inst, rn: rn}

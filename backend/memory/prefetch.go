@@ -154,15 +154,7 @@ func (m *Manager) prepare(ctx context.Context, st *index.Store, rel string, embe
 	}
 	p.vecs = map[string][]float32{}
 	for len(texts) > 0 {
-		n, tokens := 0, 0
-		for n < len(texts) && n < maxBatchTexts {
-			t := chunk.EstimateTokens(texts[n])
-			if n > 0 && tokens+t > maxBatchTokens {
-				break
-			}
-			tokens += t
-			n++
-		}
+		n := batchLen(len(texts), func(i int) string { return texts[i] })
 		vs, err := m.embedBatch(ctx, texts[:n])
 		if err != nil {
 			embedFailed.Store(true)

@@ -674,15 +674,7 @@ func (m *Manager) embedChunks(ctx context.Context, st *index.Store, chunks []chu
 			failed = m.embedDown
 			break
 		}
-		n, tokens := 0, 0
-		for n < len(todo) && n < maxBatchTexts {
-			t := chunk.EstimateTokens(todo[n].Text)
-			if n > 0 && tokens+t > maxBatchTokens {
-				break
-			}
-			tokens += t
-			n++
-		}
+		n := batchLen(len(todo), func(i int) string { return todo[i].Text })
 		batch := todo[:n]
 		texts := make([]string, len(batch))
 		for i, c := range batch {
@@ -721,6 +713,22 @@ func (m *Manager) embedChunks(ctx context.Context, st *index.Store, chunks []chu
 	}
 	m.mu.Unlock()
 	return vecs, missing, failed
+}
+
+// batchLen returns how many of the n texts (text(i)) go into the next
+// embedding request: at most maxBatchTexts, and at most maxBatchTokens by
+// the CJK-aware estimate (at least one text).
+func batchLen(n int, text func(i int) string) int {
+	k, tokens := 0, 0
+	for k < n && k < maxBatchTexts {
+		t := chunk.EstimateTokens(text(k))
+		if k > 0 && tokens+t > maxBatchTokens {
+			break
+		}
+		tokens += t
+		k++
+	}
+	return k
 }
 
 // embedBatch calls the embedder once and checks the shape of its answer:
