@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"math/bits"
 	"runtime"
 	"slices"
 	"sync"
@@ -22,12 +21,13 @@ import (
 // costs ~150 µs each; so the Store keeps its own in-memory copy:
 //
 //   - one sign bit per dimension (the binary code, dims/64 words), scanned
-//     with math/bits.OnesCount64 against the query's signs weighted by its
-//     4-bit magnitudes (see shortlist);
+//     with popcounts against the query's signs weighted by its 4-bit
+//     magnitudes (see shortlist; the loop is scanSigns, qkernel.go, in
+//     assembly on amd64);
 //   - an int8 code per dimension with one float32 scale per vector
 //     (x ≈ scale·code, scale = max|x|/127), from which a candidate's cosine
 //     is estimated as scale·Σ q[i]·code[i] (in integers, the query scaled
-//     to 16 bits).
+//     to 16 bits; dotInt8, qkernel.go).
 //
 // Memory: dims/8 + dims + 4 bytes per vector plus the id maps, ~440 B at 384
 // dims: ~44 MB at 100k chunks, ~440 MB at 1M (float32 would be 1.5 GB).
@@ -363,15 +363,15 @@ const qPlanes = 4
 // 12k-chunk index.
 func (q *quantIndex) shortlist(qv []float32, size int, mask []bool) []qscore {
 	w := q.words
-	qb := make([]uint64, w)
-	planes := make([]uint64, qPlanes*w)
+	qp := make([]uint64, qplaneStride*w) // see qkernel.go
 	var mx float32
 	for _, x := range qv {
 		mx = max(mx, float32(math.Abs(float64(x))))
 	}
 	for i, x := range qv {
+		word := qp[qplaneStride*(i/64):]
 		if x > 0 {
-			qb[i/64] |= 1 << (i % 64)
+			word[0] |= 1 << (i % 64)
 		}
 		if mx == 0 {
 			continue
@@ -379,7 +379,7 @@ func (q *quantIndex) shortlist(qv []float32, size int, mask []bool) []qscore {
 		lv := int(math.Round(float64(15 * float32(math.Abs(float64(x))) / mx)))
 		for b := 0; b < qPlanes; b++ {
 			if lv&(1<<b) != 0 {
-				planes[b*w+i/64] |= 1 << (i % 64)
+				word[1+b] |= 1 << (i % 64)
 			}
 		}
 	}
@@ -396,19 +396,14 @@ func (q *quantIndex) shortlist(qv []float32, size int, mask []bool) []qscore {
 		wg.Add(1)
 		go func(lo, hi int, hist []int) {
 			defer wg.Done()
+			// Every slot is scored (a masked one too: skipping costs more
+			// than scanning its few words); the histogram counts the
+			// slots in scope.
+			scanSigns(q.bits[lo*w:hi*w], w, qp, score[lo:hi])
 			for s := lo; s < hi; s++ {
-				if !q.inScope(mask, s) {
-					continue
+				if q.inScope(mask, s) {
+					hist[score[s]]++
 				}
-				b := q.bits[s*w : s*w+w]
-				sc := 0
-				for i, x := range b {
-					agree := ^(x ^ qb[i])
-					sc += bits.OnesCount64(agree&planes[i]) + 2*bits.OnesCount64(agree&planes[w+i]) +
-						4*bits.OnesCount64(agree&planes[2*w+i]) + 8*bits.OnesCount64(agree&planes[3*w+i])
-				}
-				score[s] = uint16(sc)
-				hist[sc]++
 			}
 		}(rg[0], rg[1], hists[p])
 	}
@@ -435,8 +430,14 @@ func (q *quantIndex) shortlist(qv []float32, size int, mask []bool) []qscore {
 		wg.Add(1)
 		go func(lo, hi int) {
 			defer wg.Done()
+			// v holds the slot: read the one prefetchAhead ahead before
+			// overwriting.
 			for i := lo; i < hi; i++ {
-				out[i].v = clamp01(q.estimate(iq, int(out[i].v)))
+				next := -1
+				if i+prefetchAhead < hi {
+					next = int(out[i+prefetchAhead].v)
+				}
+				out[i].v = clamp01(q.estimateAhead(iq, int(out[i].v), next))
 			}
 		}(rg[0], rg[1])
 	}
@@ -474,7 +475,7 @@ func quantParts(n int) [][2]int {
 // unit·iv[i], |iv[i]| ≤ 32767 (relative error ~10⁻⁵, far below the int8
 // codes' own).
 type qvec struct {
-	iv   []int32
+	iv   []int16
 	unit float64
 }
 
@@ -483,35 +484,36 @@ func newQvec(qv []float32) qvec {
 	for _, x := range qv {
 		mx = max(mx, float32(math.Abs(float64(x))))
 	}
-	out := qvec{iv: make([]int32, len(qv))}
+	out := qvec{iv: make([]int16, len(qv))}
 	if mx == 0 {
 		return out
 	}
 	out.unit = float64(mx) / 32767
 	for i, x := range qv {
-		out.iv[i] = int32(math.Round(float64(x) / out.unit))
+		out.iv[i] = int16(math.Round(float64(x) / out.unit))
 	}
 	return out
 }
 
 // estimate returns the estimated cosine scale·unit·Σ iv[i]·code[i] of
-// slot s. Callers hold mu.
+// slot s (dotInt8, qkernel.go). Callers hold mu.
 func (q *quantIndex) estimate(qv qvec, s int) float64 {
-	c := q.codes[s*q.dims : s*q.dims+q.dims]
-	iv := qv.iv[:len(c)]
-	var a0, a1, a2, a3 int
-	i := 0
-	for ; i+4 <= len(c); i += 4 {
-		a0 += int(iv[i]) * int(c[i])
-		a1 += int(iv[i+1]) * int(c[i+1])
-		a2 += int(iv[i+2]) * int(c[i+2])
-		a3 += int(iv[i+3]) * int(c[i+3])
-	}
-	for ; i < len(c); i++ {
-		a0 += int(iv[i]) * int(c[i])
-	}
-	return float64(q.scale[s]) * qv.unit * float64(a0+a1+a2+a3)
+	return q.estimateAhead(qv, s, -1)
 }
+
+// estimateAhead is estimate; it also prefetches the codes of slot next
+// (unless negative), to be estimated soon.
+func (q *quantIndex) estimateAhead(qv qvec, s, next int) float64 {
+	var pf []int8
+	if next >= 0 {
+		pf = q.codes[next*q.dims : next*q.dims+q.dims]
+	}
+	return float64(q.scale[s]) * qv.unit * float64(dotInt8(q.codes[s*q.dims:s*q.dims+q.dims], qv.iv, pf))
+}
+
+// prefetchAhead is how many shortlisted vectors ahead estimateAhead
+// fetches: enough to cover a wait on memory with the dot products between.
+const prefetchAhead = 8
 
 // scores returns the estimated cosine (clamped to [0,1]) of each id that
 // has a stored vector.
