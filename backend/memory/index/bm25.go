@@ -538,6 +538,12 @@ func (k *kwLeg) visit(ctx context.Context, nums []uint64, freq bool) ([]kwHit, e
 	nums = slices.Clone(nums)
 	slices.Sort(nums)
 	nums = slices.Compact(nums)
+	if k.segs != nil {
+		hits, ok, err := k.visitArrays(nums, freq)
+		if err != nil || ok {
+			return hits, err
+		}
+	}
 	cs, err := k.openCursors(ctx, k.allTerms(), freq)
 	if err != nil {
 		return nil, err
@@ -571,6 +577,93 @@ func (k *kwLeg) visit(ctx context.Context, nums []uint64, freq bool) ([]kwHit, e
 		}
 	}
 	return out, nil
+}
+
+// visitArrays is visit over the decoded posting arrays, for nums sorted
+// and distinct: term by term (in query-term order, so that a chunk's
+// score sums its parts in the order hit does and the floats agree), each
+// segment's postings are intersected with the chunks of nums in that
+// segment by galloping, one probe per chunk and term. nums are live chunks
+// in scope (document numbers from the snapshot), so no deletion or scope
+// check is needed. ok is false, with nothing done, when some term's lists
+// are not decoded (visit then walks cursors).
+func (k *kwLeg) visitArrays(nums []uint64, freq bool) (hits []kwHit, ok bool, err error) {
+	lists := make([]*arrayList, len(k.q.terms))
+	for t, term := range k.q.terms {
+		if k.idf2[t] == 0 {
+			continue
+		}
+		l, err := k.arrayList(term)
+		if err != nil {
+			return nil, false, err
+		}
+		if l == nil {
+			return nil, false, nil
+		}
+		lists[t] = l
+	}
+	words := (len(k.q.terms) + 63) / 64
+	has := make([]uint64, len(nums)*words) // chunk j holds term t: bit t of has[j·words:]
+	matched := make([]int, len(nums))
+	var sums []float64
+	if freq {
+		sums = make([]float64, len(nums))
+	}
+	for t, l := range lists {
+		if l == nil {
+			continue
+		}
+		j := 0
+		for si, p := range l.lists {
+			off := l.segs[si].offset
+			end := uint64(math.MaxUint64)
+			if si+1 < len(l.segs) {
+				end = l.segs[si+1].offset
+			}
+			for j < len(nums) && nums[j] < off {
+				j++
+			}
+			pi := 0
+			for ; j < len(nums) && nums[j] < end; j++ {
+				if pi = gallop(p.docs, pi, uint32(nums[j]-off)); pi == len(p.docs) {
+					for j < len(nums) && nums[j] < end {
+						j++
+					}
+					break
+				}
+				if uint64(p.docs[pi]) != nums[j]-off {
+					continue
+				}
+				has[j*words+t/64] |= 1 << (t % 64)
+				matched[j]++
+				if freq {
+					sums[j] += k.idf2[t] * k.saturation(float64(p.tf[pi]), float64(p.norm[pi]))
+				}
+			}
+		}
+	}
+	var terms []int
+	nq := float64(len(k.q.terms))
+	for j, num := range nums {
+		if matched[j] == 0 {
+			continue
+		}
+		terms, seq := terms[:0], 0
+		for t := range k.q.terms {
+			if has[j*words+t/64]&(1<<(t%64)) != 0 {
+				terms = append(terms, t)
+				if k.inSeq[t] {
+					seq++
+				}
+			}
+		}
+		h := kwHit{num: num, score: -1, cov: k.q.coverOf(terms), seqAll: k.nSeq >= 2 && seq == k.nSeq}
+		if freq {
+			h.score = sums[j] * float64(matched[j]) / nq
+		}
+		hits = append(hits, h)
+	}
+	return hits, true, nil
 }
 
 // union returns the chunks in scope holding at least one of terms, or

@@ -4,7 +4,6 @@ import (
 	"container/list"
 	"fmt"
 	"slices"
-	"sort"
 	"sync"
 	"sync/atomic"
 
@@ -360,8 +359,16 @@ func gallop(docs []uint32, from int, x uint32) int {
 		step *= 2
 		hi = lo + step
 	}
-	hi = min(hi, len(docs))
-	return lo + 1 + sort.Search(hi-lo-1, func(i int) bool { return docs[lo+1+i] >= x })
+	hi = min(hi, len(docs)) // docs[hi] ≥ x, or hi = len(docs)
+	for lo+1 < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if docs[mid] < x {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return hi
 }
 
 // posting returns the current posting: internal number, frequency, norm.

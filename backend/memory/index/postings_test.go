@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"slices"
 	"testing"
 
 	segment "github.com/blevesearch/scorch_segment_api/v2"
@@ -182,6 +183,28 @@ func TestArrayCursorsEqualBleveIterators(t *testing.T) {
 				}
 				if len(want) == 0 || fmt.Sprint(got) != fmt.Sprint(want) {
 					t.Fatalf("%s: docNums %d entries, Bleve's InternalID %d (or they differ)", name, len(got), len(want))
+				}
+				// Scoring and presence of the scope's chunks by intersecting
+				// the arrays (visitArrays) equal the cursor walk over Bleve's
+				// iterators, to the last bit of each score.
+				var nums []uint64
+				for _, num := range got {
+					nums = append(nums, num)
+				}
+				for _, freq := range []bool{true, false} {
+					arr, ok, err := kl.visitArrays(slices.Sorted(slices.Values(nums)), freq)
+					if err != nil || !ok {
+						t.Fatalf("%s: visitArrays: ok %v, %v", name, ok, err)
+					}
+					kl.segs = nil
+					walked, err := kl.visit(ctx, nums, freq)
+					kl.segs = segs
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(arr) == 0 || fmt.Sprint(arr) != fmt.Sprint(walked) {
+						t.Fatalf("%s freq=%v: visitArrays\n%v\nBleve's iterators\n%v", name, freq, arr, walked)
+					}
 				}
 			}
 			if _, used := s.postings.stats(); cacheBytes > 0 && used > cacheBytes {
