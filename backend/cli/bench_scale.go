@@ -82,12 +82,12 @@ func runBenchScale(ctx context.Context, args []string, o Options) error {
 func printScale(w io.Writer, r *scale.Report) {
 	fmt.Fprintf(w, "scale bench %s  %s  %d CPUs (%s)\nembedder %s, chunking %s, %d queries (%d en, %d zh), seed %d, base RSS %.0f MB\n\n",
 		r.Date, r.GoVersion, r.CPUs, r.CPUModel, r.Embedder, r.Chunking, r.Queries, r.EnglishQueries, r.ChineseQueries, r.Seed, r.BaseRSSMB)
-	fmt.Fprintln(w, "chunks\tfiles\tnew\tindex s\tcpu s\tchunks/s\tmd MB\tsqlite MB\tbleve MB\trss MB\tpeak MB\tvector\thybrid p50/p99 ms\tagain p50/p99\tkeyword p50/p99\tvector p50/p99\trecall@10\tmax1≠max5\tedit ms")
+	fmt.Fprintln(w, "chunks\tfiles\tnew\tindex s\tcpu s\tchunks/s\tmd MB\tsqlite MB\tbleve MB\trss MB\tpeak MB\tvector\twarm s\thybrid p50/p99 ms\tagain p50/p99\tkeyword p50/p99\tvector p50/p99\trecall@10\tmax1≠max5\tedit ms")
 	mb := func(b int64) float64 { return float64(b) / (1 << 20) }
 	for _, s := range r.Steps {
-		fmt.Fprintf(w, "%d\t%d\t%d\t%.1f\t%.1f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%s\t%.2f/%.2f\t%.2f/%.2f\t%.2f/%.2f\t%.2f/%.2f\t%.3f\t%d\t%.0f\n",
+		fmt.Fprintf(w, "%d\t%d\t%d\t%.1f\t%.1f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%s\t%.1f\t%.2f/%.2f\t%.2f/%.2f\t%.2f/%.2f\t%.2f/%.2f\t%.3f\t%d\t%.0f\n",
 			s.Chunks, s.Files, s.NewChunks, s.IndexSeconds, s.IndexCPUSeconds, s.ChunksPerSecond, mb(s.MarkdownBytes), mb(s.SQLiteBytes), mb(s.BleveBytes),
-			s.RSSMB, s.PeakRSSMB, s.VectorLeg, s.Hybrid.P50Ms, s.Hybrid.P99Ms, s.HybridRepeat.P50Ms, s.HybridRepeat.P99Ms, s.Keyword.P50Ms, s.Keyword.P99Ms,
+			s.RSSMB, s.PeakRSSMB, s.VectorLeg, s.WarmSeconds, s.Hybrid.P50Ms, s.Hybrid.P99Ms, s.HybridRepeat.P50Ms, s.HybridRepeat.P99Ms, s.Keyword.P50Ms, s.Keyword.P99Ms,
 			s.Vector.P50Ms, s.Vector.P99Ms, s.RecallAt10, s.FirstResultMismatches, s.EditSearchableMs)
 	}
 	if len(r.Growth) > 0 {

@@ -500,6 +500,33 @@ func (m *Manager) fire(paths []string, reason string) {
 	m.opts.OnChange(ev)
 }
 
+// Warm readies the index for the first searches (index.Store.Warm: the
+// quantized vectors loaded, the most frequent terms' posting lists
+// decoded). Run calls it once after the initial sync; searches are
+// correct without it. It stops early, returning ErrClosed, when the
+// Manager is closed, and ctx's error when ctx is cancelled.
+func (m *Manager) Warm(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-m.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	st, release, err := m.currentStore()
+	if err != nil {
+		return err
+	}
+	defer release()
+	err = st.Warm(ctx)
+	if err != nil && m.closed.Load() {
+		return ErrClosed
+	}
+	return err
+}
+
 // currentStore returns the store with a read lock held; call the returned
 // release func when done.
 func (m *Manager) currentStore() (*index.Store, func(), error) {

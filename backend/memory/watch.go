@@ -108,6 +108,21 @@ func (m *Manager) Run(ctx context.Context) error {
 		}
 	}
 	m.sweepSessions(ctx)
+	// The warm-up runs beside the event loop (it takes seconds at a
+	// million chunks, and edits must not wait for it).
+	warmed := make(chan struct{})
+	go func() {
+		defer close(warmed)
+		t0 := time.Now()
+		if err := m.Warm(ctx); err != nil {
+			if ctx.Err() == nil && !errors.Is(err, ErrClosed) {
+				m.log.Warn("memory warm-up failed", "err", err)
+			}
+			return
+		}
+		m.log.Debug("memory warm-up done", "seconds", time.Since(t0).Seconds())
+	}()
+	defer func() { <-warmed }()
 
 	for {
 		select {
