@@ -84,6 +84,11 @@ func fillZipf(t *testing.T, b builtinStore, files int) {
 func TestKeywordTopKMatchesExhaustive(t *testing.T) {
 	b := openBuiltin(t, t.TempDir())
 	fillZipf(t, b, 300)
+	// Copies of one text score alike: ties that must be ordered by
+	// document number however the walk is split.
+	for i := 0; i < 40; i++ {
+		b.put(t, fmt.Sprintf("memory/%c/tie%02d.md", "ab"[i%2], i), "kernel patch tie", fmt.Sprintf("unrelated line %d", i))
+	}
 	scopes := map[string]func(string) bool{
 		"all":    nil,
 		"a only": func(p string) bool { return strings.HasPrefix(p, "memory/a/") },
@@ -92,7 +97,7 @@ func TestKeywordTopKMatchesExhaustive(t *testing.T) {
 	}
 	queries := []string{
 		"the build timeout", "sourdough bread recipe", "the of and to", "回滚 数据库", "发布 的 索引 缓存",
-		"latency of the database index query", "kernel", "wiki meeting 周报 巡检 the", "nonexistentword",
+		"latency of the database index query", "kernel", "kernel patch tie", "wiki meeting 周报 巡检 the", "nonexistentword",
 	}
 	ctx := context.Background()
 	for name, accept := range scopes {
@@ -118,6 +123,16 @@ func TestKeywordTopKMatchesExhaustive(t *testing.T) {
 					if top[i].cov != scoreOf(all, top[i].num).cov {
 						t.Errorf("%s %q: coverage of %d differs", name, q, top[i].num)
 					}
+				}
+				// Ties are ordered by document number, whatever order the
+				// walk met them in (the seeded candidates come first).
+				for i := 1; i < len(top); i++ {
+					if top[i].score == top[i-1].score && top[i].num < top[i-1].num {
+						t.Fatalf("%s %q n=%d: ties out of document order at rank %d", name, q, n, i)
+					}
+				}
+				if fmt.Sprint(top) != fmt.Sprint(want) {
+					t.Fatalf("%s %q n=%d: top\n%v\nexhaustive\n%v", name, q, n, top, want)
 				}
 				// A chunk outside the top scores at most the last score.
 				if len(top) > 0 {

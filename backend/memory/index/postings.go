@@ -397,6 +397,15 @@ func (c *postingsCache) openArrayList(segs []snapSegment, dict func(i int) (segm
 	return l, nil
 }
 
+// len returns the number of postings of l, deleted ones included.
+func (l *arrayList) len() int {
+	n := 0
+	for _, p := range l.lists {
+		n += len(p.docs)
+	}
+	return n
+}
+
 // liveCount returns the number of live postings of l.
 func (l *arrayList) liveCount() uint64 {
 	var n uint64
