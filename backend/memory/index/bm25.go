@@ -54,6 +54,7 @@ type kwHit struct {
 	score  float64
 	cov    float64
 	seqAll bool
+	key    float64 // what a walk ranked it by (ranker.key)
 }
 
 // kwLeg is the keyword leg of one search: one Bleve snapshot, the scope and
@@ -416,36 +417,116 @@ func (k *kwLeg) allTerms() []int {
 // document number), whether more chunks may match (the list is full), and
 // nothing else: a chunk not returned scores at most the last one's score.
 func (k *kwLeg) top(ctx context.Context, n int) (hits []kwHit, full bool, err error) {
+	return k.walk(ctx, n, bm25Rank{k}, math.Inf(-1))
+}
+
+// topKeyword returns the chunks in scope with the n best keyword scores
+// k = KeywordScore(cov, bm25/maxBM25) above floor (k descending, then
+// document number; kwHit.key holds k), maxBM25 being the best BM25 score
+// in scope (top(1)), and whether the list is full. A chunk not returned
+// has k ≤ floor, or k ≤ the last one's when the list is full. This is the
+// keyword pool of a search (search.go): ranking by k rather than BM25
+// bounds the keyword score of the chunks outside it directly, coverage
+// included, so no coverage set is needed to prove the ranking.
+func (k *kwLeg) topKeyword(ctx context.Context, n int, maxBM25, floor float64) (hits []kwHit, full bool, err error) {
+	if maxBM25 <= 0 {
+		return nil, false, nil
+	}
+	return k.walk(ctx, n, keywordRank{k, maxBM25}, floor)
+}
+
+// ranker is what a MaxScore walk ranks chunks by.
+type ranker interface {
+	// key is the ranked value of a scored chunk.
+	key(h kwHit) float64
+	// bound bounds the key of a chunk holding only terms whose coverage
+	// weights add up to w and BM25 bounds to b, count of them.
+	bound(w, b float64, count int) float64
+	// less orders the terms for the walk: the ones set aside first as
+	// non-essential (small contributions to the key) come first.
+	less(t, u int) bool
+}
+
+// bm25Rank ranks by BM25: a chunk's score is coord·Σ, at most
+// (Σ ub)·count/|Q|.
+type bm25Rank struct{ k *kwLeg }
+
+func (r bm25Rank) key(h kwHit) float64 { return h.score }
+func (r bm25Rank) bound(_, b float64, count int) float64 {
+	return b * float64(count) / float64(len(r.k.q.terms))
+}
+func (r bm25Rank) less(t, u int) bool { return r.k.idf2[t] < r.k.idf2[u] }
+
+// keywordRank ranks by the keyword score k = cov·(0.7 + 0.3·bm25/max)
+// (KeywordScore). Coverage is at most the chunk's terms' share of the
+// query's weight, or 1 for a query of keyword parts (coverOf takes the
+// best part, which the sum does not bound).
+type keywordRank struct {
+	k       *kwLeg
+	maxBM25 float64
+}
+
+func (r keywordRank) key(h kwHit) float64 { return KeywordScore(h.cov, h.score/r.maxBM25) }
+func (r keywordRank) bound(w, b float64, count int) float64 {
+	cov := 1.0
+	if len(r.k.q.parts) == 0 && r.k.q.norm > 0 {
+		cov = w / r.k.q.norm
+	}
+	return KeywordScore(cov, b*float64(count)/float64(len(r.k.q.terms))/r.maxBM25)
+}
+func (r keywordRank) less(t, u int) bool {
+	if wt, wu := r.k.q.weight[t], r.k.q.weight[u]; wt != wu {
+		return wt < wu
+	}
+	return r.k.idf2[t] < r.k.idf2[u]
+}
+
+// walk is MaxScore (Turtle & Flood 1995, see the file comment) for rk: the
+// n chunks with the best keys above floor, best first (then by document
+// number), and whether the list is full. Every term t bounds its
+// contribution by its coverage weight w(t) and its BM25 bound
+// ub(t) = k1·idf(t)²; with the terms in rk's order, a chunk holding only
+// terms of the first i has a key of at most rk.bound(Σw, Σub, i). Once
+// that is at most the threshold θ (the n-th key so far, or floor), those
+// terms are non-essential: chunks are enumerated from the other terms'
+// lists only, and the non-essential lists are probed by skipping to each
+// of them, stopping as soon as its bound falls to θ.
+func (k *kwLeg) walk(ctx context.Context, n int, rk ranker, floor float64) (hits []kwHit, full bool, err error) {
 	cs, err := k.openCursors(ctx, k.allTerms(), true)
 	if err != nil {
 		return nil, false, err
 	}
 	defer closeCursors(cs)
 	m := len(cs)
-	if m == 0 {
+	if m == 0 || n <= 0 {
 		return nil, false, nil
 	}
-	// Ascending upper bounds; pre[i] is the sum of the first i.
-	ub := func(c *cursor) float64 { return bsearch.BM25_k1 * k.idf2[c.term] }
-	sort.SliceStable(cs, func(i, j int) bool { return ub(cs[i]) < ub(cs[j]) })
-	pre := make([]float64, m+1)
+	sort.SliceStable(cs, func(i, j int) bool { return rk.less(cs[i].term, cs[j].term) })
+	// preW[i] and preB[i]: the coverage weights and BM25 bounds of the
+	// first i terms.
+	preW, preB := make([]float64, m+1), make([]float64, m+1)
 	for i, c := range cs {
-		pre[i+1] = pre[i] + ub(c)
+		preW[i+1] = preW[i] + k.q.weight[c.term]
+		preB[i+1] = preB[i] + bsearch.BM25_k1*k.idf2[c.term]
 	}
-	nq := float64(len(k.q.terms))
 	h := &kwHeap{}
-	theta := func() (float64, bool) {
+	theta := func() float64 {
 		if h.Len() < n {
-			return 0, false
+			return floor
 		}
-		return (*h)[0].score, true
+		return max(floor, (*h)[0].key)
 	}
-	// offer keeps hit if it is among the n best so far by (score
-	// descending, document number), whatever order hits come in.
+	// offer keeps hit if its key is above floor and among the n best so
+	// far by (key descending, document number), whatever order hits come
+	// in.
 	offer := func(hit kwHit) {
+		hit.key = rk.key(hit)
+		if hit.key <= floor {
+			return
+		}
 		if h.Len() < n {
 			heap.Push(h, hit)
-		} else if m := (*h)[0]; hit.score > m.score || (hit.score == m.score && hit.num < m.num) {
+		} else if m := (*h)[0]; hit.key > m.key || (hit.key == m.key && hit.num < m.num) {
 			(*h)[0] = hit
 			heap.Fix(h, 0)
 		}
@@ -461,16 +542,15 @@ func (k *kwLeg) top(ctx context.Context, n int) (hits []kwHit, full bool, err er
 	e := 0  // cs[:e] are non-essential
 	var a scored
 	// slack absorbs the rounding of the running sums in the bounds, so a
-	// chunk is pruned only when it surely scores at most θ.
+	// chunk is pruned only when it surely ranks at most θ.
 	const slack = 1 + 1e-12
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, false, err
 		}
-		if th, ok := theta(); ok {
-			for e < m && slack*pre[e+1]*float64(e+1)/nq <= th {
-				e++
-			}
+		th := theta()
+		for e < m && slack*rk.bound(preW[e+1], preB[e+1], e+1) <= th {
+			e++
 		}
 		if e == m {
 			break
@@ -485,9 +565,11 @@ func (k *kwLeg) top(ctx context.Context, n int) (hits []kwHit, full bool, err er
 			break
 		}
 		k.reset(&a)
+		w := 0.0 // coverage weight of the terms matched so far
 		for _, c := range cs[e:] {
 			if !c.done && c.doc == cur {
 				k.add(&a, c)
+				w += k.q.weight[c.term]
 				if err := c.next(); err != nil {
 					return nil, false, err
 				}
@@ -501,7 +583,7 @@ func (k *kwLeg) top(ctx context.Context, n int) (hits []kwHit, full bool, err er
 		}
 		pruned := false
 		for i := e - 1; i >= 0; i-- {
-			if th, ok := theta(); ok && slack*(a.sum+pre[i+1])*float64(a.matched+i+1)/nq <= th {
+			if slack*rk.bound(w+preW[i+1], a.sum+preB[i+1], a.matched+i+1) <= theta() {
 				pruned = true
 				break
 			}
@@ -511,6 +593,7 @@ func (k *kwLeg) top(ctx context.Context, n int) (hits []kwHit, full bool, err er
 			}
 			if !c.done && c.doc == cur {
 				k.add(&a, c)
+				w += k.q.weight[c.term]
 			}
 		}
 		if pruned {
@@ -520,7 +603,7 @@ func (k *kwLeg) top(ctx context.Context, n int) (hits []kwHit, full bool, err er
 	}
 	hits = make([]kwHit, h.Len())
 	copy(hits, *h)
-	sortKwHits(hits)
+	sortByKey(hits)
 	return hits, len(hits) >= n, nil
 }
 
@@ -904,14 +987,24 @@ func sortKwHits(hs []kwHit) {
 	})
 }
 
-// kwHeap is a min-heap of hits by score (the worst on top; among equal
-// scores the larger document number).
+// sortByKey sorts hits by key descending, then document number.
+func sortByKey(hs []kwHit) {
+	sort.Slice(hs, func(i, j int) bool {
+		if hs[i].key != hs[j].key {
+			return hs[i].key > hs[j].key
+		}
+		return hs[i].num < hs[j].num
+	})
+}
+
+// kwHeap is a min-heap of hits by key (the worst on top; among equal keys
+// the larger document number).
 type kwHeap []kwHit
 
 func (h kwHeap) Len() int { return len(h) }
 func (h kwHeap) Less(i, j int) bool {
-	if h[i].score != h[j].score {
-		return h[i].score < h[j].score
+	if h[i].key != h[j].key {
+		return h[i].key < h[j].key
 	}
 	return h[i].num > h[j].num
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -131,6 +132,9 @@ func TestKeywordTopKMatchesExhaustive(t *testing.T) {
 						t.Fatalf("%s %q n=%d: ties out of document order at rank %d", name, q, n, i)
 					}
 				}
+				for i := range top {
+					top[i].key = 0 // the walk's ranking key (the score here)
+				}
 				if fmt.Sprint(top) != fmt.Sprint(want) {
 					t.Fatalf("%s %q n=%d: top\n%v\nexhaustive\n%v", name, q, n, top, want)
 				}
@@ -139,6 +143,34 @@ func TestKeywordTopKMatchesExhaustive(t *testing.T) {
 					for _, h := range all[len(top):] {
 						if h.score > top[len(top)-1].score {
 							t.Fatalf("%s %q n=%d: chunk %d (%v) above the last hit (%v) left out", name, q, n, h.num, h.score, top[len(top)-1].score)
+						}
+					}
+				}
+			}
+			// The keyword pool: the chunks ranked by keyword score k
+			// (coverage and relative BM25), above a floor.
+			if len(all) > 0 {
+				maxBM25 := all[0].score
+				byKey := slices.Clone(all)
+				for i := range byKey {
+					byKey[i].key = KeywordScore(byKey[i].cov, byKey[i].score/maxBM25)
+				}
+				sortByKey(byKey)
+				for _, floor := range []float64{0, 0.3, 0.7, 0.85} {
+					var above []kwHit
+					for _, h := range byKey {
+						if h.key > floor {
+							above = append(above, h)
+						}
+					}
+					for _, n := range []int{1, 3, 10, 50, 1000} {
+						got, full, err := kl.topKeyword(ctx, n, maxBM25, floor)
+						if err != nil {
+							t.Fatal(err)
+						}
+						want := above[:min(n, len(above))]
+						if fmt.Sprint(got) != fmt.Sprint(want) || full != (len(got) >= n) {
+							t.Fatalf("%s %q n=%d floor %v: topKeyword (full %v)\n%v\nexhaustive\n%v", name, q, n, floor, full, got, want)
 						}
 					}
 				}

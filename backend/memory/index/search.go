@@ -323,9 +323,14 @@ type legPool struct {
 	// full: the last fetch returned asked rows, so chunks outside the pool
 	// may still match the leg.
 	full bool
-	// last is the leg score of the pool's last row (cosine, or raw BM25),
-	// an upper bound for every chunk outside a full pool.
+	// last bounds the leg score of every chunk outside a full pool: the
+	// cosine of the vector pool's last row; for the keyword pool, the
+	// keyword score k of its last row, or its floor when it holds every
+	// chunk above the floor.
 	last float64
+	// floor (keyword pool): the pool holds the chunks with k above it
+	// (fetchKeywords), at most asked of them.
+	floor float64
 }
 
 // canGrow reports whether a bigger pool could hold more chunks: the pool
@@ -576,30 +581,48 @@ func (r *searchRun) fetchVectors(ctx context.Context) error {
 	return nil
 }
 
-// fetchKeywords runs the keyword leg: the kw.want best BM25 matches in
-// scope (bm25.go, exact top-k by MaxScore).
+// fetchKeywords runs the keyword leg: the kw.want chunks in scope with the
+// best keyword scores k above kw.floor (bm25.go, exact top-k by MaxScore).
+// The first fetch also finds maxBM25, the best BM25 score in scope, which
+// k is relative to.
 func (r *searchRun) fetchKeywords(ctx context.Context) error {
 	n := r.kw.want
-	hits, full, err := r.kl.top(ctx, n)
+	if r.kw.asked == 0 {
+		best, _, err := r.kl.top(ctx, 1)
+		if err != nil {
+			return err
+		}
+		if len(best) > 0 {
+			r.maxBM25 = best[0].score
+		}
+	}
+	hits, full, err := r.kl.topKeyword(ctx, n, r.maxBM25, r.kw.floor)
 	if err != nil {
 		return err
 	}
-	for i, h := range hits {
-		if i == 0 && r.kw.asked == 0 {
-			r.maxBM25 = h.score
-		}
+	for _, h := range hits {
 		if id, ok := r.kl.chunkID(h.num); ok {
 			if c := r.get(id); !c.hasK {
 				r.setKeyword(c, h)
 			}
 		}
 	}
-	r.kw.last = 0
-	if len(hits) > 0 {
-		r.kw.last = hits[len(hits)-1].score
+	r.kw.last = max(0, r.kw.floor)
+	if full {
+		r.kw.last = hits[len(hits)-1].key
 	}
-	r.kw.asked, r.kw.full = n, full
+	r.kw.asked, r.kw.full = n, full || r.kw.floor > 0
 	return nil
+}
+
+// keywordBound returns the highest keyword score of a chunk with coverage
+// at most c outside the keyword pool.
+func (r *searchRun) keywordBound(c float64) float64 {
+	k := KeywordScore(c, 1)
+	if r.kw.full {
+		k = min(k, r.kw.last)
+	}
+	return k
 }
 
 // setKeyword records the BM25 score and coverage of a keyword hit; its
@@ -615,9 +638,9 @@ func (r *searchRun) setKeyword(c *cand, h kwHit) {
 // pool did not score (found by the vector leg or the coverage set) whose
 // score could reach tau. Their coverage comes first, from the posting
 // bitmaps (presence); with it a candidate's keyword score is at most
-// KeywordScore(cov, r̄) — it is outside the keyword pool, so its BM25 is at
-// most the pool's last — plus the phrase bonus when it holds every phrase
-// term, and its vector score at most v (or v̄ while unknown). Only a
+// min(KeywordScore(cov, 1), k̄) — it is outside the keyword pool, whose
+// bound is k̄ — plus the phrase bonus when it holds every phrase term, and
+// its vector score at most v (or v̄ while unknown). Only a
 // candidate whose bound reaches tau is scored exactly (BM25 needs every
 // term's frequency, which costs a walk of each posting list); the others
 // wait, and stay out of the ranking, which is safe: they score below the
@@ -663,10 +686,6 @@ func (r *searchRun) completeKeywords(ctx context.Context, tau float64) error {
 			c.kDone = true // no query term in scope: k = 0
 		}
 	}
-	relUB := 1.0
-	if r.kw.full {
-		relUB = r.kw.last / r.maxBM25
-	}
 	vb := r.vectorBound()
 	var score []uint64
 	byNum = map[uint64]*cand{}
@@ -678,7 +697,7 @@ func (r *searchRun) completeKeywords(ctx context.Context, tau float64) error {
 		if c.vDone {
 			v = c.v
 		}
-		ub := Fuse(r.wv, v, KeywordScore(c.cov, relUB))
+		ub := Fuse(r.wv, v, r.keywordBound(c.cov))
 		if c.seqAll {
 			ub = min(1, ub+PhraseBonus*c.cov)
 		}
@@ -942,8 +961,11 @@ func (r *searchRun) bound(c float64) float64 {
 		phrase = PhraseBonus
 	}
 	if r.kw.full {
-		// A chunk with a query term, outside the pool.
-		u = max(u, Fuse(r.wv, v, KeywordScore(c, r.kw.last/r.maxBM25))+phrase*c)
+		// A chunk with a query term, outside the pool: its keyword score
+		// k ≥ KeywordRelBase·cov bounds its coverage, hence its phrase
+		// bonus, too.
+		k := r.keywordBound(c)
+		u = max(u, Fuse(r.wv, v, k)+phrase*min(c, k/KeywordRelBase))
 	}
 	return min(1, u)
 }
@@ -974,6 +996,14 @@ func (r *searchRun) widen(ctx context.Context, tau float64) (bool, error) {
 		}
 		return r.kw.grow(), nil
 	}
+	// The keyword pool, in one walk, down to the floor below which no chunk
+	// outside it could reach tau.
+	if r.kw.canGrow() {
+		if kb := r.keywordFloor(tau); kb < r.kw.last {
+			r.kw.floor, r.kw.want = kb, MaxPool
+			return true, nil
+		}
+	}
 	if r.kw.full && r.covFloor > 1 {
 		c := r.coverageFloor(tau)
 		terms, largest := r.kq.essential(c)
@@ -993,6 +1023,35 @@ func (r *searchRun) widen(ctx context.Context, tau float64) (bool, error) {
 		return true, nil
 	}
 	return r.kw.grow(), nil
+}
+
+// keywordFloor returns the largest keyword bound k̄ in [0, kw.last] (by
+// bisection) with U < tau when the keyword pool holds every chunk with
+// k > k̄, given U(0) < tau; 0 when none is.
+func (r *searchRun) keywordFloor(tau float64) float64 {
+	c := min(1, r.covFloor)
+	phrase := 0.0
+	if r.kq.seq != nil {
+		phrase = PhraseBonus
+	}
+	v := r.vectorBound()
+	u := func(kb float64) float64 {
+		k := min(KeywordScore(c, 1), kb)
+		return max(Fuse(r.wv, v, 0), Fuse(r.wv, v, k)+phrase*min(c, k/KeywordRelBase))
+	}
+	lo, hi := 0.0, r.kw.last
+	if u(lo) >= tau {
+		return 0
+	}
+	for i := 0; i < 50; i++ {
+		mid := (lo + hi) / 2
+		if u(mid) < tau {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo
 }
 
 // coverageFloor returns the largest c in (0,1] (by bisection) with

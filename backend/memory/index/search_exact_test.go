@@ -226,29 +226,53 @@ func TestEssentialTerms(t *testing.T) {
 }
 
 // The bound U(c) used for chunks outside the candidates is an upper bound of
-// the score of any chunk with coverage c, and strictly increasing in c.
+// the score of any chunk with coverage c (and keyword score at most the
+// keyword pool's bound k̄), increasing in c, strictly while k̄ does not cap
+// it.
 func TestBoundCoversScore(t *testing.T) {
-	r := &searchRun{useVec: true, maxBM25: 10, kq: analysedQuery{seq: []string{"a", "b"}}}
-	r.vec = legPool{asked: 50, full: true, last: 0.3}
-	r.kw = legPool{asked: 50, full: true, last: 4}
-	prev := -1.0
-	for c := 0.0; c <= 1; c += 0.01 {
-		u := r.bound(c)
-		if u <= prev {
-			t.Fatalf("U not increasing at c=%v: %v ≤ %v", c, u, prev)
-		}
-		prev = u
-		for _, v := range []float64{0, 0.1, 0.3} {
-			for _, rel := range []float64{0, 0.2, 0.4} {
-				for _, phrase := range []bool{false, true} {
-					cd := &cand{hasK: true, k: rel * r.maxBM25, cov: c, phrase: phrase}
-					if s := r.scoreWith(cd, v); s > u+scoreGrid {
-						t.Fatalf("score %v above bound %v (c=%v v=%v rel=%v)", s, u, c, v, rel)
+	for _, kbar := range []float64{1, 0.5} {
+		r := &searchRun{useVec: true, maxBM25: 10, covFloor: 2, kq: analysedQuery{seq: []string{"a", "b"}}}
+		r.vec = legPool{asked: 50, full: true, last: 0.3}
+		r.kw = legPool{asked: 50, full: true, last: kbar}
+		prev := -1.0
+		for c := 0.0; c <= 1; c += 0.01 {
+			u := r.bound(c)
+			if u < prev || (u == prev && KeywordScore(c, 1) < kbar && u < 1) {
+				t.Fatalf("k̄ %v: U not increasing at c=%v: %v after %v", kbar, c, u, prev)
+			}
+			prev = u
+			for _, v := range []float64{0, 0.1, 0.3} {
+				for _, rel := range []float64{0, 0.2, 0.4, 0.7, 1} {
+					if KeywordScore(c, rel) > kbar {
+						continue // in the keyword pool
+					}
+					for _, phrase := range []bool{false, true} {
+						cd := &cand{hasK: true, k: rel * r.maxBM25, cov: c, phrase: phrase}
+						if s := r.scoreWith(cd, v); s > u+scoreGrid {
+							t.Fatalf("k̄ %v: score %v above bound %v (c=%v v=%v rel=%v)", kbar, s, u, c, v, rel)
+						}
 					}
 				}
 			}
 		}
+		// The keyword floor: a pool down to it proves U(1) < τ; a floor a
+		// little higher does not.
+		for _, tau := range []float64{0.3, 0.45, 0.6} {
+			kb := r.keywordFloor(tau)
+			low := *r
+			low.kw.last = kb
+			if low.bound(1) >= tau {
+				t.Errorf("k̄ %v: keywordFloor(%v) = %v, U(1) = %v", kbar, tau, kb, low.bound(1))
+			}
+			low.kw.last = kb + 1e-6
+			if kb+1e-6 < kbar && low.bound(1) < tau {
+				t.Errorf("k̄ %v: keywordFloor(%v) = %v is not the largest", kbar, tau, kb)
+			}
+		}
 	}
+	r := &searchRun{useVec: true, maxBM25: 10, covFloor: 2, kq: analysedQuery{seq: []string{"a", "b"}}}
+	r.vec = legPool{asked: 50, full: true, last: 0.3}
+	r.kw = legPool{asked: 50, full: true, last: 1}
 	// A bisection result is never above τ.
 	for _, tau := range []float64{0.25, 0.35, 0.45, 0.6} {
 		if c := r.coverageFloor(tau); r.bound(c) > tau || (c < 1 && r.bound(math.Min(1, c+1e-6)) <= tau) {
