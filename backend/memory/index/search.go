@@ -132,10 +132,14 @@ import (
 //     estimate of the cosine, and v ≤ v̄ holds for the chunks of the
 //     shortlist but is an estimate for the others — the one place where
 //     the ranking is approximate, measured as the vector leg's recall;
-//   - the keyword pool: the best BM25 matches, so a chunk outside it has
-//     rel ≤ r̄, the pool's lowest rel. BM25 is scored over Bleve's posting
-//     lists by bm25.go, whose MaxScore top-k skips the postings of frequent
-//     terms (the words in most chunks) instead of scoring them all;
+//   - the keyword pool: the chunks with the best keyword scores k (not the
+//     best BM25: k also weighs coverage), so a chunk outside it has
+//     k ≤ k̄, the pool's lowest k — or the floor the pool was fetched down
+//     to, when it holds every chunk above it. k is computed over Bleve's
+//     posting lists by bm25.go, whose MaxScore top-k skips the postings of
+//     frequent terms (the words in most chunks) instead of scoring them
+//     all; rel's denominator, the best BM25 score in scope, is a top-1
+//     BM25 walk of its own;
 //   - the coverage set, fetched on demand for a floor c: every chunk whose
 //     coverage is at least c. Such a chunk contains at least one essential
 //     term (the query terms left after setting aside the most frequent
@@ -154,11 +158,12 @@ import (
 // scores below τ like a chunk outside the candidates.) A chunk that is not
 // a candidate scores at most
 //
-//	U(c) = max(wv·v̄ + (1 − wv)·k̄, 0.5·k̄) + PhraseBonus·c,   k̄ = c·(0.7 + 0.3·r̄)
+//	U(c) = max(wv·v̄ + (1 − wv)·k', 0.5·k') + PhraseBonus·min(c, k'/0.7),   k' = min(c, k̄)
 //
-// where c bounds its coverage (1 before the coverage set is fetched; a pool
-// that came back shorter than asked holds every chunk that leg can find,
-// so then v̄ = 0, or k̄ = c = 0). Let τ be the score of the MaxResults-th
+// where c bounds its coverage (1 before the coverage set is fetched; k ≤ c
+// since rel ≤ 1, and cov ≤ k/0.7 bounds the phrase bonus; a pool that came
+// back shorter than asked holds every chunk that leg can find, so then
+// v̄ = 0, or k' = 0). Let τ be the score of the MaxResults-th
 // distinct text among the candidates (MinScore, or −∞ without a floor, when
 // fewer candidates clear it). The ranking is exact when U < τ − 10⁻⁸ (the
 // margin makes every copy of a result, which scores τ up to rounding, a
@@ -167,12 +172,17 @@ import (
 //
 //  1. if U(0) ≥ τ (the vector bound alone reaches τ), it doubles the vector
 //     pool (or, when it cannot grow, the keyword pool);
-//  2. else it fetches the coverage set for the largest c with U(c) ≤ τ,
+//  2. else, if the keyword pool can grow, it fetches it again in one walk
+//     down to the largest floor k̄ with U < τ, at most MaxPool chunks
+//     (searchRun.keywordFloor): once it holds every chunk above that floor,
+//     the ranking is proven unless the vector bound prevents it. (Until
+//     the pool was ranked by k, it was ranked by BM25, which bounds
+//     nothing about coverage: at a million chunks most searches then
+//     doubled their pools ten times over and ended unproven.)
+//  3. else it fetches the coverage set for the largest c with U(c) ≤ τ,
 //     unless more than MaxCoverageSet chunks hold an essential term;
-//  3. else it doubles the vector pool, or the keyword pool once the vector
-//     pool cannot grow (v̄ weighs 0.7 in U, r̄ at most 0.09; and with the
-//     quantized vector leg a bigger vector pool costs no scan); a split
-//     keyword pool (below) that cannot grow gives way to the full query.
+//  4. else it doubles the vector pool, or the keyword pool once the vector
+//     pool cannot grow.
 //
 // Pools never exceed MaxPool. When nothing is left to widen (thousands of
 // chunks scoring near τ, e.g. with no floor and a query made of very common
@@ -1016,9 +1026,8 @@ func (r *searchRun) widen(ctx context.Context, tau float64) (bool, error) {
 			r.covTooBig = len(terms)
 		}
 	}
-	// The vector pool first: its bound v̄ weighs 0.7 in U, the keyword
-	// pool's r̄ at most 0.09, and with the quantized copy growing it costs
-	// no scan (the shortlist order is already computed).
+	// The vector pool first: with the quantized copy growing it costs no
+	// scan (the shortlist order is already computed).
 	if r.useVec && r.vec.grow() {
 		return true, nil
 	}
