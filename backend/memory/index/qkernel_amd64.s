@@ -93,3 +93,57 @@ loop:
 	VZEROUPPER
 	MOVL         AX, ret+32(FP)
 	RET
+
+// func scanSigns512(codes *uint64, n, words int, qz *uint64, mask int, score *uint16)
+//
+// scanSignsAsm with AVX-512 for words ≤ 8: one vector's words in one ZMM
+// register (lanes beyond words masked off), agree = ¬(code ⊕ sign) by
+// VPTERNLOGQ, the four plane counts by VPOPCNTQ, weighted and summed
+// across lanes. qz holds 5×8 words: the query's signs, then planes 0..3,
+// zero beyond words.
+TEXT ·scanSigns512(SB), NOSPLIT, $0-48
+	MOVQ      codes+0(FP), SI
+	MOVQ      n+8(FP), CX
+	MOVQ      words+16(FP), DX
+	MOVQ      qz+24(FP), R8
+	MOVQ      mask+32(FP), AX
+	MOVQ      score+40(FP), DI
+	KMOVW     AX, K1
+	VMOVDQU64 0(R8), Z16
+	VMOVDQU64 64(R8), Z17
+	VMOVDQU64 128(R8), Z18
+	VMOVDQU64 192(R8), Z19
+	VMOVDQU64 256(R8), Z20
+	SHLQ      $3, DX
+
+vec:
+	VMOVDQU64.Z (SI), K1, Z0
+	VPTERNLOGQ  $0xC3, Z16, Z16, Z0
+	VPANDQ      Z17, Z0, Z1
+	VPOPCNTQ    Z1, Z1
+	VPANDQ      Z18, Z0, Z2
+	VPOPCNTQ    Z2, Z2
+	VPANDQ      Z19, Z0, Z3
+	VPOPCNTQ    Z3, Z3
+	VPANDQ      Z20, Z0, Z4
+	VPOPCNTQ    Z4, Z4
+	VPSLLQ      $1, Z4, Z4
+	VPADDQ      Z4, Z3, Z3
+	VPSLLQ      $1, Z3, Z3
+	VPADDQ      Z3, Z2, Z2
+	VPSLLQ      $1, Z2, Z2
+	VPADDQ      Z2, Z1, Z1
+	VEXTRACTI64X4 $1, Z1, Y2
+	VPADDQ      Y2, Y1, Y1
+	VEXTRACTI128 $1, Y1, X2
+	VPADDQ      X2, X1, X1
+	VPSHUFD     $0x4E, X1, X2
+	VPADDQ      X2, X1, X1
+	VMOVQ       X1, AX
+	MOVW        AX, (DI)
+	ADDQ        DX, SI
+	ADDQ        $2, DI
+	DECQ        CX
+	JNZ         vec
+	VZEROUPPER
+	RET
