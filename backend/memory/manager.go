@@ -188,7 +188,12 @@ type Manager struct {
 	lock *flock.Flock // held on IndexDir/LOCK from Open until Close
 
 	storeMu sync.RWMutex // guards store (swapped on rebuild)
-	store   *index.Store
+	// warmMu guards warmStop, which cancels a running Warm: a rebuild
+	// calls it before it takes storeMu, so that the swap (and the
+	// searches queued behind it) do not wait for the warm-up.
+	warmMu   sync.Mutex
+	warmStop context.CancelFunc
+	store    *index.Store
 
 	writeMu sync.Mutex // one writer at a time: sync, watcher flush, import
 	// embedDown is the embedder's failure (embed.ErrUnavailable) in the
@@ -504,10 +509,19 @@ func (m *Manager) fire(paths []string, reason string) {
 // quantized vectors loaded, the most frequent terms' posting lists
 // decoded). Run calls it once after the initial sync; searches are
 // correct without it. It stops early, returning ErrClosed, when the
-// Manager is closed, and ctx's error when ctx is cancelled.
+// Manager is closed, and ctx's error when ctx is cancelled or a rebuild
+// swaps the index (the new one is not warmed).
 func (m *Manager) Warm(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	m.warmMu.Lock()
+	m.warmStop = cancel
+	m.warmMu.Unlock()
+	defer func() {
+		m.warmMu.Lock()
+		m.warmStop = nil
+		m.warmMu.Unlock()
+	}()
 	go func() {
 		select {
 		case <-m.done:
@@ -525,6 +539,15 @@ func (m *Manager) Warm(ctx context.Context) error {
 		return ErrClosed
 	}
 	return err
+}
+
+// stopWarm cancels a running Warm.
+func (m *Manager) stopWarm() {
+	m.warmMu.Lock()
+	defer m.warmMu.Unlock()
+	if m.warmStop != nil {
+		m.warmStop()
+	}
 }
 
 // currentStore returns the store with a read lock held; call the returned

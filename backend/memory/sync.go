@@ -166,6 +166,7 @@ func (m *Manager) rebuildLocked(ctx context.Context) error {
 		m.mu.Unlock()
 		return fmt.Errorf("rebuild index: %w", serr)
 	}
+	m.stopWarm() // it holds storeMu's read lock
 	m.storeMu.Lock()
 	defer m.storeMu.Unlock()
 	if err := m.store.Close(); err != nil {

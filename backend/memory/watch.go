@@ -108,8 +108,9 @@ func (m *Manager) Run(ctx context.Context) error {
 		}
 	}
 	m.sweepSessions(ctx)
-	// The warm-up runs beside the event loop (it takes seconds at a
-	// million chunks, and edits must not wait for it).
+	// The warm-up runs beside the event loop: it takes seconds at a
+	// million chunks. (Edits wait only while it loads the quantized copy,
+	// under the index's write lock, as they would for a first search.)
 	warmed := make(chan struct{})
 	go func() {
 		defer close(warmed)

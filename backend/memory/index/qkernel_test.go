@@ -12,7 +12,7 @@ import (
 func TestQuantKernels(t *testing.T) {
 	t.Logf("kernels: %s", quantKernels())
 	rng := rand.New(rand.NewSource(7))
-	for _, words := range []int{1, 2, 6, 12, 48} {
+	for _, words := range []int{1, 2, 6, 7, 8, 9, 12, 48} { // ≤ 8: the AVX-512 scan where the CPU has it
 		n := 1 + rng.Intn(300)
 		codes := make([]uint64, n*words)
 		for i := range codes {

@@ -987,8 +987,8 @@ func (r *searchRun) exact(tau float64) bool {
 		return true // both legs returned every chunk they can find
 	}
 	if r.covFloor <= 1 {
-		// Outside chunks have coverage below covFloor, and U is strictly
-		// increasing in c, so they score below U(covFloor).
+		// Outside chunks have coverage below covFloor, and U is
+		// non-decreasing in c, so they score at most U(covFloor) ≤ τ − 10⁻⁸.
 		return r.bound(r.covFloor) <= tau
 	}
 	return r.bound(1) < tau

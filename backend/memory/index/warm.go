@@ -91,6 +91,7 @@ func (s *Store) warmPostings(ctx context.Context) error {
 		return a.seg - b.seg
 	})
 	var used int64
+	var kept []long
 	for _, l := range lists {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -108,6 +109,15 @@ func (s *Store) warmPostings(ctx context.Context) error {
 		}
 		if p != nil {
 			used += size
+			kept = append(kept, l)
+		}
+	}
+	// Touch them again, least frequent first, so that the most frequent
+	// lists end at the LRU's front and are the last evicted.
+	for i := len(kept) - 1; i >= 0; i-- {
+		l := kept[i]
+		if _, err := s.postings.get(segs[l.seg].seg, func() (segment.TermDictionary, error) { return dicts[l.seg], nil }, l.term); err != nil {
+			return fmt.Errorf("warm postings: %w", err)
 		}
 	}
 	s.log.Debug("memory index warmed", "lists", len(lists), "bytes", used)
