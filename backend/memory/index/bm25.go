@@ -977,16 +977,6 @@ func (k *kwLeg) docNums(ids []int64) (map[int64]uint64, error) {
 	return out, nil
 }
 
-// sortKwHits orders hits by score descending, then document number.
-func sortKwHits(hs []kwHit) {
-	sort.Slice(hs, func(i, j int) bool {
-		if hs[i].score != hs[j].score {
-			return hs[i].score > hs[j].score
-		}
-		return hs[i].num < hs[j].num
-	})
-}
-
 // sortByKey sorts hits by key descending, then document number.
 func sortByKey(hs []kwHit) {
 	sort.Slice(hs, func(i, j int) bool {

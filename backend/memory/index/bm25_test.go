@@ -294,3 +294,13 @@ func TestAnalyzeTextWithoutUnderscoreEqualsFullAnalyzer(t *testing.T) {
 		}
 	}
 }
+
+// sortKwHits orders hits (the exhaustive reference) by score descending, then document number.
+func sortKwHits(hs []kwHit) {
+	sort.Slice(hs, func(i, j int) bool {
+		if hs[i].score != hs[j].score {
+			return hs[i].score > hs[j].score
+		}
+		return hs[i].num < hs[j].num
+	})
+}
