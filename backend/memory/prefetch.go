@@ -23,7 +23,11 @@ import (
 // at most prefetchAhead files ahead. It is only a head start — indexPrepared
 // checks everything it depends on again (a file that changed since is
 // re-read, an unchanged one was never embedded), and any failure here is
-// left for indexPrepared to meet and report in the usual way.
+// left for indexPrepared to meet and report in the usual way. Its reads
+// (the file's record, the embedding cache) see the index as last committed
+// and never wait for the writer, which holds its lock for the whole of a
+// file's write and of a group's keyword batch: a chunk cached by the open
+// group is embedded again ahead, and the writer takes the cached vector.
 
 // prepared is the write-free part of indexing one file, done ahead.
 type prepared struct {
@@ -41,7 +45,7 @@ type prepared struct {
 
 // prefetchAhead bounds how many files are prepared ahead of the writer
 // (their contents and vectors are held in memory until written).
-const prefetchAhead = 16
+const prefetchAhead = 128
 
 // prefetch starts preparing rels in order on Options.SyncWorkers
 // goroutines and returns ahead: ahead(i) waits for file i's preparation
@@ -124,7 +128,7 @@ func (m *Manager) prepare(ctx context.Context, st *index.Store, rel string, embe
 	m.mu.Lock()
 	_, pending := m.pending[rel]
 	m.mu.Unlock()
-	if rec, ok, err := st.File(ctx, rel); err != nil || (ok && rec.Hash == hash && !pending) {
+	if rec, ok, err := st.CommittedFile(ctx, rel); err != nil || (ok && rec.Hash == hash && !pending) {
 		return p // unchanged (or unknown): nothing more to do ahead
 	}
 	p.split, p.chunks = true, chunk.Split(text, m.opts.Chunking)
@@ -139,7 +143,7 @@ func (m *Manager) prepare(ctx context.Context, st *index.Store, rel string, embe
 	for i, c := range p.chunks {
 		hashes[i] = c.Hash
 	}
-	cached, err := st.CachedEmbeddings(ctx, hashes)
+	cached, err := st.CommittedEmbeddings(ctx, hashes)
 	if err != nil {
 		return p
 	}

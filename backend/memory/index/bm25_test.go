@@ -278,23 +278,6 @@ func TestReplayedAnalysisEqualsBleveAnalysis(t *testing.T) {
 // analyzeText skips the underscore char filter for a text without "_": the
 // tokens (terms, positions, offsets, types) equal the full analyzer's on
 // English, Chinese, symbols, identifiers and full-width text.
-func TestAnalyzeTextWithoutUnderscoreEqualsFullAnalyzer(t *testing.T) {
-	b := openBuiltin(t, t.TempDir())
-	full := b.analyzer()
-	texts := []string{
-		"The release rollback of v1.2 — Caroline's painting ✅ QK-7731",
-		"连续63天零回滚率，发布 数据库 索引；ＡＢＣ全角 123",
-		"detect_project_name() and __init__ stay intact", // with underscores: the full path
-		"", "   ", "emoji 🎉🎉 and #tags @people https://example.com/a-b?c=d",
-	}
-	for _, tx := range texts {
-		got, want := b.analyzeText(tx), full.Analyze([]byte(tx))
-		if fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Fatalf("%q:\nanalyzeText %v\nfull        %v", tx, got, want)
-		}
-	}
-}
-
 // sortKwHits orders hits (the exhaustive reference) by score descending, then document number.
 func sortKwHits(hs []kwHit) {
 	sort.Slice(hs, func(i, j int) bool {

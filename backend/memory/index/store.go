@@ -126,6 +126,7 @@ type Store struct {
 
 	db      *sql.DB
 	bl      bleve.Index
+	textAn  *textAnalyzer // analyzeText's analyzer (analyze.go); nil: the mapping's
 	meta    Meta
 	compt   bool
 	blFresh bool // Bleve index created by this Open; reconcile refills it

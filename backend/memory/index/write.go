@@ -82,13 +82,28 @@ func (s *Store) Files(ctx context.Context) ([]FileRecord, error) {
 }
 
 // File returns the record of one path; ok is false when it is not indexed.
-// During a bulk write it sees the writes not yet committed.
+// During a bulk write it sees the writes not yet committed (and waits for
+// the writer's current file write to end).
 func (s *Store) File(ctx context.Context, path string) (f FileRecord, ok bool, err error) {
 	if s.isClosed() {
 		return f, false, ErrClosed
 	}
 	q, release := s.reader()
 	defer release()
+	return fileRecord(ctx, q, path)
+}
+
+// CommittedFile is [Store.File] as of the last commit: it does not see the
+// open bulk group and never waits for the writer. It is for work prepared
+// ahead of the writer (the writer checks again with File).
+func (s *Store) CommittedFile(ctx context.Context, path string) (f FileRecord, ok bool, err error) {
+	if s.isClosed() {
+		return f, false, ErrClosed
+	}
+	return fileRecord(ctx, s.db, path)
+}
+
+func fileRecord(ctx context.Context, q queryer, path string) (f FileRecord, ok bool, err error) {
 	err = q.QueryRowContext(ctx, `SELECT f.path, f.hash, f.mtime, f.size, f.layer, f.role,
 		(SELECT count(*) FROM chunks c WHERE c.path = f.path) FROM files f WHERE f.path = ?`, path).
 		Scan(&f.Path, &f.Hash, &f.MTime, &f.Size, &f.Layer, &f.Role, &f.Chunks)
@@ -104,13 +119,27 @@ func (s *Store) File(ctx context.Context, path string) (f FileRecord, ok bool, e
 // CachedEmbeddings returns the cached embeddings of the given chunk hashes for
 // this Store's provider, model and dims (SPEC §4.2 embedding cache). Missing
 // hashes are absent from the map. During a bulk write it sees the writes not
-// yet committed.
+// yet committed (and waits for the writer's current file write to end).
 func (s *Store) CachedEmbeddings(ctx context.Context, hashes []string) (map[string][]float32, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
 	}
 	q, release := s.reader()
 	defer release()
+	return s.cachedEmbeddings(ctx, q, hashes)
+}
+
+// CommittedEmbeddings is [Store.CachedEmbeddings] as of the last commit: it
+// does not see the open bulk group and never waits for the writer. It is
+// for work prepared ahead of the writer.
+func (s *Store) CommittedEmbeddings(ctx context.Context, hashes []string) (map[string][]float32, error) {
+	if s.isClosed() {
+		return nil, ErrClosed
+	}
+	return s.cachedEmbeddings(ctx, s.db, hashes)
+}
+
+func (s *Store) cachedEmbeddings(ctx context.Context, q queryer, hashes []string) (map[string][]float32, error) {
 	out := make(map[string][]float32, len(hashes))
 	const step = 500
 	for i := 0; i < len(hashes); i += step {
