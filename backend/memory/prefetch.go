@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/atrium-dev/atrium/backend/memory/chunk"
 	"github.com/atrium-dev/atrium/backend/memory/index"
 )
@@ -40,38 +42,50 @@ type prepared struct {
 	split   bool
 	chunks  []chunk.Chunk
 	vecs    map[string][]float32 // by chunk hash; nil when not embedded ahead
+	cached  map[string][]float32 // by chunk hash, from the committed cache
 	tokens  []*index.Tokens      // by chunk; nil when not analysed ahead
 }
 
-// prefetchAhead bounds how many files are prepared ahead of the writer
-// (their contents and vectors are held in memory until written).
-const prefetchAhead = 128
+// The work prepared ahead of the writer is held in memory until it is
+// written, and a chunk's token stream takes some 25 times its text. Two
+// bounds keep it small: prefetchAhead files and prefetchBytes of file
+// content (a file larger than that is prepared alone). A few hundred small
+// files ahead keep both cores busy while the writer applies a keyword
+// batch; without the byte bound a workspace of large files (LongMemEval's
+// sessions) would be held whole.
+const (
+	prefetchAhead = 128
+	prefetchBytes = 256 << 10
+)
 
-// prefetch starts preparing rels in order on Options.SyncWorkers
-// goroutines and returns ahead: ahead(i) waits for file i's preparation
+// prefetch starts preparing files in order on Options.SyncWorkers
+// goroutines and returns ahead: ahead(i) waits for files[i]'s preparation
 // and returns it (nil when ctx ended first, or with one worker: then the
-// writer does all the work itself). ahead must be called with i = 0, 1, 2 … in order. The
-// goroutines end when every file is prepared or ctx ends.
-func (m *Manager) prefetch(ctx context.Context, st *index.Store, rels []string) (ahead func(i int) *prepared) {
+// writer does all the work itself). ahead must be called with i = 0, 1, 2
+// … in order. The goroutines end when every file is prepared or ctx ends.
+func (m *Manager) prefetch(ctx context.Context, st *index.Store, files []diskFile) (ahead func(i int) *prepared) {
 	workers := m.opts.SyncWorkers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	if workers < 2 || len(rels) < 2 {
+	if workers < 2 || len(files) < 2 {
 		return func(int) *prepared { return nil }
 	}
-	out := make([]chan *prepared, len(rels))
+	out := make([]chan *prepared, len(files))
 	for i := range out {
 		out[i] = make(chan *prepared, 1)
 	}
-	window := make(chan struct{}, prefetchAhead)
+	// weight is a file's share of the byte budget, which also counts files
+	// (prefetchBytes/prefetchAhead each at least).
+	weight := func(i int) int64 {
+		return min(max(files[i].size, prefetchBytes/prefetchAhead), prefetchBytes)
+	}
+	budget := semaphore.NewWeighted(prefetchBytes)
 	jobs := make(chan int)
-	go func() { // feeder: at most prefetchAhead files not yet taken by ahead
+	go func() { // feeder: files not yet taken by ahead stay within the budget
 		defer close(jobs)
-		for i := range rels {
-			select {
-			case window <- struct{}{}:
-			case <-ctx.Done():
+		for i := range files {
+			if err := budget.Acquire(ctx, weight(i)); err != nil {
 				return
 			}
 			select {
@@ -88,14 +102,14 @@ func (m *Manager) prefetch(ctx context.Context, st *index.Store, rels []string) 
 		go func() {
 			defer wg.Done()
 			for i := range jobs {
-				out[i] <- m.prepare(ctx, st, rels[i], &embedFailed)
+				out[i] <- m.prepare(ctx, st, files[i].rel, &embedFailed)
 			}
 		}()
 	}
 	return func(i int) *prepared {
 		select {
 		case p := <-out[i]:
-			<-window
+			budget.Release(weight(i))
 			return p
 		case <-ctx.Done():
 			return nil
@@ -147,6 +161,7 @@ func (m *Manager) prepare(ctx context.Context, st *index.Store, rel string, embe
 	if err != nil {
 		return p
 	}
+	p.cached = cached
 	var texts, their []string
 	seen := map[string]bool{}
 	for _, c := range p.chunks {

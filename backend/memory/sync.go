@@ -269,13 +269,9 @@ func (m *Manager) scanLocked(ctx context.Context, st *index.Store) error {
 	// EndBulk below flushes the last group before the sync reports anything.
 	st.BeginBulk()
 	commits := st.Commits()
-	rels := make([]string, len(todo))
-	for i, f := range todo {
-		rels[i] = f.rel
-	}
 	pctx, stopPrefetch := context.WithCancel(ctx)
 	defer stopPrefetch()
-	ahead := m.prefetch(pctx, st, rels)
+	ahead := m.prefetch(pctx, st, todo)
 	for i, f := range todo {
 		if err := ctx.Err(); err != nil {
 			stop = err
@@ -573,7 +569,7 @@ func (m *Manager) indexPrepared(ctx context.Context, st *index.Store, rel string
 	if !pre.split {
 		chunks = chunk.Split(text, m.opts.Chunking)
 	}
-	vecs, missing, err := m.embedChunks(ctx, st, chunks, pre.vecs)
+	vecs, missing, err := m.embedChunks(ctx, st, chunks, pre.vecs, pre.cached)
 	if vecs == nil && len(chunks) > 0 {
 		return resUnchanged, err // cancelled, or the cache is unreadable
 	}
@@ -640,19 +636,31 @@ func (m *Manager) skip(ctx context.Context, st *index.Store, rel string, size, m
 // search only, see index.ChunkRecord) and missing counts them; err says
 // why. Once the embedder is unavailable (embed.ErrUnavailable) the rest of
 // the sync does not ask it again (m.embedDown). ready holds vectors by
-// chunk hash embedded ahead (prefetch; may be nil). vecs is nil only when
-// ctx ended or the cache could not be read. Callers hold writeMu.
-func (m *Manager) embedChunks(ctx context.Context, st *index.Store, chunks []chunk.Chunk, ready map[string][]float32) (vecs [][]float32, missing int, err error) {
+// chunk hash embedded ahead and cachedAhead those read from the committed
+// cache ahead (prefetch; either may be nil): the cache is asked only when
+// they leave a chunk without a vector (a cached embedding never changes:
+// it is keyed by provider, model, dims and content hash). vecs is nil only
+// when ctx ended or the cache could not be read. Callers hold writeMu.
+func (m *Manager) embedChunks(ctx context.Context, st *index.Store, chunks []chunk.Chunk, ready, cachedAhead map[string][]float32) (vecs [][]float32, missing int, err error) {
 	if len(chunks) == 0 {
 		return nil, 0, nil
 	}
-	hashes := make([]string, len(chunks))
-	for i, c := range chunks {
-		hashes[i] = c.Hash
+	var cached map[string][]float32
+	var hashes []string
+	for _, c := range chunks {
+		if len(ready[c.Hash]) != m.ixOpts.Dims && len(cachedAhead[c.Hash]) != m.ixOpts.Dims {
+			hashes = append(hashes, c.Hash)
+		}
 	}
-	cached, err := st.CachedEmbeddings(ctx, hashes)
-	if err != nil {
+	if len(hashes) == 0 {
+		cached = make(map[string][]float32, len(chunks))
+	} else if cached, err = st.CachedEmbeddings(ctx, hashes); err != nil {
 		return nil, 0, err
+	}
+	for h, v := range cachedAhead {
+		if len(v) == m.ixOpts.Dims {
+			cached[h] = v
+		}
 	}
 	embedded := false // the embedder answered for this file
 	for h, v := range ready {

@@ -6,8 +6,10 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"testing"
 	"unicode/utf8"
 
@@ -108,6 +110,46 @@ func TestBuiltinDeterministicAndGolden(t *testing.T) {
 		if got := vecHash(a[i]); got != golden[i] {
 			t.Errorf("text %d: vector hash %s, want %s", i, got, golden[i])
 		}
+	}
+}
+
+// TestBuiltinStemMemo checks that the shared stem memo changes no vector:
+// calls that find every word remembered, from two goroutines, give the
+// zero value's vectors (which has no memo) bit for bit.
+func TestBuiltinStemMemo(t *testing.T) {
+	texts := append(benchTexts(8), "painted painting paints; the painter's paintings", "Caroline ran, running, runs")
+	want, err := (&Builtin{}).Embed(context.Background(), texts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := NewBuiltin(BuiltinOptions{})
+	var wg sync.WaitGroup
+	errs := make(chan string, 6)
+	for w := 0; w < 2; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for round := 0; round < 3; round++ {
+				got, err := e.Embed(context.Background(), texts)
+				if err != nil {
+					errs <- err.Error()
+					return
+				}
+				for i := range texts {
+					if vecHash(got[i]) != vecHash(want[i]) {
+						errs <- fmt.Sprintf("round %d, text %d: vector differs from the zero value's", round, i)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	if n := len(e.stems.words); n == 0 {
+		t.Fatal("the memo stayed empty: the test did not exercise it")
 	}
 }
 

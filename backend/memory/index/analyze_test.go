@@ -39,8 +39,8 @@ func TestTextAnalyzerEqualsMapping(t *testing.T) {
 		"detect_project_name() and __init__ stay intact", // underscores: the char filter
 		"_lead and trail_ __both__ a_b",
 		"", "   ", "emoji 🎉🎉 and #tags @people https://example.com/a-b?c=d",
-		"❤️ 👩‍💻 © ™ ✓ only symbols", // So runes, modifiers, ZWJ
-		"bad \xff\xfe bytes \xe4\xb8 cut rune",          // invalid UTF-8 (U+FFFD is So)
+		"❤️ 👩‍💻 © ™ ✓ only symbols",            // So runes, modifiers, ZWJ
+		"bad \xff\xfe bytes \xe4\xb8 cut rune", // invalid UTF-8 (U+FFFD is So)
 		"日本語のテキスト 한국어 텍스트 mixed with English",
 		"naïveté résumés 'twas rock'n'roll it’s ÉCOLES Москва 2023-12-01 v1.2.3 ①② 'y yy ys", // the stemmer's edges
 		strings.Repeat("memory search 记忆检索 ", 200),

@@ -50,12 +50,13 @@ import (
 const (
 	// bulkMaxOps bounds the Bleve operations (index or delete) in the
 	// pending batch, i.e. the documents of one new segment. Building a
-	// segment holds every token's positions in memory, so this bounds the
-	// peak RSS of a full index: 500 instead of 2,000 took LongMemEval's
-	// peak from 284–351 to 139–152 MiB and CMRC's (CJK: two tokens per
-	// character) from 371–386 to 164–165 MiB, at 0–10 % of indexing speed,
-	// within this machine's noise (docs/BENCHMARKS.md).
-	bulkMaxOps = 500
+	// segment holds every token's positions in memory, so this trades peak
+	// RSS for indexing speed: fewer, larger segments leave Bleve's merger
+	// less to do. 1,000 instead of 500 indexes 5–15 % more chunks per
+	// second and raises a full index's peak RSS by about 100 MiB
+	// (LongMemEval 243–267 → 314–359 MiB, CMRC 2018 263–279 → 379–422 MiB;
+	// 2,000 cost another 300 MiB in a 30k-chunk sync; docs/BENCHMARKS.md).
+	bulkMaxOps = 1000
 	// bulkMaxBytes bounds the chunk text held by the pending batch.
 	bulkMaxBytes = 8 << 20
 	// bulkMaxAge bounds how long the keyword leg lags behind SQLite during a
