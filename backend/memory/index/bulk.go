@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/blevesearch/bleve/v2"
@@ -30,6 +31,17 @@ import (
 // bulkMaxAge (checked at each write), and at EndBulk and Close: first the
 // bulk transaction commits (journal rows included), then the Bleve batch is
 // applied, and only then are its journal rows cleared.
+//
+// In bulk mode the Bleve batch of a group is applied on a goroutine of its
+// own while the writer goes on with the next group's SQLite writes (a
+// segment build is a quarter of a full sync's CPU, and the writer would wait
+// for it). Batches still reach Bleve one at a time and in commit order: the
+// next flush waits for the previous batch before it applies its own, and
+// only then, with no transaction open, clears the previous batch's journal
+// rows. It keeps the rows the newer group has journaled again (a chunk it
+// deleted), which are that group's operations now. EndBulk, Close and any
+// write outside bulk mode wait for the batch in flight; its error is
+// returned by the flush that waited.
 //
 // Crash safety follows from that order. A process killed before the commit
 // loses the whole group on both sides (the files rows are missing, so the
@@ -182,7 +194,7 @@ func (s *Store) reader() (q queryer, release func()) {
 func (s *Store) EndBulk(ctx context.Context) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	s.bulk = false
+	s.bulk = false // the flush below applies the last batch at once
 	if s.isClosed() {
 		return ErrClosed
 	}
@@ -190,18 +202,19 @@ func (s *Store) EndBulk(ctx context.Context) error {
 }
 
 // beforeWrite brings Bleve up to date before a write. Callers hold wmu.
-// Outside bulk mode a pending group is flushed first. When no group is
-// open, journal rows left by an interrupted or failed earlier write are
-// replayed (while a group is open, the journal is read through the database,
-// which does not see the group, and the group's own rows must not be
-// applied before its commit).
+// Outside bulk mode a pending group is flushed first (and a batch still in
+// flight waited for). When no group is open and no batch is in flight,
+// journal rows left by an interrupted or failed earlier write are replayed
+// (while a group is open, the journal is read through the database, which
+// does not see the group, and the group's own rows must not be applied
+// before its commit; a batch in flight has rows of its own).
 func (s *Store) beforeWrite(ctx context.Context) error {
-	if (s.pend != nil || s.btx != nil) && !s.bulk {
+	if (s.pend != nil || s.btx != nil || s.applying != nil) && !s.bulk {
 		if err := s.flushPending(ctx); err != nil {
 			return err
 		}
 	}
-	if s.pend != nil || s.btx != nil {
+	if s.pend != nil || s.btx != nil || s.applying != nil {
 		return nil
 	}
 	return s.replayJournal(ctx)
@@ -260,23 +273,81 @@ func (s *Store) addOps(b *bleve.Batch, dels, adds []int64, texts []string, strea
 	return nil
 }
 
-// flushPending commits the bulk transaction, applies the pending batch and
-// clears its journal rows. Callers hold wmu. On a failed commit the group is
-// rolled back and the batch dropped; on a failed apply the batch is dropped
-// and its journal rows stay for the next write or Open to replay.
+// flushPending commits the bulk transaction, waits for the batch in
+// flight, and applies the pending batch: in bulk mode on a goroutine (the
+// next flush waits for it and clears its journal rows), else at once,
+// clearing its journal rows. Callers hold wmu. On a failed commit the group
+// is rolled back and the batch dropped; on a failed apply the batch is
+// dropped and its journal rows stay for the next write or Open to replay.
 func (s *Store) flushPending(ctx context.Context) error {
 	if err := s.commitBulk(); err != nil {
 		return err
 	}
 	b, ids := s.pend, s.pendIDs
 	s.dropPending()
+	// The batch before this one first: batches reach Bleve in commit order.
+	// If it failed, this one is applied all the same (a replay indexes or
+	// deletes each journaled chunk as SQLite has it now, so its late
+	// replay cannot undo this batch) and the failure is reported.
+	prev := s.awaitApply(ctx, ids)
 	if b == nil {
-		return nil
+		return prev
+	}
+	if s.bulk {
+		s.startApply(b, ids)
+		return prev
 	}
 	if err := s.applyBatch(ctx, b, ids); err != nil {
-		return fmt.Errorf("apply pending keyword batch: %w", err)
+		return errors.Join(prev, fmt.Errorf("apply pending keyword batch: %w", err))
 	}
-	return nil
+	return prev
+}
+
+// keywordApply is a committed group's Bleve batch being applied in the
+// background: done is closed when Bleve has it (err nil) or refused it.
+type keywordApply struct {
+	done chan struct{}
+	err  error
+	ids  []int64 // the chunk ids of the batch's journal rows
+}
+
+// startApply applies b, the batch of the group just committed, on a new
+// goroutine. Callers hold wmu and have waited for the previous batch.
+func (s *Store) startApply(b *bleve.Batch, ids []int64) {
+	a := &keywordApply{done: make(chan struct{}), ids: ids}
+	s.applying = a
+	go func() {
+		defer close(a.done)
+		if err := s.bl.Batch(b); err != nil {
+			a.err = fmt.Errorf("bleve batch: %w", err)
+		}
+	}()
+}
+
+// awaitApply waits for the batch in flight, if any, and clears its journal
+// rows except those of keep: the chunk ids a group committed after it has
+// journaled again, whose rows are that group's operations now. Callers hold
+// wmu, with no bulk transaction open. A failed batch leaves its rows for
+// the replay and returns its error.
+func (s *Store) awaitApply(ctx context.Context, keep []int64) error {
+	a := s.applying
+	if a == nil {
+		return nil
+	}
+	s.applying = nil
+	<-a.done
+	if a.err != nil {
+		return fmt.Errorf("apply pending keyword batch: %w", a.err)
+	}
+	ids := a.ids
+	if len(keep) > 0 {
+		again := make(map[int64]bool, len(keep))
+		for _, id := range keep {
+			again[id] = true
+		}
+		ids = slices.DeleteFunc(slices.Clone(ids), func(id int64) bool { return again[id] })
+	}
+	return s.clearJournal(ctx, ids)
 }
 
 // commitBulk commits the bulk transaction, if one is open, and leaves the

@@ -2,6 +2,7 @@ package index
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -116,6 +117,11 @@ func TestBulkFlushesAtLimit(t *testing.T) {
 		t.Errorf("bleve docs after 2 ops = %d, want 0", d)
 	}
 	put(t, s, "memory/b.md", "beta one", "beta two")
+	// The group is committed and its batch applied in the background.
+	if fs, err := s.Files(context.Background()); err != nil || len(fs) != 2 {
+		t.Errorf("files after 4 ops = %+v, %v; want a.md and b.md", fs, err)
+	}
+	settleApply(t, s)
 	if d := bleveDocs(t, s); d != 4 {
 		t.Errorf("bleve docs after 4 ops = %d, want 4", d)
 	}
@@ -127,6 +133,57 @@ func TestBulkFlushesAtLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkConsistent(t, s)
+}
+
+// settleApply waits for the keyword batch applied in the background, if any,
+// and clears its journal rows, as the next flush would.
+func settleApply(t *testing.T, s *Store) {
+	t.Helper()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if err := s.awaitApply(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// While a group's batch is applied in the background, the next group
+// deletes its chunks. Clearing the first batch's journal rows must keep the
+// rows the second group wrote for the same chunks: killed before the second
+// batch reaches Bleve, the replay deletes them.
+func TestBulkClearKeepsRejournaledRows(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, testOpts(dir))
+	s.bulkMaxOps = 2
+	s.BeginBulk()
+	put(t, s, "memory/a.md", "sailing boat regatta", "harbour crane") // flushed: applied in the background
+	s.bulkMaxOps = 100
+	put(t, s, "memory/a.md", "quiet reading room") // deletes both, adds one
+	s.wmu.Lock()
+	again := slices.Clone(s.pendIDs)
+	err := s.commitBulk()
+	if err == nil {
+		err = s.awaitApply(context.Background(), again)
+	}
+	s.wmu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := journalRows(t, s); n != 3 {
+		t.Fatalf("journal rows = %d, want 3 (the second group's 2 deletes and 1 index)", n)
+	}
+	kill(t, s)
+
+	s2 := mustOpen(t, testOpts(dir))
+	if hs := kw(t, s2, "regatta crane"); len(hs) != 0 {
+		t.Errorf("deleted chunks found after recovery: %v", paths(hs))
+	}
+	if hs := kw(t, s2, "reading"); len(hs) != 1 {
+		t.Errorf("reading after recovery: %v", paths(hs))
+	}
+	if d := bleveDocs(t, s2); d != 1 {
+		t.Errorf("bleve docs = %d, want 1", d)
+	}
+	checkConsistent(t, s2)
 }
 
 // A file whose write fails inside a group is undone alone; the other files

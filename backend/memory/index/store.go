@@ -142,6 +142,9 @@ type Store struct {
 	pendIDs   []int64
 	pendBytes int
 	pendSince time.Time
+	// applying is the committed group's batch being applied to Bleve in
+	// the background (nil: none).
+	applying *keywordApply
 	// Limits of a pending group (defaults bulkMaxOps, bulkMaxBytes,
 	// bulkMaxAge; lowered by tests).
 	bulkMaxOps   int
@@ -547,7 +550,8 @@ func (s *Store) Close() error {
 	s.once.Do(func() {
 		s.wmu.Lock()
 		defer s.wmu.Unlock()
-		if s.pend != nil || s.btx != nil {
+		s.bulk = false // the flush applies the last batch at once
+		if s.pend != nil || s.btx != nil || s.applying != nil {
 			if e := s.flushPending(context.Background()); e != nil {
 				// The journal keeps the operations; the next Open replays them.
 				s.log.Warn("memory keyword index: pending batch not applied at close", "err", e)
