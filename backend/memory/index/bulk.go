@@ -62,13 +62,13 @@ import (
 const (
 	// bulkMaxOps bounds the Bleve operations (index or delete) in the
 	// pending batch, i.e. the documents of one new segment. Building a
-	// segment holds every token's positions in memory, so this trades peak
-	// RSS for indexing speed: fewer, larger segments leave Bleve's merger
-	// less to do. 1,000 instead of 500 indexes 5–15 % more chunks per
-	// second and raises a full index's peak RSS by about 100 MiB
-	// (LongMemEval 243–267 → 314–359 MiB, CMRC 2018 263–279 → 379–422 MiB;
-	// 2,000 cost another 300 MiB in a 30k-chunk sync; docs/BENCHMARKS.md).
-	bulkMaxOps = 1000
+	// segment holds every token's positions in memory, and in bulk mode a
+	// batch is built while the next one fills, so this trades peak RSS for
+	// indexing speed (fewer, larger segments leave Bleve's merger less to
+	// do). With the background apply, 500 was as fast as 1,000 (10k → 100k
+	// chunks: 945 and 905 chunks/s) at half the peak RSS (10k chunks: 429
+	// and 788 MiB, the corpus generator's included; docs/BENCHMARKS.md).
+	bulkMaxOps = 500
 	// bulkMaxBytes bounds the chunk text held by the pending batch.
 	bulkMaxBytes = 8 << 20
 	// bulkMaxAge bounds how long the keyword leg lags behind SQLite during a
