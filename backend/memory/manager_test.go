@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/atrium-dev/atrium/backend/memory/chunk"
 	"github.com/atrium-dev/atrium/backend/memory/embed"
 	"github.com/atrium-dev/atrium/backend/memory/index"
 )
@@ -845,5 +846,34 @@ func TestCancelledSyncResumes(t *testing.T) {
 		if rs := f.search(t, q); len(rs) == 0 || rs[0].Path != want {
 			t.Errorf("%s: %v, want %s first", q, resultPaths(rs), want)
 		}
+	}
+}
+
+// A chunk repeated in many files (a shared section) is embedded once per
+// sync, not once per file, also while the prefetch prepares files ahead of
+// the writer from the committed index.
+func TestRepeatedChunkEmbeddedOnce(t *testing.T) {
+	shared := "## Shared\n\nThe team agreed that every release ships with a rollback plan and a named owner on call."
+	files := map[string]string{}
+	const n = 300
+	for i := 0; i < n; i++ {
+		files[fmt.Sprintf("memory/notes/n%03d.md", i)] = shared + fmt.Sprintf("\n\n## Own\n\nNote %d about topic-%d and nothing else.", i, i*7919)
+	}
+	f := newFixture(t, files, func(o *Options) {
+		o.Chunking = chunk.Options{MaxTokens: 30, OverlapTokens: -1}
+		o.SyncWorkers = 2
+	})
+	f.sync(t)
+	st := f.m.Status()
+	if st.Chunks != 2*n {
+		t.Fatalf("chunks = %d, want %d (a shared and an own chunk per file)", st.Chunks, 2*n)
+	}
+	// n own chunks and the shared one, plus at most one more for the shared
+	// chunk when two workers race for it.
+	if got := f.emb.texts.Load(); got > n+2 {
+		t.Errorf("embedded %d texts for %d distinct chunks", got, n+1)
+	}
+	if rs := f.search(t, "rollback plan named owner"); len(rs) == 0 {
+		t.Error("the shared chunk is not found")
 	}
 }

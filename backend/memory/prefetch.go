@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -28,8 +29,11 @@ import (
 // left for indexPrepared to meet and report in the usual way. Its reads
 // (the file's record, the embedding cache) see the index as last committed
 // and never wait for the writer, which holds its lock for the whole of a
-// file's write and of a group's keyword batch: a chunk cached by the open
-// group is embedded again ahead, and the writer takes the cached vector.
+// file's write. So that a chunk repeated in many files (a shared section,
+// a template) is not embedded once per file, the first file of the sync to
+// embed a chunk ahead claims it (claims); the other files leave it to the
+// writer, which finds it in the open group's cache. Two workers may race
+// for a chunk's claim, and then it is embedded twice at most.
 
 // prepared is the write-free part of indexing one file, done ahead.
 type prepared struct {
@@ -97,13 +101,14 @@ func (m *Manager) prefetch(ctx context.Context, st *index.Store, files []diskFil
 		}
 	}()
 	var embedFailed atomic.Bool
+	cl := &claims{hashes: map[uint64]struct{}{}}
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range jobs {
-				out[i] <- m.prepare(ctx, st, files[i].rel, &embedFailed)
+				out[i] <- m.prepare(ctx, st, files[i].rel, &embedFailed, cl)
 			}
 		}()
 	}
@@ -118,11 +123,35 @@ func (m *Manager) prefetch(ctx context.Context, st *index.Store, files []diskFil
 	}
 }
 
+// claims records the chunks embedded ahead in one sync, by the first 64
+// bits of their hash (a collision only leaves a chunk to the writer).
+type claims struct {
+	mu     sync.Mutex
+	hashes map[uint64]struct{}
+}
+
+// claim reports whether the chunk of hash (hex SHA-256) was not claimed
+// before, and claims it.
+func (c *claims) claim(hash string) bool {
+	k, err := strconv.ParseUint(hash[:min(16, len(hash))], 16, 64)
+	if err != nil {
+		return true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.hashes[k]; ok {
+		return false
+	}
+	c.hashes[k] = struct{}{}
+	return true
+}
+
 // prepare does the write-free work of indexing rel: stat, read, and for a
 // text file whose content differs from the indexed one (or has chunks
 // without vectors), chunking, embedding (unless an embed failed before in
-// this sync: indexPrepared then meets the failure itself) and analysis.
-func (m *Manager) prepare(ctx context.Context, st *index.Store, rel string, embedFailed *atomic.Bool) *prepared {
+// this sync: indexPrepared then meets the failure itself; chunks claimed by
+// another file are left to the writer) and analysis.
+func (m *Manager) prepare(ctx context.Context, st *index.Store, rel string, embedFailed *atomic.Bool, cl *claims) *prepared {
 	p := &prepared{stated: true}
 	abs := filepath.Join(m.ws, filepath.FromSlash(rel))
 	p.info, p.statErr = os.Lstat(abs)
@@ -170,6 +199,9 @@ func (m *Manager) prepare(ctx context.Context, st *index.Store, rel string, embe
 			continue
 		}
 		seen[c.Hash] = true
+		if !cl.claim(c.Hash) {
+			continue
+		}
 		texts, their = append(texts, c.Text), append(their, c.Hash)
 	}
 	p.vecs = map[string][]float32{}

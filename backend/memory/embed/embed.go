@@ -160,9 +160,12 @@ type Builtin struct {
 	stems *stemMemo // nil: each call keeps its own
 }
 
-// maxStemMemo bounds Builtin's memo of word-feature hashes (about 40 bytes
-// per word).
-const maxStemMemo = 1 << 17
+// maxStemMemo bounds Builtin's memo of word-feature hashes: at most that
+// many words of at most maxStemMemoLen bytes (under 100 bytes each).
+const (
+	maxStemMemo    = 1 << 17
+	maxStemMemoLen = 48
+)
 
 // stemMemo maps an English word to its word-feature hash.
 type stemMemo struct {
@@ -178,6 +181,9 @@ func (m *stemMemo) get(w []byte) (uint64, bool) {
 }
 
 func (m *stemMemo) put(w []byte, h uint64) {
+	if len(w) > maxStemMemoLen {
+		return
+	}
 	m.mu.Lock()
 	if len(m.words) < maxStemMemo {
 		m.words[string(w)] = h

@@ -26,9 +26,13 @@ import (
 // (TestTextAnalyzerEqualsMapping, also over the corpora). Queries and
 // Bleve's own analysis (journal replay, refill) use the mapping's analyzer.
 
-// maxStemMemo bounds the stemmer memo (distinct terms; about 64 bytes each).
-// Past it, new terms are stemmed and not remembered.
-const maxStemMemo = 1 << 17
+// maxStemMemo bounds the stemmer memo (distinct terms of at most
+// maxStemMemoLen bytes, so under 200 bytes each). Past it, and for longer
+// terms, terms are stemmed and not remembered.
+const (
+	maxStemMemo    = 1 << 17
+	maxStemMemoLen = 48
+)
 
 // textAnalyzer is the mapping's [AnalyzerName] analyzer with the shortcuts
 // described above. It is safe for concurrent use.
@@ -126,6 +130,9 @@ func (m *memoStemmer) Filter(input analysis.TokenStream) analysis.TokenStream {
 		}
 		term := string(tok.Term)
 		m.stem.Filter(analysis.TokenStream{tok})
+		if len(term) > maxStemMemoLen {
+			continue
+		}
 		m.mu.Lock()
 		if len(m.terms) < maxStemMemo {
 			m.terms[term] = string(tok.Term)

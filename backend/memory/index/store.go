@@ -556,6 +556,10 @@ func (s *Store) Close() error {
 				// The journal keeps the operations; the next Open replays them.
 				s.log.Warn("memory keyword index: pending batch not applied at close", "err", e)
 			}
+			// A failed commit returns before the batch in flight is waited for.
+			if e := s.awaitApply(context.Background(), nil); e != nil {
+				s.log.Warn("memory keyword index: pending batch not applied at close", "err", e)
+			}
 		}
 		close(s.closed)
 		if s.bl != nil {
