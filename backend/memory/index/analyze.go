@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/blevesearch/bleve/v2/analysis"
+	"github.com/blevesearch/bleve/v2/analysis/lang/cjk"
 	"github.com/blevesearch/bleve/v2/analysis/lang/en"
 	"github.com/blevesearch/bleve/v2/analysis/tokenizer/exception"
 	unicodetok "github.com/blevesearch/bleve/v2/analysis/tokenizer/unicode"
@@ -14,17 +15,22 @@ import (
 
 // The chunk analyzer.
 //
-// Analysis is a sixth of a full sync's CPU, and three steps of the
+// Analysis is a sixth of a full sync's CPU, and four steps of the
 // [AnalyzerName] chain do work whose result is known in advance for most
 // text: the char filter trimUnderscores cannot change a text without "_";
 // the tokenizer's exception regexp (symbolPattern, \p{So}) finds nothing in
 // a text without an "other symbol" rune, and the exception tokenizer then
-// returns exactly the unicode tokenizer's tokens; and the Snowball stemmer is
-// a pure function of the term, which repeats (Zipf). textAnalyzer skips the
-// first two when they cannot apply and memoises the third, so that
-// analyzeText returns token for token what the mapping's analyzer returns
-// (TestTextAnalyzerEqualsMapping, also over the corpora). Queries and
-// Bleve's own analysis (journal replay, refill) use the mapping's analyzer.
+// returns exactly the unicode tokenizer's tokens; the CJK width filter
+// changes only terms with a fullwidth or halfwidth form (U+FF01–U+FF9F) or
+// invalid UTF-8, which it re-encodes, and rebuilds every other term as it
+// was; and the Snowball stemmer is a pure function of the term, which
+// repeats (Zipf). textAnalyzer skips the first two when they cannot apply,
+// runs the width filter only on the terms it can change, and memoises the
+// stemmer, so that analyzeText returns token for token what the mapping's
+// analyzer returns (TestTextAnalyzerEqualsMapping, also over the corpora).
+// Every chunk text Bleve indexes goes through analyzeText (PutFile, the
+// journal replay, the refill: Store.indexChunk); queries use the mapping's
+// analyzer.
 
 // maxStemMemo bounds the stemmer memo (distinct terms of at most
 // maxStemMemoLen bytes, so under 200 bytes each). Past it, and for longer
@@ -57,9 +63,12 @@ func newTextAnalyzer(an analysis.Analyzer) *textAnalyzer {
 	t := &textAnalyzer{full: d, words: unicodetok.NewUnicodeTokenizer()}
 	stemmers := 0
 	for _, f := range d.TokenFilters {
-		if st, ok := f.(*en.EnglishStemmerFilter); ok {
-			f = &memoStemmer{stem: st, terms: map[string]string{}}
+		switch tf := f.(type) {
+		case *en.EnglishStemmerFilter:
+			f = &memoStemmer{stem: tf, terms: map[string]string{}}
 			stemmers++
+		case *cjk.CJKWidthFilter:
+			f = widthFilter{tf}
 		}
 		t.filters = append(t.filters, f)
 	}
@@ -103,6 +112,36 @@ func hasOtherSymbol(b []byte) bool {
 		i += n
 	}
 	return false
+}
+
+// widthFilter applies the CJK width filter to the tokens whose term it can
+// change. The others keep their term slices, which point into the analysed
+// text (Analyze's own copy, with disjoint ranges per token): the lowercase
+// filter that follows rewrites them in place, and the stemmer gives each
+// token a slice of its own.
+type widthFilter struct{ width *cjk.CJKWidthFilter }
+
+func (w widthFilter) Filter(input analysis.TokenStream) analysis.TokenStream {
+	for i, tok := range input {
+		if hasWidthForm(tok.Term) {
+			w.width.Filter(input[i : i+1])
+		}
+	}
+	return input
+}
+
+// hasWidthForm reports whether the CJK width filter can change term: it
+// holds a rune encoded EF BC xx – EF BE xx (U+FF00–U+FFBF, which contains
+// the filter's ranges U+FF01–U+FF5E and U+FF65–U+FF9F) or is not valid
+// UTF-8 (the filter decodes and re-encodes every term, so invalid bytes
+// become U+FFFD).
+func hasWidthForm(term []byte) bool {
+	for i := 0; i+1 < len(term); i++ {
+		if term[i] == 0xEF && term[i+1] >= 0xBC && term[i+1] <= 0xBE {
+			return true
+		}
+	}
+	return !utf8.Valid(term)
 }
 
 // memoStemmer is a Snowball stemmer filter that remembers the stem of each

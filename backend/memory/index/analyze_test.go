@@ -42,6 +42,8 @@ func TestTextAnalyzerEqualsMapping(t *testing.T) {
 		"❤️ 👩‍💻 © ™ ✓ only symbols",            // So runes, modifiers, ZWJ
 		"bad \xff\xfe bytes \xe4\xb8 cut rune", // invalid UTF-8 (U+FFFD is So)
 		"日本語のテキスト 한국어 텍스트 mixed with English",
+		"ｶﾞｷﾞｸﾞ ﾊﾟﾋﾟ ｱｲｳｴｵ ﾞ ｶﾞ Ｑｕｉｃｋ（全角）ｆｏｘ ＡＢＣ１２３ ﾟ", // the width filter: halfwidth kana (voiced marks combine), fullwidth ASCII
+		"half\xef\xbc cut ｶ\xef", // invalid UTF-8 next to width forms
 		"naïveté résumés 'twas rock'n'roll it’s ÉCOLES Москва 2023-12-01 v1.2.3 ①② 'y yy ys", // the stemmer's edges
 		strings.Repeat("memory search 记忆检索 ", 200),
 	}
@@ -55,6 +57,39 @@ func TestTextAnalyzerEqualsMapping(t *testing.T) {
 // paragraph of the corpora's workspaces and on CMRC 2018 and DRCD passages,
 // from two goroutines (the stemmer memo is shared).
 func TestTextAnalyzerEqualsMappingOnCorpora(t *testing.T) {
+	texts := corpusTexts(t)
+	s := openBuiltin(t, t.TempDir())
+	var wg sync.WaitGroup
+	errs := make(chan string, 2)
+	for w := 0; w < 2; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := w; i < len(texts); i += 2 {
+				got, want := s.analyzeText(texts[i]), s.analyzer().Analyze([]byte(texts[i]))
+				if fmt.Sprint(got) != fmt.Sprint(want) {
+					errs <- fmt.Sprintf("%.80q: analyzeText and the mapping differ", texts[i])
+					return
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	for _, f := range s.textAn.filters {
+		if m, ok := f.(*memoStemmer); ok {
+			t.Logf("%d texts, %d stems memoised", len(texts), len(m.terms))
+		}
+	}
+}
+
+// corpusTexts returns every paragraph of the corpora's workspaces and the
+// first 3,000 CMRC 2018 and DRCD passages, or skips t without the corpora.
+func corpusTexts(t *testing.T) []string {
+	t.Helper()
 	root := os.Getenv("ATRIUM_CORPORA")
 	if root == "" {
 		root = filepath.Join("..", "..", "..", "..", "shared", "corpora")
@@ -96,30 +131,5 @@ func TestTextAnalyzerEqualsMappingOnCorpora(t *testing.T) {
 	if len(texts) < 1000 {
 		t.Fatalf("only %d texts read from %s", len(texts), root)
 	}
-	s := openBuiltin(t, t.TempDir())
-	var wg sync.WaitGroup
-	errs := make(chan string, 2)
-	for w := 0; w < 2; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			for i := w; i < len(texts); i += 2 {
-				got, want := s.analyzeText(texts[i]), s.analyzer().Analyze([]byte(texts[i]))
-				if fmt.Sprint(got) != fmt.Sprint(want) {
-					errs <- fmt.Sprintf("%.80q: analyzeText and the mapping differ", texts[i])
-					return
-				}
-			}
-		}(w)
-	}
-	wg.Wait()
-	close(errs)
-	for e := range errs {
-		t.Error(e)
-	}
-	for _, f := range s.textAn.filters {
-		if m, ok := f.(*memoStemmer); ok {
-			t.Logf("%d texts, %d stems memoised", len(texts), len(m.terms))
-		}
-	}
+	return texts
 }

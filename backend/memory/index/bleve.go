@@ -119,7 +119,9 @@ func NewMapping() (*mapping.IndexMappingImpl, error) {
 	fm.Store = false
 	fm.IncludeInAll = false
 	// Term vectors (positions) let a search report which query terms a
-	// chunk contains and where, for coverage and the phrase test.
+	// chunk contains and where, for coverage and the phrase test. Chunks
+	// are indexed as chunkTextFields, which keep none for CJK bigrams
+	// (field.go).
 	fm.IncludeTermVectors = true
 	fm.DocValues = false
 	pm := bleve.NewKeywordFieldMapping()
@@ -226,13 +228,9 @@ func (s *Store) analyzeText(text string) analysis.TokenStream {
 	return an.Analyze([]byte(text))
 }
 
-// replayAnalyzer gives Bleve a token stream analysed before.
-type replayAnalyzer struct{ ts analysis.TokenStream }
-
-func (r replayAnalyzer) Analyze([]byte) analysis.TokenStream { return r.ts }
-
 // analyzedDoc builds the Bleve document of chunk id as the mapping does,
-// with ts (analyzeText of text) as its text field's tokens.
+// with ts (analyzeText of text) as its text field's tokens, in a
+// chunkTextField (field.go).
 func (s *Store) analyzedDoc(id int64, text, path string, ts analysis.TokenStream) (*document.Document, error) {
 	doc := document.NewDocument(docID(id))
 	if err := s.bl.Mapping().MapDocument(doc, newBleveDoc(text, path)); err != nil {
@@ -240,10 +238,23 @@ func (s *Store) analyzedDoc(id int64, text, path string, ts analysis.TokenStream
 	}
 	for i, f := range doc.Fields {
 		if tf, ok := f.(*document.TextField); ok && tf.Name() == textField {
-			doc.Fields[i] = document.NewTextFieldCustom(textField, tf.ArrayPositions(), tf.Value(), tf.Options(), replayAnalyzer{ts})
+			doc.Fields[i] = newChunkTextField(tf.Value(), tf.ArrayPositions(), tf.Options(), ts)
 		}
 	}
 	return doc, nil
+}
+
+// indexChunk adds chunk id of file path with the given text to b, analysed
+// as PutFile analyses it.
+func (s *Store) indexChunk(b *bleve.Batch, id int64, text, path string) error {
+	doc, err := s.analyzedDoc(id, text, path, s.analyzeText(text))
+	if err != nil {
+		return err
+	}
+	if err := b.IndexAdvanced(doc); err != nil {
+		return fmt.Errorf("bleve: %w", err)
+	}
+	return nil
 }
 
 // distinctTerms returns the distinct non-empty terms of toks in order.
@@ -304,7 +315,7 @@ func (s *Store) refillBleve(ctx context.Context) error {
 		if err := rows.Scan(&id, &text, &path); err != nil {
 			return fmt.Errorf("refill bleve: %w", err)
 		}
-		if err := b.Index(docID(id), newBleveDoc(text, path)); err != nil {
+		if err := s.indexChunk(b, id, text, path); err != nil {
 			return fmt.Errorf("refill bleve: %w", err)
 		}
 		n++

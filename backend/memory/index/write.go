@@ -439,7 +439,7 @@ func (s *Store) replayJournal(ctx context.Context) error {
 		}
 		ids = append(ids, id)
 		if op == opIndex && text.Valid {
-			if err := b.Index(docID(id), newBleveDoc(text.String, path.String)); err != nil {
+			if err := s.indexChunk(b, id, text.String, path.String); err != nil {
 				rows.Close()
 				return fmt.Errorf("replay journal: %w", err)
 			}
@@ -510,7 +510,7 @@ func (s *Store) reconcile(ctx context.Context) error {
 			delete(inBleve, id)
 			continue
 		}
-		if err := b.Index(docID(id), newBleveDoc(text, path)); err != nil {
+		if err := s.indexChunk(b, id, text, path); err != nil {
 			return fmt.Errorf("reindex chunk: %w", err)
 		}
 	}
