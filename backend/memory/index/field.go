@@ -38,7 +38,7 @@ type chunkTextField struct {
 	value          []byte
 	arrayPositions []uint64
 	options        bindex.FieldIndexingOptions
-	tokens         analysis.TokenStream // until Analyze
+	tokens         analysis.TokenStream
 	length         int
 	freqs          bindex.TokenFrequencies
 	size           int
@@ -63,11 +63,11 @@ func (f *chunkTextField) Size() int                                         { re
 // Text returns the field's text (bleve_index_api.TextField).
 func (f *chunkTextField) Text() string { return string(f.value) }
 
-// Analyze turns the token stream into term frequencies; it is called once,
-// by scorch's analysis workers.
+// Analyze turns the token stream into term frequencies. Scorch's analysis
+// workers call it once per document; a second call builds the same result
+// again, as document.TextField's does.
 func (f *chunkTextField) Analyze() {
 	ts := f.tokens
-	f.tokens = nil
 	f.length = len(ts)
 	var freqBytes int
 	f.freqs, freqBytes = f.termFrequencies(ts)

@@ -2,9 +2,12 @@ package index
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/rand"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -84,11 +87,39 @@ func TestChunkTextFieldEqualsTextField(t *testing.T) {
 	}
 }
 
+// TestChunkTextFieldEqualsTextFieldOnCorpora also checks the invariant
+// that dropping bigram locations relies on: no term is both a CJK bigram
+// and another token (so a phrase-sequence term never loses a position).
 func TestChunkTextFieldEqualsTextFieldOnCorpora(t *testing.T) {
 	texts := corpusTexts(t)
 	s := openBuiltin(t, t.TempDir())
+	bigrams, others := map[string]bool{}, map[string]bool{}
 	for _, text := range texts {
 		sameField(t, s.Store, text)
+		for _, tok := range s.analyzeText(text) {
+			if tok.Type == analysis.Double {
+				bigrams[string(tok.Term)] = true
+			} else {
+				others[string(tok.Term)] = true
+			}
+		}
+	}
+	for term := range bigrams {
+		if others[term] {
+			t.Errorf("term %q is a CJK bigram and another token", term)
+		}
+	}
+	t.Logf("%d texts: %d bigram terms, %d other terms", len(texts), len(bigrams), len(others))
+}
+
+func TestChunkTextFieldAnalyzeTwice(t *testing.T) {
+	s := openBuiltin(t, t.TempDir())
+	f := newChunkTextField([]byte("数据库 a b a"), nil, bindex.IndexField|bindex.IncludeTermVectors, s.analyzeText("数据库 a b a"))
+	f.Analyze()
+	n, terms, size := f.AnalyzedLength(), len(f.AnalyzedTokenFrequencies()), f.Size()
+	f.Analyze()
+	if n == 0 || f.AnalyzedLength() != n || len(f.AnalyzedTokenFrequencies()) != terms || f.Size() != size {
+		t.Fatalf("second Analyze: length %d terms %d size %d, first %d %d %d", f.AnalyzedLength(), len(f.AnalyzedTokenFrequencies()), f.Size(), n, terms, size)
 	}
 }
 
@@ -139,4 +170,137 @@ func TestBigramsHaveNoLocations(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(openBuiltin(t, dir).Store, "refill") // a fresh Bleve index is refilled from SQLite
+
+	// The journal replay: killed between a bulk group's commit and its
+	// Bleve batch.
+	dir = t.TempDir()
+	b = openBuiltin(t, dir)
+	b.BeginBulk()
+	b.put(t, "a.md", text)
+	b.wmu.Lock()
+	err := b.commitBulk()
+	b.wmu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kill(t, b.Store)
+	check(openBuiltin(t, dir).Store, "journal replay")
+}
+
+// TestMixedSegmentsSearchAlike: an index written before chunkTextField has
+// bigram locations in its segments. Segments of both kinds, alone, side by
+// side and merged into one, give the same search results (scores, keyword
+// scores, coverage, phrase flags) on CMRC 2018 passages and questions plus
+// random substrings of the passages (phrases).
+func TestMixedSegmentsSearchAlike(t *testing.T) {
+	texts := corpusTexts(t)
+	var zh []string
+	for _, tx := range texts {
+		if strings.ContainsRune(tx, '的') && len(zh) < 300 {
+			zh = append(zh, tx)
+		}
+	}
+	zh = append(zh, "カタカナのテキストとひらがな、ｶﾀｶﾅ半角 ｶﾞｷﾞ", "发布数据库索引 and the release notes 한국어 텍스트")
+	rng := rand.New(rand.NewSource(7))
+	qs := []string{"カタカナ", "ｶﾀｶﾅ", "release notes", "数据库索引", "索引数据库", "한국어 텍스트"}
+	for len(qs) < 100 {
+		rs := []rune(zh[rng.Intn(len(zh))])
+		if len(rs) < 20 {
+			continue
+		}
+		at := rng.Intn(len(rs) - 10)
+		qs = append(qs, string(rs[at:at+2+rng.Intn(8)]))
+	}
+	b := openBuiltin(t, t.TempDir())
+	for i := 0; i < len(zh); i += 3 {
+		b.put(t, fmt.Sprintf("f%03d.md", i), zh[i:min(i+3, len(zh))]...)
+	}
+	s := b.Store
+	ctx := context.Background()
+	collect := func() map[string]map[int64][4]any {
+		t.Helper()
+		out := map[string]map[int64][4]any{}
+		for _, q := range qs {
+			hs, err := s.Search(ctx, Query{Text: q, MaxResults: 50, MinScore: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[q] = map[int64][4]any{}
+			for _, h := range hs {
+				out[q][h.ChunkID] = [4]any{h.Score, h.Keyword, h.Coverage, h.Phrase}
+			}
+		}
+		return out
+	}
+	// reindex indexes the chunks with keep(id) again, in batches of n:
+	// with Bleve's own analysis and document.TextField (old) or as the
+	// Store does.
+	reindex := func(old bool, keep func(int64) bool, n int) {
+		t.Helper()
+		rows, err := s.db.Query("SELECT id, text, path FROM chunks ORDER BY id")
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch := s.bl.NewBatch()
+		for rows.Next() {
+			var id int64
+			var text, path string
+			if err := rows.Scan(&id, &text, &path); err != nil {
+				t.Fatal(err)
+			}
+			if !keep(id) {
+				continue
+			}
+			if old {
+				err = batch.Index(docID(id), newBleveDoc(text, path))
+			} else {
+				err = s.indexChunk(batch, id, text, path)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if batch.Size() >= n {
+				if err := s.bl.Batch(batch); err != nil {
+					t.Fatal(err)
+				}
+				batch.Reset()
+			}
+		}
+		if err := errors.Join(rows.Err(), rows.Close(), s.bl.Batch(batch)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	compact := func() {
+		t.Helper()
+		if err := s.Compact(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	compact()
+	states := map[string]map[string]map[int64][4]any{"new": collect()}
+	reindex(true, func(id int64) bool { return id%3 == 0 }, 40)
+	states["mixed"] = collect()
+	compact()
+	states["mixed, merged"] = collect()
+	reindex(true, func(int64) bool { return true }, 1000)
+	compact()
+	old := collect()
+	phrases := 0
+	for _, hs := range old {
+		for _, h := range hs {
+			if h[3].(bool) {
+				phrases++
+			}
+		}
+	}
+	if phrases < 20 {
+		t.Fatalf("only %d phrase hits: the test would not notice lost positions", phrases)
+	}
+	for name, got := range states {
+		for _, q := range qs {
+			if !reflect.DeepEqual(got[q], old[q]) {
+				t.Errorf("%s: %q: results differ from the old-style index:\n%v\n%v", name, q, got[q], old[q])
+			}
+		}
+	}
 }
