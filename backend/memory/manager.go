@@ -174,6 +174,13 @@ type Options struct {
 	SessionSweep time.Duration
 }
 
+// isLocal reports whether e computes vectors in process faster than the
+// index can cache them (embed.Builtin.Local).
+func isLocal(e embed.Embedder) bool {
+	l, ok := e.(interface{ Local() bool })
+	return ok && l.Local()
+}
+
 // Manager is the memory engine of one workspace. Create it with Open.
 type Manager struct {
 	opts Options
@@ -378,6 +385,8 @@ func Open(opts Options) (*Manager, error) {
 		Dims:     m.emb.Dims(),
 		Chunking: fmt.Sprintf("lines/%d/%d", opts.Chunking.MaxTokens, opts.Chunking.OverlapTokens),
 		Logger:   opts.Logger,
+		// An embedder faster than the cache (builtin) is not cached.
+		NoEmbeddingCache: isLocal(opts.Embedder),
 	}
 	s, err := m.openStore()
 	if err != nil {

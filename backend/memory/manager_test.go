@@ -3,6 +3,7 @@ package memory
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -875,5 +876,36 @@ func TestRepeatedChunkEmbeddedOnce(t *testing.T) {
 	}
 	if rs := f.search(t, "rollback plan named owner"); len(rs) == 0 {
 		t.Error("the shared chunk is not found")
+	}
+}
+
+// TestBuiltinVectorsNotCached: the builtin embedder (embed.Builtin.Local)
+// is faster than the embedding cache, so its vectors are not cached; any
+// other embedder's are (here the builtin behind a wrapper without Local).
+func TestBuiltinVectorsNotCached(t *testing.T) {
+	files := map[string]string{"memory/a.md": "# A\n\nalpha beta gamma\n", "memory/b.md": "# B\n\n数据库 索引\n"}
+	for _, builtin := range []bool{true, false} {
+		f := newFixture(t, files, func(o *Options) {
+			if builtin {
+				o.Embedder = embed.NewBuiltin(embed.BuiltinOptions{})
+			}
+		})
+		f.sync(t)
+		if len(f.search(t, "alpha")) == 0 {
+			t.Fatalf("builtin %v: no hit for alpha", builtin)
+		}
+		db, err := sql.Open("sqlite3", "file:"+filepath.Join(f.idx, index.DBName)+"?mode=ro")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rows int
+		err = db.QueryRow("SELECT count(*) FROM embedding_cache").Scan(&rows)
+		db.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (rows == 0) != builtin {
+			t.Errorf("builtin %v: %d embedding cache rows", builtin, rows)
+		}
 	}
 }

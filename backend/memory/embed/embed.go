@@ -208,6 +208,13 @@ func NewBuiltin(opts BuiltinOptions) *Builtin {
 // leg lower in hybrid search. Providers without this method are semantic.
 func (b *Builtin) Lexical() bool { return true }
 
+// Local reports that the builtin embedder computes its vectors in process,
+// deterministically, in about 0.2 ms a chunk: faster than the memory index
+// can store them in its embedding cache and read them back, so the memory
+// engine does not cache them (index.Options.NoEmbeddingCache). Providers
+// without this method are cached.
+func (b *Builtin) Local() bool { return true }
+
 // Provider returns "builtin".
 func (b *Builtin) Provider() string { return BuiltinProvider }
 

@@ -102,6 +102,16 @@ type Options struct {
 	// negative keeps none (long lists are then walked with Bleve's
 	// iterator, short ones decoded per search).
 	PostingsCacheBytes int64
+	// NoEmbeddingCache: the Store neither writes chunk vectors into the
+	// embedding cache nor reads them from it (CachedEmbeddings and
+	// CommittedEmbeddings find nothing, and rows written before are left
+	// unused). It is for embedders that are cheaper to run than the cache is
+	// to keep: package memory sets it for the builtin embedder
+	// (embed.Builtin.Local). There the cache's inserts at random keys took a
+	// tenth to a sixth of a full sync at 100k chunks, and its rows were about
+	// 1.5 KiB per chunk on disk (docs/BENCHMARKS.md). Default false: vectors
+	// are cached by provider, model, dims and content hash (SPEC §4.2).
+	NoEmbeddingCache bool
 }
 
 // Meta is the identity of an index as stored in its meta table.

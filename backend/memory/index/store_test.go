@@ -432,3 +432,41 @@ func TestEmbeddingCache(t *testing.T) {
 func bleveReq(q query.Query, n int) *bleve.SearchRequest {
 	return bleve.NewSearchRequestOptions(q, n, 0, false)
 }
+
+// TestNoEmbeddingCache: with Options.NoEmbeddingCache the Store writes no
+// vectors into the embedding cache and finds none there (not even rows an
+// earlier Store wrote), while the vector leg still searches the chunks.
+func TestNoEmbeddingCache(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		o := testOpts(t.TempDir())
+		o.NoEmbeddingCache = off
+		s := mustOpen(t, o)
+		put(t, s, "a.md", "alpha beta", "gamma delta")
+		var rows int
+		if err := s.db.QueryRow("SELECT count(*) FROM embedding_cache").Scan(&rows); err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]int{false: 2, true: 0}[off]; rows != want {
+			t.Errorf("NoEmbeddingCache %v: %d cache rows, want %d", off, rows, want)
+		}
+		if _, err := s.db.Exec("INSERT OR IGNORE INTO embedding_cache(provider, model, dims, hash, embedding) VALUES(?, ?, ?, ?, ?)",
+			o.Provider, o.Model, o.Dims, sha("alpha beta"), encodeVector(toyVec("alpha beta", o.Dims))); err != nil {
+			t.Fatal(err)
+		}
+		for name, read := range map[string]func(context.Context, []string) (map[string][]float32, error){
+			"CachedEmbeddings": s.CachedEmbeddings, "CommittedEmbeddings": s.CommittedEmbeddings,
+		} {
+			got, err := read(context.Background(), []string{sha("alpha beta")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (len(got) == 1) == off {
+				t.Errorf("NoEmbeddingCache %v: %s found %d vectors", off, name, len(got))
+			}
+		}
+		hs, err := s.Search(context.Background(), Query{Vector: toyVec("gamma delta", o.Dims), MaxResults: 1, MinScore: -1})
+		if err != nil || len(hs) != 1 || hs[0].Text != "gamma delta" {
+			t.Errorf("NoEmbeddingCache %v: vector search: %+v %v", off, hs, err)
+		}
+	}
+}

@@ -118,8 +118,9 @@ func fileRecord(ctx context.Context, q queryer, path string) (f FileRecord, ok b
 
 // CachedEmbeddings returns the cached embeddings of the given chunk hashes for
 // this Store's provider, model and dims (SPEC §4.2 embedding cache). Missing
-// hashes are absent from the map. During a bulk write it sees the writes not
-// yet committed (and waits for the writer's current file write to end).
+// hashes are absent from the map; with Options.NoEmbeddingCache all are.
+// During a bulk write it sees the writes not yet committed (and waits for
+// the writer's current file write to end).
 func (s *Store) CachedEmbeddings(ctx context.Context, hashes []string) (map[string][]float32, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
@@ -140,6 +141,9 @@ func (s *Store) CommittedEmbeddings(ctx context.Context, hashes []string) (map[s
 }
 
 func (s *Store) cachedEmbeddings(ctx context.Context, q queryer, hashes []string) (map[string][]float32, error) {
+	if s.opts.NoEmbeddingCache {
+		return map[string][]float32{}, nil
+	}
 	out := make(map[string][]float32, len(hashes))
 	const step = 500
 	for i := 0; i < len(hashes); i += step {
@@ -235,7 +239,9 @@ func (s *Store) PutFile(ctx context.Context, f FileRecord, chunks []ChunkRecord)
 				return fmt.Errorf("put file %s: insert vector: %w", f.Path, err)
 			}
 			ops = append(ops, qop{id: id, vec: slices.Clone(c.Vector), path: f.Path})
-			if _, err := insCache.ExecContext(ctx, s.opts.Provider, s.opts.Model, s.opts.Dims, c.Hash, blob); err != nil {
+			if s.opts.NoEmbeddingCache {
+				// not cached (Options.NoEmbeddingCache)
+			} else if _, err := insCache.ExecContext(ctx, s.opts.Provider, s.opts.Model, s.opts.Dims, c.Hash, blob); err != nil {
 				return fmt.Errorf("put file %s: cache embedding: %w", f.Path, err)
 			}
 		}
