@@ -2,7 +2,6 @@ package index
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"math/rand"
@@ -274,24 +273,7 @@ func TestReplayedAnalysisEqualsBleveAnalysis(t *testing.T) {
 	rebuilt := openBuiltin(t, dir)
 	// Index every chunk again the way Bleve would by itself: its own
 	// analysis and document.TextField (the refill uses chunkTextField too).
-	rows, err := rebuilt.db.Query("SELECT id, text, path FROM chunks")
-	if err != nil {
-		t.Fatal(err)
-	}
-	batch := rebuilt.bl.NewBatch()
-	for rows.Next() {
-		var id int64
-		var text, path string
-		if err := rows.Scan(&id, &text, &path); err != nil {
-			t.Fatal(err)
-		}
-		if err := batch.Index(docID(id), newBleveDoc(text, path)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := errors.Join(rows.Err(), rows.Close(), rebuilt.bl.Batch(batch)); err != nil {
-		t.Fatal(err)
-	}
+	reindexChunks(t, rebuilt.Store, true, nil, 1000)
 	if got := collect(rebuilt.Store); !reflect.DeepEqual(got, replayed) {
 		t.Fatalf("scores differ between replayed and Bleve's own analysis:\n%v\n%v", replayed, got)
 	}

@@ -232,44 +232,6 @@ func TestMixedSegmentsSearchAlike(t *testing.T) {
 		}
 		return out
 	}
-	// reindex indexes the chunks with keep(id) again, in batches of n:
-	// with Bleve's own analysis and document.TextField (old) or as the
-	// Store does.
-	reindex := func(old bool, keep func(int64) bool, n int) {
-		t.Helper()
-		rows, err := s.db.Query("SELECT id, text, path FROM chunks ORDER BY id")
-		if err != nil {
-			t.Fatal(err)
-		}
-		batch := s.bl.NewBatch()
-		for rows.Next() {
-			var id int64
-			var text, path string
-			if err := rows.Scan(&id, &text, &path); err != nil {
-				t.Fatal(err)
-			}
-			if !keep(id) {
-				continue
-			}
-			if old {
-				err = batch.Index(docID(id), newBleveDoc(text, path))
-			} else {
-				err = s.indexChunk(batch, id, text, path)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if batch.Size() >= n {
-				if err := s.bl.Batch(batch); err != nil {
-					t.Fatal(err)
-				}
-				batch.Reset()
-			}
-		}
-		if err := errors.Join(rows.Err(), rows.Close(), s.bl.Batch(batch)); err != nil {
-			t.Fatal(err)
-		}
-	}
 	compact := func() {
 		t.Helper()
 		if err := s.Compact(ctx); err != nil {
@@ -278,11 +240,11 @@ func TestMixedSegmentsSearchAlike(t *testing.T) {
 	}
 	compact()
 	states := map[string]map[string]map[int64][4]any{"new": collect()}
-	reindex(true, func(id int64) bool { return id%3 == 0 }, 40)
+	reindexChunks(t, s, true, func(id int64) bool { return id%3 == 0 }, 40)
 	states["mixed"] = collect()
 	compact()
 	states["mixed, merged"] = collect()
-	reindex(true, func(int64) bool { return true }, 1000)
+	reindexChunks(t, s, true, nil, 1000)
 	compact()
 	old := collect()
 	phrases := 0
@@ -302,5 +264,45 @@ func TestMixedSegmentsSearchAlike(t *testing.T) {
 				t.Errorf("%s: %q: results differ from the old-style index:\n%v\n%v", name, q, got[q], old[q])
 			}
 		}
+	}
+}
+
+// reindexChunks indexes the chunks of s with keep(id) (all when keep is
+// nil) again, in batches of n: with Bleve's own analysis and
+// document.TextField, as the code before chunkTextField did (old), or as
+// the Store does.
+func reindexChunks(t *testing.T, s *Store, old bool, keep func(int64) bool, n int) {
+	t.Helper()
+	rows, err := s.db.Query("SELECT id, text, path FROM chunks ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := s.bl.NewBatch()
+	for rows.Next() {
+		var id int64
+		var text, path string
+		if err := rows.Scan(&id, &text, &path); err != nil {
+			t.Fatal(err)
+		}
+		if keep != nil && !keep(id) {
+			continue
+		}
+		if old {
+			err = batch.Index(docID(id), newBleveDoc(text, path))
+		} else {
+			err = s.indexChunk(batch, id, text, path)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if batch.Size() >= n {
+			if err := s.bl.Batch(batch); err != nil {
+				t.Fatal(err)
+			}
+			batch.Reset()
+		}
+	}
+	if err := errors.Join(rows.Err(), rows.Close(), s.bl.Batch(batch)); err != nil {
+		t.Fatal(err)
 	}
 }
