@@ -239,10 +239,10 @@ func (s *Store) PutFile(ctx context.Context, f FileRecord, chunks []ChunkRecord)
 				return fmt.Errorf("put file %s: insert vector: %w", f.Path, err)
 			}
 			ops = append(ops, qop{id: id, vec: slices.Clone(c.Vector), path: f.Path})
-			if s.opts.NoEmbeddingCache {
-				// not cached (Options.NoEmbeddingCache)
-			} else if _, err := insCache.ExecContext(ctx, s.opts.Provider, s.opts.Model, s.opts.Dims, c.Hash, blob); err != nil {
-				return fmt.Errorf("put file %s: cache embedding: %w", f.Path, err)
+			if !s.opts.NoEmbeddingCache {
+				if _, err := insCache.ExecContext(ctx, s.opts.Provider, s.opts.Model, s.opts.Dims, c.Hash, blob); err != nil {
+					return fmt.Errorf("put file %s: cache embedding: %w", f.Path, err)
+				}
 			}
 		}
 		if _, err := insJournal.ExecContext(ctx, id, opIndex); err != nil {
