@@ -108,8 +108,9 @@ type Options struct {
 	// unused). It is for embedders that are cheaper to run than the cache is
 	// to keep: package memory sets it for the builtin embedder
 	// (embed.Builtin.Local). There the cache's inserts at random keys took a
-	// tenth to a sixth of a full sync at 100k chunks, and its rows were about
-	// 1.5 KiB per chunk on disk (docs/BENCHMARKS.md). Default false: vectors
+	// tenth to a sixth of a full sync at 100k chunks, and its rows about
+	// 4.6 KiB a chunk on disk, 57 % of the SQLite file (docs/BENCHMARKS.md).
+	// Default false: vectors
 	// are cached by provider, model, dims and content hash (SPEC §4.2).
 	NoEmbeddingCache bool
 }
