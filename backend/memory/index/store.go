@@ -110,8 +110,8 @@ type Options struct {
 	// (embed.Builtin.Local). There the cache's inserts at random keys took a
 	// tenth to a sixth of a full sync at 100k chunks, and its rows about
 	// 4.6 KiB a chunk on disk, 57 % of the SQLite file (docs/BENCHMARKS.md).
-	// Default false: vectors
-	// are cached by provider, model, dims and content hash (SPEC §4.2).
+	// Default false: vectors are cached by provider, model, dims and content
+	// hash (SPEC §4.2).
 	NoEmbeddingCache bool
 }
 
