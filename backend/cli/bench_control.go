@@ -76,4 +76,7 @@ func printControl(w io.Writer, r *control.Report) {
 	fmt.Fprintf(w, "chunk latency (model → client)\tp50 %.2f ms, p99 %.2f ms, max %.2f ms (%d samples)\n",
 		r.ChunkP50Ms, r.ChunkP99Ms, r.ChunkMaxMs, r.ChunkSamples)
 	fmt.Fprintf(w, "answers\t%d (run errors %d, client errors %d)\n", r.Answers, r.RunErrors, r.ClientErrors)
+	for _, c := range append(r.RunErrorCauses, r.ClientErrorCauses...) {
+		fmt.Fprintf(w, "  error: %s\n", c)
+	}
 }

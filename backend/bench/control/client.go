@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,9 +22,15 @@ import (
 // benchmark's process, and full JSON decoding by 200 of them would take
 // most of the CPU the gateway is being measured on.
 type loadClient struct {
-	ws   *websocket.Conn
-	res  chan bool // one per response frame: ok
-	lost atomic.Bool
+	id  string
+	ws  *websocket.Conn
+	res chan []byte // one per response frame
+	// closing is set by close before it ends the connection, so that the
+	// read loop's error is not taken for a lost connection.
+	closing atomic.Bool
+
+	mu   sync.Mutex
+	lost error // why the connection ended before close, nil while it lives
 
 	events atomic.Int64
 	lat    []float64 // chunk latencies (ms), written by the read loop only
@@ -64,7 +72,7 @@ func dialLoad(ctx context.Context, url, token, id string) (*loadClient, error) {
 		ws.CloseNow()
 		return nil, fmt.Errorf("client %s: connect refused: %.200s (%v)", id, data, err)
 	}
-	c := &loadClient{ws: ws, res: make(chan bool, 1), done: make(chan struct{})}
+	c := &loadClient{id: id, ws: ws, res: make(chan []byte, 1), done: make(chan struct{})}
 	go c.readLoop()
 	return c, nil
 }
@@ -76,13 +84,17 @@ func (c *loadClient) readLoop() {
 	for {
 		_, data, err := c.ws.Read(context.Background())
 		if err != nil {
-			c.lost.Store(true)
+			if !c.closing.Load() {
+				c.mu.Lock()
+				c.lost = fmt.Errorf("client %s: connection lost: %w", c.id, err)
+				c.mu.Unlock()
+			}
 			close(c.res)
 			return
 		}
 		switch {
 		case bytes.HasPrefix(data, prefixRes):
-			c.res <- bytes.Contains(data, markOK)
+			c.res <- data
 		case bytes.HasPrefix(data, prefixChat):
 			c.events.Add(1)
 			if bytes.HasPrefix(data, prefixChunk) {
@@ -94,24 +106,53 @@ func (c *loadClient) readLoop() {
 	}
 }
 
-// call sends one request and waits for its response; false when it
-// failed or the connection is gone.
-func (c *loadClient) call(ctx context.Context, n int, method string) bool {
+// errStopped is call's answer when the load phase ended while it waited.
+var errStopped = errors.New("load phase over")
+
+// call sends one request and waits for its response. The error says why
+// it failed (which client, which request, the response or the connection's
+// fate); errStopped when stop ended the wait, which is no failure.
+//
+// The frame is written without stop: coder/websocket closes a connection
+// whose write context ends during the write, and the end of the load
+// phase must not cut connections (they would count as lost). A write
+// that takes longer than writeTimeout fails the client.
+func (c *loadClient) call(stop context.Context, n int, method string) error {
 	frame := `{"type":"req","id":"` + strconv.Itoa(n) + `","method":"` + method + `","params":{}}`
-	if err := c.ws.Write(ctx, websocket.MessageText, []byte(frame)); err != nil {
-		return false
+	wctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	err := c.ws.Write(wctx, websocket.MessageText, []byte(frame))
+	cancel()
+	if err != nil {
+		return fmt.Errorf("client %s: request %d (%s): write: %w", c.id, n, method, err)
 	}
 	select {
-	case ok, open := <-c.res:
-		return ok && open
-	case <-ctx.Done():
-		return false
+	case data, open := <-c.res:
+		if !open {
+			return fmt.Errorf("client %s: request %d (%s): no response: %w", c.id, n, method, c.lostErr())
+		}
+		if !bytes.Contains(data, markOK) {
+			return fmt.Errorf("client %s: request %d (%s): %.300s", c.id, n, method, data)
+		}
+		return nil
+	case <-stop.Done():
+		return errStopped
 	}
+}
+
+// writeTimeout bounds one request frame's write.
+const writeTimeout = 30 * time.Second
+
+// lostErr is why the connection ended before close (nil while it lives).
+func (c *loadClient) lostErr() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lost
 }
 
 // close ends the connection and waits for the read loop (whose latencies
 // may then be read).
 func (c *loadClient) close() {
+	c.closing.Store(true)
 	c.ws.CloseNow()
 	<-c.done
 }

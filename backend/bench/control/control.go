@@ -145,6 +145,37 @@ type Report struct {
 	Answers      int64 `json:"answers"`
 	RunErrors    int64 `json:"runErrors"`
 	ClientErrors int64 `json:"clientErrors"`
+	// RunErrorCauses and ClientErrorCauses say what went wrong, one line
+	// per error (which instance or client, which request, the error or
+	// the gateway's answer), the first maxCauses of each.
+	RunErrorCauses    []string `json:"runErrorCauses,omitempty"`
+	ClientErrorCauses []string `json:"clientErrorCauses,omitempty"`
+}
+
+// maxCauses is how many error causes of each kind a Report keeps.
+const maxCauses = 20
+
+// causes counts errors and keeps the first maxCauses of them; safe for
+// concurrent use.
+type causes struct {
+	mu    sync.Mutex
+	n     int64
+	first []string
+}
+
+func (c *causes) add(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n++
+	if len(c.first) < maxCauses {
+		c.first = append(c.first, err.Error())
+	}
+}
+
+func (c *causes) get() (int64, []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n, append([]string(nil), c.first...)
 }
 
 // Run creates the workspace, starts the app and measures (see the package
@@ -358,9 +389,10 @@ func load(ctx context.Context, a *atrium.App, instances []string, o Options, rep
 	log.Info("bench control: clients connected", "clients", o.Clients)
 
 	var (
-		requests, clientErrs, answers, runErrs atomic.Int64
-		mu                                     sync.Mutex
-		reqLat                                 []float64
+		requests, answers   atomic.Int64
+		clientErrs, runErrs causes
+		mu                  sync.Mutex
+		reqLat              []float64
 	)
 	lctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -390,9 +422,9 @@ func load(ctx context.Context, a *atrium.App, instances []string, o Options, rep
 			methods := []string{"health", "profiles.list"}
 			for n := 0; lctx.Err() == nil; n++ {
 				t := time.Now()
-				if !cl.call(lctx, n, methods[n%2]) {
-					if lctx.Err() == nil {
-						clientErrs.Add(1)
+				if err := cl.call(lctx, n, methods[n%2]); err != nil {
+					if !errors.Is(err, errStopped) {
+						clientErrs.add(err)
 					}
 					break
 				}
@@ -427,8 +459,8 @@ func load(ctx context.Context, a *atrium.App, instances []string, o Options, rep
 	}
 	var chunkLat []float64
 	for _, c := range clients {
-		if c.lost.Load() {
-			clientErrs.Add(1)
+		if err := c.lostErr(); err != nil {
+			clientErrs.add(err)
 		}
 		c.close()
 		chunkLat = append(chunkLat, c.lat...)
@@ -443,7 +475,9 @@ func load(ctx context.Context, a *atrium.App, instances []string, o Options, rep
 	rep.RequestP99Ms = quantile(reqLat, 0.99)
 	rep.ChunkSamples = len(chunkLat)
 	rep.ChunkP50Ms, rep.ChunkP99Ms, rep.ChunkMaxMs = quantile(chunkLat, 0.5), quantile(chunkLat, 0.99), quantile(chunkLat, 1)
-	rep.Answers, rep.RunErrors, rep.ClientErrors = answers.Load(), runErrs.Load(), clientErrs.Load()
+	rep.Answers = answers.Load()
+	rep.RunErrors, rep.RunErrorCauses = runErrs.get()
+	rep.ClientErrors, rep.ClientErrorCauses = clientErrs.get()
 	log.Info("bench control: load done", "requests_per_sec", rep.RequestsPerSec, "events_per_sec", rep.EventsPerSec,
 		"chunk_p99_ms", rep.ChunkP99Ms, "answers", rep.Answers)
 	return nil
@@ -452,7 +486,7 @@ func load(ctx context.Context, a *atrium.App, instances []string, o Options, rep
 // drive sends a message to instance id in session, waits for the run's end
 // and repeats until ctx is done; the last run is waited for (bounded), so
 // the app is idle when the load ends.
-func drive(ctx context.Context, cl *gateway.Client, id, session string, answers, runErrs *atomic.Int64) {
+func drive(ctx context.Context, cl *gateway.Client, id, session string, answers *atomic.Int64, runErrs *causes) {
 	for n := 0; ctx.Err() == nil; n++ {
 		var res struct {
 			RunID string `json:"runId"`
@@ -462,29 +496,30 @@ func drive(ctx context.Context, cl *gateway.Client, id, session string, answers,
 			"message": "bench question " + strconv.Itoa(n), "idempotencyKey": session + "-" + strconv.Itoa(n)}, &res)
 		if err != nil {
 			cancel()
-			runErrs.Add(1)
+			runErrs.add(fmt.Errorf("instance %s: question %d: chat.send: %w", id, n, err))
 			time.Sleep(50 * time.Millisecond)
 			continue
 		}
-		ok := waitRun(cctx, cl, res.RunID)
+		err = waitRun(cctx, cl, res.RunID)
 		cancel()
-		if ok {
-			answers.Add(1)
+		if err != nil {
+			runErrs.add(fmt.Errorf("instance %s: question %d: run %s: %w", id, n, res.RunID, err))
 		} else {
-			runErrs.Add(1)
+			answers.Add(1)
 		}
 	}
 }
 
-// waitRun waits for run's terminal event; true for chat.final.
-func waitRun(ctx context.Context, cl *gateway.Client, runID string) bool {
+// waitRun waits for run's terminal event: nil for chat.final, else an
+// error with the event's payload or why none came.
+func waitRun(ctx context.Context, cl *gateway.Client, runID string) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return false
+			return fmt.Errorf("no end of the run: %w", ctx.Err())
 		case e, open := <-cl.Events():
 			if !open {
-				return false
+				return errors.New("no end of the run: the driver's connection closed")
 			}
 			switch e.Event {
 			case "chat.final", "chat.error", "chat.cancelled":
@@ -492,7 +527,10 @@ func waitRun(ctx context.Context, cl *gateway.Client, runID string) bool {
 					RunID string `json:"runId"`
 				}
 				if json.Unmarshal(e.Payload, &p) == nil && p.RunID == runID {
-					return e.Event == "chat.final"
+					if e.Event == "chat.final" {
+						return nil
+					}
+					return fmt.Errorf("%s %.300s", e.Event, e.Payload)
 				}
 			}
 		}

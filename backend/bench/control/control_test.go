@@ -48,6 +48,7 @@ func TestRunSmall(t *testing.T) {
 		t.Fatalf("chunk latency: %d samples, p50 %v, p99 %v, max %v", rep.ChunkSamples, rep.ChunkP50Ms, rep.ChunkP99Ms, rep.ChunkMaxMs)
 	}
 	if rep.Answers <= 0 || rep.RunErrors != 0 || rep.ClientErrors != 0 {
-		t.Fatalf("runs: %d answers, %d run errors, %d client errors", rep.Answers, rep.RunErrors, rep.ClientErrors)
+		t.Fatalf("runs: %d answers, %d run errors %q, %d client errors %q",
+			rep.Answers, rep.RunErrors, rep.RunErrorCauses, rep.ClientErrors, rep.ClientErrorCauses)
 	}
 }
