@@ -64,7 +64,7 @@ type runLabel struct {
 // client receives carries the runId, profileId, sessionId and messageId of
 // the run it belongs to (its text names the run's question), and each
 // client's own session's events are exactly its run, in order. Then
-// cancel across sessions is refused, and message.delete removes a message
+// cancel across sessions is NOT_FOUND, and message.delete removes a message
 // from both history domains and reaches both clients.
 func TestChatProtocolOverGateway(t *testing.T) {
 	mdl, started, release := heldModel(t)
@@ -87,10 +87,17 @@ func TestChatProtocolOverGateway(t *testing.T) {
 			t.Fatal("the model was not asked twice")
 		}
 	}
-	// Mid-run: cancelling client 0's run from client 1's session is refused.
+	// Mid-run: cancelling client 0's run from client 1's session is
+	// NOT_FOUND (a cancel names the run's profile and session; the answer
+	// does not tell whether another session has a run), and so is a cancel
+	// naming no run at all.
 	r := clients[1].call("chat.cancel", map[string]any{"profileId": "main", "sessionId": sent[1].SessionID, "runId": sent[0].RunID})
-	if r.OK || r.Error == nil || r.Error.Code != "FORBIDDEN" || !strings.Contains(r.Error.Message, "another session") {
-		t.Fatalf("cross-session cancel = %+v, want FORBIDDEN", r)
+	if r.OK || r.Error == nil || r.Error.Code != "NOT_FOUND" ||
+		r.Error.Message != "chat cancel: not found: run "+sent[0].RunID+" is not in progress for profile main in session "+sent[1].SessionID {
+		t.Fatalf("cross-session cancel = %+v, want NOT_FOUND", r)
+	}
+	if r := clients[1].call("chat.cancel", map[string]any{"profileId": "main", "sessionId": "sess-idle"}); r.OK || r.Error == nil || r.Error.Code != "NOT_FOUND" {
+		t.Fatalf("cancel in a session without a run = %+v, want NOT_FOUND", r)
 	}
 	// …and so is deleting a message of a run in progress.
 	r = clients[1].call("message.delete", map[string]any{"messageId": sent[0].UserMessageID})

@@ -410,6 +410,20 @@ func TestChatOnInstances(t *testing.T) {
 		_, ps := eventsOfRun(t, evs, sd.RunID)
 		return len(ps) > 2
 	})
+	// A cancel names the run's profile and session (and run, when given):
+	// another instance, main, or another session is NOT_FOUND (issue 14
+	// item 4: beta-1 cancelled alpha-1's run by naming its session), and
+	// the run goes on (the cancel below still finds it).
+	for _, p := range []map[string]any{
+		{"profileId": "beta-1", "sessionId": "s-cancel"},
+		{"profileId": "main", "sessionId": "s-cancel"},
+		{"profileId": "beta-1", "sessionId": "s-cancel", "runId": sd.RunID},
+		{"profileId": "alpha-1", "sessionId": "s-other", "runId": sd.RunID},
+	} {
+		if r := c1.call("chat.cancel", p); r.OK || r.Error == nil || r.Error.Code != "NOT_FOUND" {
+			t.Fatalf("chat.cancel %v = %+v, want NOT_FOUND", p, r)
+		}
+	}
 	var cr struct{ Cancelled bool }
 	c1.ok("chat.cancel", map[string]any{"profileId": "alpha-1", "sessionId": "s-cancel"}, &cr)
 	evs = r1.wait(t, "the cancelled run", runEnded(t, sd.RunID))

@@ -101,11 +101,12 @@ const (
 
 // Sentinel errors returned by Service methods (wrapped with context).
 var (
-	// ErrNotFound: unknown profile, or unknown history cursor.
+	// ErrNotFound: unknown profile, unknown history cursor, or no run in
+	// progress that a cancel names.
 	ErrNotFound = errors.New("not found")
 	// ErrInvalidInput: a request field is missing or malformed.
 	ErrInvalidInput = errors.New("invalid input")
-	// ErrForbidden: the run belongs to another session or profile.
+	// ErrForbidden: the caller may not do this.
 	ErrForbidden = errors.New("forbidden")
 	// ErrBusy: the session already has a run in progress, or too many runs
 	// are in progress.
@@ -658,11 +659,15 @@ func (s *Service) forget(rn *run) {
 }
 
 // Cancel stops a run in progress; its partial text is kept as an assistant
-// message with Error "cancelled" and chat.cancelled is emitted. With
-// r.RunID empty it cancels the session's run in progress. It reports whether
-// a run in progress was signalled (false: nothing to cancel, e.g. it already
-// ended). Errors: ErrNotFound (unknown profile), ErrInvalidInput (no
-// sessionId), ErrForbidden (the run belongs to another session or profile).
+// message with Error "cancelled" and chat.cancelled is emitted. The run is
+// the one in progress in r.SessionID (r.RunID empty), or r.RunID; either
+// way it must be a run of r.ProfileID in r.SessionID. A request that
+// matches no such run (nothing in progress, the run already ended, or the
+// run is another profile's or another session's) is ErrNotFound, with the
+// same message whichever it was, so a caller learns nothing about other
+// profiles' runs, and those runs go on. On success it returns true.
+// Errors: ErrNotFound (unknown profile, or no matching run),
+// ErrInvalidInput (no sessionId).
 func (s *Service) Cancel(r CancelRequest) (bool, error) {
 	if err := s.checkProfile(r.ProfileID); err != nil {
 		return false, fmt.Errorf("chat cancel: %w", err)
@@ -671,19 +676,20 @@ func (s *Service) Cancel(r CancelRequest) (bool, error) {
 		return false, fmt.Errorf("chat cancel: %w: sessionId is required", ErrInvalidInput)
 	}
 	s.mu.Lock()
-	var rn *run
+	rn := s.bySession[r.SessionID]
 	if r.RunID != "" {
 		rn = s.runs[r.RunID]
-		if rn != nil && (rn.SessionID != r.SessionID || rn.ProfileID != r.ProfileID) {
-			s.mu.Unlock()
-			return false, fmt.Errorf("chat cancel: %w: run %s belongs to another session", ErrForbidden, r.RunID)
-		}
-	} else {
-		rn = s.bySession[r.SessionID]
+	}
+	if rn != nil && (rn.ProfileID != r.ProfileID || rn.SessionID != r.SessionID) {
+		rn = nil // another profile's or session's run: not one this request names
 	}
 	s.mu.Unlock()
-	if rn == nil { // unknown or already finished
-		return false, nil
+	if rn == nil {
+		what := "no run"
+		if r.RunID != "" {
+			what = "run " + r.RunID + " is not"
+		}
+		return false, fmt.Errorf("chat cancel: %w: %s in progress for profile %s in session %s", ErrNotFound, what, r.ProfileID, r.SessionID)
 	}
 	rn.cancel(errCancelled)
 	return true, nil

@@ -312,7 +312,9 @@ func TestCancel(t *testing.T) {
 		t.Run(fmt.Sprintf("byRunID=%v", byRunID), func(t *testing.T) {
 			ms := newModelServer(t)
 			ms.handlers = []http.HandlerFunc{ms.slow("partial ", "answer")}
-			e := newEnv(t, ms.provider(), nil)
+			// writer-1 is an instance id the service knows (a real one in
+			// backend/atrium's instance tests): its cancels reach Cancel.
+			e := newEnv(t, ms.provider(), nil, func(o *Options) { o.Remote = knownInstances{"writer-1": "writer"} })
 			res := e.send(t, "mine", "tell me a long story")
 			e.rec.until(t, res.RunID, func(ev event) bool {
 				c, ok := ev.payload.(ChunkEvent)
@@ -321,9 +323,22 @@ func TestCancel(t *testing.T) {
 			if e.svc.Profiles()[0].State != StateRunning {
 				t.Fatal("profile not running")
 			}
-			// Another session may not cancel this run; a second message is refused.
-			if _, err := e.svc.Cancel(CancelRequest{ProfileID: "main", SessionID: "theirs", RunID: res.RunID}); !errors.Is(err, ErrForbidden) {
-				t.Fatalf("foreign cancel: %v", err)
+			// Neither another session nor another profile cancels this run
+			// (by its id or by its session): NOT_FOUND, the same answer as
+			// for no run at all, and the run goes on.
+			for _, foreign := range []CancelRequest{
+				{ProfileID: "main", SessionID: "theirs", RunID: res.RunID},
+				{ProfileID: "writer-1", SessionID: "mine", RunID: res.RunID},
+				{ProfileID: "writer-1", SessionID: "mine"},
+				{ProfileID: "main", SessionID: "theirs"},
+			} {
+				ok, err := e.svc.Cancel(foreign)
+				if ok || !errors.Is(err, ErrNotFound) || ErrorCode(err) != "NOT_FOUND" || !strings.Contains(err.Error(), "in progress for profile "+foreign.ProfileID+" in session "+foreign.SessionID) {
+					t.Fatalf("foreign cancel %+v = %v, %v; want NOT_FOUND", foreign, ok, err)
+				}
+			}
+			if e.svc.Profiles()[0].State != StateRunning {
+				t.Fatal("a foreign cancel stopped the run")
 			}
 			if _, err := e.svc.Send(context.Background(), SendRequest{ProfileID: "main", SessionID: "mine", Message: "x"}); !errors.Is(err, ErrBusy) || !Retryable(err) || ErrorCode(err) != "CONFLICT" {
 				t.Fatalf("second send: %v (want a retryable CONFLICT)", err)
@@ -347,8 +362,8 @@ func TestCancel(t *testing.T) {
 				t.Fatalf("stored = %+v, %v", stored, err)
 			}
 			// Nothing left to cancel, and the session is free again.
-			if ok, err := e.svc.Cancel(req); ok || err != nil {
-				t.Fatalf("second cancel = %v, %v", ok, err)
+			if ok, err := e.svc.Cancel(req); ok || !errors.Is(err, ErrNotFound) {
+				t.Fatalf("second cancel = %v, %v; want NOT_FOUND", ok, err)
 			}
 			ms.handlers = []http.HandlerFunc{answer("ok")}
 			res2 := e.send(t, "mine", "short one then")
@@ -357,6 +372,21 @@ func TestCancel(t *testing.T) {
 			}
 		})
 	}
+}
+
+// knownInstances is a RemoteRunner that only names instances (id →
+// profile), all stopped: checkProfile accepts their ids, and no run can go
+// to them.
+type knownInstances map[string]string
+
+func (k knownInstances) Instance(id string) (RemoteInstance, bool) {
+	p, ok := k[id]
+	return RemoteInstance{ID: id, ProfileID: p, State: "stopped"}, ok
+}
+func (knownInstances) Persona(string) (string, error) { return "", nil }
+func (knownInstances) Offline(string) bool            { return false }
+func (knownInstances) Stream(context.Context, RemoteRequest, func(model.Delta)) (model.Response, error) {
+	return model.Response{}, &RemoteError{Kind: "stopped", Message: "not running"}
 }
 
 func TestCancelBeforeAnyText(t *testing.T) {
@@ -490,8 +520,8 @@ func TestInvalidRequests(t *testing.T) {
 			}
 		})
 	}
-	if ok, err := e.svc.Cancel(CancelRequest{ProfileID: "main", SessionID: "s", RunID: "unknown"}); ok || err != nil {
-		t.Fatalf("cancel unknown run = %v, %v", ok, err)
+	if ok, err := e.svc.Cancel(CancelRequest{ProfileID: "main", SessionID: "s", RunID: "unknown"}); ok || !errors.Is(err, ErrNotFound) {
+		t.Fatalf("cancel unknown run = %v, %v; want NOT_FOUND", ok, err)
 	}
 }
 
