@@ -140,7 +140,7 @@ type Embedding struct {
 	// Provider: "builtin" (default), "ollama" or "openai" (any
 	// OpenAI-compatible /v1/embeddings server).
 	Provider string `json:"provider,omitempty"`
-	// Model name at the provider (builtin has one: "hashed-ngram-v2").
+	// Model name at the provider (builtin has one: "hashed-ngram-v3"; earlier names are accepted).
 	Model string `json:"model,omitempty"`
 	// BaseURL of the API (ollama, openai); for openai it includes "/v1".
 	BaseURL string `json:"baseUrl,omitempty"`

@@ -49,7 +49,9 @@
 //     which lets "pool" and "pooling" or "LGBT" and "LGBTQ" share features.
 //   - CJK runs (Han, kana, hangul, bopomofo letters): every character is a
 //     feature and so is every adjacent pair in the run, so "数据库" and
-//     "据库" overlap and a one-character query still matches.
+//     "据库" overlap and a one-character query still matches. Traditional
+//     characters are folded to Simplified first (package hanzi, OpenCC's
+//     data), so "記憶" and "记忆" have the same features.
 //   - English function words (about 80: articles, pronouns, auxiliaries,
 //     prepositions, question words — "the", "did", "when", "what") and a
 //     few Chinese particles ("的", "了" ...) and their n-grams are
@@ -74,8 +76,9 @@
 // semantic search needs the ollama or openai providers. Measured quality is
 // in docs/BENCHMARKS.md.
 //
-// Stability: the model name is "hashed-ngram-v2" (v1 had no stems and only
-// 23 function words) and the same text gives
+// Stability: the model name is "hashed-ngram-v3" (v1 had no stems and only
+// 23 function words; v2 did not fold Traditional Chinese to Simplified) and
+// the same text gives
 // bit-identical vectors in every process and run (a golden test pins this),
 // and across platforms: the hash has a fixed seed, and term weights are
 // quantised so that all sums are exact (see tfWeight). Any change to features, hashing, weights or normalisation must
@@ -98,6 +101,8 @@ import (
 	"github.com/blevesearch/snowballstem"
 	"github.com/blevesearch/snowballstem/english"
 	"golang.org/x/text/width"
+
+	"github.com/atrium-dev/atrium/backend/memory/hanzi"
 )
 
 // Embedder turns texts into vectors for the vector leg of memory search
@@ -105,7 +110,7 @@ import (
 type Embedder interface {
 	// Provider names the backend: "builtin", "ollama" or "openai".
 	Provider() string
-	// Model names the model within the provider; builtin: "hashed-ngram-v2".
+	// Model names the model within the provider; builtin: "hashed-ngram-v3".
 	Model() string
 	// Dims is the length of every returned vector. An HTTP provider
 	// configured without dims reports 0 until its first answer (see
@@ -134,7 +139,7 @@ const (
 	// BuiltinProvider is Builtin.Provider().
 	BuiltinProvider = "builtin"
 	// BuiltinModel is Builtin.Model(); see the package doc on stability.
-	BuiltinModel = "hashed-ngram-v2"
+	BuiltinModel = "hashed-ngram-v3"
 	// DefaultBuiltinDims is the vector length when BuiltinOptions.Dims <= 0.
 	DefaultBuiltinDims = 384
 	// BuiltinMaxInputTokens is Builtin.MaxInputTokens().
@@ -218,7 +223,7 @@ func (b *Builtin) Local() bool { return true }
 // Provider returns "builtin".
 func (b *Builtin) Provider() string { return BuiltinProvider }
 
-// Model returns "hashed-ngram-v2".
+// Model returns "hashed-ngram-v3".
 func (b *Builtin) Model() string { return BuiltinModel }
 
 // Dims returns the vector length.
@@ -415,17 +420,21 @@ func isStopCJK(r rune) bool {
 func (sc *scratch) embed(text string, v []float32) {
 	sc.feats = sc.feats[:0]
 	sc.word = sc.word[:0]
-	var prevCJK rune // previous rune of the current CJK run, 0 = none
+	var prevCJK rune // previous rune of the current CJK run (script-folded), 0 = none
+	prevStop := false
 	for _, r := range text {
 		r = fold(r)
 		if isCJKLetter(r) {
 			sc.endWord()
 			stop := isStopCJK(r)
+			// One script for both (hashed-ngram-v3): 記憶 and 记忆 are the
+			// same features. The stop test reads the rune as written.
+			r = hanzi.FoldRune(r)
 			sc.add(mix(seed(kindCJKUni), r), kindCJKUni, stop)
 			if prevCJK != 0 {
-				sc.add(mix(mix(seed(kindCJKBi), prevCJK), r), kindCJKBi, stop || isStopCJK(prevCJK))
+				sc.add(mix(mix(seed(kindCJKBi), prevCJK), r), kindCJKBi, stop || prevStop)
 			}
-			prevCJK = r
+			prevCJK, prevStop = r, stop
 			continue
 		}
 		prevCJK = 0

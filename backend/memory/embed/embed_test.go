@@ -61,7 +61,7 @@ func vecHash(v []float32) string {
 
 func TestBuiltinIdentity(t *testing.T) {
 	b := NewBuiltin(BuiltinOptions{})
-	if b.Provider() != "builtin" || b.Model() != "hashed-ngram-v2" || b.Dims() != 384 || b.MaxInputTokens() != 8192 {
+	if b.Provider() != "builtin" || b.Model() != "hashed-ngram-v3" || b.Dims() != 384 || b.MaxInputTokens() != 8192 {
 		t.Fatalf("identity = %s/%s/%d/%d", b.Provider(), b.Model(), b.Dims(), b.MaxInputTokens())
 	}
 	if d := NewBuiltin(BuiltinOptions{Dims: 64}).Dims(); d != 64 {
@@ -99,7 +99,7 @@ func TestBuiltinDeterministicAndGolden(t *testing.T) {
 			t.Fatalf("text %d: batch and single embedding differ", i)
 		}
 	}
-	// Golden values pin hashed-ngram-v2 across processes, runs and releases.
+	// Golden values pin hashed-ngram-v3 across processes, runs and releases.
 	// If this fails, the model changed: ship it under a new model name.
 	golden := []string{
 		"5d4f492b6cc3fec91cb059ce9a41c80e454989729e81c2421331e47721858b35",

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"time"
 )
 
@@ -55,7 +56,7 @@ func New(s Settings) (Embedder, error) {
 	}
 	switch s.Provider {
 	case "", BuiltinProvider:
-		if s.Model != "" && s.Model != BuiltinModel {
+		if s.Model != "" && s.Model != BuiltinModel && !slices.Contains(formerBuiltinModels, s.Model) {
 			return nil, fmt.Errorf("embed: builtin has one model, %q, not %q", BuiltinModel, s.Model)
 		}
 		return NewBuiltin(BuiltinOptions{Dims: s.Dims}), nil
@@ -73,3 +74,8 @@ func New(s Settings) (Embedder, error) {
 		return nil, fmt.Errorf("embed: unknown provider %q (want %q, %q or %q)", s.Provider, BuiltinProvider, OllamaProvider, OpenAIProvider)
 	}
 }
+
+// formerBuiltinModels are the builtin's earlier model names. A config that
+// still names one gets today's builtin (the builtin has one model); the
+// index, which records the model, re-embeds its chunks once.
+var formerBuiltinModels = []string{"hashed-ngram-v1", "hashed-ngram-v2"}

@@ -11,6 +11,8 @@ import (
 	"github.com/blevesearch/bleve/v2/analysis/lang/en"
 	"github.com/blevesearch/bleve/v2/analysis/tokenizer/exception"
 	unicodetok "github.com/blevesearch/bleve/v2/analysis/tokenizer/unicode"
+
+	"github.com/atrium-dev/atrium/backend/memory/hanzi"
 )
 
 // The chunk analyzer.
@@ -41,7 +43,8 @@ const (
 )
 
 // textAnalyzer is the mapping's [AnalyzerName] analyzer with the shortcuts
-// described above. It is safe for concurrent use.
+// described above, over the text folded to one Chinese script (fold.go).
+// It is safe for concurrent use.
 type textAnalyzer struct {
 	full    *analysis.DefaultAnalyzer
 	words   analysis.Tokenizer     // the exception tokenizer's remaining tokenizer
@@ -78,9 +81,11 @@ func newTextAnalyzer(an analysis.Analyzer) *textAnalyzer {
 	return t
 }
 
-// Analyze returns the token stream of text.
+// Analyze returns the token stream of text, folded to one Chinese script
+// first as scriptFold does.
 func (t *textAnalyzer) Analyze(text string) analysis.TokenStream {
 	input := []byte(text)
+	hanzi.FoldBytes(input)
 	if strings.Contains(text, "_") {
 		input = t.full.CharFilters[0].Filter(input)
 	}

@@ -65,8 +65,9 @@ const (
 	// 1: unicode words + CJK bigrams; 2: symbols (So) kept as tokens, term
 	// vectors stored; 3: underscores trimmed from word edges; 4: English
 	// possessives and Snowball stems; 5: the keyword field "path"; 6: the
-	// keyword field "dir".
-	analyzerVersion = "6"
+	// keyword field "dir"; 7: Traditional Chinese folded to Simplified
+	// (scriptFold).
+	analyzerVersion = "7"
 )
 
 var (
@@ -165,7 +166,7 @@ func (s *Store) openBleve() error {
 			av, aerr := idx.GetInternal(internalAnalyzer)
 			if gerr == nil && aerr == nil && string(gen) == s.meta.Generation && string(av) == analyzerVersion {
 				s.bl = idx
-				s.textAn = newTextAnalyzer(s.analyzer())
+				s.textAn = newTextAnalyzer(s.mappingAnalyzer())
 				return nil
 			}
 			_ = idx.Close()
@@ -197,7 +198,7 @@ func (s *Store) openBleve() error {
 	// The generation is written only after a successful refill (reconcile),
 	// so a crash during the refill recreates the index again next time.
 	s.bl = idx
-	s.textAn = newTextAnalyzer(s.analyzer())
+	s.textAn = newTextAnalyzer(s.mappingAnalyzer())
 	s.blFresh = true
 	return nil
 }
@@ -292,7 +293,19 @@ func phraseTokens(toks analysis.TokenStream) []string {
 	return out
 }
 
+// analyzer returns the analyzer of chunk texts and queries: the mapping's
+// [AnalyzerName] analyzer over the text folded to one Chinese script
+// (scriptFold, fold.go).
 func (s *Store) analyzer() analysis.Analyzer {
+	if an := s.mappingAnalyzer(); an != nil {
+		return scriptFold{an}
+	}
+	return nil
+}
+
+// mappingAnalyzer returns the mapping's [AnalyzerName] analyzer as Bleve
+// builds it, without the script fold.
+func (s *Store) mappingAnalyzer() analysis.Analyzer {
 	if im, ok := s.bl.Mapping().(*mapping.IndexMappingImpl); ok {
 		return im.AnalyzerNamed(AnalyzerName)
 	}

@@ -138,7 +138,7 @@ func TestKeywordAnalyzerCJKAndOr(t *testing.T) {
 		q    string
 		want string
 	}{
-		{"记忆", "memory/zh.md:1"},    // two-character word = one bigram
+		{"向量", "memory/zh.md:1"},    // two-character word = one bigram
 		{"雨", "memory/zh.md:2"},     // single character (unigram)
 		{"数据库", "memory/zh.md:1"},   // three characters
 		{"設計", "memory/zh2.md:1"},   // traditional
@@ -151,6 +151,17 @@ func TestKeywordAnalyzerCJKAndOr(t *testing.T) {
 		}
 		if len(hs) == 0 || fmt.Sprintf("%s:%d", hs[0].Path, hs[0].StartLine) != c.want {
 			t.Errorf("%q: got %v, want %s first", c.q, paths(hs), c.want)
+		}
+	}
+	// Simplified and Traditional find each other (issue 15): both notes
+	// hold 记忆/記憶, and either script finds both, scored alike.
+	for _, q := range []string{"记忆", "記憶"} {
+		hs, err := s.Search(context.Background(), Query{Text: q, MaxResults: 3, MinScore: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := paths(hs); len(got) != 2 || got[0] != "memory/zh2.md:1" || got[1] != "memory/zh.md:1" {
+			t.Errorf("%q: got %v, want both notes, the shorter first", q, got)
 		}
 	}
 	// Terms are OR-ed: each document matches one of the two words.
