@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -43,6 +44,9 @@ type OfflineOptions struct {
 // tools and is safe for concurrent use.
 type Offline struct {
 	opts OfflineOptions
+	// traditional is offlineChinese in Traditional characters, converted
+	// on the first question written in Traditional (offline_script.go).
+	traditional func() (offlineText, error)
 }
 
 // NewOffline returns the offline provider.
@@ -50,7 +54,7 @@ func NewOffline(opts OfflineOptions) *Offline {
 	if opts.MaxResults <= 0 {
 		opts.MaxResults = DefaultOfflineResults
 	}
-	return &Offline{opts: opts}
+	return &Offline{opts: opts, traditional: sync.OnceValues(offlineTraditional)}
 }
 
 // Name reports "offline".
@@ -102,10 +106,7 @@ func (o *Offline) Answer(ctx context.Context, query string, onDelta func(model.D
 		}
 	}
 
-	msg := offlineEnglish
-	if hasHan(q) {
-		msg = offlineChinese
-	}
+	msg := o.wording(q)
 	var parts []string
 	parts = append(parts, msg.noModel)
 	var sources []history.Source
@@ -136,7 +137,8 @@ func (o *Offline) Answer(ctx context.Context, query string, onDelta func(model.D
 }
 
 // offlineText is the offline answer's wording in one language. The answer is
-// in Chinese when the question contains Han characters, else in English.
+// in Chinese when the question contains Han characters, else in English; in
+// Traditional characters when the question is written in them (wording).
 type offlineText struct {
 	noModel, failed, nothing, passage, configure string
 	found                                        func(query string, n int) string
@@ -164,14 +166,21 @@ var offlineEnglish = offlineText{
 		"Then restart Atrium.",
 }
 
+// offlineChineseFound is the Chinese "found" line: the question, the count.
+const offlineChineseFound = "关于“%s”，我在记忆中找到 %d 段内容：\n\n"
+
+// chineseFound returns a "found" line from a format with the question (%s)
+// and the count (%d).
+func chineseFound(format string) func(string, int) string {
+	return func(q string, n int) string { return fmt.Sprintf(format, q, n) }
+}
+
 var offlineChinese = offlineText{
 	noModel: "**尚未配置模型**（No model is configured），所以我无法思考你的问题；" +
 		"以下内容直接来自对记忆的搜索（离线模式）。\n\n",
 	failed:  "记忆搜索失败：%v。\n\n",
 	nothing: "记忆中没有找到与“%s”相关的内容。\n\n",
-	found: func(q string, n int) string {
-		return fmt.Sprintf("关于“%s”，我在记忆中找到 %d 段内容：\n\n", q, n)
-	},
+	found:   chineseFound(offlineChineseFound),
 	passage: "%d. `%s:%d-%d`（得分 %.2f）\n%s\n\n",
 	configure: "要得到真正的回答，请用以下任一方式配置模型：\n" +
 		"- 在 config.json 中加入 `model` 配置，例如 " + configExample + "；\n" +
