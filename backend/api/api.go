@@ -73,8 +73,18 @@ var Events = []string{
 func Register(o Options) {
 	g := o.Gateway
 	g.DeclareEvents(Events...)
+	// Every method states its kind (gateway.Read, ReadOperator, Write,
+	// WriteOperator; docs/PROTOCOL.md "Who may call"): methods with side
+	// effects require an idempotencyKey, and the gateway refuses node
+	// connections on operator-only methods. Such a refusal is audited like
+	// the ACL's own (operation: the method; principal: authenticated).
+	if o.Guard != nil {
+		g.OnForbidden(func(c *gateway.Call, reason string) {
+			_ = o.Guard.Deny(acl.Principal{Authenticated: true, IP: c.RemoteIP}, c.Method, c.Method, reason)
+		})
+	}
 
-	g.Handle("health", func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("health", gateway.Read, func(ctx context.Context, c *gateway.Call) (any, error) {
 		return map[string]any{
 			"ok":       true,
 			"version":  o.Version,
@@ -84,7 +94,7 @@ func Register(o Options) {
 		}, nil
 	})
 
-	g.Handle("memory.search", func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("memory.search", gateway.Read, func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p memory.SearchOptions
 		if err := decode(c, &p); err != nil {
 			return nil, err
@@ -108,7 +118,7 @@ func Register(o Options) {
 		res, err = o.Guard.FilterSearch(who, p.Query, res)
 		return res, mapErr(err)
 	})
-	g.Handle("memory.get", func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("memory.get", gateway.Read, func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p memory.GetOptions
 		if err := decode(c, &p); err != nil {
 			return nil, err
@@ -124,7 +134,7 @@ func Register(o Options) {
 		}
 		return getWithVersion(ctx, o.Memory, p)
 	})
-	g.Handle("memory.import", func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("memory.import", gateway.WriteOperator, func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p memory.ImportRequest
 		if err := decode(c, &p); err != nil {
 			return nil, err
@@ -144,16 +154,16 @@ func Register(o Options) {
 		res, err := o.Memory.Import(ctx, p)
 		return res, mapErr(err)
 	})
-	g.Handle("memory.status", func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("memory.status", gateway.Read, func(ctx context.Context, c *gateway.Call) (any, error) {
 		return statusWithACL(o.Memory.Status(), o.Guard), nil
 	})
-	g.Handle("memory.sync", func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("memory.sync", gateway.WriteOperator, func(ctx context.Context, c *gateway.Call) (any, error) {
 		if err := o.Memory.Sync(ctx); err != nil {
 			return nil, mapErr(err)
 		}
 		return o.Memory.Status(), nil
 	})
-	g.Handle("memory.files", func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("memory.files", gateway.Read, func(ctx context.Context, c *gateway.Call) (any, error) {
 		ctx, who, err := principal(ctx, o.Guard, c)
 		if err != nil {
 			return nil, err
@@ -170,7 +180,7 @@ func Register(o Options) {
 		return map[string]any{"files": fileEntries(o.Guard, files)}, nil
 	})
 
-	g.Handle("audit.tail", func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("audit.tail", gateway.ReadOperator, func(ctx context.Context, c *gateway.Call) (any, error) {
 		return auditTail(ctx, o.Guard, c)
 	})
 
@@ -189,10 +199,10 @@ func Register(o Options) {
 	if o.Instances != nil {
 		registerInstances(g, o.Instances, o.Guard)
 	}
-	g.Handle("profiles.list", func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("profiles.list", gateway.Read, func(ctx context.Context, c *gateway.Call) (any, error) {
 		return profilesList(o), nil
 	})
-	g.Handle("chat.send", func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("chat.send", gateway.Write, func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p chat.SendRequest
 		if err := decode(c, &p); err != nil {
 			return nil, err
@@ -202,7 +212,7 @@ func Register(o Options) {
 		res, err := o.Chat.Send(context.WithoutCancel(ctx), p)
 		return res, mapErr(err)
 	})
-	g.Handle("chat.cancel", func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("chat.cancel", gateway.Write, func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p chat.CancelRequest
 		if err := decode(c, &p); err != nil {
 			return nil, err
@@ -215,10 +225,10 @@ func Register(o Options) {
 	})
 	// The agent loop's questions to the person (SPEC §6): open ones, and
 	// the y/n answer. Only the person answers: node connections may not.
-	g.Handle("agent.permissions", func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("agent.permissions", gateway.Read, func(ctx context.Context, c *gateway.Call) (any, error) {
 		return map[string]any{"requests": o.Chat.Permissions()}, nil
 	})
-	g.Handle("agent.permission.answer", func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("agent.permission.answer", gateway.WriteOperator, func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p struct {
 			ID    string `json:"id"`
 			Allow *bool  `json:"allow"`
@@ -235,7 +245,7 @@ func Register(o Options) {
 		res, err := o.Chat.AnswerPermission(p.ID, *p.Allow)
 		return res, mapErr(err)
 	})
-	g.Handle("history.profile", func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("history.profile", gateway.Read, func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p struct {
 			ProfileID string `json:"profileId"`
 			Before    string `json:"before"`
@@ -250,7 +260,7 @@ func Register(o Options) {
 		page, err := o.Chat.History(ctx, p.ProfileID, p.Before, p.Limit)
 		return page, mapErr(err)
 	})
-	g.Handle("history.conversation", func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("history.conversation", gateway.Read, func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p struct {
 			ConversationID string `json:"conversationId"`
 			Before         string `json:"before"`
@@ -262,7 +272,7 @@ func Register(o Options) {
 		page, err := o.Chat.ConversationHistory(ctx, p.ConversationID, p.Before, p.Limit)
 		return page, mapErr(err)
 	})
-	g.Handle("message.delete", func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("message.delete", gateway.WriteOperator, func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p struct {
 			MessageID string `json:"messageId"`
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/google/uuid"
 
 	"github.com/atrium-dev/atrium/backend/gateway"
 	"github.com/atrium-dev/atrium/backend/memory"
@@ -32,6 +34,10 @@ type client struct {
 	nextID int
 	resp   map[string]chan gateway.ResponseFrame
 	events chan gateway.EventFrame
+	// sideEffects: hello-ok features.sideEffects; call adds an
+	// idempotencyKey to their params (map[string]any) when they lack one,
+	// as the real clients do.
+	sideEffects map[string]bool
 }
 
 func dial(t *testing.T, a *App) *client {
@@ -58,6 +64,14 @@ func dial(t *testing.T, a *App) *client {
 	})
 	if !hello.OK {
 		t.Fatalf("connect refused: %+v", hello.Error)
+	}
+	var h gateway.Hello
+	if err := json.Unmarshal(hello.Payload, &h); err != nil {
+		t.Fatalf("hello-ok: %v", err)
+	}
+	cl.sideEffects = map[string]bool{}
+	for _, m := range h.Features.SideEffects {
+		cl.sideEffects[m] = true
 	}
 	return cl
 }
@@ -117,6 +131,11 @@ func (cl *client) call(method string, params any) gateway.ResponseFrame {
 	cl.nextID++
 	id := fmt.Sprintf("r%d", cl.nextID)
 	cl.mu.Unlock()
+	if m, ok := params.(map[string]any); ok && cl.sideEffects[method] && m["idempotencyKey"] == nil {
+		m = maps.Clone(m)
+		m["idempotencyKey"] = uuid.NewString()
+		params = m
+	}
 	frame, _ := json.Marshal(map[string]any{"type": "req", "id": id, "method": method, "params": params})
 	return cl.raw(id, frame)
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/coder/websocket"
+	"github.com/google/uuid"
 )
 
 // ClientOptions configures Dial.
@@ -34,9 +36,10 @@ type ClientOptions struct {
 // in order. The CLI uses it to reach a running app; tests use it to drive the
 // real server. Safe for concurrent use.
 type Client struct {
-	ws     *websocket.Conn
-	hello  Hello
-	events chan EventFrame
+	ws          *websocket.Conn
+	hello       Hello
+	sideEffects map[string]bool // hello-ok features.sideEffects
+	events      chan EventFrame
 
 	mu      sync.Mutex
 	nextID  uint64
@@ -91,6 +94,10 @@ func Dial(ctx context.Context, o ClientOptions) (*Client, error) {
 		ws.CloseNow()
 		return nil, fmt.Errorf("gateway dial: connect: %w", err)
 	}
+	c.sideEffects = make(map[string]bool, len(c.hello.Features.SideEffects))
+	for _, m := range c.hello.Features.SideEffects {
+		c.sideEffects[m] = true
+	}
 	return c, nil
 }
 
@@ -102,10 +109,19 @@ func (c *Client) Events() <-chan EventFrame { return c.events }
 
 // Call sends a request and waits for its response. On ok:false it returns
 // the server's *Error; out (may be nil) receives the decoded payload.
+// params must encode as a JSON object or null. For a method with side
+// effects (hello-ok features.sideEffects) params get a new random
+// idempotencyKey unless they carry one; pass your own to retry the same
+// action safely.
 func (c *Client) Call(ctx context.Context, method string, params, out any) error {
 	raw, err := json.Marshal(params)
 	if err != nil {
 		return fmt.Errorf("%s: encode params: %w", method, err)
+	}
+	if c.sideEffects[method] {
+		if raw, err = withIdempotencyKey(raw); err != nil {
+			return fmt.Errorf("%s: %w", method, err)
+		}
 	}
 	c.mu.Lock()
 	if c.err != nil {
@@ -212,4 +228,35 @@ func (c *Client) Dropped() uint64 {
 // Close closes the connection normally.
 func (c *Client) Close() error {
 	return c.ws.Close(websocket.StatusNormalClosure, "")
+}
+
+// withIdempotencyKey adds a random "idempotencyKey" member to the JSON
+// object raw ("null" counts as {}) unless it has one.
+func withIdempotencyKey(raw []byte) ([]byte, error) {
+	t := bytes.TrimSpace(raw)
+	if string(t) == "null" {
+		t = []byte("{}")
+	}
+	if len(t) < 2 || t[0] != '{' {
+		return nil, errors.New("params must be a JSON object to carry an idempotencyKey")
+	}
+	var p struct {
+		Key json.RawMessage `json:"idempotencyKey"`
+	}
+	if err := json.Unmarshal(t, &p); err != nil {
+		return nil, fmt.Errorf("params: %w", err)
+	}
+	if len(p.Key) > 0 && string(p.Key) != "null" && string(p.Key) != `""` {
+		return raw, nil
+	}
+	if len(p.Key) > 0 {
+		return nil, errors.New(`params: idempotencyKey is empty; omit it to get a new one`)
+	}
+	key, _ := json.Marshal(uuid.NewString())
+	rest := bytes.TrimSpace(t[1:])
+	out := append([]byte(`{"idempotencyKey":`), key...)
+	if rest[0] != '}' {
+		out = append(out, ',')
+	}
+	return append(out, rest...), nil
 }

@@ -8,10 +8,11 @@ import (
 
 func TestClient(t *testing.T) {
 	s, url := newTestServer(t, Options{}, func(s *Server) {
-		s.Handle("echo", echo)
-		s.Handle("fail", func(context.Context, *Call) (any, error) {
+		s.Handle("echo", Read, echo)
+		s.Handle("fail", Read, func(context.Context, *Call) (any, error) {
 			return nil, Errorf(CodeNotFound, "no such thing")
 		})
+		s.Handle("do", Write, echo)
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
@@ -33,6 +34,20 @@ func TestClient(t *testing.T) {
 	var out map[string]string
 	if err := c.Call(ctx, "echo", map[string]string{"q": "数据库"}, &out); err != nil || out["q"] != "数据库" {
 		t.Fatalf("echo: %v %v", out, err)
+	}
+	// A method with side effects gets a new key unless the caller gave one.
+	var did1, did2, did3 map[string]string
+	if err := c.Call(ctx, "do", map[string]string{"q": "x"}, &did1); err != nil || did1["idempotencyKey"] == "" || did1["q"] != "x" {
+		t.Fatalf("do: %v %v", did1, err)
+	}
+	if err := c.Call(ctx, "do", nil, &did2); err != nil || did2["idempotencyKey"] == "" || did2["idempotencyKey"] == did1["idempotencyKey"] {
+		t.Fatalf("do with nil params: %v %v (first key %q)", did2, err, did1["idempotencyKey"])
+	}
+	if err := c.Call(ctx, "do", map[string]string{"idempotencyKey": "mine"}, &did3); err != nil || did3["idempotencyKey"] != "mine" {
+		t.Fatalf("do with a key: %v %v", did3, err)
+	}
+	if err := c.Call(ctx, "do", []int{1}, nil); err == nil {
+		t.Fatal("do with an array for params succeeded")
 	}
 	var ge *Error
 	if err := c.Call(ctx, "fail", nil, nil); !errors.As(err, &ge) || ge.Code != CodeNotFound || ge.Message != "no such thing" {

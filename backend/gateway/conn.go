@@ -32,16 +32,18 @@ type conn struct {
 	cancel context.CancelFunc
 
 	// Set during the handshake, read-only afterwards.
-	nonce  string
-	client ClientInfo
-	role   string
+	nonce     string
+	client    ClientInfo
+	role      string
+	principal Principal
 
 	mu          sync.Mutex
 	queue       [][]byte
-	queued      int64 // bytes accepted but not yet written
+	queued      int64 // bytes accepted but not yet written (part of Server.totalQueued)
 	seq         uint64
 	closing     bool
-	dropped     bool // queue discarded; Close already called by closeWith
+	dropped     bool // queue discarded: the writer sends the close frame after the frame in flight
+	stopped     bool // the connection ended: the writer returns at once
 	closeCode   websocket.StatusCode
 	closeReason string
 
@@ -62,13 +64,32 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "server shutting down", http.StatusServiceUnavailable)
 		return
 	}
-	// The origin was checked above with our own rules.
+	ip := remoteIP(r.RemoteAddr)
+	if reason := s.admitPreAuth(ip); reason != "" {
+		s.log.Warn("websocket refused", "remote", r.RemoteAddr, "reason", reason)
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, reason, http.StatusServiceUnavailable)
+		return
+	}
+	preAuth := true // the slot is given back at hello-ok or when the connection ends
+	defer func() {
+		if preAuth {
+			s.releasePreAuth(ip)
+		}
+	}()
+	// The origin was checked above with our own rules. Compression stays
+	// off (the default): a small deflated frame could inflate to a large one.
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
 		s.log.Debug("websocket upgrade failed", "remote", r.RemoteAddr, "err", err)
 		return
 	}
-	ws.SetReadLimit(-1) // the limit is enforced in readMessage without closing
+	// Before hello-ok the library itself refuses frames over
+	// MaxPreAuthPayload (its limit applies from the next Reader call, so it
+	// is set before the first read); readMessage stops earlier still and
+	// closes with a reason. After hello-ok MaxPayload is enforced in
+	// readMessage, which discards the excess without closing.
+	ws.SetReadLimit(s.opts.MaxPreAuthPayload)
 	ctx, cancel := context.WithCancel(r.Context())
 	c := &conn{
 		s:          s,
@@ -88,13 +109,19 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.removeConn(c)
 	go c.writeLoop()
-	c.run()
+	c.run(func() {
+		s.releasePreAuth(ip)
+		preAuth = false
+	})
 }
 
-func (c *conn) run() {
+// run serves the connection; authenticated is called once at hello-ok.
+func (c *conn) run(authenticated func()) {
 	log := c.s.log.With("connId", c.id)
 	log.Debug("connection opened", "remote", c.remote)
 	if c.handshake() {
+		authenticated()
+		c.ws.SetReadLimit(-1) // readMessage enforces MaxPayload from now on
 		c.readLoop()
 	}
 	c.s.dropConn(c)
@@ -114,7 +141,8 @@ func (c *conn) run() {
 	// From now on enqueue refuses frames (late handler responses, events)
 	// and the writer stops.
 	c.mu.Lock()
-	c.closing, c.dropped, c.queue = true, true, nil
+	c.closing, c.stopped = true, true
+	c.dropQueueLocked()
 	c.mu.Unlock()
 	c.signal()
 	c.cancel()
@@ -135,7 +163,8 @@ func (c *conn) handshake() bool {
 		c.s.log.Info("handshake failed", "connId", c.id, "reason", "timeout")
 		c.closeWith(CloseHandshakeFailed, "handshake timeout: no connect request", true)
 	})
-	typ, data, size, err := c.readMessage()
+	limit := c.s.opts.MaxPreAuthPayload
+	typ, data, size, err := c.readMessage(limit, false)
 	if !timer.Stop() || err != nil {
 		return false
 	}
@@ -145,7 +174,7 @@ func (c *conn) handshake() bool {
 		return false
 	}
 	if size > 0 {
-		return fail(CloseHandshakeFailed, "first frame must be a connect request (frame too large)")
+		return fail(CloseHandshakeFailed, preAuthTooLargeReason(limit))
 	}
 	if typ != websocket.MessageText {
 		return fail(CloseHandshakeFailed, "first frame must be a connect request (binary frame)")
@@ -183,6 +212,7 @@ func (c *conn) handshake() bool {
 		return fail(CloseHandshakeFailed, "unknown role")
 	}
 	c.client, c.role = p.Client, p.Role
+	c.principal = Principal{Role: p.Role}
 	hello := Hello{
 		Type:     helloType,
 		Protocol: ProtocolVersion,
@@ -219,21 +249,24 @@ func tokenEqual(got, want string) bool {
 	return got != "" && subtle.ConstantTimeCompare(g[:], w[:]) == 1
 }
 
-// readMessage reads one message. When it is larger than MaxPayload it
-// returns the first MaxPayload bytes and the full size (> 0) after
-// discarding the rest; otherwise size is 0.
-func (c *conn) readMessage() (typ websocket.MessageType, data []byte, size int64, err error) {
+// readMessage reads one message, buffering at most limit+1 bytes. When it
+// is larger than limit it returns the first limit bytes and size > 0: the
+// full size after discarding the rest (discard), else limit+1 with the
+// rest left unread (the caller closes the connection).
+func (c *conn) readMessage(limit int64, discard bool) (typ websocket.MessageType, data []byte, size int64, err error) {
 	typ, r, err := c.ws.Reader(c.ctx)
 	if err != nil {
 		return 0, nil, 0, fmt.Errorf("next frame: %w", err)
 	}
-	limit := c.s.opts.MaxPayload
 	data, err = io.ReadAll(io.LimitReader(r, limit+1))
 	if err != nil {
 		return 0, nil, 0, fmt.Errorf("read frame: %w", err)
 	}
 	if int64(len(data)) <= limit {
 		return typ, data, 0, nil
+	}
+	if !discard {
+		return typ, data[:limit], limit + 1, nil
 	}
 	rest, err := io.Copy(io.Discard, r)
 	if err != nil {
@@ -244,7 +277,7 @@ func (c *conn) readMessage() (typ websocket.MessageType, data []byte, size int64
 
 func (c *conn) readLoop() {
 	for {
-		typ, data, size, err := c.readMessage()
+		typ, data, size, err := c.readMessage(c.s.opts.MaxPayload, true)
 		if err != nil {
 			c.s.log.Debug("connection read ended", "connId", c.id, "err", err)
 			return
@@ -278,7 +311,8 @@ func (c *conn) reject(id, method string, e *Error) {
 
 func (c *conn) dispatch(req RequestFrame) {
 	start := c.s.now()
-	call := &Call{ConnID: c.id, Method: req.Method, Params: req.Params, Client: c.client, Role: c.role, RemoteIP: remoteIP(c.remote)}
+	call := &Call{ConnID: c.id, Method: req.Method, Params: req.Params, Client: c.client, Role: c.role,
+		RemoteIP: remoteIP(c.remote), Principal: c.principal}
 	payload, e := c.s.call(c.ctx, call)
 	c.respond(req.ID, payload, e)
 	dur := c.s.now().Sub(start)
@@ -292,20 +326,41 @@ func (c *conn) dispatch(req RequestFrame) {
 	}
 }
 
-// call runs the handler for call.Method with idempotency applied.
+// call runs the handler for call.Method: it refuses node connections on
+// operator-only methods, requires an idempotencyKey on methods with side
+// effects, and deduplicates those per (principal, method, key), bound to
+// the params they were first called with.
 func (s *Server) call(ctx context.Context, call *Call) (json.RawMessage, *Error) {
-	h := s.lookup(call.Method)
-	if h == nil {
+	m, forbidden := s.lookup(call.Method)
+	if m.h == nil {
 		return nil, Errorf(CodeNotFound, "unknown method %q", call.Method)
+	}
+	call.Kind = m.kind
+	if m.kind.OperatorOnly() && call.Role != RoleOperator {
+		reason := fmt.Sprintf("%s: only operator connections may call it (this is a %s connection)", call.Method, call.Role)
+		if forbidden != nil {
+			forbidden(call, reason)
+		}
+		return nil, &Error{Code: CodeForbidden, Message: reason}
 	}
 	key, e := idempotencyKey(call.Params)
 	if e != nil {
 		return nil, e
 	}
-	if key == "" {
-		return s.invoke(ctx, h, call)
+	if !m.kind.SideEffects() {
+		return s.invoke(ctx, m.h, call)
 	}
-	entry, leader := s.idem.begin(call.Method, key)
+	if key == "" {
+		return nil, Errorf(CodeInvalidRequest, "%s: idempotencyKey is required (a method with side effects takes a unique key per intended action, reused only to retry it)", call.Method)
+	}
+	sum, e := paramsHash(call.Params)
+	if e != nil {
+		return nil, e
+	}
+	entry, leader, e := s.idem.begin(call.Principal.Key(), call.Method, key, sum)
+	if e != nil {
+		return nil, e
+	}
 	if !leader {
 		select {
 		case <-entry.done:
@@ -314,7 +369,7 @@ func (s *Server) call(ctx context.Context, call *Call) (json.RawMessage, *Error)
 			return nil, toError(ctx.Err())
 		}
 	}
-	payload, e := s.invoke(ctx, h, call)
+	payload, e := s.invoke(ctx, m.h, call)
 	s.idem.finish(entry, payload, e)
 	return payload, e
 }
@@ -362,7 +417,8 @@ func (c *conn) sendEventRaw(nameJSON, body []byte) bool {
 // enqueue appends a frame: either a ready frame, or an event built here so
 // that its seq is assigned in queue order. It returns false when the
 // connection is closing or has just been closed for exceeding
-// MaxBufferedBytes.
+// MaxBufferedBytes. A frame that takes the server's total over
+// MaxTotalBufferedBytes makes the slowest consumers close (Server.shed).
 func (c *conn) enqueue(frame, eventName, eventBody []byte) bool {
 	c.mu.Lock()
 	if c.closing {
@@ -396,9 +452,27 @@ func (c *conn) enqueue(frame, eventName, eventBody []byte) bool {
 	}
 	c.queue = append(c.queue, frame)
 	c.queued += n
+	total := c.s.totalQueued.Add(n)
 	c.mu.Unlock()
 	c.signal()
+	if total > c.s.opts.MaxTotalBufferedBytes {
+		c.s.shed()
+	}
 	return true
+}
+
+// queuedBytes is the connection's share of Server.totalQueued.
+func (c *conn) queuedBytes() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.queued
+}
+
+// dropQueueLocked discards the queue and gives its bytes back to the
+// server's budget. c.mu is held.
+func (c *conn) dropQueueLocked() {
+	c.s.totalQueued.Add(-c.queued)
+	c.queue, c.queued, c.dropped = nil, 0, true
 }
 
 func (c *conn) signal() {
@@ -410,37 +484,49 @@ func (c *conn) signal() {
 
 // closeWith starts closing the connection with a close code and reason.
 // With flush, frames already queued are written first; without, the queue
-// is discarded and the close frame is sent as soon as the socket allows.
-// Only the first call has an effect.
+// is discarded (its bytes given back to the budget at once) and the close
+// frame follows the frame being written, if any. A client that does not
+// read has Options.CloseGrace to catch up and get the close frame before
+// the socket is dropped. The first call sets code and reason; a later call
+// without flush still discards the queue of a connection that was
+// flushing.
 func (c *conn) closeWith(code websocket.StatusCode, reason string, flush bool) {
 	c.mu.Lock()
-	if c.closing {
+	if c.dropped || c.stopped || (c.closing && flush) {
 		c.mu.Unlock()
 		return
 	}
-	c.closing, c.closeCode, c.closeReason = true, code, reason
+	if !c.closing {
+		c.closing, c.closeCode, c.closeReason = true, code, reason
+	}
 	if !flush {
-		c.queue, c.dropped = nil, true
+		c.dropQueueLocked()
 	}
 	c.mu.Unlock()
 	c.s.dropConn(c)
 	c.signal()
 	if !flush {
-		// The writer may be blocked on a full socket; Close waits (bounded)
-		// for the current frame and then sends the close frame.
-		go func() { _ = c.ws.Close(code, reason) }()
+		// The writer may be blocked on a socket the client does not read.
+		t := time.AfterFunc(c.s.opts.CloseGrace, func() { _ = c.ws.CloseNow() })
+		go func() {
+			<-c.writerDone
+			t.Stop()
+		}()
 	}
 }
 
+// writeLoop writes the queue in order. When the connection is closing and
+// the queue is empty (flushed, or discarded), it sends the close frame
+// and returns; it returns at once when the connection has ended.
 func (c *conn) writeLoop() {
 	defer close(c.writerDone)
 	for {
 		c.mu.Lock()
 		batch := c.queue
 		c.queue = nil
-		closing, dropped, code, reason := c.closing, c.dropped, c.closeCode, c.closeReason
+		closing, stopped, code, reason := c.closing, c.stopped, c.closeCode, c.closeReason
 		c.mu.Unlock()
-		if dropped {
+		if stopped {
 			return
 		}
 		if len(batch) == 0 {
@@ -462,11 +548,14 @@ func (c *conn) writeLoop() {
 				return
 			}
 			c.mu.Lock()
-			c.queued -= int64(len(f))
-			dropped = c.dropped
+			dropped := c.dropped
+			if !dropped {
+				c.queued -= int64(len(f))
+				c.s.totalQueued.Add(-int64(len(f)))
+			}
 			c.mu.Unlock()
 			if dropped {
-				return
+				break // the rest of the batch was discarded; send the close frame
 			}
 		}
 	}

@@ -35,7 +35,25 @@
 // Options.MaxBufferedBytes is closed with code 1008 and the reason
 // "slow consumer: ..."; events are never silently dropped.
 //
-// Requests whose params contain a non-empty "idempotencyKey" are
-// deduplicated per (method, key) for [IdempotencyWindow]: a repeat gets the
-// first result, waiting for it if the first call is still running.
+// Before hello-ok a connection may send one frame of at most
+// Options.MaxPreAuthPayload bytes (64 KiB); a larger one closes it (4002)
+// before more is buffered. Connections waiting for their handshake are
+// capped in total and per IP address (HTTP 503 over a cap).
+//
+// Every method is registered with a [Kind]: whether it has side effects,
+// and whether node connections may call it (operator-only methods answer
+// them FORBIDDEN before the handler runs). Calls of a method with side
+// effects must carry a non-empty params.idempotencyKey; they are
+// deduplicated per ([Principal], method, key) for [IdempotencyWindow]: a
+// repeat with the same params gets the first result, waiting for it if the
+// first call is still running, and a repeat with other params is
+// INVALID_REQUEST.
+//
+// All connections share one outbound budget (Options.MaxTotalBufferedBytes)
+// besides their own cap: over it, the connection with the largest queue is
+// closed (1008, "slow consumer: ..."), and a client that reads again within
+// Options.CloseGrace receives that close frame.
+//
+// Every HTTP response carries a Content-Security-Policy, X-Frame-Options
+// DENY, X-Content-Type-Options nosniff and Referrer-Policy no-referrer.
 package gateway

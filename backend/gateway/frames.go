@@ -122,9 +122,14 @@ type ServerInfo struct {
 }
 
 // Features lists the registered methods and declared events, sorted.
+// SideEffects are the methods with side effects (kinds [Write] and
+// [WriteOperator]): each call of one must carry params.idempotencyKey.
+// OperatorOnly are the methods a node connection may not call.
 type Features struct {
-	Methods []string `json:"methods"`
-	Events  []string `json:"events"`
+	Methods      []string `json:"methods"`
+	Events       []string `json:"events"`
+	SideEffects  []string `json:"sideEffects"`
+	OperatorOnly []string `json:"operatorOnly"`
 }
 
 // Snapshot is the initial state sent in hello-ok, produced by

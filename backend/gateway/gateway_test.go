@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -47,8 +48,8 @@ func TestHandshake(t *testing.T) {
 			return Snapshot{Profiles: []any{map[string]string{"id": "main"}}}
 		},
 	}, func(s *Server) {
-		s.Handle("b.method", echo)
-		s.Handle("a.method", echo)
+		s.Handle("b.method", Read, echo)
+		s.Handle("a.method", Read, echo)
 		s.DeclareEvents("chat.chunk", "chat.final")
 	})
 	c := dial(t, url, nil)
@@ -120,7 +121,7 @@ func TestHandshakeFailures(t *testing.T) {
 			if tt.send == nil {
 				opts.HandshakeTimeout = 50 * time.Millisecond
 			}
-			_, url := newTestServer(t, opts, func(s *Server) { s.Handle("health", echo) })
+			_, url := newTestServer(t, opts, func(s *Server) { s.Handle("health", Read, echo) })
 			c := dial(t, url, nil)
 			c.readChallenge()
 			if tt.send != nil {
@@ -140,7 +141,7 @@ func TestHandshakeFailures(t *testing.T) {
 func TestRoundTrip(t *testing.T) {
 	var got atomic.Pointer[Call]
 	_, url := newTestServer(t, Options{}, func(s *Server) {
-		s.Handle("echo", func(ctx context.Context, call *Call) (any, error) {
+		s.Handle("echo", Read, func(ctx context.Context, call *Call) (any, error) {
 			got.Store(call)
 			return call.Params, nil
 		})
@@ -192,7 +193,7 @@ func TestHandlerErrors(t *testing.T) {
 	}
 	_, url := newTestServer(t, Options{}, func(s *Server) {
 		for i, tt := range tests {
-			s.Handle(fmt.Sprintf("m%d", i), tt.h)
+			s.Handle(fmt.Sprintf("m%d", i), Read, tt.h)
 		}
 	})
 	c, _ := connect(t, url)
@@ -236,7 +237,7 @@ func TestMalformedFrames(t *testing.T) {
 		{"second connect", websocket.MessageText, `{"type":"req","id":"c2","method":"connect","params":{}}`, CodeInvalidRequest, "c2", ""},
 	}
 	_, url := newTestServer(t, Options{}, func(s *Server) {
-		s.Handle("ping", func(context.Context, *Call) (any, error) { return map[string]bool{"pong": true}, nil })
+		s.Handle("ping", Read, func(context.Context, *Call) (any, error) { return map[string]bool{"pong": true}, nil })
 	})
 	c, _ := connect(t, url)
 	for i, tt := range tests {
@@ -258,7 +259,7 @@ func TestMalformedFrames(t *testing.T) {
 }
 
 func TestOversizedFrame(t *testing.T) {
-	_, url := newTestServer(t, Options{MaxPayload: 1024}, func(s *Server) { s.Handle("echo", echo) })
+	_, url := newTestServer(t, Options{MaxPayload: 1024}, func(s *Server) { s.Handle("echo", Read, echo) })
 	c, hello := connect(t, url)
 	if hello.Policy.MaxPayload != 1024 {
 		t.Fatalf("policy maxPayload %d", hello.Policy.MaxPayload)
@@ -302,8 +303,8 @@ func TestHandlerPanic(t *testing.T) {
 	var logs lockedBuffer
 	logger := slog.New(slog.NewJSONHandler(&logs, nil))
 	_, url := newTestServer(t, Options{Logger: logger}, func(s *Server) {
-		s.Handle("boom", func(context.Context, *Call) (any, error) { panic("kaboom") })
-		s.Handle("echo", echo)
+		s.Handle("boom", Read, func(context.Context, *Call) (any, error) { panic("kaboom") })
+		s.Handle("echo", Read, echo)
 	})
 	c, _ := connect(t, url)
 	f := c.call("p1", "boom", nil)
@@ -327,7 +328,7 @@ func TestConcurrentRequests(t *testing.T) {
 	var arrived atomic.Int32
 	allIn := make(chan struct{})
 	_, url := newTestServer(t, Options{}, func(s *Server) {
-		s.Handle("slow", func(ctx context.Context, _ *Call) (any, error) {
+		s.Handle("slow", Read, func(ctx context.Context, _ *Call) (any, error) {
 			select {
 			case <-release:
 				return "slow", nil
@@ -335,8 +336,8 @@ func TestConcurrentRequests(t *testing.T) {
 				return nil, ctx.Err()
 			}
 		})
-		s.Handle("fast", func(context.Context, *Call) (any, error) { return "fast", nil })
-		s.Handle("barrier", func(ctx context.Context, _ *Call) (any, error) {
+		s.Handle("fast", Read, func(context.Context, *Call) (any, error) { return "fast", nil })
+		s.Handle("barrier", Read, func(ctx context.Context, _ *Call) (any, error) {
 			if arrived.Add(1) == n {
 				close(allIn)
 			}
@@ -384,7 +385,7 @@ func TestIdempotency(t *testing.T) {
 	started := make(chan struct{}, 10)
 	var failNext atomic.Bool
 	s, url := newTestServer(t, Options{}, func(s *Server) {
-		s.Handle("chat.send", func(ctx context.Context, call *Call) (any, error) {
+		s.Handle("chat.send", Write, func(ctx context.Context, call *Call) (any, error) {
 			n := runs.Add(1)
 			started <- struct{}{}
 			if failNext.CompareAndSwap(true, false) {
@@ -427,12 +428,16 @@ func TestIdempotency(t *testing.T) {
 	if f := a.call("a3", "chat.send", key); string(f.Payload) != `{"runId":"run-1"}` || runs.Load() != 1 {
 		t.Fatalf("late repeat: %s runs=%d", f.Payload, runs.Load())
 	}
-	// Another key, or no key, runs again.
+	// Another key runs again.
 	if f := a.call("a4", "chat.send", map[string]string{"idempotencyKey": "k-2"}); string(f.Payload) != `{"runId":"run-2"}` {
 		t.Fatalf("new key: %s", f.Payload)
 	}
-	if f := a.call("a5", "chat.send", nil); string(f.Payload) != `{"runId":"run-3"}` {
-		t.Fatalf("no key: %s", f.Payload)
+	// The same params encoded otherwise (member order, spaces) are the
+	// same call.
+	a.writeJSON(map[string]any{"type": "req", "id": "a5", "method": "chat.send",
+		"params": json.RawMessage(`{ "idempotencyKey" : "k-2" }`)})
+	if f := a.next(); string(f.Payload) != `{"runId":"run-2"}` {
+		t.Fatalf("same params, other encoding: %+v", f)
 	}
 	// A retryable failure is not remembered: the retry runs the handler.
 	failNext.Store(true)
@@ -440,7 +445,7 @@ func TestIdempotency(t *testing.T) {
 	if f := a.call("a6", "chat.send", k3); f.OK || f.Error.Code != CodeUnavailable {
 		t.Fatalf("want UNAVAILABLE, got %+v", f)
 	}
-	if f := a.call("a7", "chat.send", k3); string(f.Payload) != `{"runId":"run-5"}` {
+	if f := a.call("a7", "chat.send", k3); string(f.Payload) != `{"runId":"run-4"}` {
 		t.Fatalf("retry after retryable error: %s", f.Payload)
 	}
 	if got := s.idem.len(); got != 3 {
@@ -452,8 +457,9 @@ func TestIdempotencyCacheBounds(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	clock := func() time.Time { return now }
 	c := newIdemCache(clock, IdempotencyWindow, 3, 100)
+	h0, h1 := sha256.Sum256([]byte("params 0")), sha256.Sum256([]byte("params 1"))
 	finish := func(key, payload string) {
-		e, leader := c.begin("m", key)
+		e, leader, _ := c.begin("p", "m", key, h0)
 		if !leader {
 			t.Fatalf("%s: want leader", key)
 		}
@@ -465,33 +471,40 @@ func TestIdempotencyCacheBounds(t *testing.T) {
 	if c.len() != 3 {
 		t.Fatalf("len %d, want 3 (count bound)", c.len())
 	}
-	if _, leader := c.begin("m", "a"); !leader {
+	if _, leader, _ := c.begin("p", "m", "a", h0); !leader {
 		t.Fatal("oldest entry a should have been evicted")
 	}
-	if e, leader := c.begin("m", "d"); leader || string(e.payload) != `"x"` {
+	if e, leader, _ := c.begin("p", "m", "d", h0); leader || string(e.payload) != `"x"` {
 		t.Fatal("d should be remembered")
 	}
-	// Method is part of the key.
-	if _, leader := c.begin("other", "d"); !leader {
+	// Other params: refused.
+	if _, _, err := c.begin("p", "m", "d", h1); err == nil || err.Code != CodeInvalidRequest {
+		t.Fatalf("same key, other params: %v, want INVALID_REQUEST", err)
+	}
+	// Method and principal are part of the key.
+	if _, leader, _ := c.begin("p", "other", "d", h0); !leader {
 		t.Fatal("same key, other method must run")
+	}
+	if _, leader, _ := c.begin("q", "m", "d", h0); !leader {
+		t.Fatal("same key, other principal must run")
 	}
 	// Byte bound.
 	c2 := newIdemCache(clock, IdempotencyWindow, 100, 10)
-	e, _ := c2.begin("m", "big")
+	e, _, _ := c2.begin("p", "m", "big", h0)
 	c2.finish(e, json.RawMessage(`"0123456789abc"`), nil)
 	if c2.len() != 0 {
 		t.Fatalf("entry over the byte bound kept")
 	}
 	// Expiry after the window.
 	c3 := newIdemCache(clock, IdempotencyWindow, 100, 100)
-	e, _ = c3.begin("m", "k")
+	e, _, _ = c3.begin("p", "m", "k", h0)
 	c3.finish(e, json.RawMessage(`1`), nil)
 	now = now.Add(IdempotencyWindow - time.Second)
-	if _, leader := c3.begin("m", "k"); leader {
+	if _, leader, _ := c3.begin("p", "m", "k", h0); leader {
 		t.Fatal("within the window: want replay")
 	}
 	now = now.Add(2 * time.Second)
-	if _, leader := c3.begin("m", "k"); !leader {
+	if _, leader, _ := c3.begin("p", "m", "k", h1); !leader {
 		t.Fatal("after the window: want a new run")
 	}
 }
@@ -661,7 +674,7 @@ func TestRunPort0(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Handle("echo", echo)
+	s.Handle("echo", Read, echo)
 	if s.Addr() != "" {
 		t.Fatal("Addr before Listen should be empty")
 	}
@@ -712,7 +725,7 @@ func TestRunPort0(t *testing.T) {
 
 func TestConcurrentClientsAndBroadcasts(t *testing.T) {
 	// Races between connects, requests, broadcasts and disconnects (go test -race).
-	s, url := newTestServer(t, Options{}, func(s *Server) { s.Handle("echo", echo) })
+	s, url := newTestServer(t, Options{}, func(s *Server) { s.Handle("echo", Read, echo) })
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	wg.Add(1)

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"io/fs"
 	"net"
@@ -12,8 +13,10 @@ import (
 	"strings"
 )
 
-// route dispatches "/ws", "/healthz" and the UI.
+// route dispatches "/ws", "/healthz" and the UI, every response with the
+// security headers.
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	setSecurityHeaders(w.Header(), r.Host)
 	switch p := r.URL.Path; {
 	case p == "/ws":
 		s.serveWS(w, r)
@@ -71,6 +74,49 @@ func (s *Server) originAllowed(r *http.Request) bool {
 	return false
 }
 
+// contentSecurityPolicy is the CSP of every response. The built UI
+// (frontend/dist) loads one module script and one stylesheet from
+// ./assets/ and has no inline script or style; it talks to the gateway over
+// a WebSocket on its own host. Images: its own, and data:/blob: URLs
+// (pictures in rendered Markdown from elsewhere are not fetched). Nothing
+// may frame it, and no <base>, <object> or form target can redirect it.
+// %[1]s is the request's host ("127.0.0.1:18789"), for the WebSocket
+// (older WebKit does not match ws: against 'self').
+const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; " +
+	"img-src 'self' data: blob:; font-src 'self' data:; connect-src 'self'%[1]s; " +
+	"object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+// setSecurityHeaders sets the CSP, anti-framing, nosniff and referrer
+// headers on h. host (the request's Host header) is added to connect-src
+// as ws:// and wss:// when it is a plain host[:port].
+func setSecurityHeaders(h http.Header, host string) {
+	ws := ""
+	if validHostPort(host) {
+		ws = " ws://" + host + " wss://" + host
+	}
+	h.Set("Content-Security-Policy", fmt.Sprintf(contentSecurityPolicy, ws))
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+}
+
+// validHostPort reports whether host is letters, digits and . - : [ ]
+// only (a DNS name, IPv4 or bracketed IPv6 literal with an optional port),
+// so that it cannot change the meaning of a header it is put in.
+func validHostPort(host string) bool {
+	if host == "" || len(host) > 255 {
+		return false
+	}
+	for _, r := range host {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '-', r == ':', r == '[', r == ']':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 func isLoopbackHost(host string) bool {
 	h := strings.ToLower(strings.TrimSuffix(host, "."))
 	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
@@ -125,8 +171,6 @@ func (s *Server) serveUI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h := w.Header()
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
 	fsys := s.opts.UI
 	if fsys == nil {
 		h.Set("Content-Type", "text/html; charset=utf-8")

@@ -68,7 +68,83 @@ func TestUI(t *testing.T) {
 			if !strings.Contains(string(body), tt.bodyPart) {
 				t.Errorf("body %q lacks %q", body, tt.bodyPart)
 			}
+			checkSecurityHeaders(t, resp.Header, strings.TrimPrefix(hs.URL, "http://"))
 		})
+	}
+}
+
+// checkSecurityHeaders asserts the headers every response carries.
+func checkSecurityHeaders(t *testing.T, h http.Header, host string) {
+	t.Helper()
+	for name, want := range map[string]string{
+		"X-Frame-Options":        "DENY",
+		"X-Content-Type-Options": "nosniff",
+		"Referrer-Policy":        "no-referrer",
+	} {
+		if got := h.Get(name); got != want {
+			t.Errorf("%s: %q, want %q", name, got, want)
+		}
+	}
+	csp := map[string]string{}
+	for _, d := range strings.Split(h.Get("Content-Security-Policy"), ";") {
+		name, value, _ := strings.Cut(strings.TrimSpace(d), " ")
+		csp[name] = value
+	}
+	for name, want := range map[string]string{
+		"default-src":     "'self'",
+		"script-src":      "'self'",
+		"style-src":       "'self'",
+		"object-src":      "'none'",
+		"base-uri":        "'none'",
+		"form-action":     "'none'",
+		"frame-ancestors": "'none'",
+		"connect-src":     "'self' ws://" + host + " wss://" + host,
+	} {
+		if csp[name] != want {
+			t.Errorf("Content-Security-Policy %s: %q, want %q (header %q)", name, csp[name], want, h.Get("Content-Security-Policy"))
+		}
+	}
+}
+
+// TestSecurityHeadersOnEveryResponse: the UI when not built, refusals
+// (a forbidden origin, a full unauthenticated cap) and a Host that is not
+// a plain host name all carry the headers; such a Host is left out of the
+// CSP.
+func TestSecurityHeadersOnEveryResponse(t *testing.T) {
+	s, err := New(Options{Token: testToken, Logger: quietLogger(), MaxUnauthenticated: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	s.preAuth = 1 // the cap is full
+	s.mu.Unlock()
+	for _, tc := range []struct {
+		path   string
+		header http.Header
+		status int
+	}{
+		{"/", nil, 200},
+		{"/ws", http.Header{"Origin": {"https://evil.example"}}, 403},
+		{"/ws", http.Header{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}, "Sec-Websocket-Version": {"13"}, "Sec-Websocket-Key": {"dGhlIHNhbXBsZSBub25jZQ=="}}, 503},
+	} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", tc.path, nil)
+		req.Host = "127.0.0.1:18789"
+		for k, v := range tc.header {
+			req.Header[k] = v
+		}
+		s.Handler().ServeHTTP(rec, req)
+		if rec.Code != tc.status {
+			t.Fatalf("%s: status %d, want %d", tc.path, rec.Code, tc.status)
+		}
+		checkSecurityHeaders(t, rec.Header(), "127.0.0.1:18789")
+	}
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "/", nil)
+	req.Host = "a b'; script-src *"
+	s.Handler().ServeHTTP(rec, req)
+	if csp := rec.Header().Get("Content-Security-Policy"); !strings.Contains(csp, "connect-src 'self';") || strings.Contains(csp, "*") {
+		t.Fatalf("CSP with a strange Host: %q", csp)
 	}
 }
 

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"container/list"
+	"crypto/sha256"
 	"encoding/json"
 	"sync"
 	"time"
@@ -11,7 +12,7 @@ import (
 // Idempotency limits (SPEC §3).
 const (
 	// IdempotencyWindow is how long a completed result is replayed for a
-	// repeated (method, idempotencyKey).
+	// repeated (principal, method, idempotencyKey).
 	IdempotencyWindow = 5 * time.Minute
 	// MaxIdempotencyKeyLen caps the idempotencyKey length in bytes.
 	MaxIdempotencyKeyLen = 256
@@ -20,11 +21,13 @@ const (
 	defaultIdemMaxBytes   = 32 << 20
 )
 
-type idemKey struct{ method, key string }
+type idemKey struct{ principal, method, key string }
 
-// idemEntry is one deduplicated call. done is closed once payload/err are set.
+// idemEntry is one deduplicated call. done is closed once payload/err are
+// set. params is the hash of the params the key was first used with.
 type idemEntry struct {
 	key     idemKey
+	params  [sha256.Size]byte
 	done    chan struct{}
 	payload json.RawMessage
 	err     *Error
@@ -32,7 +35,7 @@ type idemEntry struct {
 	elem    *list.Element
 }
 
-// idemCache remembers results per (method, key), bounded by entry count and
+// idemCache remembers results per (principal, method, key), bounded by entry count and
 // by total payload bytes; the oldest entries go first. Results with a
 // retryable error are not remembered, so a retry after a dropped connection
 // or a timeout runs the handler again.
@@ -51,25 +54,31 @@ func newIdemCache(now func() time.Time, ttl time.Duration, maxEntries, maxBytes 
 	return &idemCache{now: now, ttl: ttl, maxEntries: maxEntries, maxBytes: maxBytes, m: make(map[idemKey]*idemEntry)}
 }
 
-// begin returns the entry for k and whether the caller must run the call
-// (leader) and then call finish. Followers wait on entry.done.
-func (c *idemCache) begin(method, key string) (e *idemEntry, leader bool) {
-	k := idemKey{method, key}
+// begin returns the entry for (principal, method, key) and whether the
+// caller must run the call (leader) and then call finish. Followers wait on
+// entry.done. A key in use with other params (another hash) is refused
+// with INVALID_REQUEST.
+func (c *idemCache) begin(principal, method, key string, params [sha256.Size]byte) (e *idemEntry, leader bool, err *Error) {
+	k := idemKey{principal, method, key}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
 	c.evictLocked(now)
 	if e, ok := c.m[k]; ok {
 		if e.expires.IsZero() || now.Before(e.expires) {
-			return e, false
+			if e.params != params {
+				return nil, false, Errorf(CodeInvalidRequest,
+					"%s: idempotencyKey %q was already used with other params; use a new key for a new action", method, key)
+			}
+			return e, false, nil
 		}
 		c.removeLocked(e)
 	}
-	e = &idemEntry{key: k, done: make(chan struct{})}
+	e = &idemEntry{key: k, params: params, done: make(chan struct{})}
 	e.elem = c.order.PushBack(e)
 	c.m[k] = e
 	c.evictLocked(now)
-	return e, true
+	return e, true, nil
 }
 
 // finish records the result of a leader's call and wakes the followers.
@@ -141,4 +150,26 @@ func idempotencyKey(params json.RawMessage) (string, *Error) {
 		return "", Errorf(CodeInvalidRequest, "idempotencyKey longer than %d bytes", MaxIdempotencyKeyLen)
 	}
 	return key, nil
+}
+
+// paramsHash hashes params in a canonical form (object keys sorted, no
+// spaces, numbers as written) without the idempotencyKey member, so that a
+// retry that encodes the same params differently is still the same call.
+func paramsHash(params json.RawMessage) ([sha256.Size]byte, *Error) {
+	var v any
+	if len(params) > 0 {
+		d := json.NewDecoder(bytes.NewReader(params))
+		d.UseNumber()
+		if err := d.Decode(&v); err != nil {
+			return [sha256.Size]byte{}, Errorf(CodeInvalidRequest, "params are not valid JSON: %s", describeJSONError(err))
+		}
+	}
+	if m, ok := v.(map[string]any); ok {
+		delete(m, "idempotencyKey")
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return [sha256.Size]byte{}, Errorf(CodeInvalidRequest, "params cannot be hashed: %v", err)
+	}
+	return sha256.Sum256(b), nil
 }

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -25,6 +26,19 @@ const (
 	DefaultMaxBufferedBytes = 32 << 20 // bytes
 	DefaultTickInterval     = 30 * time.Second
 	DefaultHandshakeTimeout = 10 * time.Second
+	// DefaultMaxPreAuthPayload is the largest frame read before hello-ok
+	// (a connect request is a few hundred bytes; OpenClaw also uses 64 KiB).
+	DefaultMaxPreAuthPayload = 64 << 10 // bytes
+	// DefaultMaxUnauthenticated caps connections that have not completed
+	// the handshake, in total and from one IP address.
+	DefaultMaxUnauthenticated      = 64
+	DefaultMaxUnauthenticatedPerIP = 16
+	// DefaultMaxTotalBufferedBytes bounds the outbound queues of all
+	// connections together.
+	DefaultMaxTotalBufferedBytes = 128 << 20 // bytes
+	// DefaultCloseGrace is how long a connection closed for being slow may
+	// take to receive the rest of its current frame and the close frame.
+	DefaultCloseGrace = 30 * time.Second
 )
 
 // WebSocket close codes used by the gateway besides the standard 1001
@@ -50,14 +64,38 @@ type Options struct {
 	// files with an extension get 404. Nil serves a short page saying the UI
 	// is not built.
 	UI fs.FS
-	// MaxPayload is the largest accepted inbound frame in bytes; default
-	// 4 MiB. Larger frames get PAYLOAD_TOO_LARGE and are discarded.
+	// MaxPayload is the largest accepted inbound frame in bytes after the
+	// handshake; default 16 MiB. Larger frames get PAYLOAD_TOO_LARGE and are
+	// discarded without being buffered.
 	MaxPayload int64
+	// MaxPreAuthPayload is the largest frame read before hello-ok, in
+	// bytes; default 64 KiB. A larger first frame closes the connection
+	// (code 4002) after at most this many bytes were buffered, so an
+	// unauthenticated client cannot make the server hold MaxPayload.
+	MaxPreAuthPayload int64
+	// MaxUnauthenticated caps the connections that have not completed the
+	// handshake (default 64); MaxUnauthenticatedPerIP caps them per
+	// remote IP address (default 16). An upgrade request over a cap gets
+	// HTTP 503 with Retry-After. HandshakeTimeout frees a slot that is
+	// held without a connect request.
+	MaxUnauthenticated      int
+	MaxUnauthenticatedPerIP int
 	// MaxBufferedBytes bounds each connection's outbound queue in bytes
-	// (frames accepted but not yet written to the socket); default 16 MiB.
+	// (frames accepted but not yet written to the socket); default 32 MiB.
 	// A connection that would exceed it is closed with code 1008 and a
 	// "slow consumer" reason.
 	MaxBufferedBytes int64
+	// MaxTotalBufferedBytes bounds the outbound queues of all connections
+	// together, in bytes; default 128 MiB. When a frame takes the total
+	// over it, the connection with the largest queue (the slowest
+	// consumer) is closed with code 1008 and a reason saying so, its queue
+	// discarded, until the total is within the budget again.
+	MaxTotalBufferedBytes int64
+	// CloseGrace is how long a connection closed for being slow may take
+	// to receive the rest of the frame being written and the close frame
+	// with its reason; default 30 s. A client that reads again within it
+	// gets the reason; after it the socket is dropped.
+	CloseGrace time.Duration
 	// TickInterval is the period of the "tick" event; default 30 s.
 	TickInterval time.Duration
 	// HandshakeTimeout bounds the wait for the connect request; default 10 s.
@@ -106,6 +144,16 @@ type Call struct {
 	// RemoteIP is the peer's IP address (from the HTTP request's
 	// RemoteAddr, without the port), for the audit log.
 	RemoteIP string
+	// Principal is who the connection acts for (Principal.Role == Role).
+	Principal Principal
+	// Kind is the method's registered kind.
+	Kind Kind
+}
+
+// method is a registered handler and its kind.
+type method struct {
+	h    Handler
+	kind Kind
 }
 
 // Server is the gateway. Create it with [New], register handlers, then call
@@ -120,12 +168,20 @@ type Server struct {
 	idem    *idemCache
 
 	mu           sync.RWMutex
-	handlers     map[string]Handler
+	handlers     map[string]method
 	events       map[string]struct{}
 	all          map[*conn]struct{} // every open connection
 	authed       map[string]*conn   // authenticated, by connID
+	preAuth      int                // connections before hello-ok
+	preAuthByIP  map[string]int
+	forbidden    func(call *Call, reason string)
 	shuttingDown bool
 	connWG       sync.WaitGroup
+
+	// totalQueued is the sum of every open connection's queued bytes
+	// (conn.queued); shedMu serialises shedding the slowest consumers.
+	totalQueued atomic.Int64
+	shedMu      sync.Mutex
 
 	bcastMu sync.Mutex // orders Broadcast/Send calls and hello-ok registration
 
@@ -142,7 +198,9 @@ func New(opts Options) (*Server, error) {
 	if opts.Token == "" {
 		return nil, errors.New("gateway: Options.Token is required")
 	}
-	if opts.MaxPayload < 0 || opts.MaxBufferedBytes < 0 || opts.TickInterval < 0 || opts.HandshakeTimeout < 0 {
+	if opts.MaxPayload < 0 || opts.MaxBufferedBytes < 0 || opts.TickInterval < 0 || opts.HandshakeTimeout < 0 ||
+		opts.MaxPreAuthPayload < 0 || opts.MaxUnauthenticated < 0 || opts.MaxUnauthenticatedPerIP < 0 ||
+		opts.MaxTotalBufferedBytes < 0 || opts.CloseGrace < 0 {
 		return nil, errors.New("gateway: negative limit in Options")
 	}
 	if opts.Addr == "" {
@@ -156,6 +214,21 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.MaxBufferedBytes == 0 {
 		opts.MaxBufferedBytes = DefaultMaxBufferedBytes
+	}
+	if opts.MaxPreAuthPayload == 0 {
+		opts.MaxPreAuthPayload = DefaultMaxPreAuthPayload
+	}
+	if opts.MaxUnauthenticated == 0 {
+		opts.MaxUnauthenticated = DefaultMaxUnauthenticated
+	}
+	if opts.MaxUnauthenticatedPerIP == 0 {
+		opts.MaxUnauthenticatedPerIP = DefaultMaxUnauthenticatedPerIP
+	}
+	if opts.MaxTotalBufferedBytes == 0 {
+		opts.MaxTotalBufferedBytes = DefaultMaxTotalBufferedBytes
+	}
+	if opts.CloseGrace == 0 {
+		opts.CloseGrace = DefaultCloseGrace
 	}
 	if opts.TickInterval == 0 {
 		opts.TickInterval = DefaultTickInterval
@@ -176,38 +249,61 @@ func New(opts Options) (*Server, error) {
 	}
 	opts.AllowedOrigins = slices.Clone(opts.AllowedOrigins)
 	s := &Server{
-		opts:     opts,
-		log:      opts.Logger,
-		now:      opts.Now,
-		started:  opts.Now(),
-		idem:     newIdemCache(opts.Now, IdempotencyWindow, defaultIdemMaxEntries, defaultIdemMaxBytes),
-		handlers: make(map[string]Handler),
-		events:   make(map[string]struct{}),
-		all:      make(map[*conn]struct{}),
-		authed:   make(map[string]*conn),
-		ready:    make(chan struct{}),
+		opts:        opts,
+		log:         opts.Logger,
+		now:         opts.Now,
+		started:     opts.Now(),
+		idem:        newIdemCache(opts.Now, IdempotencyWindow, defaultIdemMaxEntries, defaultIdemMaxBytes),
+		handlers:    make(map[string]method),
+		events:      make(map[string]struct{}),
+		all:         make(map[*conn]struct{}),
+		authed:      make(map[string]*conn),
+		preAuthByIP: make(map[string]int),
+		ready:       make(chan struct{}),
 	}
 	s.handler = http.HandlerFunc(s.route)
 	return s, nil
 }
 
-// Handle registers h for method; it is then listed in hello-ok
-// features.methods. Register before serving: connections authenticated
-// earlier do not learn about it. It panics on an empty method, a nil
-// handler, "connect" or a duplicate registration (programming errors).
-func (s *Server) Handle(method string, h Handler) {
-	if method == "" || h == nil {
+// Handle registers h for method with its kind ([Read], [ReadOperator],
+// [Write] or [WriteOperator]); it is then listed in hello-ok
+// features.methods (and features.sideEffects, features.operatorOnly).
+// Register before serving: connections authenticated earlier do not learn
+// about it. It panics on an empty method, a nil handler, an invalid kind,
+// "connect" or a duplicate registration (programming errors).
+func (s *Server) Handle(name string, kind Kind, h Handler) {
+	if name == "" || h == nil {
 		panic("gateway: Handle needs a method name and a handler")
 	}
-	if method == MethodConnect {
+	if !kind.valid() {
+		panic("gateway: Handle " + name + ": kind must be Read, ReadOperator, Write or WriteOperator")
+	}
+	if name == MethodConnect {
 		panic("gateway: the connect method is reserved for the handshake")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, dup := s.handlers[method]; dup {
-		panic("gateway: duplicate handler for " + method)
+	if _, dup := s.handlers[name]; dup {
+		panic("gateway: duplicate handler for " + name)
 	}
-	s.handlers[method] = h
+	s.handlers[name] = method{h: h, kind: kind}
+}
+
+// MethodKind returns the kind method was registered with, or 0 when it is
+// not registered.
+func (s *Server) MethodKind(name string) Kind {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.handlers[name].kind
+}
+
+// OnForbidden sets f, called (synchronously, before the FORBIDDEN response)
+// for every call the gateway refuses because a node connection called an
+// operator-only method, e.g. to audit it. Set it before serving.
+func (s *Server) OnForbidden(f func(call *Call, reason string)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.forbidden = f
 }
 
 // DeclareEvents lists event names in hello-ok features.events. The built-in
@@ -226,9 +322,16 @@ func (s *Server) DeclareEvents(names ...string) {
 func (s *Server) features() Features {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	f := Features{Methods: make([]string, 0, len(s.handlers)), Events: []string{EventChallenge, EventTick}}
-	for m := range s.handlers {
-		f.Methods = append(f.Methods, m)
+	f := Features{Methods: make([]string, 0, len(s.handlers)), Events: []string{EventChallenge, EventTick},
+		SideEffects: []string{}, OperatorOnly: []string{}}
+	for name, m := range s.handlers {
+		f.Methods = append(f.Methods, name)
+		if m.kind.SideEffects() {
+			f.SideEffects = append(f.SideEffects, name)
+		}
+		if m.kind.OperatorOnly() {
+			f.OperatorOnly = append(f.OperatorOnly, name)
+		}
 	}
 	for e := range s.events {
 		if e != EventChallenge && e != EventTick {
@@ -237,13 +340,15 @@ func (s *Server) features() Features {
 	}
 	sort.Strings(f.Methods)
 	sort.Strings(f.Events)
+	sort.Strings(f.SideEffects)
+	sort.Strings(f.OperatorOnly)
 	return f
 }
 
-func (s *Server) lookup(method string) Handler {
+func (s *Server) lookup(name string) (method, func(*Call, string)) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.handlers[method]
+	return s.handlers[name], s.forbidden
 }
 
 // Broadcast sends event with payload (JSON-encoded once) to every

@@ -177,7 +177,7 @@ describe('requests', () => {
     await expect(p).rejects.toMatchObject({ code: 'TIMEOUT' });
   });
 
-  it('adds an idempotencyKey to chat.send and memory.import only, keeping a caller key', () => {
+  it('adds an idempotencyKey to every method with side effects only, keeping a caller key', () => {
     const gw = makeClient();
     gw.start();
     const ws = FakeWebSocket.last();
@@ -186,6 +186,8 @@ describe('requests', () => {
     void gw.request('memory.import', { name: 'a.md', content: 'x' }).catch(() => {});
     void gw.request('memory.import', { name: 'b.md', content: 'y', idempotencyKey: 'mine' }).catch(() => {});
     void gw.request('memory.search', { query: 'q' }).catch(() => {});
+    void gw.request('message.delete', { messageId: 'm-1' }).catch(() => {});
+    void gw.request('chat.cancel', { profileId: 'main', sessionId: 's' }).catch(() => {});
     const sends = ws.sent.filter((f) => f.method !== 'connect');
     expect(typeof sends[0].params.idempotencyKey).toBe('string');
     expect(sends[0].params.idempotencyKey).not.toBe('');
@@ -193,6 +195,30 @@ describe('requests', () => {
     expect(sends[1].params.idempotencyKey).not.toBe(sends[0].params.idempotencyKey);
     expect(sends[2].params.idempotencyKey).toBe('mine');
     expect(sends[3].params.idempotencyKey).toBeUndefined();
+    expect(typeof sends[4].params.idempotencyKey).toBe('string');
+    expect(typeof sends[5].params.idempotencyKey).toBe('string');
+  });
+
+  it("follows the gateway's own list of methods with side effects (hello-ok features.sideEffects)", () => {
+    const gw = makeClient();
+    gw.start();
+    const ws = FakeWebSocket.last();
+    ws.serverOpen();
+    ws.challenge();
+    const req = ws.connectFrame();
+    ws.serverSend({
+      type: 'res',
+      id: req.id,
+      ok: true,
+      payload: { type: 'hello-ok', protocol: 1, features: { methods: [], events: [], sideEffects: ['custom.do'] }, policy: {} },
+    });
+    void gw.request('custom.do', {}).catch(() => {});
+    void gw.request('chat.send', { profileId: 'main', message: 'hi' }).catch(() => {});
+    const sends = ws.sent.filter((f) => f.method !== 'connect');
+    expect(typeof sends[0].params.idempotencyKey).toBe('string');
+    expect(sends[1].params.idempotencyKey).toBeUndefined();
+    expect(gw.hasSideEffects('custom.do')).toBe(true);
+    expect(gw.hasSideEffects('chat.send')).toBe(false);
   });
 
   it('refuses a request larger than policy.maxPayload without sending it', async () => {

@@ -10,7 +10,8 @@ export interface HelloOk {
   type?: string;
   protocol: number;
   server?: { version?: string; connId?: string };
-  features?: { methods?: string[]; events?: string[] };
+  /** sideEffects: methods that take an idempotencyKey (required); operatorOnly: methods node connections may not call. */
+  features?: { methods?: string[]; events?: string[]; sideEffects?: string[]; operatorOnly?: string[] };
   snapshot?: { presence?: unknown[]; profiles?: unknown[] };
   policy?: { maxPayload?: number; maxBufferedBytes?: number; tickIntervalMs?: number };
 }
@@ -82,8 +83,33 @@ export function backoffDelay(attempt: number, opts: BackoffOptions = DEFAULT_BAC
   return Math.round(Math.max(0, Math.min(opts.maxMs, jittered)));
 }
 
-/** Methods with side effects get an idempotencyKey when the caller did not pass one. */
-export const IDEMPOTENT_METHODS: ReadonlySet<string> = new Set(['chat.send', 'memory.import']);
+/**
+ * Methods with side effects: the gateway requires an idempotencyKey on each call (SPEC §3), and
+ * request() adds a fresh one when the caller did not pass one (a caller that retries the same action
+ * passes its own key again). The connected gateway's list (hello-ok features.sideEffects) wins; this
+ * one is for a gateway that does not send it.
+ */
+export const IDEMPOTENT_METHODS: ReadonlySet<string> = new Set([
+  'agent.permission.answer',
+  'chat.cancel',
+  'chat.send',
+  'collab.accept',
+  'collab.complete',
+  'collab.request',
+  'collab.write',
+  'conflicts.resolve',
+  'memory.import',
+  'memory.note',
+  'memory.promote',
+  'memory.sync',
+  'memory.write',
+  'message.delete',
+  'profiles.create',
+  'profiles.spawn',
+  'profiles.stop',
+  'sessions.archive',
+  'sessions.create',
+]);
 
 export interface GatewayOptions {
   url: string;
@@ -192,6 +218,12 @@ export class GatewayClient {
     return !Array.isArray(methods) || methods.length === 0 || methods.includes(method);
   }
 
+  /** Whether `method` has side effects (and so takes an idempotencyKey): hello-ok features.sideEffects, else IDEMPOTENT_METHODS. */
+  hasSideEffects(method: string): boolean {
+    const listed = this.current.hello?.features?.sideEffects;
+    return Array.isArray(listed) ? listed.includes(method) : IDEMPOTENT_METHODS.has(method);
+  }
+
   /** Starts connecting (and keeps reconnecting until stop() or an UNAUTHORIZED refusal). */
   start(): void {
     if (this.running) return;
@@ -250,7 +282,7 @@ export class GatewayClient {
       return Promise.reject(new GatewayError('UNAVAILABLE', 'not connected to the gateway', true));
     }
     const p: Record<string, unknown> = { ...params };
-    if (IDEMPOTENT_METHODS.has(method) && (p.idempotencyKey === undefined || p.idempotencyKey === null || p.idempotencyKey === '')) {
+    if (this.hasSideEffects(method) && (p.idempotencyKey === undefined || p.idempotencyKey === null || p.idempotencyKey === '')) {
       p.idempotencyKey = this.uuid();
     }
     const id = this.uuid();
