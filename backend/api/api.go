@@ -207,6 +207,9 @@ func Register(o Options) {
 		if err := decode(c, &p); err != nil {
 			return nil, err
 		}
+		// The service remembers keys too (per profile): scope them by
+		// principal, so a node never gets the operator's run for its key.
+		p.IdempotencyKey = c.Principal.Key() + "\x00" + p.IdempotencyKey
 		// The run outlives this request: it belongs to the service, not to
 		// the connection that started it (SPEC §3: a run survives its UI).
 		res, err := o.Chat.Send(context.WithoutCancel(ctx), p)

@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 )
 
@@ -279,7 +280,33 @@ func newBrowser(t *testing.T, chromium, tmp string) context.Context {
 	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancel(); acancel() })
+	watchCSP(t, ctx)
 	return ctx
+}
+
+// cspWatch records the page's Content-Security-Policy violations.
+const cspWatch = `window.__cspViolations = [];
+document.addEventListener('securitypolicyviolation', (e) =>
+  window.__cspViolations.push(e.violatedDirective + ' blocked ' + (e.blockedURI || '(inline)') + ' at ' + (e.sourceFile || '?') + ':' + e.lineNumber));`
+
+// watchCSP makes every page of tab record CSP violations, and fails the
+// test at its end if there were any: the UI must work under the gateway's
+// CSP (issue 14 item 6), not merely load.
+func watchCSP(t *testing.T, tab context.Context) {
+	t.Helper()
+	if _, err := chromedp.Call(tab, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: cspWatch}); err != nil {
+		t.Fatalf("install the CSP watch: %v", err)
+	}
+	t.Cleanup(func() { // runs before the browser is closed (cleanups run last-in first-out)
+		v, err := chromedp.Run(tab, chromedp.Evaluate[[]string](`window.__cspViolations ?? ["the CSP watch was not installed"]`))
+		if err != nil {
+			t.Errorf("read the CSP violations: %v", err)
+			return
+		}
+		if len(v) > 0 {
+			t.Errorf("the UI broke its Content-Security-Policy %d times: %v", len(v), v)
+		}
+	})
 }
 
 const connected = `document.querySelector('[data-testid=conn-state]')?.textContent.trim() === 'connected'`
@@ -318,6 +345,20 @@ func TestUIEndToEnd(t *testing.T) {
 		t.Fatalf("navigate: %v", err)
 	}
 	waitFor(t, ctx, "the UI to connect", connected, 30*time.Second)
+
+	// 0. The UI runs under the gateway's CSP: an injected inline script is
+	// blocked (and seen by the CSP watch, which is then emptied: the UI's
+	// own work below must not break the policy).
+	if js[bool](t, ctx, `(() => {
+		const s = document.createElement("script");
+		s.textContent = "window.__inlineRan = true";
+		document.head.append(s);
+		return window.__inlineRan === true;
+	})()`) {
+		t.Fatal("an inline script ran: the page has no effective Content-Security-Policy")
+	}
+	waitFor(t, ctx, "the CSP watch to report the blocked script", `window.__cspViolations.length === 1`, 10*time.Second)
+	js[bool](t, ctx, `(window.__cspViolations = [], true)`)
 
 	// 1. Drop a note onto the memory panel (a real DragEvent with a File).
 	note := "# 项目备忘 Project memo\n\n星期三的会议决定：把向量索引迁移到 sqlite-vec，代号 QK-7731。\nThe Wednesday meeting moved the vector index to sqlite-vec.\n"
