@@ -73,7 +73,7 @@ describe('App', () => {
 
     // Cancel sends chat.cancel for our session and run.
     await fireEvent.click(testid('chat-cancel'));
-    expect(ws.lastRequest('chat.cancel').params).toEqual({ profileId: 'main', sessionId: 's1', runId: 'r1' });
+    expect(ws.lastRequest('chat.cancel').params).toEqual({ profileId: 'main', sessionId: 's1', runId: 'r1', idempotencyKey: expect.any(String) });
 
     ws.serverEvent(
       'chat.final',
@@ -193,7 +193,7 @@ describe('App', () => {
     await waitFor(() => expect(bubbles()[3]).toMatchObject({ role: 'assistant', state: 'streaming', text: 'Once upon' }));
 
     await fireEvent.click(testid('chat-cancel'));
-    expect(ws.lastRequest('chat.cancel').params).toEqual({ profileId: 'main', sessionId: 's1', runId: 'r2' });
+    expect(ws.lastRequest('chat.cancel').params).toEqual({ profileId: 'main', sessionId: 's1', runId: 'r2', idempotencyKey: expect.any(String) });
     ws.reply(ws.lastRequest('chat.cancel'), { cancelled: true });
     const partial = { id: 'a2', profileId: 'main', sessionId: 's1', runId: 'r2', role: 'assistant', content: 'Once upon', ts: Date.now() + 5, error: 'cancelled' };
     ws.serverEvent('chat.cancelled', { ...ev, message: partial }, 4);
@@ -227,7 +227,7 @@ describe('App', () => {
     );
 
     await fireEvent.click(testid('chat-cancel'));
-    expect(ws.lastRequest('chat.cancel').params).toEqual({ profileId: 'main', sessionId: 's1', runId: 'r1' });
+    expect(ws.lastRequest('chat.cancel').params).toEqual({ profileId: 'main', sessionId: 's1', runId: 'r1', idempotencyKey: expect.any(String) });
   });
 
   it('another tab sees the question of a run it did not send, above the streaming answer', async () => {
@@ -422,7 +422,7 @@ describe('App', () => {
     // Delete the first answer: message.delete, and it is gone here (and from the cache).
     const a0 = screen.getAllByTestId('chat-message').find((m) => m.dataset.messageId === 'a0')!;
     await fireEvent.click(a0.querySelector('[data-testid=chat-delete]')!);
-    expect(ws.lastRequest('message.delete').params).toEqual({ messageId: 'a0' });
+    expect(ws.lastRequest('message.delete').params).toEqual({ messageId: 'a0', idempotencyKey: expect.any(String) });
     ws.reply(ws.lastRequest('message.delete'), { deleted: true });
     await waitFor(() => expect(bubbles().map((b) => b.text)).toEqual(['first question', 'second']));
     expect(localStorage.getItem('atrium.cache.main')).not.toContain('first answer');

@@ -134,7 +134,7 @@ describe('conflicts queue', () => {
   it('take other resolves with choice other and refreshes the queue', async () => {
     const { ws, done } = await openOne();
     await fireEvent.click(screen.getByTestId('conflict-take-other'));
-    await waitFor(() => expect(answer(ws, 'conflicts.resolve', { conflict: { ...conflict, state: 'resolved' } }, done)).toEqual([{ id: 7, choice: 'other' }]));
+    await waitFor(() => expect(answer(ws, 'conflicts.resolve', { conflict: { ...conflict, state: 'resolved' } }, done)).toEqual([{ id: 7, choice: 'other', idempotencyKey: expect.any(String) }]));
     await waitFor(() => expect(answer(ws, 'conflicts.list', { conflicts: [] }, done)).toHaveLength(1));
     await waitFor(() => expect(screen.getByTestId('conflicts-empty')).toBeTruthy());
     expect(screen.getByTestId('conflict-notice').textContent).toContain('took the other side');
@@ -146,7 +146,7 @@ describe('conflicts queue', () => {
     await fireEvent.click(screen.getByTestId('conflict-keep-both'));
     await waitFor(() =>
       expect(answer(ws, 'conflicts.resolve', { conflict: { ...conflict, state: 'resolved' } }, done)).toEqual([
-        { id: 7, choice: 'merged', content: '# 计划\nstep one (edited)\nstep one\nstep two\n' },
+        { id: 7, choice: 'merged', content: '# 计划\nstep one (edited)\nstep one\nstep two\n', idempotencyKey: expect.any(String) },
       ]),
     );
   });
@@ -156,7 +156,7 @@ describe('conflicts queue', () => {
     await fireEvent.click(screen.getByTestId('conflict-keep-current'));
     await waitFor(() => expect(ws.lastRequest('conflicts.resolve')).toBeDefined());
     const req = ws.lastRequest('conflicts.resolve');
-    expect(req.params).toEqual({ id: 7, choice: 'current' });
+    expect(req.params).toEqual({ id: 7, choice: 'current', idempotencyKey: expect.any(String) });
     ws.serverSend({ type: 'res', id: req.id, ok: false, error: { code: 'CONFLICT', message: 'resolve conflict 7: memory: conflict: already resolved' } });
     await waitFor(() => expect(screen.getByTestId('conflict-detail').textContent).toContain('already resolved'));
     expect(screen.getByTestId('conflict-detail').textContent).not.toContain('CONFLICT');

@@ -48,7 +48,7 @@ describe('profiles workbench', () => {
 
     await fireEvent.click(within(profileItem('writer')).getByTestId('profile-spawn'));
     const spawn = ws.lastRequest('profiles.spawn');
-    expect(spawn.params).toEqual({ profileId: 'writer' });
+    expect(spawn.params).toEqual({ profileId: 'writer', idempotencyKey: expect.any(String) });
     ws.reply(spawn, { instance: { instanceId: 'writer-2', profileId: 'writer', state: 'starting', restarts: 0, ts: 11 } });
     await waitFor(() => expect(ws.answerAll('profiles.list', list, done)).toBe(1)); // refreshed after the spawn
     ws.serverEvent('profiles.instance', { instanceId: 'writer-2', profileId: 'writer', state: 'crashed', reason: 'exited: signal: killed', restarts: 0, ts: 12 }, 2);
@@ -61,7 +61,7 @@ describe('profiles workbench', () => {
     });
 
     await fireEvent.click(within(profileItem('writer')).getAllByTestId('instance-stop')[0]);
-    expect(ws.lastRequest('profiles.stop').params).toEqual({ instanceId: 'writer-1' });
+    expect(ws.lastRequest('profiles.stop').params).toEqual({ instanceId: 'writer-1', idempotencyKey: expect.any(String) });
     ws.fail(ws.lastRequest('profiles.stop'), 'TIMEOUT', 'profiles.stop: context deadline exceeded', true);
     await waitFor(() => expect(screen.getByTestId('profile-error').textContent).toContain('Stop writer-1 failed'));
 
@@ -151,7 +151,7 @@ describe('permission prompt', () => {
     await waitFor(() => expect(profileItem('main').dataset.activity).toBe('waiting'));
 
     await fireEvent.click(screen.getByTestId('permission-allow'));
-    expect(ws.lastRequest('agent.permission.answer').params).toEqual({ id: 'p1', allow: true });
+    expect(ws.lastRequest('agent.permission.answer').params).toEqual({ id: 'p1', allow: true, idempotencyKey: expect.any(String) });
     ws.reply(ws.lastRequest('agent.permission.answer'), { id: 'p1', allowed: true });
     await waitFor(() => expect(screen.queryByTestId('permission-prompt')).toBeNull());
     ws.serverEvent('agent.permission.answered', { id: 'p1', allowed: true, by: 'person' }, 2);
@@ -167,7 +167,7 @@ describe('permission prompt', () => {
     ws.serverEvent('agent.permission', req('p3'), 5);
     await screen.findByTestId('permission-prompt');
     await fireEvent.click(screen.getByTestId('permission-deny'));
-    expect(ws.lastRequest('agent.permission.answer').params).toEqual({ id: 'p3', allow: false });
+    expect(ws.lastRequest('agent.permission.answer').params).toEqual({ id: 'p3', allow: false, idempotencyKey: expect.any(String) });
     ws.fail(ws.lastRequest('agent.permission.answer'), 'NOT_FOUND', 'permission p3 is not open');
     await waitFor(() => expect(screen.queryByTestId('permission-prompt')).toBeNull());
 

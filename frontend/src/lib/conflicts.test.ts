@@ -76,13 +76,13 @@ describe('conflict calls', () => {
 
     const other = resolveConflict(gw, 3, 'other');
     await flush();
-    expect(ws.lastRequest('conflicts.resolve').params).toEqual({ id: 3, choice: 'other' });
+    expect(ws.lastRequest('conflicts.resolve').params).toEqual({ id: 3, choice: 'other', idempotencyKey: expect.any(String) });
     ws.reply(ws.lastRequest('conflicts.resolve'), { conflict: { id: 3, state: 'resolved' } });
     expect((await other).state).toBe('resolved');
 
     const merged = resolveConflict(gw, 4, 'merged', 'both\n');
     await flush();
-    expect(ws.lastRequest('conflicts.resolve').params).toEqual({ id: 4, choice: 'merged', content: 'both\n' });
+    expect(ws.lastRequest('conflicts.resolve').params).toEqual({ id: 4, choice: 'merged', content: 'both\n', idempotencyKey: expect.any(String) });
     ws.reply(ws.lastRequest('conflicts.resolve'), { conflict: { id: 4, state: 'resolved' } });
     await merged;
     await expect(resolveConflict(gw, 5, 'merged', '')).rejects.toThrow(/merged text/);
