@@ -7,7 +7,7 @@ package api
 import (
 	"context"
 	"errors"
-	"strings"
+	"fmt"
 	"time"
 
 	"github.com/atrium-dev/atrium/backend/acl"
@@ -99,8 +99,8 @@ func Register(o Options) {
 		if err := decode(c, &p); err != nil {
 			return nil, err
 		}
-		if strings.TrimSpace(p.Query) == "" {
-			return nil, gateway.Errorf(gateway.CodeInvalidRequest, "memory.search: query is empty")
+		if err := memory.CheckQuery(p.Query); err != nil {
+			return nil, mapErr(fmt.Errorf("memory.search: %w", err))
 		}
 		ctx, who, err := principal(ctx, o.Guard, c)
 		if err != nil {

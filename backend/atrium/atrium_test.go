@@ -271,6 +271,19 @@ func TestFullStack(t *testing.T) {
 	if res := search("deploy key rotation"); len(res.Results) == 0 || res.Results[0].Path != "MEMORY.md" {
 		t.Errorf("English search: %+v", res)
 	}
+	// A query of memory.MaxQueryChars characters searches; one character
+	// more, or 13.8 MB, is INVALID_REQUEST saying the limit (issue 14
+	// item 5), and the connection goes on.
+	if res := search(strings.Repeat("数据库连接池", memory.MaxQueryChars/6) + "数据库连"); len(res.Results) == 0 {
+		t.Errorf("a query of MaxQueryChars characters found nothing")
+	}
+	for _, q := range []string{strings.Repeat("数据库连接池", memory.MaxQueryChars/6) + "数据库连接", strings.Repeat("deploy key ", 13_800_000/11)} {
+		r := cl.call("memory.search", map[string]any{"query": q})
+		if r.OK || r.Error == nil || r.Error.Code != gateway.CodeInvalidRequest ||
+			!strings.Contains(r.Error.Message, fmt.Sprintf("characters, the limit is %d", memory.MaxQueryChars)) {
+			t.Errorf("memory.search with a %d-byte query = %+v, want INVALID_REQUEST naming the limit", len(q), r)
+		}
+	}
 
 	// Import a note: it is written to disk, indexed at once and announced.
 	var imp memory.ImportResult

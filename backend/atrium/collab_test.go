@@ -164,6 +164,12 @@ func TestCollabOverGateway(t *testing.T) {
 	must(t, op.Call(ctx, "collab.write", auth(wr(map[string]any{"path": exp, "content": "- 写手：文章已起草", "mode": "append"}), req.ID, req.Token), &w))
 	var v collab.View
 	must(t, op.Call(ctx, "collab.view", auth(wr(map[string]any{"query": "zebrafinch 文章"}), req.ID, req.Token), &v))
+	// A query longer than memory.MaxQueryChars is INVALID_REQUEST.
+	long := strings.Repeat("文章", memory.MaxQueryChars/2) + "!"
+	if err := op.Call(ctx, "collab.view", auth(wr(map[string]any{"query": long}), req.ID, req.Token), nil); errCode(err) != gateway.CodeInvalidRequest ||
+		!strings.Contains(err.Error(), "the limit is") {
+		t.Errorf("collab.view with a %d-character query: %v, want INVALID_REQUEST", memory.MaxQueryChars+1, err)
+	}
 	for _, f := range v.Files {
 		if f.Path == "memory/roles/code-expert/perf.md" {
 			t.Errorf("shared view lists code-expert's private file")

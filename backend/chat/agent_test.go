@@ -342,3 +342,29 @@ func TestOldToolResultsPrunedInWhatIsSent(t *testing.T) {
 		t.Fatalf("stored tools: %d, first data %d bytes", len(fin.Message.Tools), len(fin.Message.Tools[0].Data))
 	}
 }
+
+// The built-in memory_search refuses a query longer than
+// memory.MaxQueryChars before searching, and saying so; one of exactly
+// that length is searched.
+func TestBuiltinSearchQueryLimit(t *testing.T) {
+	mem := &fakeSearcher{}
+	reg, err := defaultTools(mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(q string) agent.Result {
+		args, _ := json.Marshal(map[string]string{"query": q})
+		return reg.Invoke(context.Background(), agent.Call{ID: "c", Tool: ToolMemorySearch, Args: args}, nil)
+	}
+	if res := call(strings.Repeat("记忆检索", memory.MaxQueryChars/4)); res.Status != agent.StatusOK {
+		t.Fatalf("a query at the limit: %+v", res)
+	}
+	for _, q := range []string{strings.Repeat("记忆检索", memory.MaxQueryChars/4) + "记", strings.Repeat("memory ", 14_000)} {
+		if res := call(q); res.Status == agent.StatusOK || !strings.Contains(res.Error, "maxLength") {
+			t.Fatalf("a query of %d bytes: %+v", len(q), res)
+		}
+	}
+	if seen := mem.seen(); len(seen) != 1 {
+		t.Fatalf("%d searches, want the one at the limit", len(seen))
+	}
+}

@@ -34,10 +34,11 @@ type ToolScope struct {
 // (agent.ForModel), so the model's view stays under MaxToolResultChars.
 const defaultToolOutputBytes = MaxToolResultChars - 512
 
-// defaultMemorySearchSchema is the built-in memory_search's (SPEC §4.3).
-// maxResults and minScore are clamped by the handler rather than refused.
+// defaultMemorySearchSchema is the built-in memory_search's (SPEC §4.3),
+// with %[1]d for memory.MaxQueryChars. maxResults and minScore are clamped
+// by the handler rather than refused.
 const defaultMemorySearchSchema = `{"type":"object","properties":{` +
-	`"query":{"type":"string","description":"what to look for: keywords, names, identifiers or a question"},` +
+	`"query":{"type":"string","maxLength":%[1]d,"description":"what to look for: keywords, names, identifiers or a question (at most %[1]d characters)"},` +
 	`"maxResults":{"type":"integer","description":"how many passages to return (1-20, default 6)"},` +
 	`"minScore":{"type":"number","description":"lowest relevance score to return (0-1, default 0.35)"}` +
 	`},"required":["query"]}`
@@ -48,7 +49,7 @@ const defaultMemorySearchSchema = `{"type":"object","properties":{` +
 func defaultTools(mem Searcher) (*agent.Registry, error) {
 	r := agent.NewRegistry()
 	err := r.Register(agent.Spec{
-		Name: ToolMemorySearch, Level: agent.L0, Timeout: ToolTimeout, Schema: json.RawMessage(defaultMemorySearchSchema),
+		Name: ToolMemorySearch, Level: agent.L0, Timeout: ToolTimeout, Schema: json.RawMessage(fmt.Sprintf(defaultMemorySearchSchema, memory.MaxQueryChars)),
 		Description: "Search the person's Markdown memory (notes, preferences, projects, decisions, daily logs) " +
 			"with hybrid keyword and semantic search. Returns matching passages with path, line range, score and snippet.",
 	}, func(ctx context.Context, c agent.Call) (agent.Output, error) { return searchTool(ctx, mem, c) })

@@ -7,8 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/atrium-dev/atrium/backend/audit"
+	"github.com/atrium-dev/atrium/backend/memory"
 )
 
 // runCLIIn is runCLI with standard input.
@@ -68,10 +70,24 @@ func TestMemoryAsRole(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			home, ws := aclWorkspace(t)
+			common := []string{"--home", home, "--workspace", ws}
 			if serving {
 				serveApp(t, home, ws)
+				// The app serves before its first index run ends; until then
+				// a search through it finds nothing. Wait for that run.
+				deadline := time.Now().Add(60 * time.Second)
+				for {
+					var st memory.Status
+					code, out, errOut := runCLIIn(t, "", append([]string{"memory", "status", "--json"}, common...)...)
+					if code == 0 && json.Unmarshal([]byte(out), &st) == nil && st.State != memory.StateIndexing && st.Files > 0 {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("the app did not index the workspace within 60 s: %d %s %s", code, out, errOut)
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
 			}
-			common := []string{"--home", home, "--workspace", ws}
 			for _, tc := range []struct {
 				args  []string
 				stdin string

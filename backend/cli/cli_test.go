@@ -3,8 +3,10 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -70,6 +72,11 @@ func TestCommands(t *testing.T) {
 		{"status", append([]string{"memory", "status"}, common...), 0, "openclaw layout", ""},
 		{"search Chinese, flags after the query", append([]string{"memory", "search", "数据库连接池"}, common...), 0, "memory/2026-11-20.md:", ""},
 		{"search English", append([]string{"memory", "search", "--max-results", "1"}, append(common, "staging server")...), 0, "1. MEMORY.md:", ""},
+		{"search at the query limit", append([]string{"memory", "search", strings.Repeat("数据库连接池", memory.MaxQueryChars/6) + "数据库连"}, common...), 0, "memory/2026-11-20.md:", ""},
+		{"search over the query limit", append([]string{"memory", "search", strings.Repeat("数据库连接池", memory.MaxQueryChars/6) + "数据库连接"}, common...), 2, "",
+			fmt.Sprintf("query is %d characters, the limit is %d", memory.MaxQueryChars+1, memory.MaxQueryChars)},
+		{"search over the query limit in many words", append([]string{"memory", "search"}, append(slices.Repeat([]string{"staging"}, memory.MaxQueryChars/8+1), common...)...), 2, "",
+			fmt.Sprintf("the limit is %d", memory.MaxQueryChars)},
 		{"get with line range", append([]string{"memory", "get", "MEMORY.md", "--from", "3", "--lines", "1"}, common...), 0, "bluefin", ""},
 		{"get outside the workspace", append([]string{"memory", "get", "../../etc/passwd"}, common...), 1, "", "invalid path"},
 		{"get missing", append([]string{"memory", "get", "memory/nope.md"}, common...), 1, "", "not found"},

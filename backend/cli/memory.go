@@ -59,6 +59,12 @@ func runMemory(ctx context.Context, args []string, o Options) error {
 		if len(pos) == 0 {
 			return fmt.Errorf("%w: memory %s needs an argument", errUsage, sub)
 		}
+		if sub == "search" {
+			// Refused before the index is opened or the app asked.
+			if err := memory.CheckQuery(strings.Join(pos, " ")); err != nil {
+				return fmt.Errorf("%w: memory search: %v", errUsage, err)
+			}
+		}
 	case "write":
 		if len(pos) != 1 {
 			return fmt.Errorf("%w: memory write needs one PATH (the content is read from standard input)", errUsage)

@@ -716,9 +716,16 @@ func (s *Service) Write(ctx context.Context, who acl.Principal, id, token string
 
 // View returns the shared memory view of a pending or accepted,
 // unexpired collaboration to one of its parties (query "" skips the
-// search; max results 0 = memory.DefaultMaxResults). Errors: those of
-// Accept, or the memory engine's.
+// search; max results 0 = memory.DefaultMaxResults). Errors:
+// ErrInvalidInput for a query memory.CheckQuery refuses (longer than
+// memory.MaxQueryChars, say), checked first; those of Accept, or the
+// memory engine's.
 func (s *Service) View(ctx context.Context, who acl.Principal, id, token, query string, max int) (View, error) {
+	if strings.TrimSpace(query) != "" {
+		if err := memory.CheckQuery(query); err != nil {
+			return View{}, fmt.Errorf("%s %s: %w: %w", OpView, id, ErrInvalidInput, err)
+		}
+	}
 	r, err := s.authenticate(ctx, who, OpView, id, token, false)
 	if err != nil {
 		return View{}, err

@@ -9,6 +9,18 @@ const (
 	DefaultMinScore   = 0.35
 	// MaxSnippetChars caps SearchResult.Snippet (characters, not bytes).
 	MaxSnippetChars = 700
+	// MaxQueryChars caps SearchOptions.Query: at most this many characters
+	// (Unicode code points, not bytes, so the same for Chinese and
+	// English; after trimming leading and trailing spaces). A longer
+	// query is ErrInvalidInput (CheckQuery), from Search itself and from
+	// every way in (gateway memory.search, `atrium memory search`, the
+	// agents' memory_search, collab.view). 4000 characters is ten times
+	// the largest chunk (chunk.DefaultMaxTokens = 400 tokens, about
+	// 1,600 English or 400 Chinese characters), twice a role description
+	// (MaxDescriptionChars) and equal to route.MaxTextChars: a pasted
+	// paragraph or page still searches, while the cost of one search stays
+	// bounded (docs/BENCHMARKS.md, "Query length").
+	MaxQueryChars = 4000
 )
 
 // Layer names (SPEC §4.1, §5.2).

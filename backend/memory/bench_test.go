@@ -256,3 +256,82 @@ func BenchmarkLoCoMoRecall(b *testing.B) {
 		b.ReportMetric(float64(file5)/float64(n), "file@5")
 	}
 }
+
+// queryText returns n characters of real text: English from the LoCoMo
+// workspaces' notes, Chinese from the CMRC 2018 passages, repeated when the
+// source is shorter.
+func queryText(b *testing.B, root, lang string, n int) string {
+	b.Helper()
+	var src strings.Builder
+	switch lang {
+	case "en":
+		files, _ := filepath.Glob(filepath.Join(root, "bench", "locomo", "workspaces", "conv-26", "memory", "*.md"))
+		sort.Strings(files)
+		for _, f := range files {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				b.Fatal(err)
+			}
+			src.Write(data)
+			if src.Len() > 4*n {
+				break
+			}
+		}
+	case "zh":
+		f, err := os.Open(filepath.Join(root, "bench", "cmrc2018", "corpus.jsonl"))
+		if err != nil {
+			b.Skipf("no CMRC 2018 corpus: %v", err)
+		}
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() && src.Len() < 4*n {
+			var d struct{ Text string }
+			if err := json.Unmarshal(sc.Bytes(), &d); err == nil {
+				src.WriteString(d.Text)
+			}
+		}
+	}
+	if src.Len() == 0 {
+		b.Skipf("no %s text under %s", lang, root)
+	}
+	text := []rune(src.String())
+	out := make([]rune, 0, n)
+	for len(out) < n {
+		out = append(out, text[:min(len(text), n-len(out))]...)
+	}
+	return string(out)
+}
+
+// BenchmarkSearchQueryLength measures one hybrid memory_search by query
+// length (characters of real English and Chinese text) over the OpenClaw
+// and LoCoMo workspaces: ms per search and MB allocated per search. It is
+// the measurement behind MaxQueryChars.
+func BenchmarkSearchQueryLength(b *testing.B) {
+	root := corporaDir(b)
+	sets := benchSets(b)
+	ms, _ := indexAll(b, sets["all"], b.TempDir())
+	defer func() {
+		for _, m := range ms {
+			m.Close()
+		}
+	}()
+	ctx := context.Background()
+	for _, lang := range []string{"en", "zh"} {
+		for _, n := range []int{100, 1000, MaxQueryChars} {
+			q := queryText(b, root, lang, n)
+			b.Run(fmt.Sprintf("%s-%d", lang, n), func(b *testing.B) {
+				b.ReportAllocs()
+				start := time.Now()
+				for i := 0; i < b.N; i++ {
+					for _, m := range ms {
+						if _, err := m.Search(ctx, SearchOptions{Query: q}); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				b.ReportMetric(float64(time.Since(start).Microseconds())/1000/float64(b.N*len(ms)), "ms/search")
+			})
+		}
+	}
+}

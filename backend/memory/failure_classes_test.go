@@ -253,7 +253,12 @@ func TestSearchBadInput(t *testing.T) {
 		{"invalid utf-8", "caf\xe9", ErrInvalidInput},
 		{"punctuation", "?!…。，", nil},
 		{"emoji only", "🧪🙂", nil},
-		{"10k characters", strings.Repeat("memory search gateway 记忆 ", 400), nil},
+		{"MaxQueryChars characters", strings.Repeat("gate ", MaxQueryChars/5-1) + "gates" + "     ", nil},
+		{"MaxQueryChars Chinese characters", "  " + strings.Repeat("记忆检索", MaxQueryChars/4) + "\n", nil},
+		{"one character too many", strings.Repeat("gate ", MaxQueryChars/5-1) + "gates!", ErrInvalidInput},
+		{"one Chinese character too many", strings.Repeat("记忆检索", MaxQueryChars/4) + "记", ErrInvalidInput},
+		{"10k characters", strings.Repeat("memory search gateway 记忆 ", 400), ErrInvalidInput},
+		{"13.8 MB", strings.Repeat("x", 13_800_000), ErrInvalidInput},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -262,7 +267,13 @@ func TestSearchBadInput(t *testing.T) {
 				if !errors.Is(err, c.wantErr) {
 					t.Fatalf("err = %v, want %v", err, c.wantErr)
 				}
+				if cerr := CheckQuery(c.query); cerr == nil || !strings.Contains(err.Error(), cerr.Error()) {
+					t.Fatalf("Search's error %q does not carry CheckQuery's %v", err, cerr)
+				}
 				return
+			}
+			if cerr := CheckQuery(c.query); cerr != nil {
+				t.Fatalf("CheckQuery = %v", cerr)
 			}
 			if err != nil {
 				t.Fatalf("err = %v", err)

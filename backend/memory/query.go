@@ -15,6 +15,25 @@ import (
 	"github.com/atrium-dev/atrium/backend/memory/index"
 )
 
+// CheckQuery checks a search query as Search does, before anything is done
+// with it: nil, or an error wrapping ErrInvalidInput that says what is
+// wrong, for a query that is empty (or spaces only), not valid UTF-8, or
+// longer than MaxQueryChars characters after trimming spaces. Entry points
+// call it to refuse a query before doing any other work for it.
+func CheckQuery(q string) error {
+	q = strings.TrimSpace(q)
+	switch {
+	case q == "":
+		return fmt.Errorf("%w: empty query", ErrInvalidInput)
+	case !utf8.ValidString(q):
+		return fmt.Errorf("%w: query is not valid UTF-8", ErrInvalidInput)
+	}
+	if n := utf8.RuneCountInString(q); n > MaxQueryChars {
+		return fmt.Errorf("%w: query is %d characters, the limit is %d: search for its key words or one passage", ErrInvalidInput, n, MaxQueryChars)
+	}
+	return nil
+}
+
 // Search runs memory_search (SPEC §4.3): a hybrid of the vector leg
 // (sqlite-vec, cosine) and the keyword leg (Bleve BM25, query terms OR-ed),
 // score = max(0.7·vector + 0.3·keyword, 0.5·keyword) (+ a small bonus for an
@@ -44,18 +63,16 @@ import (
 // compatible vectors (StateKeywordOnly) returns no results.
 // Snippets are at most MaxSnippetChars characters. If the query cannot be
 // embedded the hybrid search falls back to the keyword leg (logged) and a
-// vector-only search fails with the embedder's error. An empty query
-// is ErrInvalidInput; a query with no searchable token (punctuation only, say
+// vector-only search fails with the embedder's error. An empty query, or
+// one longer than MaxQueryChars characters, is ErrInvalidInput (see
+// CheckQuery); a query with no searchable token (punctuation only, say
 // "???") is not an error and returns no results.
 func (m *Manager) Search(ctx context.Context, o SearchOptions) (SearchResponse, error) {
 	resp := SearchResponse{Results: []SearchResult{}, Provider: m.emb.Provider(), Model: m.emb.Model()}
+	if err := CheckQuery(o.Query); err != nil {
+		return resp, fmt.Errorf("search: %w", err)
+	}
 	q := strings.TrimSpace(o.Query)
-	if q == "" {
-		return resp, fmt.Errorf("search: %w: empty query", ErrInvalidInput)
-	}
-	if !utf8.ValidString(q) {
-		return resp, fmt.Errorf("search: %w: query is not valid UTF-8", ErrInvalidInput)
-	}
 	if o.MaxResults < 0 {
 		return resp, fmt.Errorf("search: %w: maxResults %d is negative (0 means the default %d)", ErrInvalidInput, o.MaxResults, DefaultMaxResults)
 	}

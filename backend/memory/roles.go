@@ -736,7 +736,12 @@ func (m *Manager) startingContext(ctx context.Context, pol *acl.Policy, role, cf
 
 	// Related memories of other roles (filtered here; the index-level
 	// filter is the ACL wiring's).
-	if res, err := m.Search(ctx, SearchOptions{Query: desc + " " + strings.Join(caps, " "), MaxResults: 40, MinScore: RelatedMinScore}); err == nil {
+	// The description and the capabilities are the query, cut to the
+	// first MaxQueryChars characters (a description is at most
+	// MaxDescriptionChars, but capabilities are not counted).
+	related := []rune(desc + " " + strings.Join(caps, " "))
+	related = related[:min(len(related), MaxQueryChars)]
+	if res, err := m.Search(ctx, SearchOptions{Query: string(related), MaxResults: 40, MinScore: RelatedMinScore}); err == nil {
 		seen := map[string]bool{}
 		for _, h := range res.Results {
 			if len(sc.Related) == 3 {

@@ -162,6 +162,32 @@ func itemsText(sc StartingContext) []string {
 // TestCreateRoleChineseNoACL: a Chinese description gives a Chinese
 // summary; without memory/.acl the file is created from the defaults, with
 // a rule for every existing role folder, and role folders stay private.
+// A description with many capabilities makes a related-memories query
+// longer than MaxQueryChars: it is cut, not refused, and the starting
+// context still has the related memory.
+func TestCreateRoleLongQuery(t *testing.T) {
+	ctx := context.Background()
+	f, _ := newSessionFixture(t, teamFiles(), nil)
+	caps := make([]string, 120)
+	for i := range caps {
+		caps[i] = "database performance report writing"
+	}
+	desc := "Analyse database performance data and write reports"
+	if n := utf8.RuneCountInString(desc + " " + strings.Join(caps, " ")); n <= MaxQueryChars {
+		t.Fatalf("the query is only %d characters", n)
+	}
+	res, err := f.m.CreateRole(ctx, CreateRoleRequest{Role: "analyst", Description: desc, Capabilities: caps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Context.Related) == 0 || res.Context.Related[0].Path != "memory/roles/writer/style-guide.md" {
+		t.Fatalf("related %+v", res.Context.Related)
+	}
+	if strings.Contains(f.logs.String(), "related search failed") {
+		t.Fatalf("the related search failed:\n%s", f.logs.String())
+	}
+}
+
 func TestCreateRoleChineseNoACL(t *testing.T) {
 	ctx := context.Background()
 	files := teamFiles()

@@ -3,11 +3,13 @@ package tools
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/atrium-dev/atrium/backend/agent"
 	"github.com/atrium-dev/atrium/backend/audit"
+	"github.com/atrium-dev/atrium/backend/memory"
 )
 
 func TestReadFileAdversarial(t *testing.T) {
@@ -141,6 +143,20 @@ func TestMemoryTools(t *testing.T) {
 	res = e.call(MemorySearch, map[string]any{"query": "parser rewrite"})
 	if !contains(string(res.Data), "roles/code-expert/notes.md") {
 		t.Errorf("own memory not found: %s", res.Data)
+	}
+	// A query of memory.MaxQueryChars characters searches; one more is
+	// refused before any search (no audit entry), saying the limit (the
+	// schema's maxLength, else the handler's check).
+	before := len(e.audits(audit.Filter{}))
+	if res := e.call(MemorySearch, map[string]any{"query": strings.Repeat("parser rewrite ", memory.MaxQueryChars/15)}); res.Status != agent.StatusOK {
+		t.Errorf("search at the query limit: %+v", res)
+	}
+	if res := e.call(MemorySearch, map[string]any{"query": strings.Repeat("解析器重写", memory.MaxQueryChars/5) + "!"}); res.Status == agent.StatusOK ||
+		!contains(res.Error, "maxLength") && !contains(res.Error, "the limit is "+strconv.Itoa(memory.MaxQueryChars)) {
+		t.Errorf("search over the query limit: %+v", res)
+	}
+	if n := len(e.audits(audit.Filter{})); n != before+1 {
+		t.Errorf("%d audit entries for one search and one refused query", n-before)
 	}
 	// Get: another role's private file is denied and audited.
 	res = e.call(MemoryGet, map[string]any{"path": "memory/roles/writer/private.md"})

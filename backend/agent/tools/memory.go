@@ -15,8 +15,9 @@ import (
 
 // Schemas of the memory tools (SPEC §4.3).
 const (
+	// memorySearchSchema has %[1]d for memory.MaxQueryChars.
 	memorySearchSchema = `{"type":"object","properties":{` +
-		`"query":{"type":"string","minLength":1,"description":"what to look for: keywords, names, identifiers or a question"},` +
+		`"query":{"type":"string","minLength":1,"maxLength":%[1]d,"description":"what to look for: keywords, names, identifiers or a question (at most %[1]d characters)"},` +
 		`"maxResults":{"type":"integer","minimum":1,"maximum":20,"description":"how many passages to return (default 6)"},` +
 		`"minScore":{"type":"number","minimum":0,"maximum":1,"description":"lowest relevance score to return (default 0.35)"}` +
 		`},"required":["query"],"additionalProperties":false}`
@@ -41,7 +42,7 @@ func (e *env) registerMemory(r *agent.Registry) error {
 		spec agent.Spec
 		h    agent.Handler
 	}{
-		{agent.Spec{Name: MemorySearch, Level: agent.L0, Timeout: 30 * time.Second, MaxRetries: 1, Schema: json.RawMessage(memorySearchSchema),
+		{agent.Spec{Name: MemorySearch, Level: agent.L0, Timeout: 30 * time.Second, MaxRetries: 1, Schema: json.RawMessage(fmt.Sprintf(memorySearchSchema, memory.MaxQueryChars)),
 			Description: "Search the Markdown memory this agent may read (hybrid keyword + semantic). Returns passages with path, line range, score and snippet."}, e.memorySearch},
 		{agent.Spec{Name: MemoryGet, Level: agent.L0, Timeout: 10 * time.Second, MaxRetries: 1, Schema: json.RawMessage(memoryGetSchema),
 			Description: "Read a memory Markdown file (or some of its lines) this agent may read."}, e.memoryGet},
