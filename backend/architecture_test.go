@@ -21,6 +21,7 @@ const module = "github.com/atrium-dev/atrium"
 // module-relative package paths; "." is the root package).
 var allowed = map[string][]string{
 	"backend/paths":        {},
+	"backend/applock":      {},
 	"backend/acl":          {},
 	"backend/audit":        {},
 	"backend/config":       {"backend/model"},
@@ -46,7 +47,7 @@ var allowed = map[string][]string{
 	"backend/atrium": {"backend/paths", "backend/config", "backend/statedb", "backend/memory/chunk",
 		"backend/memory/embed", "backend/memory/index", "backend/memory/versions", "backend/memory", "backend/history",
 		"backend/model", "backend/chat", "backend/gateway", "backend/api", "backend/acl", "backend/audit", "backend/guard",
-		"backend/collab", "backend/route", "backend/worker", "backend/agent", "backend/agent/tools"},
+		"backend/collab", "backend/route", "backend/worker", "backend/agent", "backend/agent/tools", "backend/applock"},
 	"backend/memory/versions": {},
 	"backend/bench/retrieval": {"backend/memory", "backend/memory/embed", "backend/memory/chunk"},
 	"backend/bench/scale":     {"backend/memory", "backend/memory/embed", "backend/memory/chunk", "backend/memory/index"},

@@ -26,6 +26,7 @@ import (
 	"github.com/atrium-dev/atrium/backend/agent"
 	"github.com/atrium-dev/atrium/backend/agent/tools"
 	"github.com/atrium-dev/atrium/backend/api"
+	"github.com/atrium-dev/atrium/backend/applock"
 	"github.com/atrium-dev/atrium/backend/audit"
 	"github.com/atrium-dev/atrium/backend/chat"
 	"github.com/atrium-dev/atrium/backend/collab"
@@ -97,7 +98,51 @@ type App struct {
 
 	log     *slog.Logger
 	db      *sql.DB
+	lock    *applock.Lock // one app per state dir, held from New to Close
 	anyPort bool
+}
+
+// AlreadyRunningError is New's error when another app runs on the same
+// state dir (it holds the app lock, package applock; errors.Is(err,
+// applock.ErrHeld) is true). A second app would share its token and
+// remove its gateway.json on exit, so it is refused.
+type AlreadyRunningError struct {
+	// Home is the state dir, PID the running app's process id (0 when
+	// unknown).
+	Home string
+	PID  int
+	// URL is the running app's UI address, without the token
+	// ("http://127.0.0.1:18789/"); "" when it has not published its
+	// address yet (it is starting).
+	URL string
+	// TokenFile holds the operator token the UI asks for.
+	TokenFile string
+}
+
+func (e *AlreadyRunningError) Error() string {
+	who := "Atrium is already running"
+	if e.PID > 0 {
+		who += fmt.Sprintf(" (pid %d)", e.PID)
+	}
+	who += " with state dir " + e.Home
+	if e.URL == "" {
+		return who + "; it is still starting. Use that app, or give this one its own state dir (--home or " + paths.EnvHome + ")"
+	}
+	return who + ": open " + e.URL + " (the UI asks for the token in " + e.TokenFile + "), or give this app its own state dir (--home or " + paths.EnvHome + ")"
+}
+
+// Unwrap makes errors.Is(err, applock.ErrHeld) true.
+func (e *AlreadyRunningError) Unwrap() error { return applock.ErrHeld }
+
+// alreadyRunning describes the app that holds the lock: its address from
+// gateway.json when that file is the holder's (a file left by an app that
+// was killed names another pid).
+func alreadyRunning(l paths.Layout, held *applock.HeldError) *AlreadyRunningError {
+	e := &AlreadyRunningError{Home: l.Home, PID: held.PID, TokenFile: l.TokenFile()}
+	if info, err := ReadGatewayInfo(l.GatewayFile()); err == nil && (held.PID == 0 || info.PID == held.PID) {
+		e.URL = "http://" + info.Addr + "/"
+	}
+	return e
 }
 
 // MemoryRanking turns config.json's memory.search into the memory
@@ -147,6 +192,13 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 		}
 	}()
 	if err := o.Layout.Ensure(); err != nil {
+		return nil, err
+	}
+	if a.lock, err = applock.Acquire(o.Layout.LockFile()); err != nil {
+		var held *applock.HeldError
+		if errors.As(err, &held) {
+			return nil, alreadyRunning(o.Layout, held)
+		}
 		return nil, err
 	}
 	if created, err := o.Layout.EnsureWorkspace(); err != nil {
@@ -511,6 +563,7 @@ func (a *App) Close() error {
 	if a.Memory != nil {
 		errs = append(errs, a.Memory.Close())
 	}
+	errs = append(errs, a.lock.Release()) // last: the next app may start now
 	return errors.Join(errs...)
 }
 

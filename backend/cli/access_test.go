@@ -104,6 +104,11 @@ func TestMemoryAsRole(t *testing.T) {
 				{[]string{"memory", "write", "memory/roles/writer/notes.md", "--mode", "append", "--as", "writer"}, "新的一行。\n", 0, "Wrote memory/roles/writer/notes.md"},
 				{[]string{"memory", "write", "memory/roles/writer/notes.md", "--as", "writer"}, "x\n", 2, "--mode append"},
 				{[]string{"memory", "get", "memory/roles/writer/notes.md", "--as", "admin"}, "", 2, "reserved"},
+				// A role the workspace does not have is refused, with the list.
+				{[]string{"memory", "search", "quasarlemon", "--as", "writr"}, "", 2, `--as "writr" is not a role of this workspace (known roles: code-expert, main, writer;`},
+				{[]string{"memory", "get", "memory/roles/writer/notes.md", "--as", "Writer"}, "", 2, "known roles: code-expert, main, writer;"},
+				{[]string{"memory", "write", "memory/roles/writr/notes.md", "--mode", "append", "--as", "writr"}, "x\n", 2, "known roles: code-expert, main, writer;"},
+				{[]string{"memory", "search", "quasarlemon", "--as", "main"}, "", 0, "No results."},
 			} {
 				code, out, errOut := runCLIIn(t, tc.stdin, append(tc.args, common...)...)
 				got := out
@@ -119,6 +124,9 @@ func TestMemoryAsRole(t *testing.T) {
 			}
 			if b, err := os.ReadFile(filepath.Join(ws, "memory", "roles", "code-expert", "secret.md")); err != nil || strings.Contains(string(b), "pwned") {
 				t.Errorf("secret.md: %q %v", b, err)
+			}
+			if _, err := os.Stat(filepath.Join(ws, "memory", "roles", "writr")); err == nil {
+				t.Errorf("a write as an unknown role created its folder")
 			}
 
 			denied := tailJSON(t, home, ws, "--role", "writer", "--result", "denied")

@@ -73,13 +73,17 @@ func openAgents(ctx context.Context, layout paths.Layout, port int, o Options) (
 // runAgents runs `atrium agents list|create` (SPEC §1, §5.2).
 func runAgents(ctx context.Context, args []string, o Options) error {
 	sub, args := takeCommand(args)
-	if sub == "" {
-		return fmt.Errorf("%w: agents needs a subcommand: list or create", errUsage)
+	if ok, err := group("agents", sub, args, o); !ok {
+		return err
 	}
 	var c common
 	fs := newFlagSet("agents "+sub, o)
 	c.register(fs)
-	caps := fs.String("capabilities", "", "create: comma-separated capability keywords (routing, SPEC §5.4)")
+	c.registerJSON(fs)
+	caps := new(string)
+	if sub == "create" {
+		fs.StringVar(caps, "capabilities", "", "comma-separated capability keywords (routing, SPEC §5.4)")
+	}
 	pos, err := parse(fs, args, o)
 	if err != nil {
 		return err
@@ -100,8 +104,6 @@ func runAgents(ctx context.Context, args []string, o Options) error {
 		if len(pos) != 1 {
 			return fmt.Errorf("%w: agents %s needs one argument: atrium agents spawn <role> | atrium agents stop <instance>", errUsage, sub)
 		}
-	default:
-		return fmt.Errorf("%w: unknown agents subcommand %q", errUsage, sub)
 	}
 	layout, err := c.layout(o)
 	if err != nil {

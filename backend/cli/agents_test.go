@@ -118,36 +118,64 @@ func TestAgentsWhileServing(t *testing.T) {
 // the port once the app is running.
 func serveApp(t *testing.T, home, ws string) string {
 	t.Helper()
+	port := freePort(t)
+	serveMain(t, nil, "serve", "--home", home, "--workspace", ws, "--port", port)
+	return port
+}
+
+// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func freePort(t *testing.T) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	l.Close()
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+// serveMain runs Main with args (a serve or desktop command, with --home)
+// in this process until the test ends, then checks its exit status and
+// that gateway.json was removed; it returns the app's stdout once the app
+// is running.
+func serveMain(t *testing.T, env map[string]string, args ...string) *syncWriter {
+	t.Helper()
+	home := ""
+	for i, a := range args {
+		if a == "--home" && i+1 < len(args) {
+			home = args[i+1]
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan int, 1)
-	serveOut := &syncWriter{w: &bytes.Buffer{}}
+	serveOut, serveErr := &syncWriter{w: &bytes.Buffer{}}, &syncWriter{w: &bytes.Buffer{}}
 	go func() {
-		served <- Main([]string{"serve", "--home", home, "--workspace", ws, "--port", port}, Options{
-			Version: "test", Stdout: serveOut, Stderr: &bytes.Buffer{},
-			Getenv: func(string) string { return "" }, Context: ctx,
+		served <- Main(args, Options{
+			Version: "test", Stdout: serveOut, Stderr: serveErr,
+			Getenv: func(k string) string { return env[k] }, Context: ctx,
 		})
 	}()
 	t.Cleanup(func() {
 		cancel()
 		if code := <-served; code != 0 {
-			t.Errorf("serve exit %d", code)
+			t.Errorf("%v: exit %d\n%s", args, code, serveErr)
 		}
 		if _, err := os.Stat(filepath.Join(home, "gateway.json")); err == nil {
 			t.Error("gateway.json left behind after the app stopped")
 		}
 	})
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for !strings.Contains(serveOut.String(), "is running") {
+		select {
+		case code := <-served:
+			served <- code
+			t.Fatalf("%v ended with exit %d before it ran:\n%s", args, code, serveErr)
+		default:
+		}
 		if time.Now().After(deadline) {
-			t.Fatal("atrium serve did not start within 30 s")
+			t.Fatalf("%v did not start within 60 s", args)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return port
+	return serveOut
 }

@@ -17,12 +17,13 @@ import (
 // app running).
 func runAudit(_ context.Context, args []string, o Options) error {
 	sub, args := takeCommand(args)
-	if sub != "tail" {
-		return fmt.Errorf("%w: audit needs a subcommand: tail", errUsage)
+	if ok, err := group("audit", sub, args, o); !ok {
+		return err
 	}
 	var c common
 	fs := newFlagSet("audit tail", o)
 	c.register(fs)
+	c.registerJSON(fs)
 	n := fs.Int("n", audit.DefaultTail, "number of entries (newest first)")
 	role := fs.String("role", "", "only this role (admin, authenticated, or a role name)")
 	result := fs.String("result", "", "only allowed or denied decisions")

@@ -38,6 +38,8 @@ type memoryBackend interface {
 	Write(ctx context.Context, as string, r memory.WriteRequest) (memory.WriteResult, error)
 	// ACL reports the access rules in force (nil when the app reports none).
 	ACL(ctx context.Context) (*aclView, error)
+	// Roles lists the workspace's roles (memory.Manager.ListRoles).
+	Roles(ctx context.Context) ([]string, error)
 	Close() error
 }
 
@@ -208,7 +210,22 @@ func (l localMemory) ACL(context.Context) (*aclView, error) {
 	}
 	return v, nil
 }
+func (l localMemory) Roles(ctx context.Context) ([]string, error) {
+	return roleNames(l.m.ListRoles(ctx))
+}
 func (l localMemory) Close() error { return l.m.Close() }
+
+// roleNames is the names of roles.
+func roleNames(roles []memory.RoleInfo, err error) ([]string, error) {
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(roles))
+	for i, r := range roles {
+		names[i] = r.Role
+	}
+	return names, nil
+}
 
 type remoteMemory struct{ c *gateway.Client }
 
@@ -253,5 +270,12 @@ func (r remoteMemory) call(ctx context.Context, method string, params, out any) 
 		return errors.New(ge.Message)
 	}
 	return err
+}
+func (r remoteMemory) Roles(ctx context.Context) ([]string, error) {
+	var out struct {
+		Roles []memory.RoleInfo `json:"roles"`
+	}
+	err := r.call(ctx, "roles.list", nil, &out)
+	return roleNames(out.Roles, err)
 }
 func (r remoteMemory) Close() error { return r.c.Close() }

@@ -11,17 +11,16 @@ import (
 // and the control-center benchmark (SPEC §6, issue 5).
 func runBench(ctx context.Context, args []string, o Options) error {
 	sub, args := takeCommand(args)
+	if ok, err := group("bench", sub, args, o); !ok {
+		return err
+	}
 	switch sub {
-	case "":
-		return fmt.Errorf("%w: bench needs a subcommand: retrieval, scale or control", errUsage)
 	case "retrieval":
 		return runBenchRetrieval(ctx, args, o)
 	case "scale":
 		return runBenchScale(ctx, args, o)
-	case "control":
+	default: // control
 		return runBenchControl(ctx, args, o)
-	default:
-		return fmt.Errorf("%w: unknown bench subcommand %q (retrieval, scale or control)", errUsage, sub)
 	}
 }
 

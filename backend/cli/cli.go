@@ -16,13 +16,16 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"syscall"
 
 	"github.com/atrium-dev/atrium/backend/atrium"
+	"github.com/atrium-dev/atrium/backend/config"
 	"github.com/atrium-dev/atrium/backend/paths"
 	"github.com/atrium-dev/atrium/backend/worker"
 )
@@ -85,60 +88,13 @@ func Main(args []string, o Options) int {
 		return 0
 	case errors.Is(err, errUsage):
 		fmt.Fprintln(o.Stderr, "atrium:", err)
-		fmt.Fprintln(o.Stderr, "Run 'atrium help' for usage.")
+		fmt.Fprintf(o.Stderr, "Run '%s' for usage.\n", helpHint(args))
 		return 2
 	default:
 		fmt.Fprintln(o.Stderr, "atrium:", err)
 		return 1
 	}
 }
-
-const usage = `Atrium — a local-first home for a team of AI agents.
-
-Usage:
-  atrium [flags]                       open the desktop window (or serve, when there is no display)
-  atrium serve [flags]                 run the gateway and UI at http://127.0.0.1:18789
-  atrium memory index [flags]          index the workspace's Markdown memory now
-  atrium memory search [flags] QUERY   hybrid (BM25 + vector) search
-  atrium memory get [flags] PATH       print a memory file (--from N --lines M)
-  atrium memory write [flags] PATH     write standard input to a memory file
-                                       (--mode append|replace, --base VERSION)
-  atrium memory status [flags]         files, chunks, provider, model, last sync, ACL in force
-  atrium audit tail [flags]            the newest access decisions (-n N, --role R,
-                                       --result allowed|denied, --operation OP)
-  atrium agents list [flags]           roles (profiles) under memory/roles with their config
-  atrium agents create ROLE "DESC"     cold start: config from the role template, ACL rule, index,
-                                       and the new role's starting context (--capabilities a,b)
-  atrium agents spawn ROLE             start an instance ROLE-k of a role in the running app
-                                       (its own worker process); prints the instance id
-  atrium agents stop INSTANCE          stop a running instance (e.g. coder-1)
-  atrium bench retrieval --set DIR     retrieval quality of a BEIR-style set or LoCoMo workspaces:
-                                       Recall@1/5/10, nDCG@10, MRR for keyword, vector, hybrid
-  atrium bench scale [flags]           index scale benchmark: index time, disk, RSS, search latency
-                                       (bench reads ../shared/corpora or $ATRIUM_CORPORA)
-  atrium bench control [flags]         control-center benchmark: 100 profiles, 10 worker instances,
-                                       time to a usable UI, RSS, throughput and chunk latency with
-                                       200 clients (--profiles, --active, --clients, --duration, --json)
-  atrium version                       print the version
-
-Flags (every command but bench, before or after the command):
-  --workspace DIR   Markdown memory (env ATRIUM_WORKSPACE, default ~/Atrium)
-  --home DIR        state dir (env ATRIUM_HOME, default ~/.atrium)
-  --port N          gateway port on 127.0.0.1 (default 18789)
-  --json            machine-readable output (memory and agents commands)
-
-Search flags: --max-results N (default 6), --min-score S (0..1; 0 means the
-default 0.35; a negative value turns the floor off), --mode hybrid|keyword|vector
-(default hybrid; keyword = BM25 leg only, vector = embedding leg only).
-Get flags: --from LINE --lines N.
-memory search|get|write --as ROLE: act as that role, checked and audited
-exactly as that role (SPEC §5.1); without it you act as admin.
-Bench retrieval flags: --set DIR (required), --workspaces DIR, --qrels NAME,
---limit N, --modes keyword,vector,hybrid, --categories 1,2,3,4, --depth N,
---workers N (default 1), --json, --out FILE (also write the JSON report to FILE).
-Environment: ATRIUM_LOG=debug|info|warn|error; OPENAI_API_KEY, OPENAI_BASE_URL,
-OPENAI_MODEL select an OpenAI-compatible model (see README).
-`
 
 // common holds the flags every command accepts.
 type common struct {
@@ -148,10 +104,24 @@ type common struct {
 }
 
 func (c *common) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.workspace, "workspace", "", "workspace directory")
-	fs.StringVar(&c.home, "home", "", "state directory")
-	fs.IntVar(&c.port, "port", 0, "gateway port")
-	fs.BoolVar(&c.json, "json", false, "JSON output")
+	fs.StringVar(&c.workspace, "workspace", "", "workspace `dir`ectory: the Markdown memory (env ATRIUM_WORKSPACE, default ~/Atrium)")
+	fs.StringVar(&c.home, "home", "", "state `dir`ectory (env ATRIUM_HOME, default ~/.atrium)")
+	fs.IntVar(&c.port, "port", 0, "gateway port `N` on 127.0.0.1 (default gateway.port in config.json, else 18789)")
+}
+
+// registerJSON adds --json, for the commands that print results.
+func (c *common) registerJSON(fs *flag.FlagSet) {
+	fs.BoolVar(&c.json, "json", false, "machine-readable output (JSON)")
+}
+
+// appFlags are the flags of the commands that run the app (atrium, serve)
+// besides the common ones.
+type appFlags struct {
+	createWorkspace bool
+}
+
+func (f *appFlags) register(fs *flag.FlagSet) {
+	fs.BoolVar(&f.createWorkspace, "create-workspace", false, "create the workspace folder when it does not exist")
 }
 
 // parse parses flags that may appear before, between or after positional
@@ -188,19 +158,6 @@ func newFlagSet(name string, o Options) *flag.FlagSet {
 	return fs
 }
 
-// printHelp prints the general usage and the flags of one command.
-func printHelp(fs *flag.FlagSet, o Options) {
-	fmt.Fprint(o.Stdout, usage)
-	if fs.Name() == "atrium" {
-		fmt.Fprintln(o.Stdout, "\nFlags of 'atrium':")
-	} else {
-		fmt.Fprintf(o.Stdout, "\nFlags of 'atrium %s':\n", fs.Name())
-	}
-	fs.SetOutput(o.Stdout)
-	fs.PrintDefaults()
-	fs.SetOutput(io.Discard)
-}
-
 func run(ctx context.Context, args []string, o Options) error {
 	cmd, args := takeCommand(args)
 	switch cmd {
@@ -223,11 +180,22 @@ func run(ctx context.Context, args []string, o Options) error {
 		}
 		return err
 	case "version":
+		if pos, err := parse(newFlagSet("version", o), args, o); err != nil {
+			return err
+		} else if len(pos) > 0 {
+			return fmt.Errorf("%w: version takes no arguments", errUsage)
+		}
 		fmt.Fprintln(o.Stdout, "atrium", o.Version, runtime.Version(), runtime.GOOS+"/"+runtime.GOARCH)
 		return nil
-	case "help":
-		fmt.Fprint(o.Stdout, usage)
-		return nil
+	case "help": // atrium help [COMMAND [SUBCOMMAND]]: the overview, or `COMMAND --help`
+		if len(args) == 0 || isHelpFlag(args[0]) {
+			fmt.Fprint(o.Stdout, overview())
+			return nil
+		}
+		if len(args) > 2 || strings.HasPrefix(args[0], "-") {
+			return fmt.Errorf("%w: help takes a command (and a subcommand), e.g. atrium help memory search", errUsage)
+		}
+		return run(ctx, append(args[:len(args):len(args)], "--help"), o)
 	default:
 		return fmt.Errorf("%w: unknown command %q", errUsage, cmd)
 	}
@@ -296,11 +264,17 @@ func newLogger(o Options, level slog.Level) *slog.Logger {
 }
 
 func runDesktop(ctx context.Context, args []string, o Options) error {
-	var c common
+	var (
+		c  common
+		af appFlags
+	)
 	fs := newFlagSet("atrium", o)
 	c.register(fs)
-	if _, err := parse(fs, args, o); err != nil {
+	af.register(fs)
+	if pos, err := parse(fs, args, o); err != nil {
 		return err
+	} else if len(pos) > 0 {
+		return fmt.Errorf("%w: unknown command %q", errUsage, pos[0])
 	}
 	if err := c.validate(); err != nil {
 		return err
@@ -316,7 +290,7 @@ func runDesktop(ctx context.Context, args []string, o Options) error {
 	log := newLogger(o, slog.LevelInfo)
 	// The window is handed the gateway's address, so when the default port
 	// is taken (and none was asked for) any free port will do.
-	a, err := start(ctx, c, o, log, []string{"wails://wails", "wails.localhost", "wails.localhost:*"}, c.port == 0)
+	a, err := start(ctx, c, af, o, log, []string{"wails://wails", "wails.localhost", "wails.localhost:*"}, c.port == 0)
 	if err != nil {
 		return err
 	}
@@ -331,17 +305,23 @@ func runDesktop(ctx context.Context, args []string, o Options) error {
 }
 
 func runServe(ctx context.Context, args []string, o Options) error {
-	var c common
+	var (
+		c  common
+		af appFlags
+	)
 	fs := newFlagSet("serve", o)
 	c.register(fs)
-	if _, err := parse(fs, args, o); err != nil {
+	af.register(fs)
+	if pos, err := parse(fs, args, o); err != nil {
 		return err
+	} else if len(pos) > 0 {
+		return fmt.Errorf("%w: serve takes no arguments (got %q)", errUsage, pos[0])
 	}
 	if err := c.validate(); err != nil {
 		return err
 	}
 	log := newLogger(o, slog.LevelInfo)
-	a, err := start(ctx, c, o, log, nil, false)
+	a, err := start(ctx, c, af, o, log, nil, false)
 	if err != nil {
 		return err
 	}
@@ -358,10 +338,16 @@ func modelName(a *atrium.App) string {
 	return a.Model.Provider + "/" + a.Model.Model
 }
 
-// start builds the app and binds its port.
-func start(ctx context.Context, c common, o Options, log *slog.Logger, origins []string, anyPort bool) (*atrium.App, error) {
+// start builds the app and binds its port. The workspace must exist
+// unless appWorkspace allows creating it; a second app on the same state
+// dir is refused (atrium.AlreadyRunningError); a port in use is reported
+// with the ways to choose another (portInUse).
+func start(ctx context.Context, c common, af appFlags, o Options, log *slog.Logger, origins []string, anyPort bool) (*atrium.App, error) {
 	layout, err := c.layout(o)
 	if err != nil {
+		return nil, err
+	}
+	if err := appWorkspace(layout, af.createWorkspace); err != nil {
 		return nil, err
 	}
 	a, err := atrium.New(ctx, atrium.Options{
@@ -379,9 +365,67 @@ func start(ctx context.Context, c common, o Options, log *slog.Logger, origins [
 	}
 	if err := a.Listen(); err != nil {
 		a.Close()
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, portInUse(err, c.port, a.Config.Gateway.Port, layout)
+		}
 		return nil, err
 	}
 	return a, nil
+}
+
+// appWorkspace decides whether the app may open layout's workspace: an
+// existing folder, yes; a missing one only with --create-workspace, or
+// when it is the default ~/Atrium that Atrium never indexed (the first
+// start). A mistyped --workspace or ATRIUM_WORKSPACE is refused, as the
+// memory commands refuse it, instead of becoming an empty workspace; and
+// so is a default workspace that was indexed before and has gone (an
+// empty one in its place would look like all memory was deleted).
+func appWorkspace(layout paths.Layout, create bool) error {
+	_, err := os.Stat(layout.Workspace)
+	if err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return layout.CheckWorkspace()
+	}
+	if create {
+		return nil // atrium.New creates it
+	}
+	def := ""
+	if home, herr := os.UserHomeDir(); herr == nil {
+		def = filepath.Join(home, "Atrium")
+	}
+	if layout.Workspace != def {
+		return fmt.Errorf("%w; to start a new workspace there, add --create-workspace", layout.CheckWorkspace())
+	}
+	if _, err := os.Stat(layout.IndexDir()); err == nil {
+		return fmt.Errorf("workspace %s is missing, but Atrium indexed it before (its index in %s is kept): "+
+			"restore the folder, choose another with --workspace, or add --create-workspace to start an empty one",
+			layout.Workspace, layout.Home)
+	}
+	return nil
+}
+
+// portInUse explains a gateway port that another program holds: which
+// port, where it came from (--port, gateway.port in config.json, or the
+// default), and both ways to choose another.
+func portInUse(err error, flagPort, configPort int, layout paths.Layout) error {
+	port, from := flagPort, "--port"
+	switch {
+	case flagPort != 0:
+	case configPort != 0:
+		port, from = configPort, "gateway.port in "+layout.ConfigFile()
+	default:
+		port, from = config.DefaultPort, "the default"
+	}
+	note := ""
+	if port == config.DefaultPort {
+		note = fmt.Sprintf(" (OpenClaw's gateway uses %d too)", config.DefaultPort)
+	}
+	var op *net.OpError // "listen tcp 127.0.0.1:18789: bind: address already in use", without the wrapping
+	if errors.As(err, &op) {
+		err = op
+	}
+	return fmt.Errorf("port %d (%s) on 127.0.0.1 is already in use by another program%s. "+
+		"Start Atrium on a free port with --port N, or set gateway.port in %s for every start: {\"gateway\": {\"port\": N}} (%w)",
+		port, from, note, layout.ConfigFile(), err)
 }
 
 func printJSON(w io.Writer, v any) error {

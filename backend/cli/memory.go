@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -15,19 +16,34 @@ import (
 
 func runMemory(ctx context.Context, args []string, o Options) error {
 	sub, args := takeCommand(args)
-	if sub == "" {
-		return fmt.Errorf("%w: memory needs a subcommand: index, search, get, write or status", errUsage)
+	if ok, err := group("memory", sub, args, o); !ok {
+		return err
 	}
 	var c common
 	fs := newFlagSet("memory "+sub, o)
 	c.register(fs)
-	maxResults := fs.Int("max-results", memory.DefaultMaxResults, "search: number of results")
-	minScore := fs.Float64("min-score", memory.DefaultMinScore, "search: minimum hybrid score (0..1)")
-	mode := fs.String("mode", memory.ModeHybrid, "search: hybrid, keyword (BM25 only) or vector (embedding only); write: append or replace")
-	as := fs.String("as", "", "search, get, write: act as this role (checked and audited exactly as that role)")
-	base := fs.String("base", "", "write: the version the new content is based on")
-	from := fs.Int("from", 0, "get: first line (1-based)")
-	lines := fs.Int("lines", 0, "get: number of lines (0 = to the end)")
+	c.registerJSON(fs)
+	// Each subcommand has its own flags (and its usage lists only them).
+	var (
+		maxResults, from, lines = new(int), new(int), new(int)
+		minScore                = new(float64)
+		mode, as, base          = new(string), new(string), new(string)
+	)
+	switch sub {
+	case "search":
+		fs.IntVar(maxResults, "max-results", memory.DefaultMaxResults, "number of results")
+		fs.Float64Var(minScore, "min-score", memory.DefaultMinScore, "minimum hybrid score (0..1; 0 = the default 0.35, negative = no floor)")
+		fs.StringVar(mode, "mode", memory.ModeHybrid, "hybrid, keyword (BM25 only) or vector (embedding only)")
+	case "get":
+		fs.IntVar(from, "from", 0, "first line (1-based)")
+		fs.IntVar(lines, "lines", 0, "number of lines (0 = to the end)")
+	case "write":
+		fs.StringVar(mode, "mode", "", "append or replace (required)")
+		fs.StringVar(base, "base", "", "the version the new content is based on")
+	}
+	if sub == "search" || sub == "get" || sub == "write" {
+		fs.StringVar(as, "as", "", "act as this `role` (checked and audited exactly as that role)")
+	}
 	pos, err := parse(fs, args, o)
 	if err != nil {
 		return err
@@ -45,9 +61,6 @@ func runMemory(ctx context.Context, args []string, o Options) error {
 		}
 		if err := acl.ValidateRole(*as); err != nil {
 			return fmt.Errorf("%w: --as %q: %v", errUsage, *as, err)
-		}
-		if sub != "search" && sub != "get" && sub != "write" {
-			return fmt.Errorf("%w: --as applies to memory search, get and write", errUsage)
 		}
 	}
 	switch sub {
@@ -72,8 +85,6 @@ func runMemory(ctx context.Context, args []string, o Options) error {
 		if *mode != memory.WriteAppend && *mode != memory.WriteReplace {
 			return fmt.Errorf("%w: memory write needs --mode append or --mode replace", errUsage)
 		}
-	default:
-		return fmt.Errorf("%w: unknown memory subcommand %q", errUsage, sub)
 	}
 
 	layout, err := c.layout(o)
@@ -88,6 +99,11 @@ func runMemory(ctx context.Context, args []string, o Options) error {
 		return err
 	}
 	defer m.Close()
+	if asSet {
+		if err := knownRole(ctx, m, *as); err != nil {
+			return err
+		}
+	}
 
 	switch sub {
 	case "index":
@@ -185,6 +201,26 @@ func runMemory(ctx context.Context, args []string, o Options) error {
 		return nil
 	}
 	return nil
+}
+
+// knownRole refuses a role that is not one of the workspace's roles (a
+// folder memory/roles/<role>/, or main, the chat's own role): a mistyped
+// --as would otherwise act as a role that may read nothing, and report
+// "No results." as if there were none.
+func knownRole(ctx context.Context, m memoryBackend, role string) error {
+	roles, err := m.Roles(ctx)
+	if err != nil {
+		return fmt.Errorf("--as %s: list roles: %w", role, err)
+	}
+	if !slices.Contains(roles, acl.MainRole) {
+		roles = append(roles, acl.MainRole)
+		slices.Sort(roles)
+	}
+	if slices.Contains(roles, role) {
+		return nil
+	}
+	return fmt.Errorf("%w: --as %q is not a role of this workspace (known roles: %s; create one with atrium agents create)",
+		errUsage, role, strings.Join(roles, ", "))
 }
 
 func roleSuffix(role string) string {

@@ -119,6 +119,10 @@ func (l Layout) TokenFile() string { return filepath.Join(l.Home, "gateway.token
 // stops, so the CLI can find an app started with --port.
 func (l Layout) GatewayFile() string { return filepath.Join(l.Home, "gateway.json") }
 
+// LockFile is $ATRIUM_HOME/app.lock: the running app holds a lock on it
+// (package applock), so a second app on the same state dir is refused.
+func (l Layout) LockFile() string { return filepath.Join(l.Home, "app.lock") }
+
 // LogsDir is $ATRIUM_HOME/logs.
 func (l Layout) LogsDir() string { return filepath.Join(l.Home, "logs") }
 

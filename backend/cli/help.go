@@ -1,0 +1,243 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+)
+
+// command is one command of the command line as its usage shows it.
+type command struct {
+	// name is the command and subcommand words ("memory search"); "" is
+	// the desktop (atrium alone).
+	name string
+	// args follow the name in the usage line ("[flags] QUERY").
+	args string
+	// short is the overview's description (lines after the first are
+	// continuation lines).
+	short string
+	// long is what the command's own usage adds below short ("" for
+	// nothing).
+	long string
+}
+
+// usage is the command's usage line ("atrium memory search [flags] QUERY").
+func (c command) usage() string {
+	return strings.Join(strings.Fields("atrium "+c.name+" "+c.args), " ")
+}
+
+// commands lists every command the usage shows, in the overview's order.
+// Each gets its own usage (`atrium <command> --help`, `atrium help
+// <command>`); a group (memory, agents, audit, bench) lists its
+// subcommands.
+func commands() []command {
+	return []command{
+		{"", "[flags]", "open the desktop window (or serve, when there is no display)", workspaceHelp + portHelp},
+		{"serve", "[flags]", "run the gateway and UI at http://127.0.0.1:18789", workspaceHelp + portHelp},
+		{"memory index", "[flags]", "index the workspace's Markdown memory now", ""},
+		{"memory search", "[flags] QUERY", "hybrid (BM25 + vector) search",
+			"--min-score is a hybrid score in 0..1: 0 means the default 0.35, a negative\n" +
+				"value turns the floor off. --mode keyword is the BM25 leg only, vector the\n" +
+				"embedding leg only." + asHelp},
+		{"memory get", "[flags] PATH", "print a memory file (--from N --lines M)", asHelp},
+		{"memory write", "[flags] PATH", "write standard input to a memory file\n(--mode append|replace, --base VERSION)",
+			"--base VERSION is the version the new content is based on (memory get --json\n" +
+				"shows it); a file changed since then keeps the replaced text as a conflict." + asHelp},
+		{"memory status", "[flags]", "files, chunks, provider, model, last sync, ACL in force", ""},
+		{"audit tail", "[flags]", "the newest access decisions (-n N, --role R,\n--result allowed|denied, --operation OP)",
+			"Reads $ATRIUM_HOME/audit directly, with or without the app running."},
+		{"agents list", "[flags]", "roles (profiles) under memory/roles with their config", ""},
+		{"agents create", "[flags] ROLE \"DESCRIPTION\"", "cold start: config from the role template, ACL rule, index,\nand the new role's starting context (--capabilities a,b)", ""},
+		{"agents spawn", "[flags] ROLE", "start an instance ROLE-k of a role in the running app\n(its own worker process); prints the instance id", ""},
+		{"agents stop", "[flags] INSTANCE", "stop a running instance (e.g. coder-1)", ""},
+		{"bench retrieval", "--set DIR [flags]", "retrieval quality of a BEIR-style set or LoCoMo workspaces:\nRecall@1/5/10, nDCG@10, MRR for keyword, vector, hybrid", ""},
+		{"bench scale", "[flags]", "index scale benchmark: index time, disk, RSS, search latency\n(bench reads ../shared/corpora or $ATRIUM_CORPORA)", ""},
+		{"bench control", "[flags]", "control-center benchmark: 100 profiles, 10 worker instances,\ntime to a usable UI, RSS, throughput and chunk latency with\n200 clients", ""},
+		{"version", "", "print the version", ""},
+		{"help", "[COMMAND [SUBCOMMAND]]", "this overview, or a command's usage", ""},
+	}
+}
+
+// Help texts shared by several commands.
+const (
+	workspaceHelp = "The workspace must exist, except the default ~/Atrium on the first start (it\n" +
+		"is created then); --create-workspace creates a new one where --workspace or\n" +
+		"ATRIUM_WORKSPACE points. Only one app runs per state dir (--home): a second\n" +
+		"one is refused and names the running app's address.\n\n"
+	portHelp = "The gateway listens on 127.0.0.1, port --port, else gateway.port in\n" +
+		"$ATRIUM_HOME/config.json, else 18789 (OpenClaw's gateway uses 18789 too)."
+	asHelp = "\n\n--as ROLE acts as that role (one of the workspace's roles, or main), checked\n" +
+		"and audited exactly as that role (SPEC §5.1); without it you act as admin."
+)
+
+// overview is the general usage: every command with its description, the
+// flags most commands share and the environment.
+func overview() string {
+	var b strings.Builder
+	b.WriteString("Atrium — a local-first home for a team of AI agents.\n\nUsage:\n")
+	for _, c := range commands() {
+		entry(&b, 36, c.usage(), c.short)
+	}
+	b.WriteString(`
+Run 'atrium COMMAND --help' or 'atrium help COMMAND' for a command's usage and flags.
+
+Flags of every command but bench, version and help (before or after the command):
+  --workspace DIR   Markdown memory (env ATRIUM_WORKSPACE, default ~/Atrium)
+  --home DIR        state dir (env ATRIUM_HOME, default ~/.atrium)
+  --port N          gateway port on 127.0.0.1 (default gateway.port in config.json, else 18789)
+  --json            machine-readable output (memory, agents and audit commands)
+
+Environment: ATRIUM_LOG=debug|info|warn|error; OPENAI_API_KEY, OPENAI_BASE_URL,
+OPENAI_MODEL select an OpenAI-compatible model (see README).
+`)
+	return b.String()
+}
+
+// lookup returns the command called name.
+func lookup(name string) (command, bool) {
+	for _, c := range commands() {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+// subcommands returns the commands of group ("memory": index, search, ...),
+// in order.
+func subcommands(group string) []command {
+	var out []command
+	for _, c := range commands() {
+		if g, _, ok := strings.Cut(c.name, " "); ok && g == group {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// subNames is the list of a group's subcommand words ("index, search,
+// get, write or status").
+func subNames(group string) string {
+	var names []string
+	for _, c := range subcommands(group) {
+		names = append(names, strings.TrimPrefix(c.name, group+" "))
+	}
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// printHelp prints the usage of the command whose flag set fs is: the
+// overview and the desktop's flags for atrium alone, else the command's
+// usage line, description and flags.
+func printHelp(fs *flag.FlagSet, o Options) {
+	if fs.Name() == "atrium" {
+		fmt.Fprint(o.Stdout, overview())
+		fmt.Fprintln(o.Stdout, "\nFlags of 'atrium' (the desktop window):")
+	} else {
+		printCommand(o.Stdout, fs.Name())
+		fmt.Fprintln(o.Stdout, "\nFlags:")
+	}
+	fs.SetOutput(o.Stdout)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+}
+
+// printCommand prints a command's usage line and descriptions.
+func printCommand(w io.Writer, name string) {
+	c, _ := lookup(name)
+	fmt.Fprintf(w, "Usage: %s\n\n", c.usage())
+	short := strings.ReplaceAll(c.short, "\n", " ")
+	fmt.Fprintf(w, "%s\n", wrap(strings.ToUpper(short[:1])+short[1:]+".", 78))
+	if c.long != "" {
+		fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(c.long))
+	}
+}
+
+// printGroup prints a group's usage: its subcommands.
+func printGroup(w io.Writer, group string) {
+	fmt.Fprintf(w, "Usage: atrium %s SUBCOMMAND [flags]\n\nSubcommands:\n", group)
+	for _, c := range subcommands(group) {
+		entry(w, 40, strings.TrimPrefix(c.name, group+" ")+" "+c.args, c.short)
+	}
+	fmt.Fprintf(w, "\nRun 'atrium %s SUBCOMMAND --help' for a subcommand's usage and flags.\n", group)
+}
+
+// entry writes one line of a command list: name in a column of width,
+// then desc, whose further lines are indented to the same column.
+func entry(w io.Writer, width int, name, desc string) {
+	for i, l := range strings.Split(desc, "\n") {
+		if i > 0 {
+			name = ""
+		}
+		fmt.Fprintf(w, "  %-*s %s\n", width, name, l)
+	}
+}
+
+// isHelpFlag reports whether arg asks for help (-h, -help, --help).
+func isHelpFlag(arg string) bool {
+	switch arg {
+	case "-h", "-help", "--help", "--h":
+		return true
+	}
+	return false
+}
+
+// group checks the subcommand of a command group: the group's usage for
+// `atrium GROUP --help` or `atrium GROUP help` (flag.ErrHelp: exit 0),
+// and a usage error naming the subcommands when sub is missing or
+// unknown. ok is true when sub is one of the group's subcommands.
+func group(name, sub string, args []string, o Options) (ok bool, err error) {
+	if sub == "help" || sub == "" && slices.ContainsFunc(args, isHelpFlag) {
+		printGroup(o.Stdout, name)
+		return false, flag.ErrHelp
+	}
+	if sub == "" {
+		return false, fmt.Errorf("%w: %s needs a subcommand: %s", errUsage, name, subNames(name))
+	}
+	if _, known := lookup(name + " " + sub); !known {
+		return false, fmt.Errorf("%w: unknown %s subcommand %q (%s)", errUsage, name, sub, subNames(name))
+	}
+	return true, nil
+}
+
+// helpHint is the command whose usage Main suggests after a usage error
+// in args: "atrium memory search --help", "atrium memory --help" or
+// "atrium help".
+func helpHint(args []string) string {
+	cmd, rest := takeCommand(args)
+	if _, ok := lookup(cmd); ok && cmd != "" && cmd != "help" {
+		return "atrium " + cmd + " --help"
+	}
+	if len(subcommands(cmd)) == 0 {
+		return "atrium help"
+	}
+	sub, _ := takeCommand(rest)
+	if _, ok := lookup(cmd + " " + sub); ok {
+		return "atrium " + cmd + " " + sub + " --help"
+	}
+	return "atrium " + cmd + " --help"
+}
+
+// wrap breaks text into lines of at most width bytes between words.
+func wrap(text string, width int) string {
+	var b strings.Builder
+	n := 0
+	for i, word := range strings.Fields(text) {
+		switch {
+		case i == 0:
+		case n+1+len(word) > width:
+			b.WriteByte('\n')
+			n = 0
+		default:
+			b.WriteByte(' ')
+			n++
+		}
+		b.WriteString(word)
+		n += len(word)
+	}
+	return b.String()
+}
