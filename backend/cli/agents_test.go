@@ -120,7 +120,20 @@ func serveApp(t *testing.T, home, ws string) string {
 	t.Helper()
 	port := freePort(t)
 	serveMain(t, nil, "serve", "--home", home, "--workspace", ws, "--port", port)
-	return port
+	// The app indexes the workspace in the background after it starts; a
+	// search before its first sync ends finds nothing.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		code, out, errOut := runCLI(t, nil, "memory", "status", "--json", "--home", home, "--workspace", ws, "--port", port)
+		var st memory.Status
+		if code == 0 && json.Unmarshal([]byte(out), &st) == nil && st.State == memory.StateReady {
+			return port
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the app's first index did not end within 60 s: exit %d\n%s\n%s", code, out, errOut)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
