@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -26,6 +27,7 @@ type conn struct {
 	s      *Server
 	id     string
 	ws     *websocket.Conn
+	tcp    net.Conn // the hijacked connection under ws
 	remote string
 	opened time.Time
 	ctx    context.Context // cancelled when the connection ends
@@ -79,7 +81,8 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}()
 	// The origin was checked above with our own rules. Compression stays
 	// off (the default): a small deflated frame could inflate to a large one.
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+	hj := &hijackCapture{ResponseWriter: w}
+	ws, err := websocket.Accept(hj, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
 		s.log.Debug("websocket upgrade failed", "remote", r.RemoteAddr, "err", err)
 		return
@@ -95,6 +98,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		s:          s,
 		id:         uuid.NewString(),
 		ws:         ws,
+		tcp:        hj.conn,
 		remote:     r.RemoteAddr,
 		opened:     s.now(),
 		ctx:        ctx,
@@ -174,6 +178,10 @@ func (c *conn) handshake() bool {
 		return false
 	}
 	if size > 0 {
+		// Read no more of it: the close handshake would otherwise drain
+		// the rest of the frame (up to MaxPayload, byte by byte in the
+		// websocket library) for every such connection.
+		c.stopReading()
 		return fail(CloseHandshakeFailed, preAuthTooLargeReason(limit))
 	}
 	if typ != websocket.MessageText {
@@ -582,4 +590,27 @@ func remoteIP(addr string) string {
 		return host
 	}
 	return addr
+}
+
+// stopReading shuts the read side of the TCP connection (when it is one):
+// what the client still sends is not read, and the close handshake ends at
+// once instead of draining it. The close frame is still written; a client
+// that keeps sending may then see the connection reset instead.
+func (c *conn) stopReading() {
+	if cr, ok := c.tcp.(interface{ CloseRead() error }); ok {
+		_ = cr.CloseRead()
+	}
+}
+
+// hijackCapture passes Hijack through and keeps the connection, so that
+// the gateway can shut its read side (stopReading).
+type hijackCapture struct {
+	http.ResponseWriter
+	conn net.Conn
+}
+
+func (h *hijackCapture) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, rw, err := http.NewResponseController(h.ResponseWriter).Hijack()
+	h.conn = c
+	return c, rw, err
 }

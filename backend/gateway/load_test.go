@@ -42,11 +42,12 @@ func TestLoadServer(t *testing.T) {
 	if spec == "" {
 		t.Skip("child process of the load harness only")
 	}
-	var opts Options
-	if err := json.Unmarshal([]byte(spec), &opts); err != nil {
+	var lim loadLimits
+	if err := json.Unmarshal([]byte(spec), &lim); err != nil {
 		t.Fatal(err)
 	}
-	opts.Token, opts.Addr, opts.Logger = testToken, "127.0.0.1:0", quietLogger()
+	opts := Options{Token: testToken, Addr: "127.0.0.1:0", Logger: quietLogger(),
+		MaxUnauthenticated: lim.MaxUnauthenticated, MaxUnauthenticatedPerIP: lim.MaxUnauthenticatedPerIP}
 	s, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +64,9 @@ func TestLoadServer(t *testing.T) {
 		}
 		return map[string]int{"sent": p.N}, nil
 	})
+	s.Handle("bench.conns", Read, func(context.Context, *Call) (any, error) {
+		return map[string]int{"authed": s.numAuthed()}, nil
+	})
 	if err := s.Listen(); err != nil {
 		t.Fatal(err)
 	}
@@ -70,10 +74,16 @@ func TestLoadServer(t *testing.T) {
 	_ = s.Run(context.Background())
 }
 
-// loadServer starts the child with opts and returns its ws URL and pid.
-func loadServer(t *testing.T, opts Options) (string, int) {
+// loadLimits are the Options the child takes (zero: default).
+type loadLimits struct{ MaxUnauthenticated, MaxUnauthenticatedPerIP int }
+
+// loadServer starts the child with lim and returns its ws URL and pid.
+func loadServer(t *testing.T, lim loadLimits) (string, int) {
 	t.Helper()
-	spec, _ := json.Marshal(opts)
+	spec, err := json.Marshal(lim)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestLoadServer$", "-test.timeout=0")
 	cmd.Env = append(os.Environ(), loadServerEnv+"="+string(spec))
 	out, err := cmd.StdoutPipe()
@@ -154,6 +164,14 @@ func startProber(t *testing.T, url string) *prober {
 	return p
 }
 
+// baseline measures the echo latency for d with nothing else going on.
+func baseline(t *testing.T, url string, d time.Duration) string {
+	p := startProber(t, url)
+	time.Sleep(d)
+	n, fails, p50, p99, mx := p.finish()
+	return fmt.Sprintf("%d echo calls, %d failed, p50 %v, p99 %v, max %v", n, fails, p50.Round(time.Microsecond), p99.Round(time.Microsecond), mx.Round(time.Microsecond))
+}
+
 func (p *prober) finish() (n, fails int, p50, p99, max time.Duration) {
 	close(p.stop)
 	<-p.done
@@ -177,19 +195,35 @@ func TestLoadPreAuthFlood(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		opts Options
+		lim  loadLimits
 	}{
-		{"default caps", Options{}},
-		{"caps raised to 1000", Options{MaxUnauthenticated: 1000, MaxUnauthenticatedPerIP: 1000}},
+		{"default caps", loadLimits{}},
+		{"caps raised to 1000", loadLimits{MaxUnauthenticated: 1000, MaxUnauthenticatedPerIP: 1000}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			url, pid := loadServer(t, tc.opts)
+			url, pid := loadServer(t, tc.lim)
+			base := baseline(t, url, 3*time.Second)
 			p := startProber(t, url)
 			time.Sleep(500 * time.Millisecond)
 			before := procKiB(t, pid, "VmRSS")
 			const conns, size = 1000, DefaultMaxPayload
 			chunk := []byte(`{"type":"req","id":"1","method":"connect","params":{"client":{"id":"` + strings.Repeat("x", 64<<10))
 			var admitted, refused, closedWithReason, other atomic.Int64
+			var otherMu sync.Mutex
+			otherKinds := map[string]int{}
+			otherErr := func(what string, err error) {
+				msg := what + ": " + err.Error()
+				if strings.HasPrefix(what, "closed: ") {
+					msg = what
+				}
+				if i := strings.IndexAny(msg, "0123456789"); i > 0 {
+					msg = msg[:i] // group by the text before the first figure
+				}
+				otherMu.Lock()
+				otherKinds[msg]++
+				otherMu.Unlock()
+				other.Add(1)
+			}
 			var wg sync.WaitGroup
 			start := time.Now()
 			for i := range conns {
@@ -206,7 +240,7 @@ func TestLoadPreAuthFlood(t *testing.T) {
 						if resp != nil && resp.StatusCode == http.StatusServiceUnavailable {
 							refused.Add(1)
 						} else {
-							other.Add(1)
+							otherErr("dial", err)
 						}
 						return
 					}
@@ -214,7 +248,7 @@ func TestLoadPreAuthFlood(t *testing.T) {
 					admitted.Add(1)
 					ws.SetReadLimit(-1)
 					if _, _, err := ws.Read(ctx); err != nil { // the challenge
-						other.Add(1)
+						otherErr("challenge", err)
 						return
 					}
 					// Send the frame in the background; the close frame
@@ -235,8 +269,10 @@ func TestLoadPreAuthFlood(t *testing.T) {
 					var ce websocket.CloseError
 					if errors.As(err, &ce) && ce.Code == CloseHandshakeFailed && strings.Contains(ce.Reason, "at most") {
 						closedWithReason.Add(1)
+					} else if errors.As(err, &ce) {
+						otherErr("closed: "+ce.Reason, errors.New(""))
 					} else {
-						other.Add(1)
+						otherErr("close", err)
 					}
 				}()
 			}
@@ -259,8 +295,10 @@ func TestLoadPreAuthFlood(t *testing.T) {
 			n, fails, p50, p99, mx := p.finish()
 			t.Logf("%s: %d connections in %v: %d admitted (%d closed with the reason), %d refused with 503, %d other",
 				tc.name, conns, dur.Round(time.Millisecond), admitted.Load(), closedWithReason.Load(), refused.Load(), other.Load())
+			t.Logf("%s: other outcomes: %v", tc.name, otherKinds)
 			t.Logf("%s: server RSS before %d MiB, peak sampled %d MiB, VmHWM %d MiB, after %d MiB",
 				tc.name, before>>10, peak>>10, hwm>>10, after>>10)
+			t.Logf("%s: authenticated client before the flood: %s", tc.name, base)
 			t.Logf("%s: authenticated client meanwhile: %d echo calls, %d failed, p50 %v, p99 %v, max %v",
 				tc.name, n, fails, p50.Round(time.Microsecond), p99.Round(time.Microsecond), mx.Round(time.Microsecond))
 			if fails > 0 || n == 0 {
@@ -279,7 +317,7 @@ func TestLoadSlowConsumers(t *testing.T) {
 	if os.Getenv(loadEnv) == "" {
 		t.Skip("load harness: set " + loadEnv + "=1")
 	}
-	url, pid := loadServer(t, Options{})
+	url, pid := loadServer(t, loadLimits{})
 	ctx := context.Background()
 	var slow []*websocket.Conn
 	for i := range 20 {
@@ -316,6 +354,7 @@ func TestLoadSlowConsumers(t *testing.T) {
 			}
 		}
 	}()
+	base := baseline(t, url, 3*time.Second)
 	p := startProber(t, url)
 	time.Sleep(500 * time.Millisecond)
 	before := procKiB(t, pid, "VmRSS")
@@ -326,45 +365,64 @@ func TestLoadSlowConsumers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer flooder.Close()
-	peak := before
+	// The slow clients read again once all of them were closed (within
+	// CloseGrace of it): each must end with close 1008 and the reason.
+	var withReason atomic.Int64
+	var wg sync.WaitGroup
+	readAll := func() {
+		for _, ws := range slow {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+				defer cancel()
+				for {
+					_, _, err := ws.Read(rctx)
+					if err == nil {
+						continue
+					}
+					var ce websocket.CloseError
+					if errors.As(err, &ce) && ce.Code == websocket.StatusPolicyViolation && strings.Contains(ce.Reason, "slow consumer") {
+						withReason.Add(1)
+					} else {
+						t.Logf("slow client: %v", err)
+					}
+					return
+				}
+			}()
+		}
+	}
+	peak, reading := before, false
+	var allClosed time.Duration
 	for range rounds {
 		if err := flooder.Call(ctx, "bench.flood", map[string]int{"n": per, "size": size}, nil); err != nil {
 			t.Fatalf("flood: %v", err)
 		}
 		peak = max(peak, procKiB(t, pid, "VmRSS"))
+		var c struct{ Authed int }
+		if err := flooder.Call(ctx, "bench.conns", nil, &c); err != nil {
+			t.Fatal(err)
+		}
+		if c.Authed == 3 && !reading { // reader, prober, flooder
+			reading, allClosed = true, time.Since(start)
+			readAll()
+		}
 	}
 	dur := time.Since(start)
 	time.Sleep(2 * time.Second)
 	after := procKiB(t, pid, "VmRSS")
 	hwm := procKiB(t, pid, "VmHWM")
 	n, fails, p50, p99, mx := p.finish()
-	// The slow clients read at last: each must end with close 1008 and
-	// the reason.
-	var withReason atomic.Int64
-	var wg sync.WaitGroup
-	for _, ws := range slow {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-			defer cancel()
-			for {
-				_, _, err := ws.Read(rctx)
-				if err == nil {
-					continue
-				}
-				var ce websocket.CloseError
-				if errors.As(err, &ce) && ce.Code == websocket.StatusPolicyViolation && strings.Contains(ce.Reason, "slow consumer") {
-					withReason.Add(1)
-				}
-				return
-			}
-		}()
+	if !reading {
+		t.Errorf("slow clients still connected after the flood")
+		readAll()
 	}
 	wg.Wait()
+	t.Logf("all 20 slow clients closed %v after the flood began", allClosed.Round(time.Millisecond))
 	t.Logf("%d events of 64 KiB broadcast to 20 clients that do not read + 3 that do, in %v; the reading client got %d",
 		rounds*per, dur.Round(time.Millisecond), got.Load())
 	t.Logf("server RSS before %d MiB, peak sampled %d MiB, VmHWM %d MiB, after %d MiB", before>>10, peak>>10, hwm>>10, after>>10)
+	t.Logf("authenticated client before the flood: %s", base)
 	t.Logf("authenticated client meanwhile: %d echo calls, %d failed, p50 %v, p99 %v, max %v",
 		n, fails, p50.Round(time.Microsecond), p99.Round(time.Microsecond), mx.Round(time.Microsecond))
 	t.Logf("slow clients that got close 1008 with the reason when they read: %d of 20", withReason.Load())
