@@ -58,8 +58,11 @@ type Options struct {
 	// instances.go); nil: profiles.spawn/stop are not registered and
 	// profiles.list has no index or instances.
 	Instances Instances
-	Version   string
-	Started   time.Time // process start, for health.uptimeMs
+	// Settings reads and changes config.json (SPEC §9; settings.go); nil:
+	// the config.* methods are not registered.
+	Settings Settings
+	Version  string
+	Started  time.Time // process start, for health.uptimeMs
 }
 
 // Events lists the events the services emit through the gateway.
@@ -67,6 +70,7 @@ var Events = []string{
 	"tick", "chat.thinking", "chat.reasoning", "chat.chunk", "chat.final", "chat.cancelled",
 	"chat.error", chat.EventMessageDeleted, "memory.changed", "memory.progress",
 	chat.EventState, chat.EventTool, chat.EventPermission, chat.EventPermissionAnswered,
+	EventSettingsChanged,
 }
 
 // Register adds every method to the gateway. Call it before the gateway runs.
@@ -198,6 +202,9 @@ func Register(o Options) {
 
 	if o.Instances != nil {
 		registerInstances(g, o.Instances, o.Guard)
+	}
+	if o.Settings != nil {
+		registerSettings(g, o.Settings)
 	}
 	g.Handle("profiles.list", gateway.Read, func(ctx context.Context, c *gateway.Call) (any, error) {
 		return profilesList(o), nil

@@ -19,6 +19,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -69,11 +71,16 @@ type Options struct {
 	// FetchAllowPrivate lets the agents' web_fetch reach loopback and
 	// private addresses (tests against local servers). Default false.
 	FetchAllowPrivate bool
+	// LocalModelServers is where config.detect looks for model servers on
+	// this machine (nil: model.LocalCandidates, Ollama, LM Studio and
+	// llama.cpp on 127.0.0.1).
+	LocalModelServers []model.LocalCandidate
 }
 
 // App is a built Atrium backend. Fields are read-only after New.
 type App struct {
-	Layout  paths.Layout
+	Layout paths.Layout
+	// Config is config.json as loaded at start (Settings: as in force).
 	Config  config.Config
 	Token   string
 	Gateway *gateway.Server
@@ -92,14 +99,23 @@ type App struct {
 	// worker process (SPEC §3, §6; profiles.spawn/stop).
 	Pool *worker.Pool
 	// Model is the model configuration of the main profile (model.Detect,
-	// then ProfileModel) and ModelReason why it was chosen.
+	// then ProfileModel) and ModelReason why it was chosen, at start
+	// (Settings and config.get show the model in force after a change).
 	Model       model.Config
 	ModelReason string
 
 	log     *slog.Logger
+	getenv  func(string) string
 	db      *sql.DB
 	lock    *applock.Lock // one app per state dir, held from New to Close
 	anyPort bool
+	// conf holds the settings in force: Config at start, then each
+	// config.patch (settings.go).
+	conf atomic.Pointer[config.Config]
+	// mu guards Model, ModelReason (after New) and restart.
+	mu sync.Mutex
+	// restart lists the changed settings that take effect at the next start.
+	restart []string
 }
 
 // AlreadyRunningError is New's error when another app runs on the same
@@ -185,7 +201,7 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 	if o.Getenv == nil {
 		o.Getenv = os.Getenv
 	}
-	a := &App{Layout: o.Layout, log: o.Logger, anyPort: o.AnyPortIfBusy}
+	a := &App{Layout: o.Layout, log: o.Logger, getenv: o.Getenv, anyPort: o.AnyPortIfBusy}
 	defer func() {
 		if err != nil {
 			a.Close()
@@ -206,9 +222,11 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 	} else if created {
 		o.Logger.Info("workspace created", "path", o.Layout.Workspace)
 	}
-	if a.Config, err = config.Load(o.Layout.ConfigFile()); err != nil {
+	store := config.NewStore(o.Layout.ConfigFile())
+	if a.Config, err = store.Load(); err != nil {
 		return nil, err
 	}
+	a.conf.Store(&a.Config)
 	if a.Token, err = gateway.LoadOrCreateToken(o.Layout.TokenFile()); err != nil {
 		return nil, fmt.Errorf("operator token: %w", err)
 	}
@@ -312,7 +330,7 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 	// the runner gets the pool below, before anything is served.
 	runner := newPoolRunner(o.Layout.Workspace, o.Logger)
 	runner.offline = func(profile string) bool {
-		cfg, _ := ProfileModel(o.Layout.Workspace, a.Config, a.Model, profile, o.Getenv, o.Logger)
+		cfg, _ := ProfileModel(o.Layout.Workspace, a.config(), a.model(), profile, o.Getenv, o.Logger)
 		return cfg.Provider == "" || cfg.Provider == model.ProviderOffline
 	}
 	a.Chat, err = chat.New(chat.Options{
@@ -345,7 +363,7 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 	if a.Pool, err = worker.NewPool(worker.PoolOptions{
 		Workspace: o.Layout.Workspace,
 		EnvFor: func(profile string) ([]string, error) {
-			cfg, _ := ProfileModel(o.Layout.Workspace, a.Config, a.Model, profile, o.Getenv, o.Logger)
+			cfg, _ := ProfileModel(o.Layout.Workspace, a.config(), a.model(), profile, o.Getenv, o.Logger)
 			b, err := json.Marshal(cfg)
 			if err != nil {
 				return nil, fmt.Errorf("model settings of %s: %w", profile, err)
@@ -368,6 +386,7 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 		Chat:      a.Chat,
 		Collab:    a.Collab,
 		Embedder:  emb,
+		Settings:  &settings{a: a, store: store, local: o.LocalModelServers},
 		Version:   o.Version,
 		Started:   time.Now(),
 	})
@@ -406,7 +425,8 @@ func (a *App) agentTools(o Options) func(chat.ToolScope) (*agent.Registry, error
 
 // execOptions are the exec tool's settings for a run of scope sc.
 func (a *App) execOptions(sc chat.ToolScope) *tools.ExecOptions {
-	x := &tools.ExecOptions{Approval: a.Config.Agents.Exec.Approval, Allowlist: a.Config.Agents.Exec.Allowlist}
+	exec := a.config().Agents.Exec // the settings in force: a change applies to the next tool call
+	x := &tools.ExecOptions{Approval: exec.Approval, Allowlist: exec.Allowlist}
 	if x.Approval == "" {
 		x.Approval = tools.ApprovalAsk
 	}

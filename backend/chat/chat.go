@@ -40,6 +40,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -241,8 +242,10 @@ type Service struct {
 	log     *slog.Logger
 	builtin *agent.Registry // Options.Tools == nil
 	broker  *broker
-	economy *convo.Economy
 	pruner  *convo.Pruner
+	// model is the provider in use and the context economy of its
+	// window; SetModel replaces both at once while the service runs.
+	model atomic.Pointer[modelState]
 
 	mu        sync.Mutex
 	closed    bool
@@ -380,7 +383,7 @@ func New(opts Options) (*Service, error) {
 	if s.builtin, err = defaultTools(opts.Memory); err != nil {
 		return nil, fmt.Errorf("new chat service: %w", err)
 	}
-	if s.economy, err = convo.NewEconomy(convo.EconomyOptions{ContextWindow: opts.ContextWindow}); err != nil {
+	if err := s.SetModel(opts.Provider, opts.ContextWindow); err != nil {
 		return nil, fmt.Errorf("new chat service: %w", err)
 	}
 	if s.pruner, err = convo.NewPruner(convo.PruneOptions{}); err != nil {
@@ -427,13 +430,39 @@ func (s *Service) RecoverInterrupted(ctx context.Context) (int, error) {
 	return len(qs), nil
 }
 
+// modelState is the model a Service uses now.
+type modelState struct {
+	provider model.Provider // nil: the offline provider
+	economy  *convo.Economy
+}
+
+// SetModel makes p (nil: the offline provider) the model of the runs that
+// start from now on, with its context window in tokens (0 or less:
+// DefaultContextWindow) for the context economy. Runs already going keep
+// the model they started with. It is how a settings change reaches chat
+// without a restart.
+func (s *Service) SetModel(p model.Provider, contextWindow int) error {
+	if contextWindow <= 0 {
+		contextWindow = DefaultContextWindow
+	}
+	econ, err := convo.NewEconomy(convo.EconomyOptions{ContextWindow: contextWindow})
+	if err != nil {
+		return fmt.Errorf("set model: %w", err)
+	}
+	s.model.Store(&modelState{provider: p, economy: econ})
+	return nil
+}
+
 // provider returns the configured provider or the offline one.
 func (s *Service) provider() model.Provider {
-	if s.opts.Provider == nil {
-		return s.offline
+	if p := s.model.Load().provider; p != nil {
+		return p
 	}
-	return s.opts.Provider
+	return s.offline
 }
+
+// economy is the context economy of the model in use.
+func (s *Service) economy() *convo.Economy { return s.model.Load().economy }
 
 // Profiles lists the profiles: in v0 only "main", with the model in use and
 // whether it is answering right now.

@@ -148,7 +148,7 @@ func (st *runState) economize(ctx context.Context, p model.Provider, reg *agent.
 	t := convo.Transcript{Summary: sum.Text, Messages: msgs, Compactions: sum.Compactions, Flushed: sum.Flushed}
 	extra := convo.Tokens(convo.Message{Message: model.Message{Role: model.RoleSystem, Content: systemPrompt(st.persona, s.opts.Now(), toolNames(reg))}}) +
 		convo.Tokens(convo.Message{Message: model.Message{Role: model.RoleUser, Content: rn.userText}}) + toolTokens(reg)
-	as := s.economy.Assess(t, extra)
+	as := s.economy().Assess(t, extra)
 	if !as.Flush && !as.Compact {
 		return nil
 	}
@@ -171,7 +171,7 @@ func (st *runState) economize(ctx context.Context, p model.Provider, reg *agent.
 	if !as.Compact {
 		return nil
 	}
-	out, compacted, err := s.economy.Compact(ctx, t, func(ctx context.Context, previous string, older []convo.Message) (string, error) {
+	out, compacted, err := s.economy().Compact(ctx, t, func(ctx context.Context, previous string, older []convo.Message) (string, error) {
 		return st.summarize(ctx, p, previous, older)
 	})
 	switch {

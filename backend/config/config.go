@@ -196,6 +196,25 @@ func (e Embedding) validate() error {
 type Gateway struct {
 	// Port on 127.0.0.1; default DefaultPort.
 	Port int `json:"port,omitempty"`
+	// Bind is the listen address: "" or BindLoopback (127.0.0.1, the
+	// default). A LAN bind needs the gateway's TLS (SPEC §3), which this
+	// build does not have yet, so any other value is refused.
+	Bind string `json:"bind,omitempty"`
+}
+
+// BindLoopback is the only gateway.bind value this build accepts.
+const BindLoopback = "loopback"
+
+// validate checks gateway.port and gateway.bind.
+func (g Gateway) validate() error {
+	if g.Port < 0 || g.Port > 65535 {
+		return fmt.Errorf("gateway.port %d out of range 0..65535", g.Port)
+	}
+	switch g.Bind {
+	case "", BindLoopback:
+		return nil
+	}
+	return fmt.Errorf("gateway.bind %q: only %q is available (a LAN bind needs the gateway's TLS, not in this build)", g.Bind, BindLoopback)
 }
 
 // Load reads path. A missing file returns the zero Config and no error.
@@ -224,27 +243,37 @@ func Load(path string) (Config, error) {
 			return c, fmt.Errorf("config %s: %w", path, err)
 		}
 	}
-	if c.Gateway.Port < 0 || c.Gateway.Port > 65535 {
-		return c, fmt.Errorf("config %s: gateway.port %d out of range 0..65535", path, c.Gateway.Port)
-	}
-	for role, p := range c.Profiles {
-		if role == "" {
-			return c, fmt.Errorf("config %s: profiles: empty role name", path)
-		}
-		if err := p.Model.Validate(); err != nil {
-			return c, fmt.Errorf("config %s: profiles.%s.model: %w", path, role, err)
-		}
-	}
-	if err := c.Memory.Embedding.validate(); err != nil {
-		return c, fmt.Errorf("config %s: %w", path, err)
-	}
-	if err := c.Memory.Search.validate(); err != nil {
-		return c, fmt.Errorf("config %s: %w", path, err)
-	}
-	if err := c.Agents.Exec.validate(); err != nil {
+	if err := c.Validate(); err != nil {
 		return c, fmt.Errorf("config %s: %w", path, err)
 	}
 	return c, nil
+}
+
+// Validate checks every block of c: the model blocks (known provider,
+// http(s) base URL), the gateway's port and bind, memory.embedding,
+// memory.search and agents.exec. The error names the offending key.
+func (c Config) Validate() error {
+	if err := c.Model.Validate(); err != nil {
+		return fmt.Errorf("model: %w", err)
+	}
+	if err := c.Gateway.validate(); err != nil {
+		return err
+	}
+	for role, p := range c.Profiles {
+		if role == "" {
+			return errors.New("profiles: empty role name")
+		}
+		if err := p.Model.Validate(); err != nil {
+			return fmt.Errorf("profiles.%s.model: %w", role, err)
+		}
+	}
+	if err := c.Memory.Embedding.validate(); err != nil {
+		return err
+	}
+	if err := c.Memory.Search.validate(); err != nil {
+		return err
+	}
+	return c.Agents.Exec.validate()
 }
 
 // position turns a byte offset into a 1-based line and column.

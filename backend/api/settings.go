@@ -1,0 +1,156 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/atrium-dev/atrium/backend/config"
+	"github.com/atrium-dev/atrium/backend/gateway"
+	"github.com/atrium-dev/atrium/backend/model"
+)
+
+// EventSettingsChanged is broadcast after config.patch changed the model
+// in use: {model: {provider, model}}.
+const EventSettingsChanged = "settings.changed"
+
+// Settings is what the config.* methods need (SPEC §9; implemented by the
+// wiring package over config.Store). Every method is the person's: only
+// operator connections reach it.
+type Settings interface {
+	// Get returns config.json as it is on disk, keys redacted.
+	Get(ctx context.Context) (SettingsView, error)
+	// Patch applies a JSON merge patch to config.json (config.Store.Patch)
+	// and what it can to the running app; errors wrapping
+	// config.ErrInvalid are the patch's fault.
+	Patch(ctx context.Context, patch json.RawMessage) (SettingsView, error)
+	// Models lists the models of the server a request names.
+	Models(ctx context.Context, r ModelRequest) ([]string, error)
+	// Test makes one real call to the model a request names.
+	Test(ctx context.Context, r ModelRequest) (model.TestResult, error)
+	// Local lists the model servers found on this machine.
+	Local(ctx context.Context) []model.LocalServer
+}
+
+// SettingsView is the payload of config.get and config.patch.
+type SettingsView struct {
+	// Path is config.json's path (it stays editable by hand).
+	Path string `json:"path"`
+	// Config is config.json with every apiKey replaced by apiKeySet.
+	Config map[string]any `json:"config"`
+	// Model is the main profile's model in force now.
+	Model ModelInUse `json:"model"`
+	// Gateway is the address the gateway listens on now.
+	Gateway GatewayInUse `json:"gateway"`
+	// Embedding is the index's embedder now and what a change of it
+	// costs: the files and chunks that the next start re-indexes.
+	Embedding EmbeddingInUse `json:"embedding"`
+	// Restart lists changed settings that take effect at the next start
+	// ("gateway", "memory.embedding", "memory.search").
+	Restart []string `json:"restartRequired"`
+}
+
+// ModelInUse is the model the app answers with now.
+type ModelInUse struct {
+	Provider string `json:"provider"`
+	Model    string `json:"model"`
+	BaseURL  string `json:"baseUrl"`
+	Reason   string `json:"reason"`
+}
+
+// GatewayInUse is the listener in use.
+type GatewayInUse struct {
+	Addr string `json:"addr"`
+}
+
+// EmbeddingInUse is the embedder in use and the size of the index it built.
+type EmbeddingInUse struct {
+	Provider string `json:"provider"`
+	Model    string `json:"model"`
+	Dims     int    `json:"dims"`
+	Files    int    `json:"files"`
+	Chunks   int    `json:"chunks"`
+}
+
+// ModelRequest names a model server for config.models and config.test:
+// the stored settings of Profile ("" or "main": the app's model block),
+// with the request's non-empty fields on top. The stored API key is used
+// only while Provider and BaseURL are those stored with it. Prompt is
+// config.test's message (default model.DefaultTestPrompt).
+type ModelRequest struct {
+	Profile  string `json:"profile"`
+	Provider string `json:"provider"`
+	BaseURL  string `json:"baseUrl"`
+	APIKey   string `json:"apiKey"`
+	Model    string `json:"model"`
+	Prompt   string `json:"prompt"`
+}
+
+// registerSettings adds config.get, config.patch, config.models,
+// config.test and config.detect: operator connections only (kinds
+// ReadOperator and WriteOperator: the gateway refuses a node with
+// FORBIDDEN), and no response or log carries an API key. config.patch is
+// a write: it needs an idempotencyKey.
+func registerSettings(g *gateway.Server, s Settings) {
+	g.Handle("config.get", gateway.ReadOperator, func(ctx context.Context, c *gateway.Call) (any, error) {
+		v, err := s.Get(ctx)
+		return v, settingsErr(err)
+	})
+	g.Handle("config.patch", gateway.WriteOperator, func(ctx context.Context, c *gateway.Call) (any, error) {
+		var p struct {
+			Patch json.RawMessage `json:"patch"`
+		}
+		if err := decode(c, &p); err != nil {
+			return nil, err
+		}
+		if len(p.Patch) == 0 {
+			return nil, gateway.Errorf(gateway.CodeInvalidRequest, "config.patch: patch (an object of settings to change) is required")
+		}
+		v, err := s.Patch(ctx, p.Patch)
+		return v, settingsErr(err)
+	})
+	g.Handle("config.models", gateway.ReadOperator, func(ctx context.Context, c *gateway.Call) (any, error) {
+		var r ModelRequest
+		if err := decode(c, &r); err != nil {
+			return nil, err
+		}
+		ids, err := s.Models(ctx, r)
+		if err != nil {
+			return nil, settingsErr(err)
+		}
+		return map[string]any{"models": ids}, nil
+	})
+	g.Handle("config.test", gateway.ReadOperator, func(ctx context.Context, c *gateway.Call) (any, error) {
+		var r ModelRequest
+		if err := decode(c, &r); err != nil {
+			return nil, err
+		}
+		res, err := s.Test(ctx, r)
+		if err != nil {
+			if errors.Is(err, config.ErrInvalid) || errors.Is(err, model.ErrConfig) {
+				return nil, settingsErr(err)
+			}
+			// The server's answer is the result the person asked for.
+			return map[string]any{"ok": false, "provider": res.Provider, "model": res.Model, "error": err.Error()}, nil
+		}
+		return map[string]any{"ok": true, "provider": res.Provider, "model": res.Model, "answer": res.Answer, "ms": res.Millis}, nil
+	})
+	g.Handle("config.detect", gateway.ReadOperator, func(ctx context.Context, c *gateway.Call) (any, error) {
+		return map[string]any{"servers": s.Local(ctx)}, nil
+	})
+}
+
+// settingsErr maps the settings' errors: a refused patch or request is
+// INVALID_REQUEST, a model server that cannot be reached UNAVAILABLE, one
+// that refused REJECTED as INVALID_REQUEST with its message.
+func settingsErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, config.ErrInvalid), errors.Is(err, model.ErrConfig), errors.Is(err, model.ErrRejected):
+		return &gateway.Error{Code: gateway.CodeInvalidRequest, Message: err.Error()}
+	case errors.Is(err, model.ErrUnavailable), errors.Is(err, model.ErrTimeout):
+		return &gateway.Error{Code: gateway.CodeUnavailable, Message: err.Error(), Retryable: true}
+	}
+	return mapErr(err)
+}

@@ -1,0 +1,142 @@
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func TestStorePatch(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.json")
+	// A hand-written file: its keys are kept by a patch that does not touch them.
+	hand := `{
+  "memory": {"search": {"mmr": true}},
+  "model": {"provider": "openai", "baseUrl": "http://127.0.0.1:9/v1", "apiKey": "sk-hand", "model": "a"}
+}`
+	if err := os.WriteFile(path, []byte(hand), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := NewStore(path)
+
+	// A client sends back what it read (apiKeySet) and changes the model: the key stays.
+	before, after, err := s.Patch(json.RawMessage(`{"model":{"model":"b","apiKeySet":true},"agents":{"exec":{"approval":"deny"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.Model.Model != "a" || after.Model.Model != "b" || after.Model.APIKey != "sk-hand" || !after.Memory.Search.MMR || after.Agents.Exec.Approval != "deny" {
+		t.Fatalf("before %+v after %+v", before, after)
+	}
+	onDisk, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if onDisk.Model != after.Model || onDisk.Agents.Exec.Approval != "deny" {
+		t.Fatalf("on disk %+v", onDisk)
+	}
+	data, _ := os.ReadFile(path)
+	if !strings.Contains(string(data), "\n  \"model\": {\n") || strings.Contains(string(data), `"profiles"`) {
+		t.Fatalf("file is not indented with only the set keys:\n%s", data)
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v, want 0600", fi.Mode().Perm())
+	}
+
+	// null removes a key; a new key is set.
+	if _, after, err = s.Patch(json.RawMessage(`{"model":{"apiKey":null},"profiles":{"writer":{"model":{"apiKey":"sk-w","model":"m"}}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if after.Model.APIKey != "" || after.ProfileModel("writer").APIKey != "sk-w" {
+		t.Fatalf("after %+v", after)
+	}
+
+	// Bad patches change nothing and say which key is wrong.
+	good, _ := os.ReadFile(path)
+	for _, bad := range []struct{ patch, want string }{
+		{`[1]`, "JSON object"},
+		{`{"model":{"provider":"gpt"}}`, `unknown model provider "gpt"`},
+		{`{"gateway":{"port":70000}}`, "gateway.port 70000"},
+		{`{"gateway":{"bind":"lan"}}`, `gateway.bind "lan"`},
+		{`{"gateway":{"port":"x"}}`, "gateway.port"},
+		{`{"nonsense":1}`, `unknown field "nonsense"`},
+		{`{"agents":{"exec":{"approval":"sometimes"}}}`, `agents.exec.approval "sometimes"`},
+		{`{"memory":{"embedding":{"provider":"magic"}}}`, `memory.embedding.provider "magic"`},
+	} {
+		_, _, err := s.Patch(json.RawMessage(bad.patch))
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("patch %s: err %v, want ErrInvalid with %q", bad.patch, err, bad.want)
+		}
+	}
+	if now, _ := os.ReadFile(path); string(now) != string(good) {
+		t.Fatalf("a refused patch changed the file:\n%s", now)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, ".config-*")); len(m) != 0 {
+		t.Fatalf("temporary files left: %v", m)
+	}
+}
+
+func TestStorePatchMalformedFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.json")
+	if err := os.WriteFile(path, []byte("{\n  \"model\": {,\n}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := NewStore(path).Patch(json.RawMessage(`{"model":{"model":"x"}}`))
+	if err == nil || !strings.Contains(err.Error(), path+":2:") {
+		t.Fatalf("err %v, want the file's line", err)
+	}
+	if data, _ := os.ReadFile(path); string(data) != "{\n  \"model\": {,\n}" {
+		t.Fatalf("malformed file was overwritten: %s", data)
+	}
+}
+
+func TestStorePatchConcurrent(t *testing.T) {
+	s := NewStore(filepath.Join(t.TempDir(), "config.json"))
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			role := string(rune('a' + i))
+			if _, _, err := s.Patch(json.RawMessage(`{"profiles":{"` + role + `":{"model":{"model":"m"}}}}`)); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	c, err := s.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Profiles) != 8 {
+		t.Fatalf("lost updates: %d profiles, want 8", len(c.Profiles))
+	}
+}
+
+func TestRedact(t *testing.T) {
+	var c Config
+	c.Model.APIKey = "sk-main-secret"
+	c.Profiles = map[string]Profile{"writer": {}, "apiKey": {}}
+	c.Profiles["writer"] = Profile{Model: c.Model}
+	c.Memory.Embedding.Provider, c.Memory.Embedding.APIKey = "openai", "sk-emb-secret"
+	m, err := Redact(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(m)
+	if strings.Contains(string(data), "secret") || strings.Contains(string(data), `"apiKey":"`) {
+		t.Fatalf("a key leaked: %s", data)
+	}
+	model := m["model"].(map[string]any)
+	writer := m["profiles"].(map[string]any)["writer"].(map[string]any)["model"].(map[string]any)
+	emb := m["memory"].(map[string]any)["embedding"].(map[string]any)
+	if model[KeySetField] != true || writer[KeySetField] != true || emb[KeySetField] != true {
+		t.Fatalf("apiKeySet missing: %s", data)
+	}
+	if _, ok := m["profiles"].(map[string]any)["apiKey"].(map[string]any); !ok {
+		t.Fatalf("a profile named apiKey was dropped: %s", data)
+	}
+}
