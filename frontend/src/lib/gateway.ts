@@ -97,6 +97,7 @@ export const IDEMPOTENT_METHODS: ReadonlySet<string> = new Set([
   'collab.complete',
   'collab.request',
   'collab.write',
+  'config.patch',
   'conflicts.resolve',
   'memory.import',
   'memory.note',

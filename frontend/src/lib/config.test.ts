@@ -1,0 +1,32 @@
+import { describe, expect, it } from 'vitest';
+import { modelForm, modelPatch, modelRequest, parseAllowlist, restartText } from './config';
+
+describe('settings forms', () => {
+  it('never carries a key it did not get typed', () => {
+    const f = modelForm({ provider: 'openai', baseUrl: 'http://127.0.0.1:1234/v1', model: 'qwen', apiKeySet: true });
+    expect(f.apiKey).toBe('');
+    expect(modelPatch(f)).toEqual({ provider: 'openai', baseUrl: 'http://127.0.0.1:1234/v1', model: 'qwen' });
+    expect(modelRequest(f)).not.toHaveProperty('apiKey');
+  });
+  it('sets a typed key, removes a cleared one, nulls empty fields', () => {
+    expect(modelPatch({ provider: 'openai', baseUrl: ' ', model: 'm', apiKey: ' sk-1 ', clearKey: false })).toEqual({
+      provider: 'openai',
+      baseUrl: null,
+      model: 'm',
+      apiKey: 'sk-1',
+    });
+    expect(modelPatch({ provider: '', baseUrl: '', model: '', apiKey: '', clearKey: true }).apiKey).toBeNull();
+    expect(modelRequest({ provider: 'openai', baseUrl: '', model: '', apiKey: 'k', clearKey: false }, 'writer')).toEqual({
+      provider: 'openai',
+      baseUrl: '',
+      model: '',
+      apiKey: 'k',
+      profile: 'writer',
+    });
+  });
+  it('parses the allowlist and names what needs a restart', () => {
+    expect(parseAllowlist('/usr/bin/git\n\n  /usr/bin/ls \n')).toEqual(['/usr/bin/git', '/usr/bin/ls']);
+    expect(restartText([])).toBe('');
+    expect(restartText(['memory.embedding'])).toContain('embedding provider');
+  });
+});
