@@ -191,6 +191,14 @@ func (m *scriptedModel) sawMessage(s string) bool {
 // startServe runs `atrium serve` and returns the UI URL (with token) it printed.
 func startServe(t *testing.T, bin, home, ws string, port int, env []string) string {
 	t.Helper()
+	url, _ := serve(t, bin, home, ws, port, env)
+	return url
+}
+
+// serve is startServe that also returns a stop function (SIGINT, then
+// wait; safe to call again, and called at the end of the test).
+func serve(t *testing.T, bin, home, ws string, port int, env []string) (string, func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, bin, "serve", "--home", home, "--workspace", ws, "--port", fmt.Sprint(port))
 	cmd.Env = append(os.Environ(), env...)
@@ -208,19 +216,23 @@ func startServe(t *testing.T, bin, home, ws string, port int, env []string) stri
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		cancel()
-		_ = cmd.Wait() // stopped by SIGINT: a clean exit is status 0
-		if ps := cmd.ProcessState; ps != nil && ps.ExitCode() > 0 {
-			t.Errorf("atrium serve exited with status %d after SIGINT", ps.ExitCode())
-		}
-		logf.Close()
-		if t.Failed() {
-			if b, err := os.ReadFile(logf.Name()); err == nil {
-				t.Logf("atrium serve log:\n%s", b)
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			_ = cmd.Wait() // stopped by SIGINT: a clean exit is status 0
+			if ps := cmd.ProcessState; ps != nil && ps.ExitCode() > 0 {
+				t.Errorf("atrium serve exited with status %d after SIGINT", ps.ExitCode())
 			}
-		}
-	})
+			logf.Close()
+			if t.Failed() {
+				if b, err := os.ReadFile(logf.Name()); err == nil {
+					t.Logf("atrium serve log:\n%s", b)
+				}
+			}
+		})
+	}
+	t.Cleanup(stop)
 	urlRe := regexp.MustCompile(`http://127\.0\.0\.1:\d+/#token=[0-9a-f]+`)
 	found := make(chan string, 1)
 	go func() {
@@ -236,11 +248,11 @@ func startServe(t *testing.T, bin, home, ws string, port int, env []string) stri
 	}()
 	select {
 	case u := <-found:
-		return u
+		return u, stop
 	case <-time.After(60 * time.Second):
 		t.Fatal("atrium serve did not print its URL within 60 s")
 	}
-	return ""
+	return "", stop
 }
 
 // js evaluates expr in the page and fails the test on error.
