@@ -16,6 +16,7 @@ import (
 
 	"github.com/atrium-dev/atrium/backend/config"
 	"github.com/atrium-dev/atrium/backend/gateway"
+	"github.com/atrium-dev/atrium/backend/memory"
 	"github.com/atrium-dev/atrium/backend/model"
 )
 
@@ -108,6 +109,12 @@ func TestSettingsOverGateway(t *testing.T) {
 		Model   struct{ Provider, Model, BaseURL string }
 		Restart []string                    `json:"restartRequired"`
 		Embed   struct{ Files, Chunks int } `json:"embedding"`
+	}
+	// The index is built (the embedding's cost counts its files).
+	for deadline := time.Now().Add(60 * time.Second); a.Memory.Status().State == memory.StateIndexing || a.Memory.Status().Chunks == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("memory never became ready: %+v", a.Memory.Status())
+		}
 	}
 	var v view
 	must(t, call("config.get", nil, &v))
