@@ -2,6 +2,7 @@ package index
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"math"
 	"runtime"
@@ -155,6 +156,16 @@ func (q *quantIndex) apply(ops []qop) {
 	}
 }
 
+// reset empties the copy after the vector table was emptied
+// (Store.ResetVectors): nothing stored, nothing loaded.
+func (q *quantIndex) reset() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.loaded, q.n = false, 0
+	q.ids, q.slot, q.bits, q.codes, q.scale = nil, nil, nil, nil, nil
+	q.file, q.fileIdx, q.fileName = nil, nil, nil
+}
+
 // fileOf returns the index of path in fileName, adding it. Callers hold mu.
 func (q *quantIndex) fileOf(path string) int32 {
 	if q.fileIdx == nil {
@@ -274,9 +285,9 @@ func (s *Store) loadQuant(ctx context.Context) error {
 	if q.isLoaded() {
 		return nil
 	}
-	rows, err := s.db.QueryContext(ctx, "SELECT v.rowid, v.embedding, coalesce(c.path, '') FROM vec_chunks v LEFT JOIN chunks c ON c.id = v.rowid")
+	rows, err := s.db.QueryContext(ctx, "SELECT v.rowid, v.embedding, c.path FROM vec_chunks v LEFT JOIN chunks c ON c.id = v.rowid")
 	if err != nil {
-		return fmt.Errorf("load quantized vectors: %w", err)
+		return vecErr(err, "load quantized vectors")
 	}
 	defer rows.Close()
 	n := q.count()
@@ -290,23 +301,28 @@ func (s *Store) loadQuant(ctx context.Context) error {
 	for rows.Next() {
 		var id int64
 		var blob []byte
-		var path string
+		var path sql.NullString
 		if err := rows.Scan(&id, &blob, &path); err != nil {
-			return fmt.Errorf("load quantized vectors: %w", err)
+			return vecErr(err, "load quantized vectors")
 		}
+		if !path.Valid {
+			return &vectorError{fmt.Errorf("load quantized vectors: vector %d belongs to no chunk", id)}
+		}
+		// The deep check of every vector (vectors.go) costs nothing
+		// more here: each one is read anyway.
 		v := decodeVector(blob)
-		if len(v) != q.dims {
-			return fmt.Errorf("load quantized vectors: chunk %d has %d dims, index has %d", id, len(v), q.dims)
+		if err := checkVector(id, v, q.dims); err != nil {
+			return fmt.Errorf("load quantized vectors: %w", err)
 		}
 		slot[id] = int32(len(ids))
 		ids = append(ids, id)
 		bs = append(bs, make([]uint64, q.words)...)
 		cs = append(cs, make([]int8, q.dims)...)
 		sc = append(sc, quantize(v, bs[len(bs)-q.words:], cs[len(cs)-q.dims:]))
-		files = append(files, fresh.fileOf(path))
+		files = append(files, fresh.fileOf(path.String))
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("load quantized vectors: %w", err)
+		return vecErr(err, "load quantized vectors")
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()

@@ -400,7 +400,20 @@ func (s *Store) Search(ctx context.Context, q Query) ([]Hit, error) {
 }
 
 // search is Search; it also reports whether the ranking was proven exact.
+// A search whose vector leg fails on the vector table (vectors.go) records
+// a vector fault and is answered by the keyword leg alone, as every search
+// is while the fault lasts.
 func (s *Store) search(ctx context.Context, q Query) (hits []Hit, exact bool, err error) {
+	hits, exact, err = s.searchLegs(ctx, q, s.vec.fault.Load() == nil)
+	if isVectorError(ctx, err) {
+		s.markVectorFault(err)
+		hits, exact, err = s.searchLegs(ctx, q, false)
+	}
+	return hits, exact, err
+}
+
+// searchLegs runs one search, with the vector leg when vec is set.
+func (s *Store) searchLegs(ctx context.Context, q Query, vec bool) (hits []Hit, exact bool, err error) {
 	if s.isClosed() {
 		return nil, false, ErrClosed
 	}
@@ -423,7 +436,7 @@ func (s *Store) search(ctx context.Context, q Query) (hits []Hit, exact bool, er
 	}
 	defer kl.close()
 	r.kl = kl
-	r.useVec = s.compt && len(q.Vector) == s.meta.Dims && !isZero(q.Vector)
+	r.useVec = vec && s.compt && len(q.Vector) == s.meta.Dims && !isZero(q.Vector)
 	if r.useVec {
 		r.qblob = encodeVector(q.Vector)
 		r.vec.want = PoolSize(q.MaxResults)
@@ -433,7 +446,7 @@ func (s *Store) search(ctx context.Context, q Query) (hits []Hit, exact bool, er
 		// exactly (fetchVectors).
 		if s.useQuant() {
 			if err := s.ensureQuant(ctx); err != nil {
-				return nil, false, err
+				return nil, false, vecErr(err, "search vectors")
 			}
 			if !kl.sc.all {
 				r.qmask = s.quant.scopeMask(q.Scope)
@@ -569,7 +582,7 @@ func (r *searchRun) fetchVectors(ctx context.Context) error {
 			WHERE c.path IN (SELECT value FROM json_each(?)) ORDER BY d, c.id LIMIT ?`, r.qblob, string(paths), n)
 	}
 	if err != nil {
-		return fmt.Errorf("search vectors: %w", err)
+		return vecErr(err, "search vectors")
 	}
 	defer rows.Close()
 	got := 0
@@ -577,7 +590,10 @@ func (r *searchRun) fetchVectors(ctx context.Context) error {
 		var id int64
 		var dist float64
 		if err := rows.Scan(&id, &dist); err != nil {
-			return fmt.Errorf("search vectors: %w", err)
+			return vecErr(err, "search vectors")
+		}
+		if err := checkDistance(id, dist); err != nil {
+			return err
 		}
 		got++
 		c := r.get(id)
@@ -585,7 +601,7 @@ func (r *searchRun) fetchVectors(ctx context.Context) error {
 		r.vec.last = c.v
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("search vectors: %w", err)
+		return vecErr(err, "search vectors")
 	}
 	r.vec.asked, r.vec.full = n, got >= n
 	return nil
@@ -808,14 +824,18 @@ func (r *searchRun) completeVectors(ctx context.Context, tau float64) error {
 		args := append([]any{r.qblob}, part...)
 		rows, err := r.s.db.QueryContext(ctx, "SELECT rowid, vec_distance_cosine(embedding, ?) FROM vec_chunks WHERE rowid IN ("+placeholders(len(part))+")", args...)
 		if err != nil {
-			return fmt.Errorf("search vectors: %w", err)
+			return vecErr(err, "search vectors")
 		}
 		for rows.Next() {
 			var id int64
 			var dist float64
 			if err := rows.Scan(&id, &dist); err != nil {
 				rows.Close()
-				return fmt.Errorf("search vectors: %w", err)
+				return vecErr(err, "search vectors")
+			}
+			if err := checkDistance(id, dist); err != nil {
+				rows.Close()
+				return err
 			}
 			if c := r.cands[id]; c != nil {
 				c.v = clamp01(1 - dist)
@@ -824,7 +844,7 @@ func (r *searchRun) completeVectors(ctx context.Context, tau float64) error {
 		err = rows.Err()
 		rows.Close()
 		if err != nil {
-			return fmt.Errorf("search vectors: %w", err)
+			return vecErr(err, "search vectors")
 		}
 	}
 	return nil
@@ -1226,6 +1246,16 @@ func termsQuery(terms []string) *query.DisjunctionQuery {
 		disj.AddQuery(tq)
 	}
 	return disj
+}
+
+// checkDistance says that a cosine distance read from the vector table is
+// not a number in [0,2]: the stored vector is damaged (garbage bytes). It
+// costs two comparisons per row.
+func checkDistance(id int64, d float64) error {
+	if d >= 0 && d <= 2+1e-6 {
+		return nil
+	}
+	return &vectorError{fmt.Errorf("search vectors: chunk %d has cosine distance %v", id, d)}
 }
 
 func clamp01(x float64) float64 {

@@ -113,6 +113,14 @@ type Options struct {
 	// Default false: vectors are cached by provider, model, dims and content
 	// hash (SPEC §4.2).
 	NoEmbeddingCache bool
+	// OnVectorFault, if set, is called once each time the Store finds its
+	// vector table damaged after Open returned (a search, a write, a deep
+	// check; vectors.go), with the fault ([Store.VectorFault]). It runs on
+	// the goroutine that found the fault, possibly with the Store's write
+	// lock held: it must return quickly and call no Store method. A fault
+	// found by Open itself is not reported here: check VectorFault after
+	// Open. Default nil.
+	OnVectorFault func(err error)
 }
 
 // Meta is the identity of an index as stored in its meta table.
@@ -175,10 +183,15 @@ type Store struct {
 	quant         *quantIndex
 	quantizeAbove int
 	vecCount      int // stored vectors at Open
+	chunkCount    int // stored chunks at Open
+	// vecErr is what Open found wrong with the vector table (vectors.go).
+	vecErr error
 	qpend         []qop
 	// postings caches decoded posting lists of the keyword index
 	// (postings.go).
 	postings *postingsCache
+	// vec is the vector table's health (vectors.go).
+	vec vectorState
 
 	closed chan struct{}
 	once   sync.Once
@@ -298,10 +311,20 @@ func openAt(opts Options, dir string) (*Store, error) {
 		}
 	}
 	s.db, s.meta = db, meta
+	// The vector table is derived data: when it is damaged the index
+	// still opens, answers by keywords and reports the fault (vectors.go).
+	if s.vecErr == nil {
+		s.vecCount, s.vecErr = s.checkVectors(context.Background(), db)
+	}
+	if s.vecErr != nil {
+		s.vecCount = 0
+		s.vec.fault.Store(&faultBox{err: fmt.Errorf("%w: %v", ErrVectorsDamaged, s.vecErr)})
+		s.log.Warn("memory vector index damaged; searching by keywords until it is rebuilt", "err", s.vecErr)
+	}
 	s.quant, s.quantizeAbove = newQuantIndex(meta.Dims, s.vecCount), opts.QuantizeAbove
 	pcb := opts.PostingsCacheBytes
 	if pcb == 0 {
-		pcb = defaultPostingsBudget(uint64(s.vecCount)) // follows the index (applyStats)
+		pcb = defaultPostingsBudget(uint64(s.chunkCount)) // follows the index (applyStats)
 	}
 	s.postings = newPostingsCache(pcb)
 	s.compt = meta.Provider == opts.Provider && meta.Model == opts.Model && meta.Dims == opts.Dims &&
@@ -367,6 +390,7 @@ const (
 const sqliteCacheKiB = 16 << 10
 
 func (s *Store) openDB() (*sql.DB, Meta, error) {
+	s.vecErr = nil
 	dsn := "file:" + filepath.ToSlash(s.dbPath) +
 		"?_journal_mode=WAL&_synchronous=NORMAL&_busy_timeout=10000&_txlock=immediate&_foreign_keys=1" +
 		"&_cache_size=-" + strconv.Itoa(sqliteCacheKiB)
@@ -408,17 +432,17 @@ func (s *Store) openDB() (*sql.DB, Meta, error) {
 	if meta.Dims <= 0 {
 		return db, Meta{}, fmt.Errorf("read meta: invalid dims %d", meta.Dims)
 	}
-	vt := fmt.Sprintf("CREATE VIRTUAL TABLE IF NOT EXISTS vec_chunks USING vec0(embedding float[%d] distance_metric=cosine)", meta.Dims)
-	if _, err := db.ExecContext(ctx, vt); err != nil {
-		return db, Meta{}, fmt.Errorf("create vec table: %w", err)
+	if _, err := db.ExecContext(ctx, vecTableSQL(meta.Dims)); err != nil {
+		s.vecErr = fmt.Errorf("create vector table: %w", err)
 	}
-	// Touch every table so that a damaged page surfaces here, not mid-sync.
-	for _, q := range []string{"SELECT count(*) FROM files", "SELECT count(*) FROM chunks", "SELECT count(*) FROM vec_chunks"} {
+	// Touch every table so that a damaged page surfaces here, not mid-sync
+	// (the vector table is checked by openAt: it can be rebuilt in place).
+	for _, q := range []string{"SELECT count(*) FROM files", "SELECT count(*) FROM chunks"} {
 		var n int
 		if err := db.QueryRowContext(ctx, q).Scan(&n); err != nil {
 			return db, Meta{}, fmt.Errorf("check sqlite: %w", err)
 		}
-		s.vecCount = n // the last one: vec_chunks
+		s.chunkCount = n // the last one: chunks
 	}
 	return db, meta, nil
 }

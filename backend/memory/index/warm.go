@@ -25,9 +25,12 @@ func (s *Store) Warm(ctx context.Context) error {
 	if s.isClosed() {
 		return ErrClosed
 	}
-	if s.useQuant() && s.compt {
+	if s.useQuant() && s.compt && s.VectorFault() == nil {
 		if err := s.ensureQuant(ctx); err != nil {
-			return err
+			if !isVectorError(ctx, err) {
+				return err
+			}
+			s.markVectorFault(err) // searches go on by keywords
 		}
 	}
 	return s.warmPostings(ctx)

@@ -198,25 +198,48 @@ func (s *Store) PutFile(ctx context.Context, f FileRecord, chunks []ChunkRecord)
 	if err := s.beforeWrite(ctx); err != nil {
 		return fmt.Errorf("put file %s: %w", f.Path, err)
 	}
+	err := s.putFileLocked(ctx, f, chunks)
+	if isVectorError(ctx, err) {
+		// The file's write was undone; write it again without vectors.
+		s.markVectorFault(err)
+		err = s.putFileLocked(ctx, f, chunks)
+	}
+	return err
+}
+
+// putFileLocked is PutFile's write; while a vector fault is recorded it
+// leaves the vector table alone (the rebuild fills it from the chunks).
+// Callers hold wmu.
+func (s *Store) putFileLocked(ctx context.Context, f FileRecord, chunks []ChunkRecord) error {
+	withVec := s.vec.fault.Load() == nil
 	tx, end, err := s.fileTx(ctx)
 	if err != nil {
 		return fmt.Errorf("put file %s: %w", f.Path, err)
 	}
 	defer end(false) //nolint:errcheck // undoes this file's write unless committed below
-	oldIDs, ops, err := deleteChunksTx(ctx, tx, f.Path)
+	oldIDs, ops, err := deleteChunksTx(ctx, tx, f.Path, withVec)
 	if err != nil {
 		return fmt.Errorf("put file %s: %w", f.Path, err)
 	}
 	stmts, err := prepareAll(ctx, tx,
 		"INSERT INTO chunks(path, start_line, end_line, text, hash) VALUES(?, ?, ?, ?, ?)",
-		"INSERT INTO vec_chunks(rowid, embedding) VALUES(?, ?)",
 		"INSERT OR IGNORE INTO embedding_cache(provider, model, dims, hash, embedding) VALUES(?, ?, ?, ?, ?)",
 		"INSERT OR REPLACE INTO bleve_journal(chunk_id, op) VALUES(?, ?)")
 	if err != nil {
 		return fmt.Errorf("put file %s: %w", f.Path, err)
 	}
 	defer closeAll(stmts)
-	insChunk, insVec, insCache, insJournal := stmts[0], stmts[1], stmts[2], stmts[3]
+	insChunk, insCache, insJournal := stmts[0], stmts[1], stmts[2]
+	var insVec *sql.Stmt
+	if withVec {
+		if insVec, err = tx.PrepareContext(ctx, "INSERT INTO vec_chunks(rowid, embedding) VALUES(?, ?)"); err != nil {
+			return fmt.Errorf("put file %s: %w", f.Path, vecErr(err, "insert vector"))
+		}
+		defer insVec.Close()
+	}
+	// vectorless counts the chunks without a stored vector (vectors.go):
+	// the new zero vectors, less the old chunks that had none.
+	vectorless := len(ops) - len(oldIDs)
 
 	newIDs := make([]int64, len(chunks))
 	for i, c := range chunks {
@@ -234,11 +257,16 @@ func (s *Store) PutFile(ctx context.Context, f FileRecord, chunks []ChunkRecord)
 		// a vector because the provider did not answer) has no direction:
 		// it is not stored in vec0, so the chunk is found by keywords
 		// only, and not cached, so that it is embedded when it can be.
+		if isZero(c.Vector) {
+			vectorless++
+		}
 		if !isZero(c.Vector) {
-			if _, err := insVec.ExecContext(ctx, id, blob); err != nil {
-				return fmt.Errorf("put file %s: insert vector: %w", f.Path, err)
+			if withVec {
+				if _, err := insVec.ExecContext(ctx, id, blob); err != nil {
+					return fmt.Errorf("put file %s: %w", f.Path, vecErr(err, "insert vector"))
+				}
+				ops = append(ops, qop{id: id, vec: slices.Clone(c.Vector), path: f.Path})
 			}
-			ops = append(ops, qop{id: id, vec: slices.Clone(c.Vector), path: f.Path})
 			if !s.opts.NoEmbeddingCache {
 				if _, err := insCache.ExecContext(ctx, s.opts.Provider, s.opts.Model, s.opts.Dims, c.Hash, blob); err != nil {
 					return fmt.Errorf("put file %s: cache embedding: %w", f.Path, err)
@@ -263,6 +291,11 @@ func (s *Store) PutFile(ctx context.Context, f FileRecord, chunks []ChunkRecord)
 			streams[i] = s.analyzeText(c.Text)
 		}
 		tokens += len(streams[i])
+	}
+	if withVec {
+		if err := addVectorless(ctx, tx, vectorless); err != nil {
+			return fmt.Errorf("put file %s: %w", f.Path, err)
+		}
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO files(path, hash, mtime, size, layer, role, chunks, tokens) VALUES(?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT(path) DO UPDATE SET hash = excluded.hash, mtime = excluded.mtime, size = excluded.size,
@@ -326,14 +359,31 @@ func (s *Store) DeleteFile(ctx context.Context, path string) error {
 	if err := s.beforeWrite(ctx); err != nil {
 		return fmt.Errorf("delete file %s: %w", path, err)
 	}
+	err := s.deleteFileLocked(ctx, path)
+	if isVectorError(ctx, err) {
+		s.markVectorFault(err)
+		err = s.deleteFileLocked(ctx, path)
+	}
+	return err
+}
+
+// deleteFileLocked is DeleteFile's write (see putFileLocked). Callers hold
+// wmu.
+func (s *Store) deleteFileLocked(ctx context.Context, path string) error {
+	withVec := s.vec.fault.Load() == nil
 	tx, end, err := s.fileTx(ctx)
 	if err != nil {
 		return fmt.Errorf("delete file %s: %w", path, err)
 	}
 	defer end(false) //nolint:errcheck // undoes this file's write unless committed below
-	ids, ops, err := deleteChunksTx(ctx, tx, path)
+	ids, ops, err := deleteChunksTx(ctx, tx, path, withVec)
 	if err != nil {
 		return fmt.Errorf("delete file %s: %w", path, err)
+	}
+	if withVec {
+		if err := addVectorless(ctx, tx, len(ops)-len(ids)); err != nil {
+			return fmt.Errorf("delete file %s: %w", path, err)
+		}
 	}
 	for _, id := range ids {
 		if _, err := tx.ExecContext(ctx, "INSERT OR REPLACE INTO bleve_journal(chunk_id, op) VALUES(?, ?)", id, opDelete); err != nil {
@@ -354,10 +404,10 @@ func (s *Store) DeleteFile(ctx context.Context, path string) error {
 	return nil
 }
 
-// deleteChunksTx removes the chunks and vectors of path and returns their
-// ids and the deletions of the vectors that were stored (for the quantized
-// copy).
-func deleteChunksTx(ctx context.Context, tx *sql.Tx, path string) ([]int64, []qop, error) {
+// deleteChunksTx removes the chunks and (withVec) vectors of path and
+// returns their ids and the deletions of the vectors that were stored (for
+// the quantized copy).
+func deleteChunksTx(ctx context.Context, tx *sql.Tx, path string, withVec bool) ([]int64, []qop, error) {
 	rows, err := tx.QueryContext(ctx, "SELECT id FROM chunks WHERE path = ?", path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("select chunks: %w", err)
@@ -379,19 +429,21 @@ func deleteChunksTx(ctx context.Context, tx *sql.Tx, path string) ([]int64, []qo
 	if len(ids) == 0 {
 		return nil, nil, nil
 	}
-	del, err := tx.PrepareContext(ctx, "DELETE FROM vec_chunks WHERE rowid = ?")
-	if err != nil {
-		return nil, nil, fmt.Errorf("delete vectors: %w", err)
-	}
-	defer del.Close()
 	var ops []qop
-	for _, id := range ids {
-		res, err := del.ExecContext(ctx, id)
+	if withVec {
+		del, err := tx.PrepareContext(ctx, "DELETE FROM vec_chunks WHERE rowid = ?")
 		if err != nil {
-			return nil, nil, fmt.Errorf("delete vectors: %w", err)
+			return nil, nil, vecErr(err, "delete vectors")
 		}
-		if n, err := res.RowsAffected(); err == nil && n > 0 {
-			ops = append(ops, qop{id: id})
+		defer del.Close()
+		for _, id := range ids {
+			res, err := del.ExecContext(ctx, id)
+			if err != nil {
+				return nil, nil, vecErr(err, "delete vectors")
+			}
+			if n, err := res.RowsAffected(); err == nil && n > 0 {
+				ops = append(ops, qop{id: id})
+			}
 		}
 	}
 	if _, err := tx.ExecContext(ctx, "DELETE FROM chunks WHERE path = ?", path); err != nil {
@@ -623,7 +675,7 @@ func (s *Store) MetaValue(ctx context.Context, key string) (value string, ok boo
 // chunking, schema, generation) are refused. In bulk mode the value is
 // written in the open group and becomes durable with it.
 func (s *Store) SetMetaValue(ctx context.Context, key, value string) error {
-	if key == "" || isIdentityKey(key) {
+	if key == "" || isIdentityKey(key) || key == vectorlessKey {
 		return fmt.Errorf("write meta %q: reserved or empty key", key)
 	}
 	s.wmu.Lock()
