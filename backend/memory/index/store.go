@@ -186,7 +186,7 @@ type Store struct {
 	chunkCount    int // stored chunks at Open
 	// vecErr is what Open found wrong with the vector table (vectors.go).
 	vecErr error
-	qpend         []qop
+	qpend  []qop
 	// postings caches decoded posting lists of the keyword index
 	// (postings.go).
 	postings *postingsCache
