@@ -89,11 +89,18 @@ func Register(o Options) {
 	}
 
 	g.Handle("health", gateway.Read, func(ctx context.Context, c *gateway.Call) (any, error) {
+		st := o.Memory.Status()
+		mem := map[string]any{"state": st.State}
+		if st.Degraded != "" {
+			// Why search runs on one leg alone (a damaged vector or
+			// keyword index being rebuilt).
+			mem["reason"] = st.Degraded
+		}
 		return map[string]any{
 			"ok":       true,
 			"version":  o.Version,
 			"uptimeMs": time.Since(o.Started).Milliseconds(),
-			"memory":   map[string]any{"state": o.Memory.Status().State},
+			"memory":   mem,
 			"acl":      aclStatus(o.Guard),
 		}, nil
 	})

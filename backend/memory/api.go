@@ -174,6 +174,12 @@ const (
 	// complete (cancelled or killed), or Check found changed files.
 	// LastError says which; search answers from what is indexed.
 	StateStale = "stale"
+	// StateDegraded: the vector index is damaged (a table sqlite-vec keeps
+	// is missing or unreadable, vectors are missing or garbage): searches
+	// answer by keywords alone while the vector index is rebuilt from the
+	// stored chunks in the background (and by the next sync, `atrium
+	// memory index`). Degraded says why and how far the rebuild is.
+	StateDegraded = "degraded"
 )
 
 // Status is what `atrium memory status` and memory.status report (SPEC §4.2).
@@ -182,8 +188,9 @@ const (
 // the last completed full sync, kept in the index across restarts. Dirty
 // counts files known to differ from the index (seen by the watcher, or
 // found by Check) and not indexed yet. LastError lists, in this order, an
-// unavailable workspace, the reason for a stale or keyword-only state, the
-// last sync's errors, and the skipped files with their reasons.
+// degraded vector index, an unavailable workspace, the reason for a stale or
+// keyword-only state, the last sync's errors, and the skipped files with
+// their reasons.
 type Status struct {
 	State     string    `json:"state"`
 	Workspace string    `json:"workspace"`
@@ -197,6 +204,9 @@ type Status struct {
 	LastSync  int64     `json:"lastSync"` // Unix ms, 0 = never
 	LastError string    `json:"lastError,omitempty"`
 	Progress  *Progress `json:"progress,omitempty"`
+	// Degraded says why the vector leg is out of service (StateDegraded;
+	// also set while a sync runs or the state is "error"); empty otherwise.
+	Degraded string `json:"degraded,omitempty"`
 }
 
 // ChangeEvent is delivered to Options.OnChange after the index changed.

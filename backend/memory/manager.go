@@ -240,6 +240,15 @@ type Manager struct {
 	// role creation (sessions.go, roles.go).
 	sessMu sync.Mutex
 
+	// degraded says why the vector leg is out of service (repair.go; ""
+	// when it is not). Guarded by mu.
+	degraded string
+	// repairMu guards repairing, set while a background vector rebuild
+	// runs (repairWG waits for it).
+	repairMu  sync.Mutex
+	repairing bool
+	repairWG  sync.WaitGroup
+
 	closed atomic.Bool
 	done   chan struct{}
 	once   sync.Once
@@ -387,6 +396,9 @@ func Open(opts Options) (*Manager, error) {
 		Logger:   opts.Logger,
 		// An embedder faster than the cache (builtin) is not cached.
 		NoEmbeddingCache: isLocal(opts.Embedder),
+		// A damaged vector table found by a search or a write is rebuilt
+		// in the background (repair.go).
+		OnVectorFault: m.onVectorFault,
 	}
 	s, err := m.openStore()
 	if err != nil {
@@ -394,6 +406,9 @@ func Open(opts Options) (*Manager, error) {
 		return nil, fmt.Errorf("open memory: %w", err)
 	}
 	m.store = s
+	if err := s.VectorFault(); err != nil {
+		m.setDegraded(err, "") // the next Sync rebuilds it (repair.go)
+	}
 	m.layout = detectLayout(ws)
 	if err := m.restoreStatus(context.Background()); err != nil {
 		_ = s.Close()
@@ -416,6 +431,11 @@ func (m *Manager) Close() error {
 	m.once.Do(func() {
 		m.closed.Store(true)
 		close(m.done)
+		// A background vector rebuild stops at its next step; none starts
+		// once closed is set and repairMu was passed.
+		m.repairMu.Lock()
+		m.repairMu.Unlock() //nolint:staticcheck // a barrier
+		m.repairWG.Wait()
 		m.writeMu.Lock()
 		defer m.writeMu.Unlock()
 		m.storeMu.Lock()
@@ -452,11 +472,20 @@ func (m *Manager) Status() Status {
 		p := *m.progress
 		st.Progress = &p
 	}
+	if m.degraded != "" {
+		st.Degraded = m.degraded
+		if st.State != StateIndexing && st.State != StateError {
+			st.State = StateDegraded
+		}
+	}
 	return st
 }
 
 func (m *Manager) lastErrorLocked() string {
 	var parts []string
+	if m.degraded != "" {
+		parts = append(parts, m.degraded)
+	}
 	if m.unavailable != "" {
 		parts = append(parts, m.unavailable)
 	}

@@ -76,7 +76,19 @@ func (m *Manager) Sync(ctx context.Context) error {
 	if !m.store.Compatible() || m.store.Meta().Dims != m.ixOpts.Dims {
 		return m.rebuildLocked(ctx)
 	}
-	return m.scanLocked(ctx, m.store)
+	if err := m.scanLocked(ctx, m.store); err != nil {
+		return err
+	}
+	// A damaged vector leg is rebuilt from the chunks just brought up to
+	// date (repair.go); its failure leaves the index degraded, searchable
+	// by keywords, and is not the sync's.
+	if err := m.checkVectorsLocked(ctx); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("sync: %w", ctx.Err())
+		}
+		m.log.Warn("memory vector index not rebuilt", "err", err)
+	}
+	return nil
 }
 
 // openStore opens the index for m.ixOpts. When the embedder's dims are
@@ -179,6 +191,11 @@ func (m *Manager) rebuildLocked(ctx context.Context) error {
 		return fmt.Errorf("rebuild index: %w", oerr)
 	}
 	m.store = ns
+	if err := ns.VectorFault(); err != nil {
+		m.setDegraded(err, "")
+	} else {
+		m.clearDegraded()
+	}
 	if perr != nil {
 		m.finishWithError(fmt.Sprintf("swap rebuilt index: %v", perr))
 		return fmt.Errorf("rebuild index: %w", perr)
