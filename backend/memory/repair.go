@@ -165,29 +165,28 @@ func (m *Manager) repairVectors(ctx context.Context, held bool) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		lock()
-		if m.closed.Load() || m.store != st {
-			unlock()
-			return ErrClosed
-		}
+		// Listing and embedding need no lock (a Store closed by a swap
+		// answers ErrClosed); writes wait only for PutVectors.
 		rows, err := st.MissingVectors(ctx, after, repairBatch)
-		var embErr error
 		if err == nil && len(rows) > 0 {
-			if embErr = m.embedRows(ctx, st, rows); embErr == nil {
-				_, err = st.PutVectors(ctx, rows)
+			if embErr := m.embedRows(ctx, st, rows); embErr != nil {
+				if ctx.Err() != nil || errors.Is(embErr, index.ErrClosed) {
+					return embErr
+				}
+				m.setDegraded(fault, fmt.Sprintf("rebuild waits for the embedder: %v", embErr))
+				return fmt.Errorf("rebuild vectors: %w", embErr)
 			}
-		}
-		unlock()
-		if embErr != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
+			lock()
+			if m.closed.Load() || m.store != st {
+				unlock()
+				return ErrClosed
 			}
-			m.setDegraded(fault, fmt.Sprintf("rebuild waits for the embedder: %v", embErr))
-			return fmt.Errorf("rebuild vectors: %w", embErr)
+			_, err = st.PutVectors(ctx, rows)
+			unlock()
 		}
 		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
+			if ctx.Err() != nil || errors.Is(err, index.ErrClosed) {
+				return err
 			}
 			return m.repairByRebuild(ctx, held, st, err)
 		}
@@ -212,7 +211,7 @@ func (m *Manager) repairVectors(ctx context.Context, held bool) error {
 
 // embedRows sets the vectors of rows: from the embedding cache, else from
 // the embedder (a chunk the embedder gives no features keeps a zero
-// vector, as when it was first indexed). Callers hold writeMu.
+// vector, as when it was first indexed).
 func (m *Manager) embedRows(ctx context.Context, st *index.Store, rows []index.VectorRow) error {
 	hashes := make([]string, len(rows))
 	for i, r := range rows {

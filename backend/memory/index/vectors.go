@@ -111,8 +111,9 @@ func (s *Store) markVectorFault(err error) {
 	}
 }
 
-// ClearVectorFault ends a vector fault after a rebuild: it runs the cheap
-// check of Open and clears the fault only if it passes (else returns why).
+// ClearVectorFault ends a vector fault after a rebuild: it counts the
+// chunks without a vector afresh, runs the cheap check of Open and clears
+// the fault only if it passes (else returns why).
 func (s *Store) ClearVectorFault(ctx context.Context) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
@@ -121,6 +122,11 @@ func (s *Store) ClearVectorFault(ctx context.Context) error {
 	}
 	if s.btx != nil {
 		return errors.New("clear vector fault: a bulk write is open")
+	}
+	// Writes made during the fault stored no vectors and kept no count:
+	// the count of chunks without a vector is taken afresh (vectorless).
+	if _, err := s.db.ExecContext(ctx, "DELETE FROM meta WHERE key = ?", vectorlessKey); err != nil {
+		return fmt.Errorf("clear vector fault: %w", err)
 	}
 	if _, err := s.checkVectors(ctx, s.db); err != nil {
 		return fmt.Errorf("clear vector fault: %w", err)
