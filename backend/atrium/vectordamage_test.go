@@ -1,0 +1,177 @@
+package atrium
+
+import (
+	"database/sql"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/atrium-dev/atrium/backend/memory"
+	"github.com/atrium-dev/atrium/backend/memory/embed"
+)
+
+// gatedEmbeddings is a real OpenAI-compatible embeddings server (vectors
+// of the builtin embedder) whose batch requests (more than one input:
+// indexing and the vector rebuild, never a query) wait while it is held.
+type gatedEmbeddings struct {
+	*httptest.Server
+	mu   sync.Mutex
+	gate chan struct{}
+}
+
+func newGatedEmbeddings(t *testing.T) *gatedEmbeddings {
+	g := &gatedEmbeddings{}
+	b := embed.NewBuiltin(embed.BuiltinOptions{})
+	g.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Input []string `json:"input"`
+		}
+		if r.URL.Path != "/v1/embeddings" || json.NewDecoder(r.Body).Decode(&req) != nil {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		g.mu.Lock()
+		gate := g.gate
+		g.mu.Unlock()
+		if gate != nil && len(req.Input) > 1 {
+			select {
+			case <-gate:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		vs, err := b.Embed(r.Context(), req.Input)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		data := make([]map[string]any, len(vs))
+		for i, v := range vs {
+			data[i] = map[string]any{"index": i, "embedding": v}
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"data": data})
+	}))
+	t.Cleanup(func() {
+		g.release()
+		g.Close()
+	})
+	return g
+}
+
+func (g *gatedEmbeddings) hold() {
+	g.mu.Lock()
+	g.gate = make(chan struct{})
+	g.mu.Unlock()
+}
+
+func (g *gatedEmbeddings) release() {
+	g.mu.Lock()
+	if g.gate != nil {
+		close(g.gate)
+		g.gate = nil
+	}
+	g.mu.Unlock()
+}
+
+// TestVectorIndexDamageOnRunningApp: the vector index of a running app is
+// damaged (a shadow table of sqlite-vec dropped, the embedding cache
+// emptied, by another process): memory.search keeps answering by keywords
+// over the WebSocket, health and memory.status say degraded with the
+// reason while the vector index is rebuilt from the stored chunks in the
+// background, then ready, with the vector leg back. (Damage found across
+// a restart: backend/memory's and backend/cli's tests.)
+func TestVectorIndexDamageOnRunningApp(t *testing.T) {
+	emb := newGatedEmbeddings(t)
+	var home string
+	edit := func(ws string, o *Options) {
+		home = o.Layout.Home
+		must(t, os.MkdirAll(home, 0o700))
+		cfg := `{"memory":{"embedding":{"provider":"openai","model":"builtin-over-http","apiKey":"k","baseUrl":"` + emb.URL + `/v1"}}}`
+		must(t, os.WriteFile(filepath.Join(home, "config.json"), []byte(cfg), 0o600))
+	}
+	a, _ := startAppWith(t, func(string) string { return "" }, edit)
+	cl := dial(t, a)
+	health := func() (state, reason string) {
+		var h struct {
+			Memory struct {
+				State  string `json:"state"`
+				Reason string `json:"reason"`
+			} `json:"memory"`
+		}
+		cl.ok("health", nil, &h)
+		return h.Memory.State, h.Memory.Reason
+	}
+	waitReady := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(120 * time.Second)
+		for {
+			st, reason := health()
+			if st == memory.StateReady {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: memory state %q (%s), want ready", what, st, reason)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	search := func(q, mode string) memory.SearchResponse {
+		t.Helper()
+		var res memory.SearchResponse
+		cl.ok("memory.search", map[string]any{"query": q, "mode": mode}, &res)
+		return res
+	}
+	waitReady("initial index")
+	if res := search("deploy key rotation", "vector"); len(res.Results) == 0 || res.Results[0].Path != "MEMORY.md" {
+		t.Fatalf("vector search before the damage: %+v", res)
+	}
+
+	dbs, _ := filepath.Glob(filepath.Join(home, "index", "*", "index.db"))
+	if len(dbs) != 1 {
+		t.Fatalf("index databases: %v", dbs)
+	}
+	damage := func(stmts ...string) {
+		t.Helper()
+		db, err := sql.Open("sqlite3", "file:"+dbs[0]+"?_busy_timeout=10000")
+		must(t, err)
+		defer db.Close()
+		for _, q := range append(stmts, "DELETE FROM embedding_cache") {
+			if _, err := db.Exec(q); err != nil {
+				t.Fatalf("damage %q: %v", q, err)
+			}
+		}
+	}
+	wantDegraded := func() {
+		t.Helper()
+		for _, q := range []struct{ q, path string }{{"deploy key rotation", "MEMORY.md"}, {"数据库连接池", "memory/2026-11-01.md"}} {
+			res := search(q.q, "")
+			if len(res.Results) == 0 || res.Results[0].Path != q.path {
+				t.Fatalf("search %q on a damaged vector index: %+v", q.q, res)
+			}
+		}
+		st, reason := health()
+		if st != memory.StateDegraded || !strings.Contains(reason, "vector index damaged") {
+			t.Fatalf("health memory = %q %q, want degraded with the reason", st, reason)
+		}
+		var ms memory.Status
+		cl.ok("memory.status", nil, &ms)
+		if ms.State != memory.StateDegraded || ms.Degraded != reason {
+			t.Fatalf("memory.status = %+v", ms)
+		}
+	}
+
+	emb.hold() // the rebuild waits in the embedder until released
+	damage("DROP TABLE vec_chunks_chunks")
+	wantDegraded()
+	emb.release()
+	waitReady("background rebuild")
+	if res := search("deploy key rotation", "vector"); len(res.Results) == 0 || res.Results[0].Path != "MEMORY.md" {
+		t.Fatalf("vector search after the rebuild: %+v", res)
+	}
+}
