@@ -248,6 +248,10 @@ type Manager struct {
 	repairMu  sync.Mutex
 	repairing bool
 	repairWG  sync.WaitGroup
+	// kwDegraded says why the keyword leg is out of service (guarded by
+	// mu); kwRepairing is set while its rebuild runs (repairMu).
+	kwDegraded  string
+	kwRepairing bool
 
 	closed atomic.Bool
 	done   chan struct{}
@@ -398,7 +402,8 @@ func Open(opts Options) (*Manager, error) {
 		NoEmbeddingCache: isLocal(opts.Embedder),
 		// A damaged vector table found by a search or a write is rebuilt
 		// in the background (repair.go).
-		OnVectorFault: m.onVectorFault,
+		OnVectorFault:  m.onVectorFault,
+		OnKeywordFault: m.onKeywordFault,
 	}
 	s, err := m.openStore()
 	if err != nil {
@@ -472,8 +477,8 @@ func (m *Manager) Status() Status {
 		p := *m.progress
 		st.Progress = &p
 	}
-	if m.degraded != "" {
-		st.Degraded = m.degraded
+	if d := m.degradedLocked(); d != "" {
+		st.Degraded = d
 		if st.State != StateIndexing && st.State != StateError {
 			st.State = StateDegraded
 		}
@@ -481,10 +486,22 @@ func (m *Manager) Status() Status {
 	return st
 }
 
+// degradedLocked joins the reasons of a degraded vector and keyword leg.
+// Callers hold mu.
+func (m *Manager) degradedLocked() string {
+	switch {
+	case m.degraded != "" && m.kwDegraded != "":
+		return m.degraded + "; " + m.kwDegraded
+	case m.kwDegraded != "":
+		return m.kwDegraded
+	}
+	return m.degraded
+}
+
 func (m *Manager) lastErrorLocked() string {
 	var parts []string
-	if m.degraded != "" {
-		parts = append(parts, m.degraded)
+	if d := m.degradedLocked(); d != "" {
+		parts = append(parts, d)
 	}
 	if m.unavailable != "" {
 		parts = append(parts, m.unavailable)

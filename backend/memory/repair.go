@@ -50,9 +50,12 @@ func (m *Manager) clearDegraded() {
 }
 
 // trimFault drops the index's "vector table damaged" prefix.
-func trimFault(err error) string {
+func trimFault(err error) string { return trimPrefix(err, index.ErrVectorsDamaged) }
+
+// trimPrefix drops the message of the sentinel err wraps from its start.
+func trimPrefix(err, sentinel error) string {
 	s := err.Error()
-	p := index.ErrVectorsDamaged.Error() + ": "
+	p := sentinel.Error() + ": "
 	if len(s) > len(p) && s[:len(p)] == p {
 		return s[len(p):]
 	}
@@ -69,19 +72,26 @@ func (m *Manager) onVectorFault(err error) {
 // startRepair rebuilds the vector leg on a goroutine of its own, unless
 // one is running. Close stops it and waits for it.
 func (m *Manager) startRepair() {
+	m.background(&m.repairing, "memory vector index rebuild stopped; the next sync tries again",
+		func(ctx context.Context) error { return m.repairVectors(ctx, false) })
+}
+
+// background runs repair on a goroutine of its own unless *running says
+// one runs (guarded by repairMu); Close cancels its ctx and waits for it.
+func (m *Manager) background(running *bool, failed string, repair func(ctx context.Context) error) {
 	m.repairMu.Lock()
-	if m.repairing || m.closed.Load() {
+	if *running || m.closed.Load() {
 		m.repairMu.Unlock()
 		return
 	}
-	m.repairing = true
+	*running = true
 	m.repairWG.Add(1)
 	m.repairMu.Unlock()
 	go func() {
 		defer m.repairWG.Done()
 		defer func() {
 			m.repairMu.Lock()
-			m.repairing = false
+			*running = false
 			m.repairMu.Unlock()
 		}()
 		ctx, cancel := context.WithCancel(context.Background())
@@ -93,8 +103,8 @@ func (m *Manager) startRepair() {
 			case <-ctx.Done():
 			}
 		}()
-		if err := m.repairVectors(ctx, false); err != nil && ctx.Err() == nil && !errors.Is(err, ErrClosed) {
-			m.log.Warn("memory vector index rebuild stopped; the next sync tries again", "err", err)
+		if err := repair(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, ErrClosed) {
+			m.log.Warn(failed, "err", err)
 		}
 	}()
 }
@@ -110,6 +120,11 @@ func (m *Manager) repairRunning() bool {
 // open index (once per open index), and the rebuild of a damaged vector
 // leg unless one runs in the background. Callers hold writeMu.
 func (m *Manager) checkVectorsLocked(ctx context.Context) error {
+	if m.store.KeywordFault() != nil {
+		if err := m.repairKeywordsLocked(ctx); err != nil {
+			return err
+		}
+	}
 	st := m.store
 	if err := st.VerifyVectors(ctx); err != nil && !errors.Is(err, index.ErrVectorsDamaged) {
 		return fmt.Errorf("check vectors: %w", err)
@@ -275,5 +290,58 @@ func (m *Manager) repairByRebuild(ctx context.Context, held bool, st *index.Stor
 		return fmt.Errorf("rebuild vectors: %v; the rebuilt index: %w", cause, err)
 	}
 	m.clearDegraded()
+	return nil
+}
+
+// onKeywordFault is index.Options.OnKeywordFault: searches answer by
+// vectors alone; the keyword index is rebuilt in the background.
+func (m *Manager) onKeywordFault(err error) {
+	m.mu.Lock()
+	m.kwDegraded = fmt.Sprintf("keyword index damaged (%v); searching by vectors while it is rebuilt from the stored chunks", trimPrefix(err, index.ErrKeywordsDamaged))
+	reason := m.kwDegraded
+	m.mu.Unlock()
+	m.log.Warn("memory search degraded to vectors", "reason", reason)
+	m.background(&m.kwRepairing, "memory keyword index rebuild failed; the next sync tries again", func(ctx context.Context) error {
+		m.writeMu.Lock()
+		defer m.writeMu.Unlock()
+		if m.closed.Load() {
+			return ErrClosed
+		}
+		return m.repairKeywordsLocked(ctx)
+	})
+}
+
+// repairKeywordsLocked rebuilds a damaged keyword index from SQLite: the
+// index is closed, its Bleve directory moved aside, and the index opened
+// again, which refills Bleve from the chunks table (searches wait for the
+// refill). Callers hold writeMu.
+func (m *Manager) repairKeywordsLocked(ctx context.Context) error {
+	if m.store.KeywordFault() == nil {
+		return nil
+	}
+	m.log.Info("memory keyword index rebuild started")
+	m.stopWarm() // it holds storeMu's read lock
+	m.storeMu.Lock()
+	defer m.storeMu.Unlock()
+	if err := m.store.Close(); err != nil {
+		m.log.Warn("memory index close before the keyword rebuild failed", "err", err)
+	}
+	derr := index.DiscardKeywords(m.ixOpts.Dir)
+	ns, err := index.Open(m.ixOpts)
+	if err != nil {
+		m.finishWithError(fmt.Sprintf("reopen index after the keyword rebuild: %v", err))
+		return fmt.Errorf("rebuild keywords: %w", err)
+	}
+	m.store = ns
+	if derr != nil {
+		m.log.Warn("memory keyword index not moved aside", "err", derr)
+	}
+	if err := ns.VectorFault(); err != nil {
+		m.setDegraded(err, "")
+	}
+	m.mu.Lock()
+	m.kwDegraded = ""
+	m.mu.Unlock()
+	m.log.Info("memory keyword index rebuilt; hybrid search resumed")
 	return nil
 }

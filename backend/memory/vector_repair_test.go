@@ -3,11 +3,15 @@ package memory
 import (
 	"context"
 	"database/sql"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/atrium-dev/atrium/backend/memory/index"
 )
 
 // gatedEmbedder is the builtin embedder whose batch calls (more than one
@@ -175,5 +179,140 @@ func TestVectorDamageWhileRunning(t *testing.T) {
 				t.Fatalf("a note written while degraded has no vector after the rebuild: %v, %v", resultPaths(res.Results), err)
 			}
 		})
+	}
+}
+
+// copyDir copies the regular files of the tree src to dst.
+func copyDir(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o700)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o600)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// smudge overwrites n bytes at off of every Bleve segment under dir (n < 0:
+// up to -n bytes before its end).
+func smudge(t *testing.T, dir string, off, n int) {
+	t.Helper()
+	segs, _ := filepath.Glob(filepath.Join(dir, "bleve", "store", "*.zap"))
+	if len(segs) == 0 {
+		t.Fatal("no Bleve segment to damage")
+	}
+	for _, seg := range segs {
+		b, err := os.ReadFile(seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		end := off + n
+		if n < 0 {
+			end = len(b) + n
+		}
+		for i := off; i < end && i < len(b); i++ {
+			b[i] = 0xA5
+		}
+		if err := os.WriteFile(seg, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// searchTimeDamage finds bytes of the index's Bleve segments whose damage
+// Open does not see but a search does (the index is deterministic, so the
+// same bytes every run): each candidate is tried on a copy of the index.
+func searchTimeDamage(t *testing.T, m *Manager, q string) (off, n int) {
+	t.Helper()
+	segs, _ := filepath.Glob(filepath.Join(m.ixOpts.Dir, "bleve", "store", "*.zap"))
+	if len(segs) == 0 {
+		t.Fatal("no Bleve segment")
+	}
+	fi, err := os.Stat(segs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	n = 16
+	for off = 0; off+n < int(fi.Size()); off += n {
+		dir := t.TempDir()
+		copyDir(t, m.ixOpts.Dir, dir)
+		smudge(t, dir, off, n)
+		o := m.ixOpts
+		o.Dir, o.Logger, o.OnVectorFault, o.OnKeywordFault = dir, quietLogger(), nil, nil
+		st, err := index.Open(o)
+		if err != nil {
+			continue
+		}
+		_, serr := st.Search(context.Background(), index.Query{Text: q, MaxResults: 5, MinScore: -1})
+		_ = st.Close()
+		if serr != nil {
+			return off, n
+		}
+	}
+	t.Skip("no damage of the segment that only a search meets")
+	return 0, 0
+}
+
+// TestKeywordIndexDamage: the opposite direction. A keyword index (Bleve)
+// segment with garbage in it opens but fails when its postings are read:
+// the search is answered by the vector leg, the state is degraded with the
+// reason, and the keyword index is rebuilt from SQLite in the background.
+func TestKeywordIndexDamage(t *testing.T) {
+	f := newFixture(t, baseFiles, nil)
+	f.sync(t)
+	if err := f.m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	off, n := searchTimeDamage(t, f.m, "Ticket QK-7731 reported by Dana")
+	smudge(t, f.idx, off, n)
+	f.open(t, nil)
+	res, err := f.m.Search(context.Background(), SearchOptions{Query: "Ticket QK-7731 reported by Dana"})
+	if err != nil {
+		t.Fatalf("search on a damaged keyword index: %v", err)
+	}
+	if len(res.Results) == 0 || res.Results[0].Path != "memory/2024-05-01.md" {
+		t.Fatalf("search on a damaged keyword index = %v", resultPaths(res.Results))
+	}
+	if !strings.Contains(f.logs.String(), "keyword index damaged") {
+		t.Fatalf("the keyword fault was not recorded:\n%s", f.logs.String())
+	}
+	poll(t, "the keyword index rebuild", 60*time.Second, func() bool {
+		st := f.m.Status()
+		return st.State == StateReady && st.Degraded == ""
+	})
+	res, err = f.m.Search(context.Background(), SearchOptions{Query: "QK-7731", Mode: ModeKeyword})
+	if err != nil || len(res.Results) == 0 || res.Results[0].Path != "memory/2024-05-01.md" {
+		t.Fatalf("keyword search after the rebuild = %v, %v", resultPaths(res.Results), err)
+	}
+}
+
+// TestKeywordIndexDamageOnOpen: a segment damaged so that Bleve panics
+// while opening it is moved aside and rebuilt from SQLite by Open (it
+// used to take the process down).
+func TestKeywordIndexDamageOnOpen(t *testing.T) {
+	f := newFixture(t, baseFiles, nil)
+	f.sync(t)
+	if err := f.m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	smudge(t, f.idx, 256, -256) // zapx panicked reading the fields section
+	f.open(t, nil)
+	res, err := f.m.Search(context.Background(), SearchOptions{Query: "QK-7731", Mode: ModeKeyword})
+	if err != nil || len(res.Results) == 0 || res.Results[0].Path != "memory/2024-05-01.md" {
+		t.Fatalf("keyword search after opening a damaged keyword index = %v, %v", resultPaths(res.Results), err)
+	}
+	if !strings.Contains(f.logs.String(), "damaged index: runtime error") {
+		t.Fatalf("the damage was not the panicking kind:\n%s", f.logs.String())
 	}
 }

@@ -160,7 +160,7 @@ func docID(id int64) string { return strconv.FormatInt(id, 10) }
 func (s *Store) openBleve() error {
 	_, statErr := os.Stat(s.blPath)
 	if statErr == nil {
-		idx, err := bleve.OpenUsing(s.blPath, bleveRuntime())
+		idx, err := openBleveSafely(s.blPath)
 		if err == nil {
 			gen, gerr := idx.GetInternal(internalGeneration)
 			av, aerr := idx.GetInternal(internalAnalyzer)
@@ -201,6 +201,19 @@ func (s *Store) openBleve() error {
 	s.textAn = newTextAnalyzer(s.mappingAnalyzer())
 	s.blFresh = true
 	return nil
+}
+
+// openBleveSafely opens the Bleve index at path. Bleve panics on some
+// damaged segment files (zapx reads lengths from the file without bounds
+// checks): the panic is returned as an error, so that the index is moved
+// aside and rebuilt from SQLite instead of taking the process down.
+func openBleveSafely(path string) (idx bleve.Index, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			idx, err = nil, fmt.Errorf("open bleve: damaged index: %v", p)
+		}
+	}()
+	return bleve.OpenUsing(path, bleveRuntime())
 }
 
 // analyze returns the distinct terms of text under the Store's analyzer, in

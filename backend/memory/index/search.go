@@ -403,13 +403,44 @@ func (s *Store) Search(ctx context.Context, q Query) ([]Hit, error) {
 // A search whose vector leg fails on the vector table (vectors.go) records
 // a vector fault and is answered by the keyword leg alone, as every search
 // is while the fault lasts.
+//
+// The other way round (keywords.go): a search that fails while the vector
+// leg alone answers it records a keyword fault, and it and every search
+// while the fault lasts are answered by the vector leg alone, scored by
+// the cosine.
 func (s *Store) search(ctx context.Context, q Query) (hits []Hit, exact bool, err error) {
-	hits, exact, err = s.searchLegs(ctx, q, s.vec.fault.Load() == nil)
+	vecOK := s.vec.fault.Load() == nil
+	canVec := vecOK && s.compt && len(q.Vector) == s.meta.Dims && !isZero(q.Vector)
+	vectorOnly := q
+	vectorOnly.Text, vectorOnly.VectorWeight = "", 1
+	if canVec && s.vec.kwFault.Load() != nil {
+		return s.searchLegs(ctx, vectorOnly, true)
+	}
+	hits, exact, err = s.searchLegsSafely(ctx, q, vecOK)
 	if isVectorError(ctx, err) {
 		s.markVectorFault(err)
-		hits, exact, err = s.searchLegs(ctx, q, false)
+		return s.searchLegs(ctx, q, false)
+	}
+	if err != nil && canVec && q.Text != "" && ctx.Err() == nil && !errors.Is(err, ErrClosed) {
+		if vh, vexact, verr := s.searchLegs(ctx, vectorOnly, true); verr == nil {
+			s.markKeywordFault(err)
+			return vh, vexact, nil
+		}
 	}
 	return hits, exact, err
+}
+
+// searchLegsSafely is searchLegs returning a panic as an error: decoding
+// a damaged keyword index segment can panic (in Bleve's zapx or in the
+// posting lists decoded here), and a damaged index must not take the
+// process down.
+func (s *Store) searchLegsSafely(ctx context.Context, q Query, vec bool) (hits []Hit, exact bool, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			hits, exact, err = nil, false, fmt.Errorf("search: damaged index: %v", p)
+		}
+	}()
+	return s.searchLegs(ctx, q, vec)
 }
 
 // searchLegs runs one search, with the vector leg when vec is set.

@@ -121,6 +121,10 @@ type Options struct {
 	// found by Open itself is not reported here: check VectorFault after
 	// Open. Default nil.
 	OnVectorFault func(err error)
+	// OnKeywordFault is OnVectorFault for the keyword index (keywords.go):
+	// called once when a search finds the Bleve index unreadable, on the
+	// searching goroutine. Default nil.
+	OnKeywordFault func(err error)
 }
 
 // Meta is the identity of an index as stored in its meta table.

@@ -80,11 +80,13 @@ func isVectorError(ctx context.Context, err error) bool {
 // faultBox holds a recorded vector fault.
 type faultBox struct{ err error }
 
-// vectorState is the Store's vector fault (nil pointer: healthy) and
-// whether VerifyVectors has passed since Open.
+// vectorState is the Store's vector fault (nil pointer: healthy), whether
+// VerifyVectors has passed since Open, and the keyword fault.
 type vectorState struct {
 	fault    atomic.Pointer[faultBox]
 	verified atomic.Bool
+	// kwFault is the keyword index's fault (keywords.go).
+	kwFault atomic.Pointer[faultBox]
 }
 
 // VectorFault returns nil while the vector table is sound, else why it is
