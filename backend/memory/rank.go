@@ -49,8 +49,23 @@ type Ranking struct {
 	// HalfLifeDays is the decay half-life; 0 means DefaultHalfLifeDays (30,
 	// SPEC §4.3). Must not be negative.
 	HalfLifeDays float64 `json:"halfLifeDays,omitempty"`
-	// Now is the clock for TemporalDecay; nil means time.Now.
+	// Now is the clock for TemporalDecay and for the days a question names
+	// ("yesterday", "上周三": dates.go); nil means time.Now.
 	Now func() time.Time `json:"-"`
+	// Location is the person's time zone, in which "today" is counted for
+	// the days a question names; nil means time.Local.
+	Location *time.Location `json:"-"`
+	// IgnoreDates turns off ranking the daily logs of the days a question
+	// names first (dates.go; on by default). For measurement.
+	IgnoreDates bool `json:"ignoreDates,omitempty"`
+}
+
+// location returns Location, or time.Local.
+func (r *Ranking) location() *time.Location {
+	if r.Location == nil {
+		return time.Local
+	}
+	return r.Location
 }
 
 // Ranking defaults (SPEC §4.3).
