@@ -3,6 +3,7 @@ package acl
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -278,14 +279,31 @@ func (pr principal) matches(who Principal, segs []string, owners SessionOwners) 
 
 // Name maps a clean workspace-relative slash path (as Canonicalize returns)
 // onto the ACL namespace: `memory/<x>` → `<x>`; the OpenClaw `MEMORY.md` or
-// `memory.md` at the workspace root keeps its name. ok is false for
-// everything else, which is not memory.
+// `memory.md` and the OpenClaw context files (ContextFiles: SOUL.md ...) at
+// the workspace root keep their names. ok is false for everything else,
+// which is not memory.
 func Name(rel string) (string, bool) {
 	if x, ok := strings.CutPrefix(rel, "memory/"); ok && x != "" {
 		return x, true
 	}
-	if rel == "MEMORY.md" || rel == "memory.md" {
+	if rel == "MEMORY.md" || rel == "memory.md" || IsContextFile(rel) {
 		return rel, true
 	}
 	return "", false
+}
+
+// ContextFiles returns the names of an OpenClaw workspace's standing
+// context files at the workspace root, in the order OpenClaw puts them in
+// the main agent's system prompt: AGENTS.md, SOUL.md, TOOLS.md,
+// IDENTITY.md, USER.md, HEARTBEAT.md. They are role main's persona and
+// standing context (package memory); Name keeps their names, so the same
+// rule as MEMORY.md governs them (by default `**`: main and admin).
+func ContextFiles() []string {
+	return []string{"AGENTS.md", "SOUL.md", "TOOLS.md", "IDENTITY.md", "USER.md", "HEARTBEAT.md"}
+}
+
+// IsContextFile reports whether rel (a clean workspace-relative path) is
+// one of ContextFiles at the workspace root.
+func IsContextFile(rel string) bool {
+	return slices.Contains(ContextFiles(), rel)
 }

@@ -349,6 +349,10 @@ func TestName(t *testing.T) {
 		{"memory/.acl", ".acl", true},
 		{"MEMORY.md", "MEMORY.md", true},
 		{"memory.md", "memory.md", true},
+		{"SOUL.md", "SOUL.md", true}, // OpenClaw context files at the root
+		{"HEARTBEAT.md", "HEARTBEAT.md", true},
+		{"soul.md", "", false},
+		{"docs/SOUL.md", "", false},
 		{"memory", "", false},
 		{"memory/", "", false},
 		{"notes/a.md", "", false},

@@ -16,8 +16,10 @@
 // names `YYYY-MM-DD.md`; its `MEMORY.md` (or `memory.md`) at the workspace
 // root is named `MEMORY.md` (`memory.md`) too, the same name as a
 // `memory/MEMORY.md` would have: both are role main's curated memory and are
-// always governed by the same rule. Nothing else outside `memory/` is in the
-// namespace.
+// always governed by the same rule. The OpenClaw workspace's standing
+// context files at the root (ContextFiles: `SOUL.md`, `IDENTITY.md`,
+// `USER.md`, `AGENTS.md`, `TOOLS.md`, `HEARTBEAT.md`) keep their names the
+// same way. Nothing else outside `memory/` is in the namespace.
 //
 // # Pattern language
 //

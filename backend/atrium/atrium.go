@@ -342,6 +342,7 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 		ContextWindow: a.Model.ContextWindow,
 		Emit:          a.Gateway.Broadcast,
 		Remote:        runner,
+		MainContext:   a.Memory.MainContext,
 		Logger:        o.Logger,
 	})
 	if err != nil {

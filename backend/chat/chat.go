@@ -171,6 +171,12 @@ type Options struct {
 	// profileId is an instance id goes to that instance's worker process.
 	// Default nil: only "main", answered in this process.
 	Remote RemoteRunner
+	// MainContext returns the main agent's standing context, appended to
+	// its persona in the system prompt of each of its runs (main_context.go):
+	// in an OpenClaw workspace its SOUL.md, IDENTITY.md, USER.md,
+	// AGENTS.md, TOOLS.md and HEARTBEAT.md (memory.Manager.MainContext).
+	// Nil or "": the built-in persona alone.
+	MainContext func(ctx context.Context) (string, error)
 	// Logger receives structured logs. Default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.

@@ -57,6 +57,9 @@ func (s *Service) execute(rn *run) {
 	s.emit(EventThinking, ThinkingEvent{RunRef: rn.RunRef, UserMessage: rn.userMsg})
 
 	st := &runState{s: s, rn: rn, persona: mainPersona, role: ProfileMain}
+	if !rn.onInstance {
+		st.persona = s.mainPersona(rn)
+	}
 	if rn.onInstance {
 		// The agent loop runs here as for main; its model calls run on the
 		// instance's worker process (remote.go).

@@ -144,6 +144,11 @@ type FileInfo struct {
 	Chunks int    `json:"chunks"`
 	Layer  string `json:"layer"`
 	Role   string `json:"role,omitempty"`
+	// Context marks an OpenClaw context file (SOUL.md, IDENTITY.md,
+	// USER.md, AGENTS.md, TOOLS.md, HEARTBEAT.md at the workspace root):
+	// role main's persona and standing context, readable with memory_get,
+	// never searched.
+	Context bool `json:"context,omitempty"`
 }
 
 // Progress counts files during a sync.

@@ -229,10 +229,10 @@ func TestSyncSearchAndLayers(t *testing.T) {
 		t.Errorf("empty query: %v", err)
 	}
 	files, err := f.m.Files(context.Background())
-	if err != nil || len(files) != 6 {
-		t.Fatalf("Files: %d %v", len(files), err)
+	if err != nil || len(files) != 7 || files[6].Path != "AGENTS.md" || !files[6].Context {
+		t.Fatalf("Files: %d %v (want the 6 indexed, then AGENTS.md as context)", len(files), err)
 	}
-	for _, fi := range files {
+	for _, fi := range files[:6] {
 		if fi.Chunks == 0 || fi.Size == 0 || fi.MTime == 0 || fi.Layer == "" {
 			t.Errorf("file info %+v", fi)
 		}
@@ -625,7 +625,7 @@ func TestGetAndPathAttacks(t *testing.T) {
 	}
 	attacks := []string{
 		"../x", "../x.md", "/etc/passwd", "memory/../../x.md", "memory/../../../etc/passwd",
-		"memory/evil.md", "memory/outdir/secret.md", "memory/agents-link.md", "AGENTS.md",
+		"memory/evil.md", "memory/outdir/secret.md", "memory/agents-link.md", "AGENTS.md/x", "agents.md",
 		"memory/templates/role-template.md", `memory\2024-05-01.md`, "memory/2024-05-01.txt", "",
 		"C:/Windows/win.ini", "memory/\x00.md",
 	}
@@ -652,7 +652,7 @@ func TestClassify(t *testing.T) {
 	}{
 		{"MEMORY.md", true, LayerRole, "main"},
 		{"memory.md", true, LayerRole, "main"},
-		{"AGENTS.md", false, "", ""},
+		{"AGENTS.md", false, LayerRole, "main"}, // OpenClaw context: readable, not indexed (context.go)
 		{"memory/2024-01-01.md", true, LayerRole, "main"},
 		{"memory/notes/x.md", true, LayerRole, "main"},
 		{"memory/global/user-profile.md", true, LayerGlobal, ""},

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/atrium-dev/atrium/backend/acl"
 	"github.com/atrium-dev/atrium/backend/memory/index"
 )
 
@@ -19,7 +20,15 @@ type kind struct {
 	indexed bool
 	layer   string
 	role    string
+	// context marks an OpenClaw context file at the workspace root
+	// (acl.ContextFiles: SOUL.md ...): role main's standing context,
+	// readable but not indexed (context.go).
+	context bool
 }
+
+// readable reports whether memory_get serves the file: indexed memory and
+// the context files.
+func (k kind) readable() bool { return k.indexed || k.context }
 
 // MainRole is the role that owns OpenClaw-layout memory (MEMORY.md and
 // memory/*.md) and imports that name no layer.
@@ -29,6 +38,7 @@ const MainRole = "main"
 // layer and role (SPEC §4.1):
 //
 //	MEMORY.md, memory.md (workspace root)  → layer role, role main (OpenClaw)
+//	SOUL.md, AGENTS.md ... (root, acl.ContextFiles) → role main's context, not indexed
 //	memory/global/**                       → layer global
 //	memory/roles/<r>/**                    → layer role, role r
 //	memory/sessions/<id>/**                → layer session
@@ -51,6 +61,9 @@ func classify(rel string) kind {
 	if len(parts) == 1 {
 		if rel == "MEMORY.md" || rel == "memory.md" {
 			return kind{indexed: true, layer: LayerRole, role: MainRole}
+		}
+		if acl.IsContextFile(rel) {
+			return kind{context: true, layer: LayerRole, role: MainRole}
 		}
 		return kind{}
 	}
@@ -128,8 +141,8 @@ func within(root, target string) bool {
 }
 
 // resolveInside follows symlinks of abs and checks that the result stays in
-// the workspace and is itself an indexable memory path. It returns the
-// resolved path's Lstat info.
+// the workspace and is itself an indexable memory path, or a context file
+// reached as itself (context.go). It returns the resolved path's Stat info.
 func (m *Manager) resolveInside(abs string) (string, fs.FileInfo, error) {
 	real, err := filepath.EvalSymlinks(abs)
 	if err != nil {
@@ -139,7 +152,21 @@ func (m *Manager) resolveInside(abs string) (string, fs.FileInfo, error) {
 		return "", nil, fmt.Errorf("%w: symlink leaves the workspace", ErrInvalidPath)
 	}
 	rr, err := filepath.Rel(m.wsReal, real)
-	if err != nil || !classify(filepath.ToSlash(rr)).indexed {
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: symlink target is not memory Markdown", ErrInvalidPath)
+	}
+	// A context file (SOUL.md ...) is served as itself only, never as the
+	// target of a memory path's symlink (which would index it) nor through
+	// a symlink of its own.
+	k := classify(filepath.ToSlash(rr))
+	asItself := false
+	if k.context {
+		if own, rerr := filepath.Rel(m.ws, abs); rerr == nil && filepath.ToSlash(own) == filepath.ToSlash(rr) {
+			li, lerr := os.Lstat(abs)
+			asItself = lerr == nil && li.Mode().IsRegular()
+		}
+	}
+	if !k.indexed && !asItself {
 		return "", nil, fmt.Errorf("%w: symlink target is not memory Markdown", ErrInvalidPath)
 	}
 	info, err := os.Stat(real)

@@ -46,7 +46,9 @@ func CheckQuery(q string) error {
 // chunk can enter the results, so the results are the exact top of the
 // whole index and the first k for MaxResults = k are the first k for any
 // larger MaxResults. Chunks with identical text are collapsed to the copy
-// with the smallest path.
+// with the smallest path. A question that names a day ("2025-11-03",
+// "yesterday", "上周三") gets the best chunks of that day's readable daily
+// logs first, whatever their score (dates.go).
 //
 // Options: MaxResults 0 means DefaultMaxResults (6), larger values are capped
 // at MaxMaxResults, negative values are ErrInvalidInput. MinScore 0 (the
@@ -150,6 +152,9 @@ func (m *Manager) Search(ctx context.Context, o SearchOptions) (SearchResponse, 
 			break
 		}
 	}
+	if hits, err = m.preferNamedDays(ctx, st, o, q, qv, wv, hits, n); err != nil {
+		return resp, fmt.Errorf("search: %w", err)
+	}
 	if o.Readable != nil {
 		if resp.OutOfScope, err = st.FilesOutside(ctx, o.Readable); err != nil {
 			return resp, fmt.Errorf("search: %w", err)
@@ -190,8 +195,8 @@ func snippet(text string, max int) string {
 
 // Get runs memory_get (SPEC §4.3): the text of one memory Markdown file,
 // optionally lines From (1-based) .. From+Lines-1. Only paths that would be
-// indexed (MEMORY.md, memory/**.md except templates) inside the workspace are
-// served: absolute paths, "..", and symlinks leaving the workspace are
+// indexed (MEMORY.md, memory/**.md except templates) and the OpenClaw
+// context files (SOUL.md ..., context.go) inside the workspace are served: absolute paths, "..", and symlinks leaving the workspace are
 // ErrInvalidPath; a missing file is ErrNotFound. Invalid UTF-8 is replaced by
 // U+FFFD. A From past the end yields empty text.
 func (m *Manager) Get(ctx context.Context, o GetOptions) (GetResponse, error) {
@@ -205,7 +210,7 @@ func (m *Manager) Get(ctx context.Context, o GetOptions) (GetResponse, error) {
 	if err != nil {
 		return GetResponse{}, fmt.Errorf("get: %w", err)
 	}
-	if !classify(rel).indexed {
+	if !classify(rel).readable() {
 		return GetResponse{}, fmt.Errorf("get: %w: %q is not memory Markdown", ErrInvalidPath, rel)
 	}
 	abs := filepath.Join(m.ws, filepath.FromSlash(rel))
@@ -256,7 +261,8 @@ func sliceLines(text string, from, n int) string {
 	return strings.Join(lines[from-1:end], "")
 }
 
-// Files lists the indexed memory files (memory.files).
+// Files lists the indexed memory files (memory.files), then the OpenClaw
+// context files present at the workspace root (Context set, no chunks).
 func (m *Manager) Files(ctx context.Context) ([]FileInfo, error) {
 	st, release, err := m.currentStore()
 	if err != nil {
@@ -271,7 +277,7 @@ func (m *Manager) Files(ctx context.Context) ([]FileInfo, error) {
 	for _, r := range recs {
 		out = append(out, FileInfo{Path: r.Path, Size: r.Size, MTime: r.MTime, Chunks: r.Chunks, Layer: r.Layer, Role: r.Role})
 	}
-	return out, nil
+	return append(out, m.contextFiles()...), nil
 }
 
 // readableHits keeps the hits the caller may read: a hit whose file is not
