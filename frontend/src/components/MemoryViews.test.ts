@@ -80,6 +80,18 @@ describe('memory files by layer', () => {
     expect(screen.getByTestId('memory-file').dataset.layer).toBe('L2');
   });
 
+  it('lists OpenClaw context files as main\'s persona, not as searched memory', async () => {
+    const { gw, ws } = connect();
+    render(MemoryPanel, { props: { gw, connected: true, status: null } });
+    const done = new Set<string>();
+    const withSoul = [...files, { path: 'SOUL.md', size: 1673, mtime: 4, chunks: 0, layer: 'role', role: 'main', context: true }];
+    await waitFor(() => expect(answer(ws, 'memory.files', { files: withSoul }, done)).toHaveLength(1));
+    await waitFor(() => expect(screen.getAllByTestId('memory-file')).toHaveLength(4));
+    const soul = screen.getAllByTestId('memory-file').find((r) => r.textContent!.includes('SOUL.md'))!;
+    expect(soul.querySelector('[data-testid=file-context]')!.textContent).toContain('persona · not searched');
+    expect(soul.textContent).not.toContain('0 chunks');
+  });
+
   it('shows the open conflicts count and switches views', async () => {
     const { gw, ws } = connect();
     render(MemoryPanel, { props: { gw, connected: true, status: null } });

@@ -38,6 +38,9 @@ export interface MemoryFile {
   layer?: string;
   role?: string;
   access?: FileAccess;
+  /** An OpenClaw context file (SOUL.md, IDENTITY.md, USER.md, AGENTS.md, TOOLS.md, HEARTBEAT.md):
+   *  main's persona and standing context, readable, never searched (no chunks). */
+  context?: boolean;
 }
 
 export type LayerCode = 'L1' | 'L2' | 'L3' | 'other';
