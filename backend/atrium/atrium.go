@@ -41,6 +41,7 @@ import (
 	"github.com/atrium-dev/atrium/backend/memory/versions"
 	"github.com/atrium-dev/atrium/backend/model"
 	"github.com/atrium-dev/atrium/backend/paths"
+	"github.com/atrium-dev/atrium/backend/safefile"
 	"github.com/atrium-dev/atrium/backend/statedb"
 	"github.com/atrium-dev/atrium/backend/worker"
 )
@@ -474,17 +475,14 @@ type GatewayInfo struct {
 	PID  int    `json:"pid"`  // process that serves it
 }
 
-// WriteGatewayInfo writes info atomically (temp file + rename, mode 0600).
+// WriteGatewayInfo writes info atomically (package safefile: temp file,
+// fsync, rename), always mode 0600.
 func WriteGatewayInfo(path string, info GatewayInfo) error {
 	data, err := json.Marshal(info)
 	if err != nil {
 		return fmt.Errorf("encode gateway info: %w", err)
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return fmt.Errorf("write gateway info: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := safefile.WriteFile(path, data, safefile.Options{Perm: 0o600, Exact: true}); err != nil {
 		return fmt.Errorf("write gateway info: %w", err)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/atrium-dev/atrium/backend/memory"
+	"github.com/atrium-dev/atrium/backend/safefile"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -85,18 +86,15 @@ func runBenchRetrieval(ctx context.Context, args []string, o Options) error {
 	return rep.WriteText(o.Stdout)
 }
 
-// writeJSONFile writes v as indented JSON to path (via a temp file and a
-// rename, so a reader never sees half a report).
+// writeJSONFile writes v as indented JSON to path atomically (package
+// safefile: a reader never sees half a report; a replaced report keeps its
+// mode).
 func writeJSONFile(path string, v any) error {
 	var b bytes.Buffer
 	if err := printJSON(&b, v); err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := safefile.WriteFile(path, b.Bytes(), safefile.Options{}); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/atrium-dev/atrium/backend/acl"
 	"io/fs"
 	"os"
 	"path"
@@ -13,6 +12,9 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/atrium-dev/atrium/backend/acl"
+	"github.com/atrium-dev/atrium/backend/safefile"
 )
 
 // maxImportNameLen caps the length (bytes) of an import file name.
@@ -26,7 +28,10 @@ const maxImportNameLen = 200
 // has gone missing: ErrUnavailable). Only notes named *.md, *.markdown or
 // *.txt (any case) are accepted; they are stored as ".md". The write is atomic (temp file,
 // fsync, hard link into place, fsync of the folder) and never overwrites: an
-// existing name becomes name-1.md, name-2.md, ... The note is indexed at once
+// existing name, or one that looks like an existing one after NFKC and case
+// folding (`ＮＯＴＥＳ.md` beside `notes.md`), becomes name-1.md, name-2.md, ...
+// The new file's mode is safefile.DefaultPerm minus the umask (0644 under
+// umask 022). The note is indexed at once
 // and OnChange fires with reason "import".
 //
 // ErrInvalidInput: an empty name, a name without one of those extensions,
@@ -137,49 +142,39 @@ func importName(name string) (string, error) {
 }
 
 // writeNew writes data to dir/<stem>.md, or <stem>-1.md, <stem>-2.md ... if
-// taken, atomically and without ever replacing an existing file. It returns
-// the file name used.
+// taken, atomically (package safefile) and without ever replacing an
+// existing file. A name that looks like an existing one (the same after
+// NFKC normalisation and case folding, safefile.CheckNew: `NOTES.md` beside
+// `notes.md`) counts as taken. The file gets the mode of a new file
+// (safefile.DefaultPerm minus the umask). It returns the file name used.
 func writeNew(dir, stem string, data []byte) (string, error) {
-	tmp, err := os.CreateTemp(dir, ".import-*.tmp")
+	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return "", err
 	}
-	tmpName := tmp.Name()
-	defer os.Remove(tmpName) //nolint:errcheck // gone after a successful link or rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
+	defer root.Close()
+	tmp, err := safefile.NewTempIn(root, ".", data, safefile.Options{})
+	if err != nil {
 		return "", err
 	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return "", err
-	}
-	if err := tmp.Close(); err != nil {
-		return "", err
-	}
+	defer tmp.Close()
 	for i := 0; i < 10000; i++ {
 		name := stem + ".md"
 		if i > 0 {
 			name = stem + "-" + strconv.Itoa(i) + ".md"
 		}
-		dst := filepath.Join(dir, name)
-		err := os.Link(tmpName, dst)
-		if err == nil {
-			syncDir(dir)
-			return name, nil
-		}
-		if errors.Is(err, fs.ErrExist) {
+		if err := safefile.CheckNew(root, name); errors.Is(err, safefile.ErrLookalike) {
 			continue
-		}
-		// No hard links on this file system: fall back to check-then-rename.
-		if _, serr := os.Lstat(dst); serr == nil {
-			continue
-		}
-		if err := os.Rename(tmpName, dst); err != nil {
+		} else if err != nil {
 			return "", err
 		}
-		syncDir(dir)
-		return name, nil
+		err := tmp.Link(name)
+		if err == nil {
+			return name, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return "", err
+		}
 	}
 	return "", fmt.Errorf("no free name for %s.md", stem)
 }

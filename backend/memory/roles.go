@@ -21,6 +21,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/atrium-dev/atrium/backend/acl"
+	"github.com/atrium-dev/atrium/backend/safefile"
 )
 
 // This file holds L2 roles and the cold start (SPEC §5.2): listing roles,
@@ -298,6 +299,11 @@ func (m *Manager) CreateRole(ctx context.Context, r CreateRoleRequest) (CreateRo
 	if _, err := os.Lstat(filepath.Join(m.ws, filepath.FromSlash(dirRel))); err == nil {
 		return CreateRoleResult{}, fmt.Errorf("create role %s: %w: %s exists", r.Role, ErrExists, dirRel)
 	}
+	// memory/roles/Writer beside memory/roles/writer: refused before the
+	// .acl gets a rule for it.
+	if err := m.checkNewName(dirRel + "/config.md"); err != nil {
+		return CreateRoleResult{}, fmt.Errorf("create role %s: %w", r.Role, err)
+	}
 	if r.Role == MainRole {
 		if l := detectLayout(m.ws); l == "openclaw" || l == "mixed" {
 			return CreateRoleResult{}, fmt.Errorf("create role %s: %w: this workspace's OpenClaw-layout memory is role main", r.Role, ErrExists)
@@ -370,29 +376,15 @@ func (m *Manager) roleTemplate() (string, error) {
 	return string(data), nil
 }
 
-// createFile writes data to dir/name atomically (temp file, fsync, hard
-// link) without replacing an existing file: an existing one is kept and
-// is not an error.
+// createFile writes data to dir/name atomically (package safefile: temp
+// file, fsync, hard link) without replacing an existing file: an existing
+// one is kept and is not an error.
 func createFile(dir, name string, data []byte) error {
-	tmp, err := writeTemp(dir, data)
-	if err != nil {
-		return err
+	err := safefile.CreateFile(filepath.Join(dir, name), data, safefile.Options{})
+	if errors.Is(err, fs.ErrExist) {
+		return nil
 	}
-	defer os.Remove(tmp) //nolint:errcheck // the link is the file now
-	dst := filepath.Join(dir, name)
-	if err := os.Link(tmp, dst); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return nil
-		}
-		if _, serr := os.Lstat(dst); serr == nil {
-			return nil
-		}
-		if err := os.Rename(tmp, dst); err != nil {
-			return err
-		}
-	}
-	syncDir(dir)
-	return nil
+	return err
 }
 
 var placeholder = regexp.MustCompile(`\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}`)
@@ -596,15 +588,10 @@ func (m *Manager) addRoleRule(role string) (string, bool, error) {
 	if r, ok := pol.Match("roles/" + role + "/config.md"); !ok || (r.Pattern != pattern && created) {
 		return "", false, fmt.Errorf("%s: the new rule for %s does not match its folder", ACLPath, role)
 	}
-	tmp, err := writeTemp(dir, next)
-	if err != nil {
+	// Atomic, keeping the file's mode and owner.
+	if err := safefile.WriteFile(abs, next, safefile.Options{}); err != nil {
 		return "", false, err
 	}
-	defer os.Remove(tmp) //nolint:errcheck // renamed into place
-	if err := os.Rename(tmp, abs); err != nil {
-		return "", false, err
-	}
-	syncDir(dir)
 	return pattern, created, nil
 }
 

@@ -75,7 +75,9 @@ const (
 	PromoteToGlobal = "global"
 )
 
-// ErrExists: the session or role to create already exists.
+// ErrExists: the session or role to create already exists, or a file or
+// folder a write would create looks like an existing one (the same name
+// after NFKC normalisation and case folding; the message names it).
 var ErrExists = errors.New("memory: already exists")
 
 // Session describes one session folder. Times are Unix ms (0 = unknown);

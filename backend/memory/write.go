@@ -20,6 +20,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/atrium-dev/atrium/backend/memory/versions"
+	"github.com/atrium-dev/atrium/backend/safefile"
 )
 
 // This file holds memory_write, memory_note and the concurrent-write rules
@@ -240,8 +241,10 @@ func frontMatter(text string) (string, bool) {
 	}
 }
 
-// pathLocks serialises writes per file path. A lock entry lives while
-// someone holds or waits for it.
+// pathLocks serialises writes per file path, keyed by the path's
+// safefile.Fold form, so that look-alike names (`notes.md`, `ＮＯＴＥＳ.md`)
+// share a lock and a write cannot create one while another creates the
+// other. A lock entry lives while someone holds or waits for it.
 type pathLocks struct {
 	mu sync.Mutex
 	m  map[string]*pathLock
@@ -253,6 +256,7 @@ type pathLock struct {
 }
 
 func (p *pathLocks) entry(rel string) *pathLock {
+	rel = safefile.Fold(rel)
 	if p.m == nil {
 		p.m = map[string]*pathLock{}
 	}
@@ -269,7 +273,7 @@ func (p *pathLocks) release(rel string, l *pathLock) {
 	p.mu.Lock()
 	l.refs--
 	if l.refs == 0 {
-		delete(p.m, rel)
+		delete(p.m, safefile.Fold(rel))
 	}
 	p.mu.Unlock()
 }
@@ -291,7 +295,7 @@ func (p *pathLocks) tryLock(rel string) (func(), bool) {
 	l := p.entry(rel)
 	if !l.mu.TryLock() {
 		if l.refs == 0 {
-			delete(p.m, rel)
+			delete(p.m, safefile.Fold(rel))
 		}
 		return nil, false
 	}
@@ -367,7 +371,10 @@ func hashOf(b []byte) string {
 // base version, content, a replace of a daily log by a role, a file that
 // is binary or too large), ErrForbidden (Authorize), ErrUnavailable (no
 // version store, or the workspace is unavailable), ErrConflict (the stored
-// version changed under the write; retry), ErrClosed.
+// version changed under the write; retry), ErrExists (the path is new and
+// it, or a folder on its way, looks like an existing one: see
+// checkNewName), ErrClosed. A replaced file keeps its mode and owner; a new
+// one gets safefile.DefaultPerm minus the umask (0644 under umask 022).
 func (m *Manager) Write(ctx context.Context, r WriteRequest) (WriteResult, error) {
 	store, err := m.versionStore()
 	if err != nil {
@@ -423,6 +430,9 @@ func (m *Manager) readCurrent(ctx context.Context, rel string) (current, error) 
 	if err := m.importRoots(ctx); err != nil {
 		return current{}, err
 	}
+	if err := m.checkNewName(rel); err != nil {
+		return current{}, err
+	}
 	dirRel := path.Dir(rel)
 	dir := m.ws
 	if dirRel != "." {
@@ -466,6 +476,28 @@ func (m *Manager) readCurrent(ctx context.Context, rel string) (current, error) 
 	}
 	c.exists, c.text, c.hash = true, string(data), hashOf(data)
 	return c, nil
+}
+
+// checkNewName refuses (ErrExists) to create rel, or a folder on its way,
+// under a name that looks like an existing one in the same folder: the same
+// after NFKC normalisation and case folding (safefile.CheckNew), such as
+// `memory/ＮＯＴＥＳ.md` beside `memory/notes.md` or `memory/Roles/` beside
+// `memory/roles/`. The error names the existing file. Writes to an
+// existing rel pass. Look-alike paths share one write lock (pathLocks), so
+// two of them cannot both be created at once.
+func (m *Manager) checkNewName(rel string) error {
+	root, err := os.OpenRoot(m.ws)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	if err := safefile.CheckNew(root, rel); errors.Is(err, safefile.ErrLookalike) {
+		return fmt.Errorf("%w: %w", ErrExists, err)
+	}
+	// Any other error (a symlink on the way that leaves the workspace, a
+	// folder that is a file) is reported precisely by the path checks
+	// that follow (mkdirNoLinks, readCurrent).
+	return nil
 }
 
 // mkdirNoLinks creates the folders of rel (slash-separated) below root,
@@ -573,21 +605,22 @@ func (m *Manager) writeLocked(ctx context.Context, store *versions.Store, rel st
 
 	next := versions.Merge(curVec, base).Inc(r.Writer)
 	data := []byte(newText)
-	tmp, err := writeTemp(filepath.Dir(cur.abs), data)
+	// The temp file has the mode and owner of the file it replaces (a
+	// new file: safefile.DefaultPerm minus the umask).
+	tmp, err := safefile.TempFor(cur.abs, data, safefile.Options{})
 	if err != nil {
 		if conflictAbs != "" {
 			_ = os.Remove(conflictAbs)
 		}
 		return WriteResult{}, err
 	}
-	defer os.Remove(tmp) //nolint:errcheck // gone after the rename
+	defer tmp.Close()
 	applied := false
 	fv, added, err := store.Commit(ctx, versions.Commit{Path: rel, Expect: curVec, Next: next, Hash: hashOf(data), Conflict: conflict}, func() error {
-		if err := os.Rename(tmp, cur.abs); err != nil {
+		if err := tmp.Replace(); err != nil {
 			return err
 		}
 		applied = true
-		syncDir(filepath.Dir(cur.abs))
 		return nil
 	})
 	if err != nil {
@@ -615,27 +648,6 @@ func (m *Manager) writeLocked(ctx context.Context, store *versions.Store, rel st
 	_, _ = m.indexWritten(ctx, rel)
 	m.fire([]string{rel}, "write")
 	return res, nil
-}
-
-// writeTemp writes data to a new hidden temp file in dir and fsyncs it.
-func writeTemp(dir string, data []byte) (string, error) {
-	f, err := os.CreateTemp(dir, ".write-*.tmp")
-	if err != nil {
-		return "", err
-	}
-	name := f.Name()
-	_, werr := f.Write(data)
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		_ = os.Remove(name)
-		return "", werr
-	}
-	return name, nil
 }
 
 // indexWritten indexes a file the write path (or Import) just changed, so

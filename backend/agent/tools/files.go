@@ -3,8 +3,6 @@ package tools
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +17,7 @@ import (
 	"github.com/atrium-dev/atrium/backend/acl"
 	"github.com/atrium-dev/atrium/backend/agent"
 	"github.com/atrium-dev/atrium/backend/memory"
+	"github.com/atrium-dev/atrium/backend/safefile"
 )
 
 // File tool defaults.
@@ -263,22 +262,18 @@ func (e *env) writeFile(ctx context.Context, c agent.Call) (agent.Output, error)
 		LogSummary: fmt.Sprintf("wrote %s (%d bytes, %s)", rel, n, a.Mode)}, nil
 }
 
-// writeAtomic writes (or appends to) rel under root through a temporary
-// file in the same folder and a rename; it returns the file's new size.
+// writeAtomic writes (or appends to) rel under root atomically (package
+// safefile: a temp file in the same folder, fsync, rename), keeping the
+// mode and owner of the file it replaces; a new file gets
+// safefile.DefaultPerm minus the umask. A new file or folder whose name
+// looks like an existing one (NFKC and case folding: `ＮＯＴＥＳ.txt`
+// beside `notes.txt`) is refused, naming it. It returns the file's new size.
 func writeAtomic(root *os.Root, rel, content string, appendTo bool) (int, error) {
-	dir := path.Dir(rel)
-	if dir != "." {
-		if err := root.MkdirAll(dir, 0o755); err != nil {
-			return 0, err
-		}
-	}
 	data := []byte(content)
-	mode := fs.FileMode(0o644)
 	if st, err := root.Stat(rel); err == nil {
 		if !st.Mode().IsRegular() {
 			return 0, errors.New("not a regular file")
 		}
-		mode = st.Mode().Perm()
 		if appendTo {
 			old, err := root.ReadFile(rel)
 			if err != nil {
@@ -288,27 +283,21 @@ func writeAtomic(root *os.Root, rel, content string, appendTo bool) (int, error)
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return 0, err
+	} else if err := safefile.CheckNew(root, rel); err != nil {
+		return 0, err
 	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	tmp := path.Join(dir, ".atrium-tmp-"+hex.EncodeToString(b[:]))
-	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if dir := path.Dir(rel); dir != "." {
+		if err := root.MkdirAll(dir, 0o755); err != nil {
+			return 0, err
+		}
+	}
+	tmp, err := safefile.NewTemp(root, rel, data, safefile.Options{})
 	if err != nil {
 		return 0, err
 	}
-	_, werr := f.Write(data)
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = root.Rename(tmp, rel)
-	}
-	if werr != nil {
-		_ = root.Remove(tmp)
-		return 0, werr
+	defer tmp.Close()
+	if err := tmp.Replace(); err != nil {
+		return 0, err
 	}
 	return len(data), nil
 }

@@ -2,6 +2,7 @@ package tools
 
 import (
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -203,5 +204,52 @@ func TestMemoryTools(t *testing.T) {
 	}
 	if n := len(e.audits(audit.Filter{Operation: "write", TargetPrefix: "roles/code-expert/notes.md"})); n != 1 {
 		t.Errorf("%d write audit entries for notes.md", n)
+	}
+}
+
+// write_file keeps the mode of the file it replaces (issue 14 item 10),
+// and refuses a new name that looks like an existing one, naming it, for
+// workspace files and memory alike (issue 14 item 7).
+func TestWriteFileModesAndLookalikes(t *testing.T) {
+	e := newTestEnv(t, Options{})
+	todo := filepath.Join(e.ws, "notes", "todo.txt")
+	if err := os.Chmod(todo, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"replace", "append"} {
+		if res := e.call(WriteFile, map[string]any{"path": "notes/todo.txt", "content": "more\n", "mode": mode}); res.Status != agent.StatusOK {
+			t.Fatalf("%s: %+v", mode, res)
+		}
+		if info, err := os.Stat(todo); err != nil || info.Mode() != 0o640 {
+			t.Fatalf("%s: mode %v, %v; want 0640", mode, info.Mode(), err)
+		}
+	}
+	own := e.call(WriteFile, map[string]any{"path": "memory/roles/code-expert/ideas.md", "content": "# Ideas\n"})
+	if own.Status != agent.StatusOK {
+		t.Fatalf("own memory: %+v", own)
+	}
+	for _, tc := range []struct{ path, existing string }{
+		{"notes/ＴＯＤＯ.txt", "notes/todo.txt"},
+		{"notes/Todo.TXT", "notes/todo.txt"},
+		{"ＮＯＴＥＳ/plan.txt", "notes"},
+		{"memory/roles/code-expert/ＩＤＥＡＳ.md", "memory/roles/code-expert/ideas.md"},
+	} {
+		res := e.call(WriteFile, map[string]any{"path": tc.path, "content": "x"})
+		// (A case-only variant is already refused by the ACL's path
+		// canonicalisation, with its own words.)
+		if res.Status == agent.StatusOK || !contains(res.Error, "looks like the existing "+tc.existing) &&
+			!contains(res.Error, "differs only in letter case from the existing \""+path.Base(tc.existing)+"\"") {
+			t.Errorf("write_file %s = %s %s; want a refusal naming %s", tc.path, res.Status, res.Error, tc.existing)
+		}
+		if _, err := os.Lstat(filepath.Join(e.ws, filepath.FromSlash(tc.path))); err == nil {
+			t.Errorf("%s was created", tc.path)
+		}
+	}
+	if res := e.call(WriteFile, map[string]any{"path": "notes/笔记（一）.txt", "content": "一"}); res.Status != agent.StatusOK {
+		t.Fatalf("a Chinese name: %+v", res)
+	}
+	if res := e.call(WriteFile, map[string]any{"path": "notes/笔记(一).txt", "content": "一"}); res.Status == agent.StatusOK ||
+		!contains(res.Error, "looks like the existing notes/笔记（一）.txt") {
+		t.Errorf("a fullwidth look-alike: %+v", res)
 	}
 }
