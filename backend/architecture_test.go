@@ -25,7 +25,7 @@ var allowed = map[string][]string{
 	"backend/safefile":     {},
 	"backend/acl":          {},
 	"backend/audit":        {},
-	"backend/config":       {"backend/model"},
+	"backend/config":       {"backend/model", "backend/safefile"},
 	"backend/statedb":      {},
 	"backend/memory/chunk": {},
 	"backend/memory/hanzi": {},

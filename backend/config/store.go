@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/atrium-dev/atrium/backend/safefile"
 )
 
 // ErrInvalid marks a patch that Store.Patch refused: not a JSON object, an
@@ -137,41 +139,16 @@ func dropKeySet(v any) {
 	}
 }
 
-// writeAtomic replaces path with data: a temporary file in the same folder,
-// written, synced and renamed over path (mode 0600).
-func writeAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+// writeAtomic replaces path with data atomically (package safefile: a
+// temporary file in the same folder, fsync, rename, folder fsync), mode
+// exactly 0600 (the file holds API keys), keeping the owner of the file it
+// replaces.
+func writeAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("write config: %w", err)
 	}
-	f, err := os.CreateTemp(dir, ".config-*.json")
-	if err != nil {
+	if err := safefile.WriteFile(path, data, safefile.Options{Perm: 0o600, Exact: true}); err != nil {
 		return fmt.Errorf("write config: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if err := f.Chmod(0o600); err != nil {
-		return fmt.Errorf("write config: %w", err)
-	}
-	if _, err := f.Write(data); err != nil {
-		return fmt.Errorf("write config: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("write config: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write config: %w", err)
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return fmt.Errorf("write config: %w", err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync() // make the rename durable where the platform allows
-		d.Close()
 	}
 	return nil
 }

@@ -15,8 +15,8 @@
 //     umask, exactly what an editor or `touch` would create there: 0644
 //     under the usual umask 022, 0664 under 002, 0600 under 077. Memory is
 //     a folder of the person's Markdown notes, so its files should look
-//     like the person's other files; the app's secrets ask for 0600 with
-//     Options.Exact.
+//     like the person's other files; the app's secrets (config.json with
+//     its API keys, gateway.json) ask for exactly 0600 with Options.Exact.
 //   - Look-alike names: CheckNew refuses a new name that equals an existing
 //     one after Unicode NFKC normalisation and case folding (Fold), such as
 //     `ＮＯＴＥＳ.md` beside `notes.md`, and names the existing one.
@@ -53,7 +53,8 @@ type Options struct {
 	// Perm is the mode of a new file, before the umask (0: DefaultPerm).
 	Perm fs.FileMode
 	// Exact gives the file exactly Perm, umask or not, whether it is new
-	// or replaces a file of another mode (for secrets: Perm 0o600).
+	// or replaces a file of another mode (for secrets: Perm 0o600); a
+	// replaced file's owner is still kept.
 	Exact bool
 }
 
@@ -177,17 +178,19 @@ func regular(root *os.Root, name string) (fs.FileInfo, error) {
 // A mode that cannot be set (a FAT or FUSE mount with fixed modes) is
 // left as the file system gives it.
 func (t *Temp) match(f *os.File, cur fs.FileInfo) error {
-	if t.o.Exact {
-		return ignored(f.Chmod(t.o.perm()))
-	}
-	if cur == nil {
-		return nil
-	}
 	// The owner first: chown clears setuid and setgid.
-	if uid, gid, ok := owner(cur); ok {
-		if err := ignored(f.Chown(uid, gid)); err != nil {
-			return err
+	if cur != nil {
+		if uid, gid, ok := owner(cur); ok {
+			if err := ignored(f.Chown(uid, gid)); err != nil {
+				return err
+			}
 		}
+	}
+	switch {
+	case t.o.Exact:
+		return ignored(f.Chmod(t.o.perm()))
+	case cur == nil:
+		return nil
 	}
 	return ignored(f.Chmod(cur.Mode() & keptMode))
 }
@@ -204,9 +207,6 @@ func ignored(err error) error {
 // created (a new file becomes a replacement) or given another mode or
 // owner meanwhile.
 func (t *Temp) rematch() error {
-	if t.o.Exact {
-		return nil
-	}
 	cur, err := regular(t.root, t.target)
 	if err != nil || cur == nil {
 		return err
@@ -223,7 +223,11 @@ func (t *Temp) rematch() error {
 			return err
 		}
 	}
-	if want := cur.Mode() & keptMode; tmp.Mode()&keptMode != want || moved {
+	want := cur.Mode() & keptMode
+	if t.o.Exact {
+		want = t.o.perm()
+	}
+	if tmp.Mode()&keptMode != want || moved {
 		return ignored(t.root.Chmod(t.name, want))
 	}
 	return nil

@@ -116,6 +116,15 @@ func TestReplaceKeepsOwner(t *testing.T) {
 	if got := modeOf(t, name); got != 0o640|fs.ModeSetgid {
 		t.Fatalf("mode %v, want setgid 0640", got)
 	}
+	// Exact (a secret) sets the mode but still keeps the owner: root
+	// writing a person's config.json must not take it from them.
+	if err := WriteFile(name, []byte("secret"), Options{Perm: 0o600, Exact: true}); err != nil {
+		t.Fatal(err)
+	}
+	info, _ = os.Lstat(name)
+	if uid, gid, _ = owner(info); uid != 1234 || gid != 5678 || info.Mode() != 0o600 {
+		t.Fatalf("exact: owner %d:%d mode %v; want 1234:5678 0600", uid, gid, info.Mode())
+	}
 }
 
 // A new file gets DefaultPerm minus the umask, as an editor would create
