@@ -169,6 +169,36 @@ func TestVectorIndexDamageOnRunningApp(t *testing.T) {
 	emb.hold() // the rebuild waits in the embedder until released
 	damage("DROP TABLE vec_chunks_chunks")
 	wantDegraded()
+	if a.Model.Provider != "offline" {
+		t.Logf("a model was detected (%s); the offline chat answer is not tried", a.Model.Provider)
+	} else {
+		// The offline chat answer searches memory too.
+		var sent struct{ RunID string }
+		cl.ok("chat.send", map[string]any{"profileId": "main", "message": "数据库连接池调到了多少？", "idempotencyKey": "vec-offline-1"}, &sent)
+		var final struct {
+			Message struct{ Content string } `json:"message"`
+		}
+		deadline := time.After(60 * time.Second)
+		for final.Message.Content == "" {
+			select {
+			case e := <-cl.events:
+				if !strings.Contains(string(e.Payload), sent.RunID) {
+					continue
+				}
+				switch e.Event {
+				case "chat.final":
+					must(t, json.Unmarshal(e.Payload, &final))
+				case "chat.error":
+					t.Fatalf("offline chat on a damaged vector index: %s", e.Payload)
+				}
+			case <-deadline:
+				t.Fatal("no chat.final within 60 s")
+			}
+		}
+		if !strings.Contains(final.Message.Content, "32") || !strings.Contains(final.Message.Content, "memory/2026-11-01.md") {
+			t.Fatalf("offline answer on a damaged vector index does not quote the memory:\n%s", final.Message.Content)
+		}
+	}
 	emb.release()
 	waitReady("background rebuild")
 	if res := search("deploy key rotation", "vector"); len(res.Results) == 0 || res.Results[0].Path != "MEMORY.md" {
