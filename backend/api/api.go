@@ -224,6 +224,9 @@ func Register(o Options) {
 		// The service remembers keys too (per profile): scope them by
 		// principal, so a node never gets the operator's run for its key.
 		p.IdempotencyKey = c.Principal.Key() + "\x00" + p.IdempotencyKey
+		// A send to an instance that is not running starts it: only the
+		// person does that (like profiles.spawn); devices get UNAVAILABLE.
+		p.StartInstance = c.Role == gateway.RoleOperator
 		// The run outlives this request: it belongs to the service, not to
 		// the connection that started it (SPEC §3: a run survives its UI).
 		res, err := o.Chat.Send(context.WithoutCancel(ctx), p)

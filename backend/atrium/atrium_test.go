@@ -209,6 +209,14 @@ func startAppWith(t *testing.T, getenv func(string) string, edit func(ws string,
 	if edit != nil {
 		edit(ws, &opts)
 	}
+	a, _ := runOpts(t, opts)
+	return a, ws
+}
+
+// runOpts builds and runs an app with opts until stop is called or the
+// test ends (stop may be called more than once).
+func runOpts(t *testing.T, opts Options) (a *App, stop func()) {
+	t.Helper()
 	a, err := New(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -217,14 +225,18 @@ func startAppWith(t *testing.T, getenv func(string) string, edit func(ws string,
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-		a.Close()
-	})
-	return a, ws
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+			a.Close()
+		})
+	}
+	t.Cleanup(stop)
+	return a, stop
 }
 
 func must(t *testing.T, err error) {

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -25,6 +24,10 @@ const cancelWait = 5 * time.Second
 
 // maxPersonaBytes caps the persona read from a role's config.md.
 const maxPersonaBytes = 64 << 10
+
+// startWait bounds how long a run waits for its instance to become ready
+// (started on demand, or restarting after a crash) before it fails.
+const startWait = 2 * worker.DefaultReadyTimeout
 
 // poolRunner is chat.RemoteRunner over the worker pool (SPEC §3 "Gateway ↔
 // agent worker"): it hands a run to the instance's worker as a `run` line
@@ -73,17 +76,14 @@ func (r *poolRunner) Instance(id string) (chat.RemoteInstance, bool) {
 				Ready: st.State == worker.StateReady || st.State == worker.StateBusy}, true
 		}
 	}
-	i := strings.LastIndexByte(id, '-')
-	if i <= 0 {
-		return chat.RemoteInstance{}, false
-	}
-	if k, err := strconv.Atoi(id[i+1:]); err != nil || k < 1 || strconv.Itoa(k) != id[i+1:] {
+	profile, _, ok := worker.SplitInstanceID(id)
+	if !ok {
 		return chat.RemoteInstance{}, false
 	}
 	for try := 0; try < 2; try++ {
 		for _, p := range r.pool.Profiles() {
-			if p.ID == id[:i] {
-				return chat.RemoteInstance{ID: id, ProfileID: p.ID, State: "not running"}, true
+			if p.ID == profile {
+				return chat.RemoteInstance{ID: id, ProfileID: p.ID, State: chat.RemoteNotRunning}, true
 			}
 		}
 		if try == 0 && r.pool.Rescan() != nil { // a role created since start-up (stat only)
@@ -91,6 +91,41 @@ func (r *poolRunner) Instance(id string) (chat.RemoteInstance, bool) {
 		}
 	}
 	return chat.RemoteInstance{}, false
+}
+
+// Start implements chat.RemoteRunner: the pool starts the instance under
+// its id (worker.Pool.Start); the pool's errors become chat's.
+func (r *poolRunner) Start(id string) error {
+	_, err := r.pool.Start(id)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, worker.ErrUnknownProfile), errors.Is(err, worker.ErrUnknownInstance):
+		return fmt.Errorf("%w: %v", chat.ErrNotFound, err)
+	case errors.Is(err, worker.ErrTooManyInstance):
+		return fmt.Errorf("%w: %v", chat.ErrBusy, err)
+	}
+	return fmt.Errorf("%w: %v", chat.ErrUnavailable, err)
+}
+
+// ready waits (at most startWait, or ctx) until instance id accepts runs;
+// a start that fails is a *chat.RemoteError naming the reason.
+func (r *poolRunner) ready(ctx context.Context, id string) error {
+	wctx, cancel := context.WithTimeout(ctx, startWait)
+	defer cancel()
+	_, err := r.pool.WaitReady(wctx, id)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case errors.Is(err, context.DeadlineExceeded):
+		return &chat.RemoteError{Kind: "unavailable", Retryable: true,
+			Message: fmt.Sprintf("instance %s did not become ready within %s", id, startWait)}
+	case errors.Is(err, worker.ErrUnknownInstance):
+		return &chat.RemoteError{Kind: "stopped", Message: fmt.Sprintf("instance %s is not running (it was stopped)", id)}
+	}
+	return &chat.RemoteError{Kind: "unavailable", Message: "instance did not start: " + err.Error(), Retryable: true}
 }
 
 // Offline implements chat.RemoteRunner.
@@ -148,6 +183,9 @@ func (r *poolRunner) Stream(ctx context.Context, req chat.RemoteRequest, onDelta
 		return model.Response{}, err
 	}
 	m.SessionID = req.SessionID
+	if err := r.ready(ctx, req.InstanceID); err != nil {
+		return model.Response{}, err
+	}
 	if err := r.pool.Send(req.InstanceID, m); err != nil {
 		// Not ready (crashed meanwhile, restarting), gone, or the pipe broke:
 		// the supervisor restarts it, so a later send may work.

@@ -208,6 +208,12 @@ type SendRequest struct {
 	Message        string          `json:"message"`
 	History        []ClientMessage `json:"history,omitempty"`
 	IdempotencyKey string          `json:"idempotencyKey,omitempty"`
+	// StartInstance lets a send to an instance that is not running
+	// (after a restart of the app, or a stop) start it under its id
+	// first; without it such a send is ErrUnavailable. Set by the caller
+	// for senders who may start processes (the gateway: operator
+	// connections acting as themselves), never read from the wire.
+	StartInstance bool `json:"-"`
 }
 
 // ClientMessage is one message of chat.send's history: Role "user" or
@@ -555,8 +561,11 @@ func checkClientHistory(h []ClientMessage) error {
 
 // Send stores the user message and starts the answer in the background. It
 // returns at once with the run id, the assistant message id and the session
-// id (a new one when r.SessionID is empty). Errors: ErrNotFound (unknown
-// profile or instance), ErrUnavailable (an instance that is not ready),
+// id (a new one when r.SessionID is empty). A send to an instance that is
+// not running starts it first when r.StartInstance is set. Errors:
+// ErrNotFound (unknown profile or instance), ErrUnavailable (an instance
+// that is not running, and r.StartInstance not set), ErrBusy from
+// starting it (too many instances),
 // ErrInvalidInput (empty or too long message, bad session id), ErrBusy
 // (the session is already answering, or too many runs), ErrClosed, or a
 // wrapped history error (then nothing was started).
@@ -564,7 +573,7 @@ func (s *Service) Send(ctx context.Context, r SendRequest) (SendResult, error) {
 	if err := s.checkProfile(r.ProfileID); err != nil {
 		return SendResult{}, fmt.Errorf("chat send: %w", err)
 	}
-	onInstance, err := s.checkRemoteSend(r.ProfileID)
+	onInstance, mustStart, err := s.checkRemoteSend(r.ProfileID, r.StartInstance)
 	if err != nil {
 		return SendResult{}, fmt.Errorf("chat send: %w", err)
 	}
@@ -597,6 +606,12 @@ func (s *Service) Send(ctx context.Context, r SendRequest) (SendResult, error) {
 	}
 	if err := checkClientHistory(r.History); err != nil {
 		return SendResult{}, fmt.Errorf("chat send: %w", err)
+	}
+	if mustStart { // the run waits until it is ready (RemoteRunner.Stream)
+		if err := s.opts.Remote.Start(r.ProfileID); err != nil {
+			return SendResult{}, fmt.Errorf("chat send: start instance %s: %w", r.ProfileID, err)
+		}
+		s.log.Info("chat started instance", "instance", r.ProfileID)
 	}
 	now := s.opts.Now()
 	idemKey := ""

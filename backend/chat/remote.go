@@ -33,6 +33,12 @@ type RemoteRunner interface {
 	// instance at all (neither running nor "<profile>-<k>" of a known
 	// profile); a known but not running instance has Ready false.
 	Instance(id string) (inst RemoteInstance, ok bool)
+	// Start starts instance id (known, State RemoteNotRunning) under that
+	// id; the run that follows waits in Stream until it accepts runs.
+	// Errors wrap ErrNotFound (no such profile), ErrBusy (too many
+	// instances running) or ErrUnavailable (the app is not running
+	// instances now).
+	Start(id string) error
 	// Persona returns the system prompt text of profileID (its persona,
 	// memory/roles/<profile>/config.md without front matter); "" when it
 	// has none. An error is logged and the default persona used.
@@ -45,7 +51,9 @@ type RemoteRunner interface {
 	// Stream runs one answer on the instance: it sends r to the worker,
 	// calls onDelta for every delta in order (never after Stream
 	// returned), and returns the model's response (content and usage)
-	// when the worker ends the run. When ctx is done it asks the worker to
+	// when the worker ends the run. An instance that is starting or
+	// restarting is waited for (bounded by the runner); one that fails to
+	// start ends the call with a *RemoteError. When ctx is done it asks the worker to
 	// cancel, waits a little for the partial answer, and returns ctx's
 	// error. A failure reported by the worker (or by the supervisor for a
 	// worker that died) is a *RemoteError.
@@ -62,6 +70,11 @@ type RemoteInstance struct {
 	State     string
 	Ready     bool
 }
+
+// RemoteNotRunning is RemoteInstance.State for an instance id of a known
+// profile without a process (never spawned, stopped, or gone with the
+// app's last restart).
+const RemoteNotRunning = "not running"
 
 // RemoteRequest is one model call of a run on an instance: ids of the
 // call (the run's id, suffixed ".k" for its k-th call) and its session,
@@ -109,18 +122,25 @@ func (s *Service) checkProfile(id string) error {
 	return checkProfile(id)
 }
 
-// checkRemoteSend refuses a send to an instance that does not accept runs
-// now (ErrUnavailable) and returns whether the send goes to an instance.
-func (s *Service) checkRemoteSend(profileID string) (bool, error) {
+// checkRemoteSend reports whether a send to profileID goes to an instance
+// and whether that instance must be started first (it is not running).
+// An instance that is starting or restarting is accepted: the run waits
+// for it (RemoteRunner.Stream). One that is not running is refused with
+// ErrUnavailable unless start is true (the sender may start instances,
+// SendRequest.StartInstance).
+func (s *Service) checkRemoteSend(profileID string, start bool) (onInstance, mustStart bool, err error) {
 	inst, ok := s.remote(profileID)
 	if !ok {
-		return false, nil
+		return false, false, nil
 	}
-	if !inst.Ready {
-		return true, fmt.Errorf("%w: instance %s is %s, not ready (wait for profiles.instance state ready, or profiles.spawn it)",
-			ErrUnavailable, profileID, inst.State)
+	if inst.Ready || inst.State != RemoteNotRunning {
+		return true, false, nil
 	}
-	return true, nil
+	if !start {
+		return true, false, fmt.Errorf("%w: instance %s is not running; only the person at the desktop starts instances (profiles.spawn, or chat.send from the desktop)",
+			ErrUnavailable, profileID)
+	}
+	return true, true, nil
 }
 
 // instancePersona is the persona of an instance's system prompt: its

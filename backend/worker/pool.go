@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -104,6 +105,7 @@ type Pool struct {
 	index    []ProfileEntry
 	scanned  time.Time                // when index was scanned
 	running  map[string]*poolInstance // by instance id
+	changed  chan struct{}            // closed and replaced on every status change (WaitReady)
 	instWait sync.WaitGroup
 }
 
@@ -137,7 +139,7 @@ func NewPool(o PoolOptions) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Pool{o: o, index: idx, scanned: time.Now(), running: map[string]*poolInstance{}}, nil
+	return &Pool{o: o, index: idx, scanned: time.Now(), running: map[string]*poolInstance{}, changed: make(chan struct{})}, nil
 }
 
 // Profiles returns the light index, by id.
@@ -206,6 +208,40 @@ func (p *Pool) known(profileID string) bool {
 // the index as rescanned now), ErrTooManyInstance, ErrPoolNotRunning,
 // or the supervisor's configuration error.
 func (p *Pool) Spawn(profileID string) (Status, error) {
+	return p.spawn(profileID, 0)
+}
+
+// Start starts instance id ("<profile>-<k>", k ≥ 1, of a profile of the
+// index) under that very id when it is not running, and returns its
+// status; an instance already running is left as it is and its status
+// returned. It is how a chat with an instance that is gone (the app
+// restarted, the instance was stopped) starts it again on demand. Errors:
+// ErrUnknownInstance (not of that form), those of Spawn.
+func (p *Pool) Start(instanceID string) (Status, error) {
+	profileID, k, ok := SplitInstanceID(instanceID)
+	if !ok {
+		return Status{}, fmt.Errorf("%w: %q (want <profile>-<k>, k ≥ 1)", ErrUnknownInstance, instanceID)
+	}
+	return p.spawn(profileID, k)
+}
+
+// SplitInstanceID splits "<profile>-<k>" into the profile and k (≥ 1,
+// written without leading zeros); ok is false for any other form.
+func SplitInstanceID(id string) (profileID string, k int, ok bool) {
+	i := strings.LastIndexByte(id, '-')
+	if i <= 0 {
+		return "", 0, false
+	}
+	k, err := strconv.Atoi(id[i+1:])
+	if err != nil || k < 1 || strconv.Itoa(k) != id[i+1:] {
+		return "", 0, false
+	}
+	return id[:i], k, true
+}
+
+// spawn starts instance k of profileID (k 0: the smallest k not in use).
+// For a given k already running it returns that instance's status.
+func (p *Pool) spawn(profileID string, want int) (Status, error) {
 	// The index is rescanned (stat only) so that a role created or deleted
 	// since start-up is seen as it is now.
 	if err := p.Rescan(); err != nil {
@@ -229,21 +265,26 @@ func (p *Pool) Spawn(profileID string) (Status, error) {
 	if p.ctx == nil {
 		return Status{}, ErrPoolNotRunning
 	}
+	if want > 0 {
+		if in := p.running[profileID+"-"+strconv.Itoa(want)]; in != nil {
+			return in.sup.Status(), nil
+		}
+	}
 	if len(p.running) >= p.o.MaxInstances {
 		return Status{}, fmt.Errorf("%w: %d running (limit %d)", ErrTooManyInstance, len(p.running), p.o.MaxInstances)
 	}
-	k := 1
-	for {
-		if _, used := p.running[profileID+"-"+strconv.Itoa(k)]; !used {
-			break
-		}
+	k := want
+	for k == 0 || want == 0 && p.running[profileID+"-"+strconv.Itoa(k)] != nil {
 		k++
 	}
 	id := profileID + "-" + strconv.Itoa(k)
 	so := p.o.Supervisor
 	so.ProfileID, so.InstanceID = profileID, id
 	so.Env = append(append([]string(nil), so.Env...), extra...)
-	so.OnStatus = p.o.OnStatus
+	so.OnStatus = func(st Status) {
+		p.o.OnStatus(st)
+		p.notify()
+	}
 	so.OnEvent = func(m Msg) { p.o.OnEvent(id, m) }
 	if so.Logger == nil {
 		so.Logger = p.o.Logger
@@ -265,6 +306,7 @@ func (p *Pool) Spawn(profileID string) (Status, error) {
 			delete(p.running, id)
 		}
 		p.mu.Unlock()
+		p.notify()
 	}()
 	p.o.Logger.Info("instance spawned", "instance", id, "profile", profileID)
 	return sup.Status(), nil
@@ -320,4 +362,48 @@ func (p *Pool) List() []Status {
 		out[i] = in.sup.Status()
 	}
 	return out
+}
+
+// notify wakes every WaitReady (an instance's status changed, or it is gone).
+func (p *Pool) notify() {
+	p.mu.Lock()
+	close(p.changed)
+	p.changed = make(chan struct{})
+	p.mu.Unlock()
+}
+
+// WaitReady waits until instance id accepts runs (state ready or busy) and
+// returns its status. It gives up with an error wrapping ErrNotReady when
+// the instance, after starting or restarting during the wait, crashes or
+// hangs (the error gives the reason; the supervisor goes on restarting
+// it), with ErrUnknownInstance when it is not running or is stopped, and
+// with ctx's error (wrapped) when ctx ends first.
+func (p *Pool) WaitReady(ctx context.Context, instanceID string) (Status, error) {
+	armed := false // a start was seen: a failure now is this start's
+	for {
+		p.mu.Lock()
+		in, ch := p.running[instanceID], p.changed
+		p.mu.Unlock()
+		if in == nil {
+			return Status{}, fmt.Errorf("%w: %q is not running", ErrUnknownInstance, instanceID)
+		}
+		st := in.sup.Status()
+		switch st.State {
+		case StateReady, StateBusy:
+			return st, nil
+		case StateStarting, StateRestarting:
+			armed = true
+		case StateCrashed, StateHung:
+			if armed {
+				return st, fmt.Errorf("%w: %s %s: %s", ErrNotReady, instanceID, st.State, st.Reason)
+			}
+		case StateStopped:
+			return st, fmt.Errorf("%w: %q stopped", ErrUnknownInstance, instanceID)
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return st, fmt.Errorf("worker: wait for %s to be ready (%s): %w", instanceID, st.State, ctx.Err())
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -130,5 +131,119 @@ func TestPoolSpawnStopList(t *testing.T) {
 	}
 	if l := p.List(); len(l) != 0 {
 		t.Fatalf("instances after the pool stopped: %+v", l)
+	}
+}
+
+// TestPoolStartByID: Start brings an instance back under its own id (what
+// a chat with an instance that vanished in a restart needs), leaves a
+// running one alone, and WaitReady returns once it accepts runs; a worker
+// that cannot start makes WaitReady fail with the reason instead of
+// waiting for ever, and a stopped instance is reported gone.
+func TestPoolStartByID(t *testing.T) {
+	for _, bad := range []string{"coder", "coder-0", "coder-01", "-1", "coder-x"} {
+		if _, _, ok := SplitInstanceID(bad); ok {
+			t.Fatalf("SplitInstanceID(%q) accepted", bad)
+		}
+	}
+	if p, k, ok := SplitInstanceID("code-expert-12"); !ok || p != "code-expert" || k != 12 {
+		t.Fatalf("SplitInstanceID(code-expert-12) = %q %d %v", p, k, ok)
+	}
+	srv := scriptedModel(t)
+	ws := t.TempDir()
+	os.MkdirAll(filepath.Join(ws, "memory", "roles", "coder"), 0o755)
+	os.WriteFile(filepath.Join(ws, "memory", "roles", "coder", "config.md"), []byte("x"), 0o644)
+	cfg, _ := json.Marshal(map[string]string{"provider": "openai", "baseUrl": srv.URL, "model": "scripted"})
+	newPool := func(exe string) *Pool {
+		p, err := NewPool(PoolOptions{
+			Workspace: ws,
+			Supervisor: SupervisorOptions{Executable: exe, Env: []string{envHelper + "=worker"},
+				HeartbeatInterval: 100 * time.Millisecond, HangTimeout: 5 * time.Second, MinBackoff: 50 * time.Millisecond},
+			EnvFor: func(string) ([]string, error) { return []string{EnvModel + "=" + string(cfg)}, nil },
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- p.Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+		return p
+	}
+	// start is Start once the pool runs (Run has just been called).
+	start := func(p *Pool, id string) (st Status, err error) {
+		waitFor(t, 5*time.Second, "pool running", func() bool { st, err = p.Start(id); return !errors.Is(err, ErrPoolNotRunning) })
+		return st, err
+	}
+	p := newPool(os.Args[0])
+	if _, err := p.Start("nobody-1"); !errors.Is(err, ErrUnknownProfile) {
+		t.Fatalf("start of an unknown profile's instance: %v", err)
+	}
+	if _, err := p.Start("coder"); !errors.Is(err, ErrUnknownInstance) {
+		t.Fatalf("start of a profile id: %v", err)
+	}
+	if _, err := p.WaitReady(context.Background(), "coder-3"); !errors.Is(err, ErrUnknownInstance) {
+		t.Fatalf("wait for an instance not running: %v", err)
+	}
+	st, err := start(p, "coder-3") // k 3 although 1 and 2 are free: the id asked for
+	if err != nil || st.InstanceID != "coder-3" {
+		t.Fatalf("start coder-3: %+v %v", st, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if st, err = p.WaitReady(ctx, "coder-3"); err != nil || st.State != StateReady {
+		t.Fatalf("wait ready: %+v %v", st, err)
+	}
+	pid := st.PID
+	if again, err := p.Start("coder-3"); err != nil || again.PID != pid { // running: left alone
+		t.Fatalf("second start: %+v %v (pid was %d)", again, err, pid)
+	}
+	if s, err := p.Spawn("coder"); err != nil || s.InstanceID != "coder-1" {
+		t.Fatalf("spawn after start: %+v %v", s, err)
+	}
+	m, _ := NewMsg(TypeRun, "r1", RunRequest{Messages: []RunMessage{{Role: "user", Content: "hi"}}})
+	if err := p.Send("coder-3", m); err != nil {
+		t.Fatal(err)
+	}
+	// A stop while someone waits: the wait ends, naming the instance gone.
+	waited := make(chan error, 1)
+	go func() {
+		_, err := p.WaitReady(context.Background(), "coder-1")
+		if err == nil { // ready already: wait again for the stop below
+			for {
+				if _, err = p.WaitReady(context.Background(), "coder-1"); err != nil {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+		waited <- err
+	}()
+	if err := p.Stop(context.Background(), "coder-1"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-waited:
+		if !errors.Is(err, ErrUnknownInstance) {
+			t.Fatalf("wait across a stop: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("WaitReady did not return after the instance stopped")
+	}
+
+	// A worker that cannot start: the wait fails with the reason.
+	bad := newPool(filepath.Join(ws, "no-such-binary"))
+	if _, err := start(bad, "coder-1"); err != nil {
+		t.Fatal(err)
+	}
+	st, err = bad.WaitReady(ctx, "coder-1")
+	if !errors.Is(err, ErrNotReady) || st.State != StateCrashed || !strings.Contains(err.Error(), "no-such-binary") {
+		t.Fatalf("wait for a worker that cannot start: %+v %v", st, err)
+	}
+	// ctx ends the wait.
+	short, stop := context.WithCancel(context.Background())
+	stop()
+	if _, err := bad.WaitReady(short, "coder-1"); err == nil || (!errors.Is(err, context.Canceled) && !errors.Is(err, ErrNotReady)) {
+		t.Fatalf("wait with a done context: %v", err)
 	}
 }
