@@ -119,6 +119,8 @@ func auditTail(ctx context.Context, g *guard.Guard, c *gateway.Call) (any, error
 		Operation string `json:"operation"`
 		Since     string `json:"since"`
 		As        string `json:"as"`
+		// HideRoutine leaves out routine entries (audit.Routine).
+		HideRoutine bool `json:"hideRoutine"`
 	}
 	if err := decode(c, &p); err != nil {
 		return nil, err
@@ -139,7 +141,7 @@ func auditTail(ctx context.Context, g *guard.Guard, c *gateway.Call) (any, error
 	if p.N < 0 || p.N > audit.MaxTail {
 		return nil, gateway.Errorf(gateway.CodeInvalidRequest, "audit.tail: n %d out of 0..%d", p.N, audit.MaxTail)
 	}
-	f := audit.Filter{Role: p.Role, Result: p.Result, Operation: p.Operation}
+	f := audit.Filter{Role: p.Role, Result: p.Result, Operation: p.Operation, HideRoutine: p.HideRoutine}
 	if p.Since != "" {
 		t, err := time.Parse(time.RFC3339Nano, p.Since)
 		if err != nil {

@@ -384,3 +384,60 @@ func TestTailEmpty(t *testing.T) {
 		t.Fatalf("Tail of a missing folder: %v %v", got, err)
 	}
 }
+
+// TestTailHidesRoutine: a viewer's default hides the routine entries (the
+// UI's own listings, the person's reads) behind a flood of which the
+// decisions that matter would vanish from the last n; every entry stays in
+// the log and is listed without the filter.
+func TestTailHidesRoutine(t *testing.T) {
+	c := &clock{t: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)}
+	l, _ := newLog(t, c.now)
+	rec := func(e Entry) {
+		t.Helper()
+		c.set(c.now().Add(time.Second))
+		if err := l.Record(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	matter := []Entry{
+		{Operation: "get", Role: "writer", Target: "roles/code-expert/secret.md", Result: Denied},
+		{Operation: "get", Role: "writer", Target: "global/plan.md", Result: Allowed},
+		{Operation: "files", Role: "authenticated", Target: "memory/", Result: Denied},
+		{Operation: "write", Role: "admin", Target: "global/plan.md", Result: Allowed},
+		{Operation: "search", Role: "code-expert", Target: "ferry", Result: Allowed},
+	}
+	for _, e := range matter {
+		rec(e)
+		for range 30 { // the UI's refreshes between them
+			rec(Entry{Operation: "files", Role: "admin", Target: "memory/", Result: Allowed})
+			rec(Entry{Operation: "conflicts", Role: "admin", Target: "conflicts", Result: Allowed})
+			rec(Entry{Operation: "get", Role: "admin", Target: "global/plan.md", Result: Allowed})
+			rec(Entry{Operation: "search", Role: "admin", Target: "plan", Result: Allowed})
+			rec(Entry{Operation: "sessions.list", Role: "admin", Target: "sessions", Result: Allowed})
+			rec(Entry{Operation: "collab.list", Role: "writer", Target: "collab", Result: Allowed})
+		}
+	}
+	got, err := l.Tail(10, Filter{HideRoutine: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var targets []string
+	for _, e := range got {
+		targets = append(targets, e.Operation+" "+e.Role+" "+e.Target+" "+e.Result)
+	}
+	want := []string{"search code-expert ferry allowed", "write admin global/plan.md allowed", "files authenticated memory/ denied",
+		"get writer global/plan.md allowed", "get writer roles/code-expert/secret.md denied"}
+	if strings.Join(targets, "|") != strings.Join(want, "|") {
+		t.Fatalf("routine hidden: %q, want %q", targets, want)
+	}
+	all, err := l.Tail(MaxTail, Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != len(matter)*(1+6*30) {
+		t.Fatalf("the log holds %d entries, want every decision (%d)", len(all), len(matter)*(1+6*30))
+	}
+	if !Routine(all[0]) {
+		t.Fatalf("newest entry %+v should be routine", all[0])
+	}
+}

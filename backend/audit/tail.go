@@ -26,10 +26,33 @@ type Filter struct {
 	Session      string
 	TargetPrefix string    // the target starts with this
 	Since, Until time.Time // inclusive bounds on the timestamp
+	// HideRoutine leaves out the Routine entries (what a viewer hides by
+	// default; they stay in the log).
+	HideRoutine bool
+}
+
+// Routine reports whether e is a routine entry: an allowed listing
+// (operations files, conflicts, sessions.list, collab.list: what the UI
+// asks on every refresh) or an allowed read by admin (get, search: the
+// person looking at their own memory). Denied decisions and what roles
+// and devices read are never routine.
+func Routine(e Entry) bool {
+	if e.Result != Allowed {
+		return false
+	}
+	switch e.Operation {
+	case "files", "conflicts", "sessions.list", "collab.list":
+		return true
+	case "get", "search":
+		return e.Role == "admin"
+	}
+	return false
 }
 
 func (f Filter) match(e Entry) bool {
 	switch {
+	case f.HideRoutine && Routine(e):
+		return false
 	case f.Operation != "" && e.Operation != f.Operation,
 		f.Role != "" && e.Role != f.Role,
 		f.Result != "" && e.Result != f.Result,

@@ -326,9 +326,20 @@ func runServe(ctx context.Context, args []string, o Options) error {
 		return err
 	}
 	defer a.Close()
-	fmt.Fprintf(o.Stdout, "Atrium %s is running.\n  Open:      %s\n  Workspace: %s\n  State dir: %s\n  Model:     %s (%s)\nPress Ctrl+C to stop.\n",
-		o.Version, a.URL(), a.Layout.Workspace, a.Layout.Home, modelName(a), a.ModelReason)
+	fmt.Fprintf(o.Stdout, "Atrium %s is running.\n  Open:      %s\n  Workspace: %s\n  State dir: %s\n%sPress Ctrl+C to stop.\n",
+		o.Version, a.URL(), a.Layout.Workspace, a.Layout.Home, modelLines(modelName(a), a.ModelReason))
 	return a.Run(ctx)
+}
+
+// modelLines is the model part of serve's banner: the model, and on a line
+// of its own why it was chosen (the reason carries its own parentheses, so
+// it is never wrapped in more).
+func modelLines(model, reason string) string {
+	out := fmt.Sprintf("  Model:     %s\n", model)
+	if reason != "" {
+		out += fmt.Sprintf("  Chosen:    %s\n", reason)
+	}
+	return out
 }
 
 func modelName(a *atrium.App) string {

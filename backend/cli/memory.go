@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -151,19 +152,7 @@ func runMemory(ctx context.Context, args []string, o Options) error {
 		if c.json {
 			return printJSON(o.Stdout, res)
 		}
-		if len(res.Results) == 0 {
-			fmt.Fprintln(o.Stdout, "No results.")
-			return nil
-		}
-		for i, r := range res.Results {
-			fmt.Fprintf(o.Stdout, "%d. %s:%d-%d  score %.3f  [%s%s]\n", i+1, r.Path, r.StartLine, r.EndLine, r.Score, r.Layer, roleSuffix(r.Role))
-			if len(r.AlsoIn) > 0 {
-				fmt.Fprintf(o.Stdout, "   also in: %s\n", strings.Join(r.AlsoIn, ", "))
-			}
-			for _, line := range strings.Split(strings.TrimSpace(r.Snippet), "\n") {
-				fmt.Fprintf(o.Stdout, "   %s\n", line)
-			}
-		}
+		printResults(o.Stdout, res)
 		return nil
 	case "get":
 		res, err := m.Get(ctx, *as, memory.GetOptions{Path: pos[0], From: *from, Lines: *lines})
@@ -247,6 +236,28 @@ func printStatus(w io.Writer, st memory.Status) {
 	}
 	tw.Flush()
 }
+
+// printResults prints search results as text: one line per result with
+// its score rounded for people (formatScore; --json keeps full precision),
+// then its snippet indented.
+func printResults(w io.Writer, res memory.SearchResponse) {
+	if len(res.Results) == 0 {
+		fmt.Fprintln(w, "No results.")
+		return
+	}
+	for i, r := range res.Results {
+		fmt.Fprintf(w, "%d. %s:%d-%d  score %s  [%s%s]\n", i+1, r.Path, r.StartLine, r.EndLine, formatScore(r.Score), r.Layer, roleSuffix(r.Role))
+		if len(r.AlsoIn) > 0 {
+			fmt.Fprintf(w, "   also in: %s\n", strings.Join(r.AlsoIn, ", "))
+		}
+		for _, line := range strings.Split(strings.TrimSpace(r.Snippet), "\n") {
+			fmt.Fprintf(w, "   %s\n", line)
+		}
+	}
+}
+
+// formatScore is a 0–1 score for people: three decimals ("0.859").
+func formatScore(s float64) string { return strconv.FormatFloat(s, 'f', 3, 64) }
 
 // printACL prints the ACL line of `memory status`.
 func printACL(w io.Writer, v *aclView) {

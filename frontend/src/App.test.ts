@@ -1,6 +1,6 @@
 // The whole UI against a scripted gateway: checks the data-testid hooks the e2e test relies on.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { fireEvent, render, screen, waitFor } from '@testing-library/svelte';
+import { fireEvent, render, screen, waitFor, within } from '@testing-library/svelte';
 import App from './App.svelte';
 import { GatewayClient } from './lib/gateway';
 import { FakeWebSocket } from './lib/testing/fakeWebSocket';
@@ -296,10 +296,53 @@ describe('App', () => {
     // A run that started elsewhere in between: the server refuses (retryable CONFLICT).
     ws.fail(ws.lastRequest('chat.send'), 'CONFLICT', 'chat send: busy: session s1 is still answering the previous message', true);
     await waitFor(() => expect(bubbles().find((b) => b.text === 'third')).toMatchObject({ role: 'user', state: 'error' }));
+    // The error is said beside the message, in words, never inside the person's own bubble.
     const msg = screen.getAllByTestId('chat-message').find((m) => m.textContent?.includes('third')) as HTMLElement;
-    const note = msg.querySelector('.note') as HTMLElement;
-    expect(note.textContent).toBe('chat send: session s1 is still answering the previous message');
-    expect(note.title).toBe('CONFLICT');
+    expect(msg.textContent?.trim()).toBe('third');
+    const note = testid('chat-send-error');
+    expect(note.textContent).toContain('main is still answering the previous message');
+    expect(note.textContent).not.toContain('chat send');
+    expect(note.title).toBe('CONFLICT: chat send: session s1 is still answering the previous message');
+    // Retry sends it again, and the failed entry leaves the list.
+    await fireEvent.click(testid('chat-retry'));
+    await waitFor(() => expect(ws.sent.filter((f) => f.method === 'chat.send')).toHaveLength(3));
+    expect(ws.lastRequest('chat.send').params.message).toBe('third');
+    expect(screen.queryByTestId('chat-send-error')).toBeNull();
+    expect(bubbles().filter((b) => b.text === 'third')).toHaveLength(1);
+  });
+
+  it('after a restart: keeps a vanished instance selected (a send starts it), drops a deleted one, errors in words', async () => {
+    localStorage.setItem('atrium.profile.selected', 'code-expert-1');
+    const { ws } = setup();
+    ws.handshake();
+    const done = new Set<string>();
+    // The app restarted: the role is listed, its instance is not running any more.
+    await waitFor(() =>
+      expect(ws.answerAll('profiles.list', { profiles: [{ id: 'main', name: 'Main' }], index: [{ id: 'code-expert', name: 'code-expert', path: 'memory/roles/code-expert/config.md' }], instances: [] }, done)).toBe(1),
+    );
+    const view = () => screen.getAllByTestId('chat-view').find((v) => !v.hidden) as HTMLElement;
+    await waitFor(() => expect(view().dataset.profile).toBe('code-expert-1'));
+    await waitFor(() => expect(within(view()).getByTestId('chat-not-running').textContent).toContain('starts when you send'));
+    ws.answerAll('history.profile', { messages: [], active: [] }, done);
+    await fireEvent.input(within(view()).getByTestId('chat-input'), { target: { value: 'are you there?' } });
+    await fireEvent.click(within(view()).getByTestId('chat-send'));
+    await waitFor(() => expect(ws.lastRequest('chat.send')?.params).toMatchObject({ profileId: 'code-expert-1', message: 'are you there?' }));
+    // A refusal (a device may not start it; here as the gateway says it) shows as a notice, in words.
+    ws.fail(ws.lastRequest('chat.send'), 'UNAVAILABLE', 'chat send: unavailable: instance code-expert-1 is not running; only the person at the desktop starts instances', true);
+    await waitFor(() => expect(within(view()).getByTestId('chat-send-error').textContent).toContain('code-expert-1 cannot take messages right now'));
+    const mine = within(view()).getAllByTestId('chat-message')[0];
+    expect(mine.textContent?.trim()).toBe('are you there?');
+    expect(within(view()).getByTestId('chat-send-error').textContent).not.toContain('unavailable:');
+
+    // The role is deleted meanwhile: after the reconnect's profiles.list the selection goes back to main.
+    ws.serverClose(1006, 'restart');
+    await waitFor(() => expect(testid('conn-state').dataset.state).toBe('disconnected'));
+    await waitFor(() => expect(FakeWebSocket.instances.length).toBe(2), { timeout: 2000 });
+    const ws2 = FakeWebSocket.last();
+    ws2.handshake();
+    await waitFor(() => expect(ws2.answerAll('profiles.list', { profiles: [{ id: 'main', name: 'Main' }], index: [], instances: [] }, done)).toBe(1));
+    await waitFor(() => expect(view().dataset.profile).toBe('main'));
+    expect(localStorage.getItem('atrium.profile.selected')).toBe('main');
   });
 
   it('a run cut by a server restart shows as interrupted after the reconnect, never as final', async () => {
@@ -435,7 +478,7 @@ describe('App', () => {
     const u1 = screen.getAllByTestId('chat-message').find((m) => m.dataset.messageId === 'u1')!;
     await fireEvent.click(u1.querySelector('[data-testid=chat-delete]')!);
     ws.fail(ws.lastRequest('message.delete'), 'CONFLICT', 'chat delete message u1: busy: it belongs to run r1, still in progress', true);
-    await waitFor(() => expect(screen.getByText(/Delete failed:/).textContent).not.toContain('CONFLICT'));
+    await waitFor(() => expect(screen.getByText(/Could not delete:/).textContent).not.toContain('CONFLICT'));
     expect(bubbles().map((b) => b.text)).toEqual(['second']);
   });
 });

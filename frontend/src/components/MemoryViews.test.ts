@@ -185,7 +185,7 @@ describe('audit view', () => {
     const { gw, ws } = connect();
     render(AuditView, { props: { gw, connected: true, refreshMs: 0 } });
     const done = new Set<string>();
-    await waitFor(() => expect(answer(ws, 'audit.tail', { entries, corrupt: 0 }, done)).toEqual([{ n: 200 }]));
+    await waitFor(() => expect(answer(ws, 'audit.tail', { entries, corrupt: 0 }, done)).toEqual([{ n: 200, hideRoutine: true }]));
     await waitFor(() => expect(screen.getAllByTestId('audit-row')).toHaveLength(2));
     const rows = screen.getAllByTestId('audit-row');
     expect(rows[0].dataset.result).toBe('denied');
@@ -194,16 +194,23 @@ describe('audit view', () => {
     expect(rows[1].classList.contains('denied')).toBe(false);
 
     await fireEvent.change(screen.getByTestId('audit-result'), { target: { value: 'denied' } });
-    await waitFor(() => expect(answer(ws, 'audit.tail', { entries: [entries[1]], corrupt: 1 }, done)).toEqual([{ n: 200, result: 'denied' }]));
+    await waitFor(() => expect(answer(ws, 'audit.tail', { entries: [entries[1]], corrupt: 1 }, done)).toEqual([{ n: 200, result: 'denied', hideRoutine: true }]));
     await waitFor(() => expect(screen.getAllByTestId('audit-row')).toHaveLength(1));
     expect(screen.getByTestId('audit-view').textContent).toContain('1 unreadable line skipped');
 
     await fireEvent.input(screen.getByTestId('audit-role'), { target: { value: 'writer' } });
-    await waitFor(() => expect(answer(ws, 'audit.tail', { entries: [entries[1]], corrupt: 0 }, done)).toEqual([{ n: 200, role: 'writer', result: 'denied' }]), {
+    await waitFor(() => expect(answer(ws, 'audit.tail', { entries: [entries[1]], corrupt: 0 }, done)).toEqual([{ n: 200, role: 'writer', result: 'denied', hideRoutine: true }]), {
       timeout: 2000,
     });
     await fireEvent.click(screen.getByTestId('audit-refresh'));
     await waitFor(() => expect(answer(ws, 'audit.tail', { entries: [entries[1]], corrupt: 0 }, done)).toHaveLength(1));
+
+    // Routine entries (the UI's own listings and reads) are hidden by default; the toggle asks for all.
+    await fireEvent.click(screen.getByTestId('audit-routine'));
+    await waitFor(() => expect(answer(ws, 'audit.tail', { entries, corrupt: 0 }, done)).toEqual([{ n: 200, role: 'writer', result: 'denied' }]));
+    await waitFor(() => expect(screen.getAllByTestId('audit-row')).toHaveLength(2));
+    await fireEvent.click(screen.getByTestId('audit-routine'));
+    await waitFor(() => expect(answer(ws, 'audit.tail', { entries: [entries[1]], corrupt: 0 }, done)).toEqual([{ n: 200, role: 'writer', result: 'denied', hideRoutine: true }]));
   });
 
   it('auto-refreshes', async () => {

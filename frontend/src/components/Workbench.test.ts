@@ -63,7 +63,7 @@ describe('profiles workbench', () => {
     await fireEvent.click(within(profileItem('writer')).getAllByTestId('instance-stop')[0]);
     expect(ws.lastRequest('profiles.stop').params).toEqual({ instanceId: 'writer-1', idempotencyKey: expect.any(String) });
     ws.fail(ws.lastRequest('profiles.stop'), 'TIMEOUT', 'profiles.stop: context deadline exceeded', true);
-    await waitFor(() => expect(screen.getByTestId('profile-error').textContent).toContain('Stop writer-1 failed'));
+    await waitFor(() => expect(screen.getByTestId('profile-error').textContent).toContain('Could not stop writer-1'));
 
     // A draft in main survives a switch to writer and back.
     await fireEvent.input(within(view('main')).getByTestId('chat-input'), { target: { value: '半句话 half a thought' } });
@@ -113,7 +113,7 @@ describe('profiles workbench', () => {
     ws.serverEvent('chat.reasoning', { ...ev, delta: '记忆.' }, 5);
     ws.serverEvent('agent.state', { ...ev, from: 'planning', to: 'acting', at: 3, source: 'loop' }, 6);
     ws.serverEvent('chat.tool', { ...ev, callId: 'c1', tool: 'memory_search', phase: 'call', argsSummary: 'query=QK-7731' }, 7);
-    await waitFor(() => expect(screen.getByTestId('agent-state').textContent).toBe('Running a tool · 调用工具: memory_search'));
+    await waitFor(() => expect(screen.getByTestId('agent-state').textContent).toBe('Running a tool: memory_search'));
     const details = screen.getByTestId('chat-reasoning') as HTMLDetailsElement;
     expect(details.open).toBe(false);
     expect(details.textContent).toContain('I should search 记忆.');

@@ -17,6 +17,8 @@ export interface AuditFilter {
   result?: '' | 'allowed' | 'denied';
   operation?: string;
   n?: number;
+  /** Leave out routine entries (the server's audit.Routine: allowed listings, admin's own reads). */
+  hideRoutine?: boolean;
 }
 
 export interface AuditPage {
@@ -32,6 +34,7 @@ export function auditParams(f: AuditFilter): Record<string, unknown> {
   if (role) p.role = role;
   if (f.result) p.result = f.result;
   if (op) p.operation = op;
+  if (f.hideRoutine) p.hideRoutine = true;
   return p;
 }
 

@@ -115,7 +115,9 @@ export type ChatAction =
     }
   /** Messages from this client's local cache (see cacheEntries), merged by id and timestamp. */
   | { type: 'cache'; messages: WireMessage[] }
-  | { type: 'deleted'; messageId: string };
+  | { type: 'deleted'; messageId: string }
+  /** Drops a local message that was never stored (a send that failed, before it is sent again). */
+  | { type: 'discard'; key: string };
 
 const MAX_DONE_RUNS = 500;
 
@@ -536,6 +538,10 @@ export function reduceChat(state: ChatState, action: ChatAction): ChatState {
     }
     case 'cache':
       return mergeHistory(state, Array.isArray(action.messages) ? action.messages : []);
+    case 'discard': {
+      const messages = state.messages.filter((m) => m.key !== action.key || m.id !== null);
+      return messages.length === state.messages.length ? state : { ...state, messages };
+    }
     case 'deleted': {
       const messages = state.messages.filter((m) => m.id !== action.messageId);
       return messages.length === state.messages.length ? state : { ...state, messages };

@@ -1,4 +1,6 @@
 // Memory panel helpers: shapes from docs/PROTOCOL.md, formatting and import checks.
+import { t } from './i18n.svelte';
+import type { MessageKey } from './messages';
 
 export type Layer = 'role' | 'global';
 
@@ -71,23 +73,23 @@ function showPrincipal(p: string, owner?: string): string {
 }
 
 function principals(list: string[] | undefined, owner?: string): string {
-  return list && list.length > 0 ? list.map((p) => showPrincipal(p, owner)).join(', ') : 'nobody';
+  return list && list.length > 0 ? list.map((p) => showPrincipal(p, owner)).join(', ') : t('access.nobody');
 }
 
 /** "read: * · write: admin, main" (plus "· collaborate: …" when anyone may). */
 export function accessLine(a?: FileAccess): string {
   if (!a) return '';
-  const parts = [`read: ${principals(a.read, a.sessionOwner)}`, `write: ${principals(a.write, a.sessionOwner)}`];
-  if (a.collaborate && a.collaborate.length > 0) parts.push(`collaborate: ${principals(a.collaborate, a.sessionOwner)}`);
+  const parts = [`${t('access.read')}: ${principals(a.read, a.sessionOwner)}`, `${t('access.write')}: ${principals(a.write, a.sessionOwner)}`];
+  if (a.collaborate && a.collaborate.length > 0) parts.push(`${t('access.collaborate')}: ${principals(a.collaborate, a.sessionOwner)}`);
   return parts.join(' · ');
 }
 
 /** Tooltip naming the deciding rule: 'rule "roles/*\/**" (defaults)', 'rule "x" (.acl line 3)'. */
 export function accessRule(a?: FileAccess): string {
   if (!a) return '';
-  if (!a.rule) return 'no rule matches: nobody may read or write it';
-  const where = a.line ? `.acl line ${a.line}` : a.source === 'file' ? '.acl' : a.source || 'built-in';
-  return `rule "${a.rule}" (${where})`;
+  if (!a.rule) return t('access.noRule');
+  const where = a.line ? t('access.aclLine', { line: a.line }) : a.source === 'file' ? '.acl' : a.source || t('access.builtin');
+  return t('access.rule', { rule: a.rule, where });
 }
 
 export interface LayerGroup {
@@ -96,12 +98,6 @@ export interface LayerGroup {
   files: MemoryFile[];
 }
 
-const GROUP_TITLES: Record<LayerCode, string> = {
-  L1: 'L1 · Global',
-  L2: 'L2 · Roles',
-  L3: 'L3 · Sessions',
-  other: 'Other',
-};
 
 /** Files grouped by layer in L1, L2, L3, other order (empty groups left out; order within kept). */
 export function groupByLayer(files: MemoryFile[], only: LayerCode | 'all' = 'all'): LayerGroup[] {
@@ -110,7 +106,7 @@ export function groupByLayer(files: MemoryFile[], only: LayerCode | 'all' = 'all
   for (const f of files) groups.get(layerCode(f.layer))!.push(f);
   return order
     .filter((c) => (only === 'all' || only === c) && groups.get(c)!.length > 0)
-    .map((c) => ({ code: c, title: GROUP_TITLES[c], files: groups.get(c)! }));
+    .map((c) => ({ code: c, title: t(`memory.group.${c}`), files: groups.get(c)! }));
 }
 
 export interface MemoryStatus {
@@ -139,8 +135,9 @@ export const MAX_IMPORT_BYTES = 4 * 1024 * 1024;
 export const IMPORT_EXTENSIONS = ['.md', '.markdown', '.txt'];
 export const IMPORT_ACCEPT = '.md,.txt,text/markdown,text/plain';
 
+/** A search score for display: two decimals (the wire keeps full precision); '–' when not a number. */
 export function formatScore(score: number): string {
-  return Number.isFinite(score) ? score.toFixed(2) : '–';
+  return typeof score === 'number' && Number.isFinite(score) ? score.toFixed(2) : '–';
 }
 
 export function formatLines(startLine: number, endLine: number): string {
@@ -157,20 +154,35 @@ export function formatBytes(n: number): string {
 
 /** "global", "role: main", or whatever layer the gateway reported. */
 export function layerLabel(layer?: string, role?: string): string {
-  if (layer === 'global') return 'global';
-  if (role) return `role: ${role}`;
+  if (layer === 'global') return t('memory.global');
+  if (role) return t('memory.roleChip', { role });
   return layer || 'memory';
 }
 
-export function statusSummary(s: MemoryStatus | null): string {
-  if (!s) return 'memory: unknown';
-  const parts: string[] = [`memory: ${s.state}`];
-  if (s.state === 'indexing' && s.progress && s.progress.total > 0) parts[0] += ` ${s.progress.done}/${s.progress.total}`;
-  if (typeof s.files === 'number') parts.push(`${s.files} files`);
-  if (typeof s.chunks === 'number') parts.push(`${s.chunks} chunks`);
+const STATE_WORDS: readonly string[] = ['ready', 'indexing', 'keyword-only', 'degraded', 'error'];
+
+/** The index state in words ("ready", "索引中"); a state this UI does not know as sent. */
+export function stateWord(state: string): string {
+  return STATE_WORDS.includes(state) ? t(`status.state.${state}` as MessageKey) : state;
+}
+
+/** "ready · 1 file · 1 chunk · builtin/hashed-ngram-v2" (counts in words with their plurals). */
+export function statusParts(s: MemoryStatus): string {
+  let head = stateWord(s.state);
+  if (s.state === 'indexing' && s.progress && s.progress.total > 0) head += ` ${s.progress.done}/${s.progress.total}`;
+  const parts: string[] = [head];
+  if (typeof s.files === 'number') parts.push(t('common.files', { n: s.files }));
+  if (typeof s.chunks === 'number') parts.push(t('common.chunks', { n: s.chunks }));
   const pm = [s.provider, s.model].filter((x) => !!x).join('/');
   if (pm) parts.push(pm);
   return parts.join(' · ');
+}
+
+/** The top bar's memory line: "memory: ready · 1 file · 1 chunk · …". */
+export function statusSummary(s: MemoryStatus | null): string {
+  if (!s) return t('status.unknown');
+  const [head, ...rest] = statusParts(s).split(' · ');
+  return [t('status.memory', { state: head }), ...rest].join(' · ');
 }
 
 export function hasImportExtension(name: string): boolean {
@@ -183,19 +195,19 @@ export type CheckedFile = { ok: true; content: string } | { ok: false; error: st
 /** Checks a file's name, size and encoding before anything is sent to the gateway. */
 export function checkImport(name: string, bytes: Uint8Array): CheckedFile {
   if (!hasImportExtension(name)) {
-    return { ok: false, error: `${name}: only .md and .txt files can be imported` };
+    return { ok: false, error: t('import.extension', { name }) };
   }
   if (bytes.byteLength > MAX_IMPORT_BYTES) {
-    return { ok: false, error: `${name}: too large (${formatBytes(bytes.byteLength)}; the limit is 4 MiB)` };
+    return { ok: false, error: t('import.tooLarge', { name, size: formatBytes(bytes.byteLength) }) };
   }
   let content: string;
   try {
     content = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
   } catch {
-    return { ok: false, error: `${name}: not UTF-8 text (save it as UTF-8 and try again)` };
+    return { ok: false, error: t('import.notUtf8', { name }) };
   }
   if (content.includes('\u0000')) {
-    return { ok: false, error: `${name}: looks like a binary file (contains NUL bytes)` };
+    return { ok: false, error: t('import.binary', { name }) };
   }
   return { ok: true, content };
 }
@@ -204,13 +216,13 @@ export function checkImport(name: string, bytes: Uint8Array): CheckedFile {
 export async function readImportFile(file: File): Promise<CheckedFile> {
   if (!hasImportExtension(file.name)) return checkImport(file.name, new Uint8Array());
   if (file.size > MAX_IMPORT_BYTES) {
-    return { ok: false, error: `${file.name}: too large (${formatBytes(file.size)}; the limit is 4 MiB)` };
+    return { ok: false, error: t('import.tooLarge', { name: file.name, size: formatBytes(file.size) }) };
   }
   let buf: ArrayBuffer;
   try {
     buf = await readBytes(file);
   } catch (e) {
-    return { ok: false, error: `${file.name}: cannot read the file (${e instanceof Error ? e.message : String(e)})` };
+    return { ok: false, error: t('import.unreadable', { name: file.name, error: e instanceof Error ? e.message : String(e) }) };
   }
   return checkImport(file.name, new Uint8Array(buf));
 }

@@ -9,6 +9,7 @@ import {
   type PermissionAction,
   type PermissionState,
 } from './permissions';
+import { resetLang, setLang } from './i18n.svelte';
 
 const req = (id: string, at: number, expires = at + 60_000, extra: Record<string, unknown> = {}) => ({
   id,
@@ -78,7 +79,10 @@ describe('permission prompt lifecycle', () => {
     expect(formatCountdown(5)).toBe('0:05');
     expect(secondsLeft({ ...r, expires: 0 }, 0)).toBeNull();
     expect(levelLabel('L2')).toContain('run programs');
-    expect(levelLabel('L3')).toContain('网络');
+    expect(levelLabel('L3')).toBe('L3 network');
+    setLang('zh');
+    expect(levelLabel('L3')).toBe('L3 网络访问');
+    resetLang();
     expect(levelLabel('L9')).toBe('L9');
   });
 });

@@ -4,6 +4,8 @@
 // agent.permission.answered (from any device), on its expiry, or once answered here.
 // Wire shapes: docs/PROTOCOL.md (agent.permission, agent.permissions, agent.permission.answer).
 
+import { t } from './i18n.svelte';
+
 export interface PermissionRequest {
   id: string;
   kind: 'level' | 'exec' | (string & {});
@@ -150,16 +152,9 @@ export function formatCountdown(sec: number): string {
   return `${m}:${r < 10 ? '0' : ''}${r}`;
 }
 
-/** SPEC §6 permission levels, in words (English · Chinese). */
-export const LEVEL_LABELS: Record<string, string> = {
-  L0: 'L0 read only · 只读',
-  L1: 'L1 local write · 本地写入',
-  L2: 'L2 run programs · 运行程序',
-  L3: 'L3 network · 网络访问',
-};
-
+/** SPEC §6 permission levels, in words (lib/messages.ts level.*); an unknown level as sent. */
 export function levelLabel(level: string): string {
-  return LEVEL_LABELS[level] ?? level;
+  return level === 'L0' || level === 'L1' || level === 'L2' || level === 'L3' ? t(`level.${level}`) : level;
 }
 
 /** Events the prompt reduces. */

@@ -91,9 +91,9 @@ describe('agent state', () => {
       ['chat.tool', { ...base('r1'), callId: 'c1', tool: 'memory_search', phase: 'call' }],
     ]);
     expect(s.runs.r1.agentState).toBe('acting');
-    expect(statusLine(s.runs.r1)).toBe('Running a tool · 调用工具: memory_search');
+    expect(statusLine(s.runs.r1)).toBe('Running a tool: memory_search');
     s = play([['chat.tool', { ...base('r1'), callId: 'c1', phase: 'result', status: 'ok' }], ['agent.state', { ...base('r1'), to: 'reporting', at: 40 }]], s);
-    expect(statusLine(s.runs.r1)).toBe('Writing the answer · 撰写回答');
+    expect(statusLine(s.runs.r1)).toBe('Writing the answer');
     s = play([['chat.cancelled', base('r1')]], s);
     expect(statusLine(s.runs.r1)).toBe('');
     expect(statusLine(undefined)).toBe('');

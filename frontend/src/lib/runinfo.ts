@@ -3,6 +3,7 @@
 // "Agent loop as an explicit state machine"). Kept apart from the chat reducer (lib/chat.ts), which
 // replaces a run's entry by the stored message when it ends: the stored message has none of this.
 // Wire shapes: docs/PROTOCOL.md (chat.reasoning, chat.tool, agent.state).
+import { t } from './i18n.svelte';
 
 export type ToolStatus = 'running' | 'ok' | 'error' | 'denied' | 'accepted';
 
@@ -106,30 +107,18 @@ export function reduceRunInfo(state: RunInfoState, event: string, p: any): RunIn
   }
 }
 
-/** The agent states shown while a run is active, in words (English · Chinese). */
-export const AGENT_STATE_LABELS: Record<AgentState, string> = {
-  idle: 'Idle · 空闲',
-  analyzing: 'Analyzing the request · 分析请求',
-  planning: 'Planning · 规划中',
-  acting: 'Running a tool · 调用工具',
-  observing: 'Reading tool results · 查看结果',
-  reporting: 'Writing the answer · 撰写回答',
-  failed: 'Failed · 失败',
-  cancelled: 'Cancelled · 已取消',
-};
+/** The agent states shown while a run is active, in words (lib/messages.ts agent.*). */
+const AGENT_STATES: readonly string[] = ['idle', 'analyzing', 'planning', 'acting', 'observing', 'reporting', 'failed', 'cancelled'] satisfies AgentState[];
 
 export function agentStateLabel(s: string | undefined): string {
   if (!s) return '';
-  return AGENT_STATE_LABELS[s as AgentState] ?? s;
+  return AGENT_STATES.includes(s) ? t(`agent.${s as AgentState}`) : s;
 }
 
-export const TOOL_STATUS_LABELS: Record<ToolStatus, string> = {
-  running: 'running · 运行中',
-  ok: 'ok · 成功',
-  error: 'error · 出错',
-  denied: 'denied · 已拒绝',
-  accepted: 'accepted · 已接受',
-};
+/** A tool call's status in words (lib/messages.ts tool.*). */
+export function toolStatusLabel(s: ToolStatus): string {
+  return t(`tool.${s}`);
+}
 
 /** The status line of an active run: the agent state and the tool running, if any. */
 export function statusLine(r: RunInfo | undefined): string {

@@ -7,11 +7,13 @@ import {
   instanceTrouble,
   instancesOf,
   mergeProfiles,
+  reconcileSelection,
   reduceWorkbench,
   totalUnread,
   type WorkbenchAction,
   type WorkbenchState,
 } from './workbench';
+import { resetLang, setLang } from './i18n.svelte';
 
 const run = (runId: string, profileId = 'main') => ({ runId, profileId, sessionId: 's', messageId: `a-${runId}` });
 const ev = (event: string, payload: unknown): WorkbenchAction => ({ type: 'event', event, payload });
@@ -98,14 +100,39 @@ describe('instance status reduce', () => {
     );
     expect(chatTarget(s, 'main')).toMatchObject({ id: 'main', chat: true });
     expect(chatTarget(s, 'writer')).toMatchObject({ id: 'writer', chat: false });
-    expect(chatTarget(s, 'writer-1')).toEqual({ id: 'writer-1', name: 'writer-1', chat: true, instanceOf: 'writer' });
+    expect(chatTarget(s, 'writer-1')).toEqual({ id: 'writer-1', name: 'writer-1', chat: true, instanceOf: 'writer', running: true });
+    // An instance of a listed role that is not running (the app restarted): a send starts it.
+    expect(chatTarget(s, 'writer-2')).toEqual({ id: 'writer-2', name: 'writer-2', chat: true, instanceOf: 'writer', running: false });
+    expect(chatTarget(s, 'writer-0')).toBeNull();
+    expect(chatTarget(s, 'main-1')).toBeNull(); // main is not a role of the index
     expect(chatTarget(s, 'nobody')).toBeNull();
+    expect(chatTarget(s, 'nobody-1')).toBeNull();
+  });
+
+  it('reconcileSelection: after a (re)connect the selection follows profiles.list', () => {
+    const list: WorkbenchAction = { type: 'profiles', payload: { profiles: [{ id: 'main' }], index: [{ id: 'code-expert', path: 'p' }], instances: [] } };
+    const sel = (id: string) => apply(initialWorkbench(id), list);
+    // Not loaded yet: nothing to decide.
+    expect(reconcileSelection(initialWorkbench('code-expert-1'))).toBeNull();
+    // The instance vanished with a restart: it stays selected (a send starts it again).
+    expect(reconcileSelection(sel('code-expert-1'))).toBeNull();
+    expect(reconcileSelection(sel('main'))).toBeNull();
+    expect(reconcileSelection(sel('code-expert'))).toBeNull();
+    // A role deleted since, or an id that was never valid: back to main.
+    expect(reconcileSelection(sel('writer-1'))).toBe('main');
+    expect(reconcileSelection(sel('writer'))).toBe('main');
+    // Without main: the first profile.
+    const noMain = apply(initialWorkbench('gone'), { type: 'profiles', payload: { index: [{ id: 'b', path: 'p' }, { id: 'c', path: 'q' }] } });
+    expect(reconcileSelection(noMain)).toBe('b');
   });
 
   it('labels and trouble states', () => {
     expect(instanceTrouble(inst('a-1', 'hung', 1) as never)).toBe(true);
     expect(instanceTrouble(inst('a-1', 'ready', 1) as never)).toBe(false);
-    expect(instanceLabel(inst('a-1', 'crashed', 1) as never)).toContain('崩溃');
+    expect(instanceLabel(inst('a-1', 'crashed', 1) as never)).toBe('Crashed');
+    setLang('zh');
+    expect(instanceLabel(inst('a-1', 'crashed', 1) as never)).toBe('崩溃');
+    resetLang();
     expect(instanceLabel(inst('a-1', 'weird', 1) as never)).toBe('weird');
     const s = apply(initialWorkbench(), ev('profiles.instance', inst('a-1', 'ready', 1)), ev('profiles.instance', inst('b-1', 'ready', 1)));
     expect(instancesOf(s, 'b').map((i) => i.instanceId)).toEqual(['b-1']);

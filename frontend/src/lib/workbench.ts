@@ -3,6 +3,7 @@
 // profile is doing (a run streaming, waiting for the person's permission, the last run failed) and
 // how many answers arrived while it was not the one in view (unread).
 // Wire shapes: docs/PROTOCOL.md (profiles.list, InstanceStatus, chat.*, agent.*).
+import { t } from './i18n.svelte';
 import { errorText } from './util';
 
 export type InstanceState = 'starting' | 'ready' | 'busy' | 'crashed' | 'hung' | 'restarting' | 'stopped';
@@ -32,6 +33,11 @@ export interface Profile {
   path?: string;
   /** For a chat with one instance (its id as profileId): the instance's profile. */
   instanceOf?: string;
+  /**
+   * For an instance: false when no process runs it now (the app restarted, or it was stopped). A
+   * send from the desktop starts it under the same id (docs/PROTOCOL.md "Chat on instances").
+   */
+  running?: boolean;
 }
 
 /** What a profile is doing, as the workbench shows it. */
@@ -276,7 +282,29 @@ export function chatTarget(state: WorkbenchState, id: string): Profile | null {
   const p = state.profiles.find((x) => x.id === id);
   if (p) return p;
   const s = state.instances.find((x) => x.instanceId === id);
-  return s ? { id, name: id, chat: true, instanceOf: s.profileId } : null;
+  if (s) return { id, name: id, chat: true, instanceOf: s.profileId, running: s.state !== 'stopped' };
+  const of = instanceProfile(state, id);
+  return of ? { id, name: id, chat: true, instanceOf: of, running: false } : null;
+}
+
+/** The role profile whose instance id ("<profile>-<k>", k ≥ 1) id is, when that profile is listed. */
+export function instanceProfile(state: WorkbenchState, id: string): string | undefined {
+  const m = /^(.+)-([1-9]\d*)$/.exec(id);
+  if (!m) return undefined;
+  return state.profiles.some((p) => p.id === m[1] && p.path) ? m[1] : undefined;
+}
+
+/**
+ * After a profiles.list: the id to select instead of the one in view when that one is gone (a
+ * profile deleted, a stale id kept in localStorage), or null when it is fine. An instance that no
+ * longer runs (the app restarted) stays selected: a send starts it again. The replacement is main,
+ * else the first profile.
+ */
+export function reconcileSelection(state: WorkbenchState): string | null {
+  if (state.profiles.length === 0) return null; // not loaded (or nothing to choose from)
+  if (chatTarget(state, state.selected)) return null;
+  const next = state.profiles.some((p) => p.id === 'main') ? 'main' : state.profiles[0].id;
+  return next === state.selected ? null : next;
 }
 
 /** The profile's instances (in k order). */
@@ -289,23 +317,12 @@ export function totalUnread(state: WorkbenchState): number {
   return Object.entries(state.unread).reduce((n, [id, k]) => (id === state.selected ? n : n + k), 0);
 }
 
-/** Bilingual labels (SPEC §9: Chinese and English first-class). */
-export const ACTIVITY_LABELS: Record<Activity, string> = {
-  idle: 'Idle · 空闲',
-  streaming: 'Answering · 回答中',
-  waiting: 'Waiting for permission · 等待授权',
-  error: 'Error · 出错',
-};
+/** What a profile is doing, in words (lib/messages.ts activity.*). */
+export function activityLabel(a: Activity): string {
+  return t(`activity.${a}`);
+}
 
-export const INSTANCE_LABELS: Record<InstanceState, string> = {
-  starting: 'Starting · 启动中',
-  ready: 'Ready · 就绪',
-  busy: 'Busy · 忙碌',
-  crashed: 'Crashed · 崩溃',
-  hung: 'Hung · 无响应',
-  restarting: 'Restarting · 重启中',
-  stopped: 'Stopped · 已停止',
-};
+const INSTANCE_STATES: readonly string[] = ['starting', 'ready', 'busy', 'crashed', 'hung', 'restarting', 'stopped'] satisfies InstanceState[];
 
 /** States in which an instance needs the person's attention. */
 export function instanceTrouble(s: InstanceStatus): boolean {
@@ -313,7 +330,7 @@ export function instanceTrouble(s: InstanceStatus): boolean {
 }
 
 export function instanceLabel(s: InstanceStatus): string {
-  return INSTANCE_LABELS[s.state as InstanceState] ?? s.state;
+  return INSTANCE_STATES.includes(s.state) ? t(`instance.${s.state as InstanceState}`) : s.state;
 }
 
 /** Events the workbench reduces. */

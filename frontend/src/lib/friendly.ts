@@ -1,0 +1,44 @@
+// Errors in words a person reads (issue 14): what the chat shows when a message could not be sent
+// or an answer failed, chosen by the protocol error code; the server's own text goes to the tooltip.
+import { t } from './i18n.svelte';
+
+/** Why a message was not sent (chat.send refused): code and message of the error, name of the profile. */
+export function sendErrorText(code: string | undefined, detail: string | undefined, name: string): string {
+  const d = detail || code || '';
+  if (code === 'UNAVAILABLE' && /not connected|connection lost|unauthorized/i.test(d)) return t('send.offline');
+  switch (code) {
+    case 'UNAVAILABLE':
+      return t('send.UNAVAILABLE', { name });
+    case 'CONFLICT':
+      return t('send.CONFLICT', { name });
+    case 'TIMEOUT':
+      return t('send.TIMEOUT');
+    case 'INVALID_REQUEST':
+      return t('send.INVALID_REQUEST', { detail: d });
+    case 'PAYLOAD_TOO_LARGE':
+      return t('send.PAYLOAD_TOO_LARGE');
+    case 'NOT_FOUND':
+      return t('send.NOT_FOUND', { name });
+    case 'FORBIDDEN':
+      return t('send.FORBIDDEN', { name });
+    case 'UNAUTHORIZED':
+      return t('send.UNAUTHORIZED');
+  }
+  return t('send.other', { detail: d });
+}
+
+/** Why an answer failed (chat.error, or a stored reply with an error). */
+export function runErrorText(code: string | undefined, detail: string | undefined, name: string): string {
+  switch (code) {
+    case 'UNAVAILABLE':
+      return t('run.UNAVAILABLE', { name });
+    case 'TIMEOUT':
+      return t('run.TIMEOUT');
+  }
+  return t('run.other', { detail: detail || code || '?' });
+}
+
+/** Tooltip of an error: its code and the server's text. */
+export function errorTip(code: string | undefined, detail: string | undefined): string {
+  return [code, detail].filter((x) => !!x).join(': ');
+}

@@ -1,0 +1,91 @@
+// The UI's language: picking it, switching it, and the words that depend on a number.
+import { afterEach, describe, expect, it } from 'vitest';
+import { fireEvent, render, screen, waitFor } from '@testing-library/svelte';
+import { LANG_KEY, interpolate, lang, pickLang, resetLang, setLang, t } from './i18n.svelte';
+import { MESSAGES } from './messages';
+import { formatScore, statusSummary } from './memory';
+import { sendErrorText, runErrorText } from './friendly';
+import App from '../App.svelte';
+import { GatewayClient } from './gateway';
+import { FakeWebSocket } from './testing/fakeWebSocket';
+
+afterEach(() => {
+  resetLang();
+  localStorage.clear();
+});
+
+describe('i18n', () => {
+  it('picks the stored choice, else the browser languages, else English', () => {
+    expect(pickLang('zh', ['en-US'])).toBe('zh');
+    expect(pickLang('en', ['zh-CN'])).toBe('en');
+    expect(pickLang(null, ['zh-TW', 'en'])).toBe('zh');
+    expect(pickLang('fr', ['fr-FR', 'zh-Hans-CN', 'en'])).toBe('zh');
+    expect(pickLang(null, ['de', 'en-GB'])).toBe('en');
+    expect(pickLang(null, ['ja'])).toBe('en');
+    expect(pickLang(undefined, undefined)).toBe('en');
+  });
+
+  it('switches, remembers the choice, and sets the document language', () => {
+    setLang('zh');
+    expect(lang()).toBe('zh');
+    expect(localStorage.getItem(LANG_KEY)).toBe('zh');
+    expect(document.documentElement.lang).toBe('zh-CN');
+    expect(t('chat.send')).toBe('发送');
+    setLang('en');
+    expect(t('chat.send')).toBe('Send');
+  });
+
+  it('every entry has both languages, with the same placeholders', () => {
+    for (const [key, [en, zh]] of Object.entries(MESSAGES)) {
+      for (const m of [en, zh]) {
+        const text = typeof m === 'function' ? m({ n: 2 }) : m;
+        expect(text, key).not.toBe('');
+      }
+      if (typeof en === 'string' && typeof zh === 'string') {
+        const vars = (s: string) => [...s.matchAll(/\{(\w+)\}/g)].map((x) => x[1]).sort();
+        expect(vars(zh), key).toEqual(vars(en));
+      }
+    }
+    expect(interpolate('{a} and {b}', { a: 1 })).toBe('1 and {b}');
+  });
+
+  it('counts are right in both languages: "1 file · 1 chunk", "2 files · 2 chunks", "1 个文件"', () => {
+    const st = (files: number, chunks: number) => statusSummary({ state: 'ready', files, chunks, provider: 'builtin', model: 'hashed-ngram-v2' });
+    expect(st(1, 1)).toBe('memory: ready · 1 file · 1 chunk · builtin/hashed-ngram-v2');
+    expect(st(2, 0)).toBe('memory: ready · 2 files · 0 chunks · builtin/hashed-ngram-v2');
+    setLang('zh');
+    expect(st(1, 1)).toBe('记忆：就绪 · 1 个文件 · 1 个分块 · builtin/hashed-ngram-v2');
+    expect(st(2, 5)).toBe('记忆：就绪 · 2 个文件 · 5 个分块 · builtin/hashed-ngram-v2');
+  });
+
+  it('scores are rounded for display (the wire keeps full precision)', () => {
+    expect(formatScore(0.8594198700000001)).toBe('0.86');
+    expect(formatScore(1)).toBe('1.00');
+    expect(formatScore(Number.NaN)).toBe('–');
+  });
+
+  it('errors in words, by code, in both languages; the server text is not the message', () => {
+    const raw = 'chat send: unavailable: instance code-expert-1 is not ready';
+    expect(sendErrorText('UNAVAILABLE', raw, 'code-expert-1')).toBe('code-expert-1 cannot take messages right now. Try again in a moment.');
+    expect(sendErrorText('UNAVAILABLE', 'not connected to the gateway', 'Main')).toBe('Not connected to the gateway: the message was not sent.');
+    expect(sendErrorText('INVALID_REQUEST', 'message has 40000 characters (at most 32000)', 'Main')).toContain('at most 32000');
+    expect(runErrorText('UNAVAILABLE', 'instance crashed: exited: signal: killed', 'writer-1')).not.toContain('signal');
+    setLang('zh');
+    expect(sendErrorText('UNAVAILABLE', raw, 'code-expert-1')).toBe('code-expert-1 暂时无法接收消息，请稍后再试。');
+  });
+
+  it('the switch in the top bar changes the UI text at once', async () => {
+    FakeWebSocket.reset();
+    const gw = new GatewayClient({ url: 'ws://test/ws', token: 't', instanceId: 'i', WebSocket: FakeWebSocket, random: () => 0.5 });
+    render(App, { props: { gw } });
+    gw.start();
+    FakeWebSocket.last().handshake();
+    await waitFor(() => expect(screen.getByTestId('conn-state').textContent).toBe('connected'));
+    expect(screen.getByRole('button', { name: 'Memory' })).toBeTruthy();
+    await fireEvent.change(screen.getByTestId('lang-select'), { target: { value: 'zh' } });
+    await waitFor(() => expect(screen.getByTestId('conn-state').textContent).toBe('已连接'));
+    expect(screen.getByRole('button', { name: '记忆' })).toBeTruthy();
+    expect((screen.getByTestId('chat-send') as HTMLButtonElement).textContent?.trim()).toBe('发送');
+    expect(localStorage.getItem(LANG_KEY)).toBe('zh');
+  });
+});
