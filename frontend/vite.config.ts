@@ -29,5 +29,7 @@ export default defineConfig({
   test: {
     environment: 'jsdom',
     include: ['src/**/*.test.ts'],
+    // Generous: a loaded 2-CPU machine runs the first App test (compile included) in seconds, not 5.
+    testTimeout: 30_000,
   },
 });

@@ -208,7 +208,7 @@ func serve(t *testing.T, bin, home, ws string, port int, env []string) (string, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	logf, err := os.Create(filepath.Join(home, "serve.log"))
+	logf, err := os.OpenFile(filepath.Join(home, "serve.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644) // a restart appends
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,6 +287,8 @@ func newBrowser(t *testing.T, chromium, tmp string) context.Context {
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
 		chromedp.UserDataDir(filepath.Join(tmp, "chromium")),
+		// The UI picks its language from the browser's (lib/i18n.svelte.ts); the tests read English.
+		chromedp.Flag("lang", "en-US"),
 		chromedp.WindowSize(1280, 900),
 	)
 	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
@@ -321,7 +323,7 @@ func watchCSP(t *testing.T, tab context.Context) {
 	})
 }
 
-const connected = `document.querySelector('[data-testid=conn-state]')?.textContent.trim() === 'connected'`
+const connected = `document.querySelector('[data-testid=conn-state]')?.dataset.state === 'connected'`
 
 func TestUIEndToEnd(t *testing.T) {
 	if testing.Short() {
