@@ -383,6 +383,9 @@ func (k knownInstances) Instance(id string) (RemoteInstance, bool) {
 	p, ok := k[id]
 	return RemoteInstance{ID: id, ProfileID: p, State: "stopped"}, ok
 }
+func (knownInstances) Start(id string) error {
+	return fmt.Errorf("%w: %s cannot start here", ErrUnavailable, id)
+}
 func (knownInstances) Persona(string) (string, error) { return "", nil }
 func (knownInstances) Offline(string) bool            { return false }
 func (knownInstances) Stream(context.Context, RemoteRequest, func(model.Delta)) (model.Response, error) {
