@@ -31,6 +31,9 @@ type Options struct {
 	Width  int    // default 1280
 	Height int    // default 820
 	Logger *slog.Logger
+	// Focus brings the window to the front each time it receives (a
+	// second start of the app asked for it); nil: never.
+	Focus <-chan struct{}
 }
 
 // Run opens the window and blocks until it is closed or ctx is done.
@@ -69,6 +72,9 @@ func Run(ctx context.Context, opts Options) error {
 		},
 		OnStartup: func(wctx context.Context) {
 			stopQuit = context.AfterFunc(ctx, func() { runtime.Quit(wctx) })
+			if opts.Focus != nil {
+				go raise(wctx, opts.Focus)
+			}
 		},
 		Linux: &linux.Options{ProgramName: "atrium"},
 	})
@@ -107,5 +113,22 @@ func injectBoot(boot []byte) assetserver.Middleware {
 			w.WriteHeader(rec.Code)
 			_, _ = w.Write(body)
 		})
+	}
+}
+
+// raise shows, unminimises and raises the window on every value of focus
+// until the window's context ends.
+func raise(wctx context.Context, focus <-chan struct{}) {
+	for {
+		select {
+		case <-wctx.Done():
+			return
+		case <-focus:
+			runtime.WindowUnminimise(wctx)
+			runtime.WindowShow(wctx)
+			// Some window managers only raise a window that asks to be on top.
+			runtime.WindowSetAlwaysOnTop(wctx, true)
+			runtime.WindowSetAlwaysOnTop(wctx, false)
+		}
 	}
 }

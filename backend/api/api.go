@@ -61,6 +61,9 @@ type Options struct {
 	// Settings reads and changes config.json (SPEC §9; settings.go); nil:
 	// the config.* methods are not registered.
 	Settings Settings
+	// Focus brings the desktop window to the front (app.focus); nil: no
+	// window (atrium serve), app.focus answers {focused: false}.
+	Focus func()
 	Version  string
 	Started  time.Time // process start, for health.uptimeMs
 }
@@ -213,6 +216,15 @@ func Register(o Options) {
 	if o.Settings != nil {
 		registerSettings(g, o.Settings)
 	}
+	// A second start of the desktop app asks the running one to show its
+	// window instead of opening another (SPEC §1; the person only).
+	g.Handle("app.focus", gateway.ReadOperator, func(ctx context.Context, c *gateway.Call) (any, error) {
+		if o.Focus == nil {
+			return map[string]any{"focused": false}, nil
+		}
+		o.Focus()
+		return map[string]any{"focused": true}, nil
+	})
 	g.Handle("profiles.list", gateway.Read, func(ctx context.Context, c *gateway.Call) (any, error) {
 		return profilesList(o), nil
 	})

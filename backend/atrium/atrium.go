@@ -76,6 +76,9 @@ type Options struct {
 	// this machine (nil: model.LocalCandidates, Ollama, LM Studio and
 	// llama.cpp on 127.0.0.1).
 	LocalModelServers []model.LocalCandidate
+	// Focus brings the app's window to the front (app.focus: a second
+	// double-click asks the running app for it); nil: there is no window.
+	Focus func()
 }
 
 // App is a built Atrium backend. Fields are read-only after New.
@@ -389,6 +392,7 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 		Collab:    a.Collab,
 		Embedder:  emb,
 		Settings:  &settings{a: a, store: store, local: o.LocalModelServers},
+		Focus:     o.Focus,
 		Version:   o.Version,
 		Started:   time.Now(),
 	})

@@ -8,6 +8,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,10 +23,16 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 
+	"gopkg.in/natefinch/lumberjack.v2"
+
+	"github.com/atrium-dev/atrium/backend/applock"
 	"github.com/atrium-dev/atrium/backend/atrium"
 	"github.com/atrium-dev/atrium/backend/config"
+	"github.com/atrium-dev/atrium/backend/gateway"
 	"github.com/atrium-dev/atrium/backend/paths"
 	"github.com/atrium-dev/atrium/backend/worker"
 )
@@ -36,6 +43,9 @@ type DesktopOptions struct {
 	WSURL  string
 	Token  string
 	Logger *slog.Logger
+	// Focus receives a value when the window should come to the front (a
+	// second start of the app asked for it).
+	Focus <-chan struct{}
 }
 
 // Options are main's injections.
@@ -47,6 +57,10 @@ type Options struct {
 	// Desktop opens the window and blocks until it closes; nil means this
 	// binary has no window (then `atrium` alone behaves like `atrium serve`).
 	Desktop func(ctx context.Context, o DesktopOptions) error
+	// Fatal shows a start failure of the desktop app to the person (a
+	// native dialog: a double-clicked app has no terminal); nil: stderr
+	// and the log only.
+	Fatal func(title, message string)
 	// Stdout, Stderr default to os.Stdout, os.Stderr.
 	Stdout, Stderr io.Writer
 	// Stdin defaults to os.Stdin (`atrium memory write` reads its content there).
@@ -263,6 +277,103 @@ func newLogger(o Options, level slog.Level) *slog.Logger {
 	return slog.New(slog.NewTextHandler(o.Stderr, &slog.HandlerOptions{Level: level}))
 }
 
+// Log files of the app (desktop and serve) in $ATRIUM_HOME/logs: rotated
+// at LogMaxMB, LogBackups old files kept (compressed) for LogMaxDays.
+const (
+	LogFileName = "atrium.log"
+	LogMaxMB    = 10
+	LogBackups  = 5
+	LogMaxDays  = 30
+)
+
+// appLogger is newLogger that also writes to $ATRIUM_HOME/logs/atrium.log
+// (rotated, see LogMaxMB), so an app started without a terminal leaves a
+// record. Records are held in memory until the returned logFile is opened
+// (this process is the state dir's app, or failed to start for another
+// reason) or dropped (another app runs there and owns the file: two
+// writers would overwrite each other's lines). When the state dir cannot
+// be made, it logs to stderr alone and says so there.
+func appLogger(o Options, c common, level slog.Level) (*slog.Logger, *logFile) {
+	lf := &logFile{}
+	layout, err := c.layout(o)
+	if err == nil {
+		err = os.MkdirAll(layout.LogsDir(), 0o700)
+	}
+	if err != nil {
+		fmt.Fprintf(o.Stderr, "atrium: no log file (%v); logging to standard error only\n", err)
+		lf.Drop()
+		return newLogger(o, level), lf
+	}
+	lf.file = &lumberjack.Logger{Filename: filepath.Join(layout.LogsDir(), LogFileName), MaxSize: LogMaxMB,
+		MaxBackups: LogBackups, MaxAge: LogMaxDays, Compress: true}
+	lo := o
+	lo.Stderr = io.MultiWriter(o.Stderr, lf)
+	return newLogger(lo, level), lf
+}
+
+// logFile is the app's log file, written only once Open was called;
+// records before that wait in memory.
+type logFile struct {
+	mu      sync.Mutex
+	file    *lumberjack.Logger
+	pending bytes.Buffer
+	open    bool
+	dropped bool
+}
+
+func (l *logFile) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.open:
+		return l.file.Write(p)
+	case !l.dropped && l.pending.Len() < 1<<20:
+		l.pending.Write(p)
+	}
+	return len(p), nil
+}
+
+// Open writes what is pending and everything after to the file.
+func (l *logFile) Open() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.open || l.dropped || l.file == nil {
+		return
+	}
+	l.open = true
+	_, _ = l.file.Write(l.pending.Bytes())
+	l.pending.Reset()
+}
+
+// Drop forgets what is pending and writes nothing to the file.
+func (l *logFile) Drop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.open {
+		l.dropped = true
+		l.pending.Reset()
+	}
+}
+
+// Close closes the file.
+func (l *logFile) Close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.open {
+		l.file.Close()
+	}
+}
+
+// decide opens the log file unless err says another app owns this state
+// dir (and so its log file).
+func (l *logFile) decide(err error) {
+	if errors.Is(err, applock.ErrHeld) {
+		l.Drop()
+		return
+	}
+	l.Open()
+}
+
 func runDesktop(ctx context.Context, args []string, o Options) error {
 	var (
 		c  common
@@ -287,10 +398,42 @@ func runDesktop(ctx context.Context, args []string, o Options) error {
 		fmt.Fprintf(o.Stderr, "atrium: no usable display (%v); serving the UI in the browser instead\n", err)
 		return runServe(ctx, args, o)
 	}
-	log := newLogger(o, slog.LevelInfo)
+	log, lf := appLogger(o, c, slog.LevelInfo)
+	defer lf.Close()
+	err := desktop(ctx, c, af, o, log, lf)
+	if err != nil {
+		log.Error("app failed", "err", err)
+		if o.Fatal != nil {
+			o.Fatal("Atrium", "Atrium could not start:\n\n"+err.Error())
+		}
+	}
+	return err
+}
+
+// desktop runs the app with its window, or, when this state dir's app is
+// running already, asks it to bring its window to the front (app.focus)
+// and returns nil: a second double-click shows the first window.
+func desktop(ctx context.Context, c common, af appFlags, o Options, log *slog.Logger, lf *logFile) error {
+	focus := make(chan struct{}, 1)
 	// The window is handed the gateway's address, so when the default port
 	// is taken (and none was asked for) any free port will do.
-	a, err := start(ctx, c, af, o, log, []string{"wails://wails", "wails.localhost", "wails.localhost:*"}, c.port == 0)
+	a, err := startWith(ctx, c, af, o, log, []string{"wails://wails", "wails.localhost", "wails.localhost:*"}, c.port == 0, func() {
+		log.Info("window brought to the front: the app was started again")
+		select {
+		case focus <- struct{}{}:
+		default: // one request pending is enough
+		}
+	})
+	lf.decide(err)
+	var running *atrium.AlreadyRunningError
+	if errors.As(err, &running) && running.URL != "" {
+		if ferr := focusRunning(ctx, running); ferr == nil {
+			log.Info("app already running; its window was brought to the front", "url", running.URL, "pid", running.PID)
+			return nil
+		} else {
+			log.Warn("app already running; could not bring its window to the front", "err", ferr)
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -299,9 +442,38 @@ func runDesktop(ctx context.Context, args []string, o Options) error {
 	defer cancel()
 	runErr := make(chan error, 1)
 	go func() { runErr <- a.Run(ctx) }()
-	winErr := o.Desktop(ctx, DesktopOptions{UI: o.UI, WSURL: a.WSURL(), Token: a.Token, Logger: log})
+	winErr := o.Desktop(ctx, DesktopOptions{UI: o.UI, WSURL: a.WSURL(), Token: a.Token, Logger: log, Focus: focus})
 	cancel()
 	return errors.Join(winErr, <-runErr)
+}
+
+// focusRunning asks the app described by r for app.focus over its gateway
+// (with the operator token of its state dir). It fails when the app has no
+// window (atrium serve) or cannot be reached.
+func focusRunning(ctx context.Context, r *atrium.AlreadyRunningError) error {
+	token, err := os.ReadFile(r.TokenFile)
+	if err != nil {
+		return fmt.Errorf("focus the running app: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	ws := "ws://" + strings.TrimSuffix(strings.TrimPrefix(r.URL, "http://"), "/") + "/ws"
+	cl, err := gateway.Dial(ctx, gateway.ClientOptions{URL: ws, Token: strings.TrimSpace(string(token)),
+		Client: gateway.ClientInfo{ID: "atrium-second-start", Version: "", Platform: runtime.GOOS, Mode: "cli", InstanceID: "second-start"}})
+	if err != nil {
+		return fmt.Errorf("focus the running app: %w", err)
+	}
+	defer cl.Close()
+	var res struct {
+		Focused bool `json:"focused"`
+	}
+	if err := cl.Call(ctx, "app.focus", map[string]any{}, &res); err != nil {
+		return fmt.Errorf("focus the running app: %w", err)
+	}
+	if !res.Focused {
+		return errors.New("focus the running app: it has no window (atrium serve)")
+	}
+	return nil
 }
 
 func runServe(ctx context.Context, args []string, o Options) error {
@@ -320,8 +492,10 @@ func runServe(ctx context.Context, args []string, o Options) error {
 	if err := c.validate(); err != nil {
 		return err
 	}
-	log := newLogger(o, slog.LevelInfo)
+	log, lf := appLogger(o, c, slog.LevelInfo)
+	defer lf.Close()
 	a, err := start(ctx, c, af, o, log, nil, false)
+	lf.decide(err)
 	if err != nil {
 		return err
 	}
@@ -354,6 +528,11 @@ func modelName(a *atrium.App) string {
 // dir is refused (atrium.AlreadyRunningError); a port in use is reported
 // with the ways to choose another (portInUse).
 func start(ctx context.Context, c common, af appFlags, o Options, log *slog.Logger, origins []string, anyPort bool) (*atrium.App, error) {
+	return startWith(ctx, c, af, o, log, origins, anyPort, nil)
+}
+
+// startWith is start with the window's focus hook (nil: no window).
+func startWith(ctx context.Context, c common, af appFlags, o Options, log *slog.Logger, origins []string, anyPort bool, focus func()) (*atrium.App, error) {
 	layout, err := c.layout(o)
 	if err != nil {
 		return nil, err
@@ -370,6 +549,7 @@ func start(ctx context.Context, c common, af appFlags, o Options, log *slog.Logg
 		Getenv:         o.Getenv,
 		Logger:         log,
 		AnyPortIfBusy:  anyPort,
+		Focus:          focus,
 	})
 	if err != nil {
 		return nil, err

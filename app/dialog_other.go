@@ -1,0 +1,5 @@
+//go:build !windows && !darwin
+
+package app
+
+func showError(title, message string) { linuxDialog(title, message) }
