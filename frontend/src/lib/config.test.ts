@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { modelForm, modelPatch, modelRequest, parseAllowlist, restartText } from './config';
+import { modelForm, modelPatch, modelRequest, parseAllowlist, reindexCost, restartText } from './config';
+import { resetLang, setLang } from './i18n.svelte';
 
 describe('settings forms', () => {
   it('never carries a key it did not get typed', () => {
@@ -28,5 +29,10 @@ describe('settings forms', () => {
     expect(parseAllowlist('/usr/bin/git\n\n  /usr/bin/ls \n')).toEqual(['/usr/bin/git', '/usr/bin/ls']);
     expect(restartText([])).toBe('');
     expect(restartText(['memory.embedding'])).toContain('embedding provider');
+    setLang('zh');
+    expect(restartText(['memory.embedding', 'gateway'])).toBe('重启后生效：嵌入模型, 网关端口/绑定');
+    expect(reindexCost(1, 3)).toContain('1 个文件（3 个分块）');
+    resetLang();
+    expect(reindexCost(1, 1)).toContain('all 1 file (1 chunk)');
   });
 });

@@ -2,6 +2,9 @@
 // config.patch merge patches. An API key is only ever sent, never read: the server answers with
 // `apiKeySet` in its place. Network code stays in gateway.ts; this module is pure.
 
+import { t } from './i18n.svelte';
+import type { MessageKey } from './messages';
+
 export interface ModelBlock {
   provider?: string;
   baseUrl?: string;
@@ -51,25 +54,37 @@ export interface TestResult {
   ms?: number;
 }
 
-export const PROVIDERS = [
-  { value: '', label: 'Auto-detect · 自动检测' },
-  { value: 'openai', label: 'OpenAI-compatible · OpenAI 兼容' },
-  { value: 'ollama', label: 'Ollama' },
-  { value: 'anthropic', label: 'Anthropic' },
-  { value: 'offline', label: 'Offline (memory only) · 离线' },
+/** A choice of a select: its value, and its text (a catalogue key, or a proper name as it is). */
+export interface Option {
+  value: string;
+  key?: MessageKey;
+  name?: string;
+}
+
+/** The text of an option in the UI's language. */
+export function optionText(o: Option): string {
+  return o.key ? t(o.key) : (o.name ?? o.value);
+}
+
+export const PROVIDERS: Option[] = [
+  { value: '', key: 'settings.provider.auto' },
+  { value: 'openai', key: 'settings.provider.openai' },
+  { value: 'ollama', name: 'Ollama' },
+  { value: 'anthropic', name: 'Anthropic' },
+  { value: 'offline', key: 'settings.provider.offline' },
 ];
 
-export const EMBEDDING_PROVIDERS = [
-  { value: '', label: 'Built-in (offline) · 内置' },
-  { value: 'ollama', label: 'Ollama' },
-  { value: 'openai', label: 'OpenAI-compatible · OpenAI 兼容' },
+export const EMBEDDING_PROVIDERS: Option[] = [
+  { value: '', key: 'settings.provider.builtin' },
+  { value: 'ollama', name: 'Ollama' },
+  { value: 'openai', key: 'settings.provider.openai' },
 ];
 
-export const APPROVALS = [
-  { value: 'ask', label: 'Ask every time · 每次询问' },
-  { value: 'allowlist', label: 'Allowlist only · 仅允许列表' },
-  { value: 'deny', label: 'Never run programs · 禁止' },
-  { value: 'full', label: 'Run anything · 全部允许' },
+export const APPROVALS: Option[] = [
+  { value: 'ask', key: 'settings.approval.ask' },
+  { value: 'allowlist', key: 'settings.approval.allowlist' },
+  { value: 'deny', key: 'settings.approval.deny' },
+  { value: 'full', key: 'settings.approval.full' },
 ];
 
 /** The model form: what the person typed. `apiKey` is empty unless a new key was typed. */
@@ -115,16 +130,16 @@ export function parseAllowlist(text: string): string[] {
 
 /** What changing the embedding provider costs, in words. */
 export function reindexCost(files: number, chunks: number): string {
-  return `Changing it re-indexes all ${files} files (${chunks} chunks) at the next start; the header shows the progress. · 更改后下次启动将重建索引（${files} 个文件，${chunks} 个片段），进度显示在顶部。`;
+  return t('settings.reindex', { files: t('common.files', { n: files }), chunks: t('common.chunks', { n: chunks }) });
 }
 
-const RESTART_LABELS: Record<string, string> = {
-  gateway: 'gateway port/bind · 网关',
-  'memory.embedding': 'embedding provider · 嵌入模型',
-  'memory.search': 'search ranking · 搜索排序',
+const RESTART_LABELS: Record<string, MessageKey> = {
+  gateway: 'settings.restart.gateway',
+  'memory.embedding': 'settings.restart.embedding',
+  'memory.search': 'settings.restart.search',
 };
 
 export function restartText(keys: string[] | null | undefined): string {
   if (!keys || keys.length === 0) return '';
-  return `Takes effect after a restart · 重启后生效: ${keys.map((k) => RESTART_LABELS[k] ?? k).join(', ')}`;
+  return t('settings.restart', { what: keys.map((k) => (RESTART_LABELS[k] ? t(RESTART_LABELS[k]) : k)).join(', ') });
 }
