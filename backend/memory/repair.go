@@ -317,6 +317,7 @@ func (m *Manager) onKeywordFault(err error) {
 // refill). Callers hold writeMu.
 func (m *Manager) repairKeywordsLocked(ctx context.Context) error {
 	if m.store.KeywordFault() == nil {
+		m.clearKeywordDegraded() // the index was replaced meanwhile
 		return nil
 	}
 	m.log.Info("memory keyword index rebuild started")
@@ -339,9 +340,14 @@ func (m *Manager) repairKeywordsLocked(ctx context.Context) error {
 	if err := ns.VectorFault(); err != nil {
 		m.setDegraded(err, "")
 	}
+	m.clearKeywordDegraded()
+	m.log.Info("memory keyword index rebuilt; hybrid search resumed")
+	return nil
+}
+
+// clearKeywordDegraded ends the keyword leg's part of StateDegraded.
+func (m *Manager) clearKeywordDegraded() {
 	m.mu.Lock()
 	m.kwDegraded = ""
 	m.mu.Unlock()
-	m.log.Info("memory keyword index rebuilt; hybrid search resumed")
-	return nil
 }

@@ -196,6 +196,7 @@ func (m *Manager) rebuildLocked(ctx context.Context) error {
 	} else {
 		m.clearDegraded()
 	}
+	m.clearKeywordDegraded() // a fresh keyword index
 	if perr != nil {
 		m.finishWithError(fmt.Sprintf("swap rebuilt index: %v", perr))
 		return fmt.Errorf("rebuild index: %w", perr)
