@@ -418,16 +418,25 @@ func TestCancelBeforeAnyText(t *testing.T) {
 func TestRunTimeout(t *testing.T) {
 	ms := newModelServer(t)
 	ms.handlers = []http.HandlerFunc{ms.slow("thinking about it")}
-	e := newEnv(t, ms.provider(), nil, func(o *Options) { o.RunTimeout = 100 * time.Millisecond })
+	e := newEnv(t, ms.provider(), nil, func(o *Options) { o.RunTimeout = time.Second })
 	res := e.send(t, "", "hi")
 	evs := e.rec.runEvents(t, res.RunID)
 	ev, ok := checkRun(t, res, evs).payload.(ErrorEvent)
-	if !ok || ev.Error.Code != CodeTimeout || !strings.Contains(ev.Error.Message, "longer than 100ms") {
+	if !ok || ev.Error.Code != CodeTimeout || !strings.Contains(ev.Error.Message, "longer than 1s") {
 		t.Fatalf("terminal = %+v", evs[len(evs)-1])
 	}
+	// What was streamed before the timeout is kept. (On a loaded machine
+	// the first chunk may not arrive within the timeout: then nothing was
+	// streamed and nothing is kept; the test does not depend on which.)
+	var streamed string
+	for _, ev := range evs {
+		if c, ok := ev.payload.(ChunkEvent); ok {
+			streamed += c.Delta
+		}
+	}
 	stored, err := e.store.Get(context.Background(), res.MessageID)
-	if err != nil || stored.Content != "thinking about it" || stored.Error == "" {
-		t.Fatalf("stored = %+v, %v", stored, err)
+	if err != nil || stored.Content != streamed || stored.Error == "" || streamed != "" && streamed != "thinking about it" {
+		t.Fatalf("stored = %+v, %v; streamed %q", stored, err, streamed)
 	}
 }
 

@@ -16,8 +16,10 @@ import (
 
 const testToken = "test-token-0123456789abcdef"
 
-// testTimeout bounds every wait in the tests; nothing sleeps for a fixed time.
-const testTimeout = 10 * time.Second
+// testTimeout bounds every single wait in the tests (one read, one write,
+// one condition), only so that a hang fails instead of blocking; nothing
+// sleeps for a fixed time and no test depends on how long a step takes.
+const testTimeout = 30 * time.Second
 
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
@@ -55,16 +57,26 @@ type frame struct {
 }
 
 type client struct {
-	t   testing.TB
-	ws  *websocket.Conn
+	t  testing.TB
+	ws *websocket.Conn
+	// ctx ends with the test; every operation bounds itself with op.
 	ctx context.Context
+}
+
+// op is the context of one read or write: testTimeout from now. (A
+// deadline for the client's whole life would fail a test that merely runs
+// long on a loaded machine.)
+func (c *client) op() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(c.ctx, testTimeout)
 }
 
 func dial(t testing.TB, url string, header http.Header) *client {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	ws, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: header})
+	dctx, dcancel := context.WithTimeout(ctx, testTimeout)
+	defer dcancel()
+	ws, resp, err := websocket.Dial(dctx, url, &websocket.DialOptions{HTTPHeader: header})
 	if err != nil {
 		code := 0
 		if resp != nil {
@@ -88,7 +100,9 @@ func (c *client) writeJSON(v any) {
 
 func (c *client) writeRaw(typ websocket.MessageType, b []byte) {
 	c.t.Helper()
-	if err := c.ws.Write(c.ctx, typ, b); err != nil {
+	ctx, cancel := c.op()
+	defer cancel()
+	if err := c.ws.Write(ctx, typ, b); err != nil {
 		c.t.Fatalf("write: %v", err)
 	}
 }
@@ -104,7 +118,9 @@ func (c *client) read() frame {
 }
 
 func (c *client) tryRead() (frame, error) {
-	_, b, err := c.ws.Read(c.ctx)
+	ctx, cancel := c.op()
+	defer cancel()
+	_, b, err := c.ws.Read(ctx)
 	if err != nil {
 		return frame{}, err
 	}
@@ -152,7 +168,9 @@ func (c *client) call(id, method string, params any) frame {
 func (c *client) expectClose(code websocket.StatusCode, reasonPart string) {
 	c.t.Helper()
 	for {
-		_, _, err := c.ws.Read(c.ctx)
+		ctx, cancel := c.op()
+		_, _, err := c.ws.Read(ctx)
+		cancel()
 		if err == nil {
 			continue
 		}

@@ -54,7 +54,9 @@ func TestPreAuthFrameLimit(t *testing.T) {
 		c := dial(t, url, nil)
 		c.readChallenge()
 		// The server may close before the whole frame is written.
-		_ = c.ws.Write(c.ctx, websocket.MessageText, frame)
+		wctx, cancel := c.op()
+		_ = c.ws.Write(wctx, websocket.MessageText, frame)
+		cancel()
 		c.expectClose(CloseHandshakeFailed, "at most 65536 bytes")
 	}
 	runtime.ReadMemStats(&after)
@@ -213,7 +215,9 @@ func TestSendBudget(t *testing.T) {
 				time.Sleep(6 * time.Second)
 			}
 			for {
-				_, _, err := c.ws.Read(c.ctx)
+				ctx, cancel := c.op()
+				_, _, err := c.ws.Read(ctx)
+				cancel()
 				if err == nil {
 					continue
 				}

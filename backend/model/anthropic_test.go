@@ -584,10 +584,14 @@ func TestAnthropicHeaderTimeout(t *testing.T) {
 
 // Pings count as data: a slow answer with pings in between is not idle.
 func TestAnthropicPingsKeepAlive(t *testing.T) {
+	// Pings for half as long again as the idle timeout, one every 1/50 of
+	// it: only a pause of the whole process longer than the timeout (a
+	// hang, not a slow machine) could fail this.
+	const idle = time.Second
 	s := newAntScripted(t, func(w http.ResponseWriter, r *http.Request) {
 		antStart(w, 2)
-		for i := 0; i < 8; i++ {
-			time.Sleep(25 * time.Millisecond)
+		for start := time.Now(); time.Since(start) < idle*3/2; {
+			time.Sleep(idle / 50)
 			antPing(w)
 		}
 		antTextStart(w, 0)
@@ -595,7 +599,7 @@ func TestAnthropicPingsKeepAlive(t *testing.T) {
 		antStop(w, 0)
 		antEnd(w, "end_turn", 1)
 	})
-	resp, err := s.client(AnthropicOptions{IdleTimeout: 100 * time.Millisecond}).Stream(context.Background(), Request{Messages: userX}, nil)
+	resp, err := s.client(AnthropicOptions{IdleTimeout: idle}).Stream(context.Background(), Request{Messages: userX}, nil)
 	if err != nil || resp.Content != "late" {
 		t.Fatalf("resp = %+v, %v", resp, err)
 	}
