@@ -27,6 +27,7 @@ var allowed = map[string][]string{
 	"backend/audit":        {},
 	"backend/config":       {"backend/model", "backend/safefile"},
 	"backend/statedb":      {},
+	"backend/device":       {},
 	"backend/memory/chunk": {},
 	"backend/memory/hanzi": {},
 	"backend/memory/embed": {"backend/memory/chunk", "backend/memory/hanzi"},
