@@ -584,12 +584,17 @@ func TestUIConflictsAndAudit(t *testing.T) {
 	bin := buildAtrium(t)
 	home, ws := filepath.Join(tmp, "home"), filepath.Join(tmp, "workspace")
 	secret := filepath.Join(ws, "memory", "roles", "code-expert", "secret.md")
-	for _, d := range []string{home, filepath.Dir(secret)} {
+	// writer is a role of the workspace (the CLI refuses an --as that is none), without access to code-expert's notes.
+	writer := filepath.Join(ws, "memory", "roles", "writer")
+	for _, d := range []string{home, filepath.Dir(secret), writer} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := os.WriteFile(secret, []byte("# Secret\n\nPrivate tip.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(writer, "config.md"), []byte("---\ndescription: writes\n---\n# writer\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	modelSrv := httptest.NewServer(&scriptedModel{reply: "ok"})

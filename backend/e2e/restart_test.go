@@ -83,7 +83,7 @@ func TestUIInstanceAfterRestart(t *testing.T) {
 	if js[bool](t, ctx, `!!document.querySelector('`+view+` [data-testid=chat-send-error]')`) {
 		t.Errorf("a send error is shown: %s", js[string](t, ctx, `document.querySelector('`+view+` [data-testid=chat-send-error]').textContent`))
 	}
-	mine := js[string](t, ctx, `[...document.querySelectorAll('`+view+` [data-testid=chat-message][data-role=user]')].map(e => e.dataset.state + ':' + e.textContent.trim()).join('|')`)
+	mine := js[string](t, ctx, `[...document.querySelectorAll('`+view+` [data-testid=chat-message][data-role=user]')].map(e => e.dataset.state + ':' + e.querySelector('[data-testid=chat-message-text]').textContent.trim()).join('|')`)
 	if mine != "final:"+question {
 		t.Errorf("the person's messages = %q, want only the question, stored", mine)
 	}
