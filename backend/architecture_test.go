@@ -28,6 +28,7 @@ var allowed = map[string][]string{
 	"backend/config":       {"backend/model", "backend/safefile"},
 	"backend/statedb":      {},
 	"backend/device":       {},
+	"backend/gwid":         {"backend/safefile"},
 	"backend/memory/chunk": {},
 	"backend/memory/hanzi": {},
 	"backend/memory/embed": {"backend/memory/chunk", "backend/memory/hanzi"},

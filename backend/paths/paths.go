@@ -130,6 +130,10 @@ func (l Layout) LogsDir() string { return filepath.Join(l.Home, "logs") }
 // "Audit": YYYY-MM-DD.jsonl).
 func (l Layout) AuditDir() string { return filepath.Join(l.Home, "audit") }
 
+// KeysDir is $ATRIUM_HOME/keys (mode 0700): the gateway's identity key and
+// its TLS certificate (package gwid), files of mode 0600.
+func (l Layout) KeysDir() string { return filepath.Join(l.Home, "keys") }
+
 // IndexRoot is $ATRIUM_HOME/index.
 func (l Layout) IndexRoot() string { return filepath.Join(l.Home, "index") }
 

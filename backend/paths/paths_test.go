@@ -71,6 +71,9 @@ func TestEnsureAndIndexDir(t *testing.T) {
 	if filepath.Dir(l.IndexDir()) != l.IndexRoot() {
 		t.Fatalf("index dir %s not under %s", l.IndexDir(), l.IndexRoot())
 	}
+	if l.KeysDir() != filepath.Join(l.Home, "keys") {
+		t.Fatalf("keys dir %s, want %s/keys", l.KeysDir(), l.Home)
+	}
 	if l.AuditDir() != filepath.Join(l.Home, "audit") {
 		t.Fatalf("audit dir %s, want %s/audit", l.AuditDir(), l.Home)
 	}
