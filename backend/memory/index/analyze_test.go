@@ -88,7 +88,7 @@ func TestTextAnalyzerEqualsMappingOnCorpora(t *testing.T) {
 
 // corpusTexts returns every paragraph of the corpora's workspaces and the
 // first 3,000 CMRC 2018 and DRCD passages, or skips t without the corpora.
-func corpusTexts(t *testing.T) []string {
+func corpusTexts(t testing.TB) []string {
 	t.Helper()
 	root := os.Getenv("ATRIUM_CORPORA")
 	if root == "" {
