@@ -135,12 +135,23 @@ func build() (*tables, error) {
 		fold:   make([]uint16, denseHi-denseLo),
 		astral: map[rune]rune{},
 	}
+	// Runes that OpenCC's standard conversion keeps, and the Simplified forms
+	// themselves, stay as they are (keepSimplified): the Taiwan variant
+	// table would otherwise fold 著 (著名) to 着 and 么 to 幺, merging two
+	// characters of a Simplified text.
+	var keep map[rune]bool
 	for _, conv := range []string{"tw2s", "hk2s"} {
 		cc, err := gocc.New(conv)
 		if err != nil {
 			return nil, fmt.Errorf("hanzi: opencc %s: %w", conv, err)
 		}
+		if keep == nil {
+			keep = keepSimplified(cc)
+		}
 		for _, r := range singleRuneKeys(cc) {
+			if keep[r] {
+				continue
+			}
 			out, err := cc.Convert(string(r))
 			if err != nil {
 				return nil, fmt.Errorf("hanzi: opencc %s %q: %w", conv, r, err)
@@ -185,6 +196,37 @@ func (t *tables) closeChains() {
 	for r, o := range t.astral {
 		t.astral[r] = end(o)
 	}
+}
+
+// keepSimplified returns the runes that OpenCC's tw2s data cc shows to be
+// Simplified characters as well: those whose TSCharacters entry maps the
+// rune to itself first (著 → 著, 沈 → 沈 沉), and those that are the
+// Simplified form of another rune (么 of 麼, 余 of 餘), which the Taiwan
+// variant table would otherwise map on (么 → 幺).
+func keepSimplified(cc *gocc.OpenCC) map[rune]bool {
+	keep := map[rune]bool{}
+	for _, g := range cc.DictChains {
+		for i, d := range g.Dicts {
+			if i >= len(g.Files) || g.Files[i] != "TSCharacters.txt" {
+				continue
+			}
+			forEachEntry(d, func(key string, values []string) {
+				r, n := utf8.DecodeRuneInString(key)
+				if n != len(key) {
+					return
+				}
+				if len(values) > 0 && values[0] == key {
+					keep[r] = true // standard conversion keeps it (著 → 著)
+				}
+				for _, v := range values {
+					if o, m := utf8.DecodeRuneInString(v); m == len(v) && v != key {
+						keep[o] = true // a Simplified form
+					}
+				}
+			})
+		}
+	}
+	return keep
 }
 
 // singleRuneKeys returns the one-rune keys of every dictionary of cc.
