@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -79,8 +80,9 @@ type SupervisorOptions struct {
 	// HeartbeatInterval is asked of the worker (in the default Args).
 	// Default DefaultHeartbeatInterval.
 	HeartbeatInterval time.Duration
-	// HangTimeout: a ready worker that writes no line (heartbeats
-	// included) for this long is hung and killed. Default DefaultHangTimeout.
+	// HangTimeout: a ready worker that writes nothing (no heartbeat, no
+	// byte of any line) for this long is hung and killed. Default
+	// DefaultHangTimeout.
 	HangTimeout time.Duration
 	// ReadyTimeout: a worker that has not written its ready line this
 	// long after its start is hung and killed (whatever else it wrote). Default DefaultReadyTimeout.
@@ -437,8 +439,26 @@ func (s *Supervisor) failRuns(state State, reason string) {
 	}
 }
 
+// seenReader marks the worker as seen whenever bytes arrive, not only at
+// the end of a line: a worker writing a long line (a 10 MB final) is not
+// silent, however long that line takes on a loaded machine.
+type seenReader struct {
+	r io.Reader
+	s *Supervisor
+}
+
+func (r seenReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if n > 0 {
+		r.s.mu.Lock()
+		r.s.lastSeen = time.Now()
+		r.s.mu.Unlock()
+	}
+	return n, err
+}
+
 func (s *Supervisor) readLoop(f *os.File) {
-	r := NewReader(f, ReaderOptions{MaxLineBytes: s.o.MaxLineBytes})
+	r := NewReader(seenReader{r: f, s: s}, ReaderOptions{MaxLineBytes: s.o.MaxLineBytes})
 	for {
 		m, err := r.Read()
 		s.mu.Lock()
