@@ -29,6 +29,7 @@ var allowed = map[string][]string{
 	"backend/statedb":      {},
 	"backend/device":       {},
 	"backend/gwid":         {"backend/safefile"},
+	"backend/pairing":      {},
 	"backend/memory/chunk": {},
 	"backend/memory/hanzi": {},
 	"backend/memory/embed": {"backend/memory/chunk", "backend/memory/hanzi"},

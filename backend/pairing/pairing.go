@@ -1,0 +1,366 @@
+// Package pairing is the first half of admitting a device (issue 16 item 4):
+// one-time setup codes and the pending pairing requests the person approves
+// or rejects. Device tokens and the pairing records come later and build on
+// Take.
+//
+// Setup codes. NewCode makes a code of 8 characters from Crockford's base32
+// alphabet (0-9, A-Z without I, L, O, U; 40 bits from crypto/rand), shown
+// as "XXXX-XXXX". Typing is forgiving: case, spaces and dashes are ignored,
+// O reads as 0 and I or L as 1. Only the SHA-256 of the normalised code is
+// kept (Store); the code itself is returned once, to be shown in the QR code
+// and never logged. A code lives Options.CodeTTL (10 minutes) and is single
+// use: the first Redeem binds it to the device's id; a Redeem of the same
+// code by the same device within Options.RetryWindow (1 minute) of that
+// first use succeeds again (a retry, a second socket), any other is ErrUsed.
+//
+// Guessing. Every failed Redeem (unknown, malformed, used or expired code)
+// counts against the caller's address (an IPv6 address by its /64) and
+// against a global budget; once either reaches its limit within
+// Options.FailureWindow, Redeem answers ErrRateLimited before looking at the
+// code, right or wrong, until the window has moved on. With the defaults (5
+// per address, 50 in all, per 10 minutes) the chance of guessing a live
+// code in its lifetime is about 50/2^40.
+//
+// Pending requests. Submit records a device's request (5 minutes,
+// Options.PendingTTL); a second Submit from the same device id updates the
+// same request instead of adding another. Pending lists the live ones; Take
+// removes one to approve or reject it.
+//
+// A Service is safe for concurrent use; it serialises its store operations,
+// so a Store needs no transactions of its own. One Service per state dir
+// (the app holds app.lock).
+package pairing
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Defaults of Options.
+const (
+	DefaultCodeTTL        = 10 * time.Minute
+	DefaultRetryWindow    = time.Minute
+	DefaultPendingTTL     = 5 * time.Minute
+	DefaultFailureWindow  = 10 * time.Minute
+	DefaultPerIPFailures  = 5
+	DefaultGlobalFailures = 50
+	DefaultMaxPending     = 50
+)
+
+// Errors (test with errors.Is).
+var (
+	// ErrInvalidCode: no live code has this value (or it is malformed).
+	ErrInvalidCode = errors.New("invalid setup code")
+	// ErrUsed: the code was used by another device, or by this one more
+	// than RetryWindow ago.
+	ErrUsed = errors.New("setup code already used")
+	// ErrExpired: the code or the request outlived its time.
+	ErrExpired = errors.New("setup code or pairing request expired")
+	// ErrRateLimited: too many failed codes from this address or in all;
+	// RateLimitError says when to try again.
+	ErrRateLimited = errors.New("too many failed setup codes, try again later")
+	// ErrNotFound: no pending request has this id.
+	ErrNotFound = errors.New("pairing request not found")
+	// ErrTooManyPending: MaxPending requests are already waiting.
+	ErrTooManyPending = errors.New("too many pending pairing requests")
+	// ErrBadRequest: a request without a device id.
+	ErrBadRequest = errors.New("bad pairing request")
+)
+
+// RateLimitError is the ErrRateLimited error with the time the caller may
+// try again.
+type RateLimitError struct{ RetryAfter time.Duration }
+
+func (e *RateLimitError) Error() string {
+	return fmt.Sprintf("%v (in %s)", ErrRateLimited, e.RetryAfter.Round(time.Second))
+}
+
+// Unwrap makes errors.Is(err, ErrRateLimited) true.
+func (e *RateLimitError) Unwrap() error { return ErrRateLimited }
+
+// Options configure a Service. Store is required; zero fields take the
+// defaults above.
+type Options struct {
+	Store          Store
+	Now            func() time.Time // default time.Now
+	CodeTTL        time.Duration
+	RetryWindow    time.Duration
+	PendingTTL     time.Duration
+	FailureWindow  time.Duration
+	PerIPFailures  int
+	GlobalFailures int
+	MaxPending     int
+}
+
+// Service issues and redeems setup codes and keeps pending requests.
+type Service struct {
+	o   Options
+	mu  sync.Mutex
+	lim limiter
+}
+
+// New checks o and fills in the defaults.
+func New(o Options) (*Service, error) {
+	if o.Store == nil {
+		return nil, errors.New("pairing: Options.Store is nil")
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.CodeTTL, DefaultCodeTTL)
+	def(&o.RetryWindow, DefaultRetryWindow)
+	def(&o.PendingTTL, DefaultPendingTTL)
+	def(&o.FailureWindow, DefaultFailureWindow)
+	for _, p := range []struct {
+		n *int
+		v int
+	}{{&o.PerIPFailures, DefaultPerIPFailures}, {&o.GlobalFailures, DefaultGlobalFailures}, {&o.MaxPending, DefaultMaxPending}} {
+		if *p.n <= 0 {
+			*p.n = p.v
+		}
+	}
+	return &Service{o: o, lim: limiter{window: o.FailureWindow, perKey: o.PerIPFailures, global: o.GlobalFailures, byKey: map[string][]time.Time{}}}, nil
+}
+
+// codeAlphabet is Crockford's base32 alphabet.
+const codeAlphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+// CodeLen is the number of characters of a setup code (without the dash).
+const CodeLen = 8
+
+// NewCode makes a setup code, stores its hash, and returns the code
+// ("XXXX-XXXX") and when it expires. Expired codes are purged here.
+func (s *Service) NewCode(ctx context.Context) (string, time.Time, error) {
+	var b [5]byte // 40 bits = 8 × 5
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", time.Time{}, fmt.Errorf("setup code: %w", err)
+	}
+	v := uint64(b[0])<<32 | uint64(b[1])<<24 | uint64(b[2])<<16 | uint64(b[3])<<8 | uint64(b[4])
+	code := make([]byte, CodeLen)
+	for i := CodeLen - 1; i >= 0; i-- {
+		code[i] = codeAlphabet[v&31]
+		v >>= 5
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.o.Now()
+	if err := s.o.Store.DeleteCodesExpired(ctx, now.Add(-s.o.RetryWindow)); err != nil {
+		return "", time.Time{}, fmt.Errorf("purge setup codes: %w", err)
+	}
+	c := Code{Hash: hashCode(string(code)), CreatedAt: now, ExpiresAt: now.Add(s.o.CodeTTL)}
+	if err := s.o.Store.PutCode(ctx, c); err != nil {
+		return "", time.Time{}, fmt.Errorf("store setup code: %w", err)
+	}
+	return string(code[:4]) + "-" + string(code[4:]), c.ExpiresAt, nil
+}
+
+// NormalizeCode turns what a person typed into the canonical 8 characters,
+// or reports false when it cannot be a code.
+func NormalizeCode(typed string) (string, bool) {
+	var b strings.Builder
+	for _, r := range strings.ToUpper(typed) {
+		switch r {
+		case ' ', '-', '\t':
+			continue
+		case 'O':
+			r = '0'
+		case 'I', 'L':
+			r = '1'
+		}
+		if r > 127 || !strings.ContainsRune(codeAlphabet, r) {
+			return "", false
+		}
+		b.WriteRune(r)
+	}
+	if b.Len() != CodeLen {
+		return "", false
+	}
+	return b.String(), true
+}
+
+func hashCode(norm string) string {
+	sum := sha256.Sum256([]byte(norm))
+	return hex.EncodeToString(sum[:])
+}
+
+// Redeem spends the setup code for deviceID (the verified deviceId of the
+// connecting device) calling from remoteIP (an IP literal; "" counts as one
+// unknown address). Errors: ErrRateLimited (a *RateLimitError), ErrInvalidCode,
+// ErrUsed, ErrExpired, or the store's. See the package comment for the
+// rules.
+func (s *Service) Redeem(ctx context.Context, code, deviceID, remoteIP string) error {
+	if deviceID == "" {
+		return fmt.Errorf("%w: no device id", ErrBadRequest)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.o.Now()
+	key := ipKey(remoteIP)
+	if wait := s.lim.blocked(key, now); wait > 0 {
+		return &RateLimitError{RetryAfter: wait}
+	}
+	err := s.redeem(ctx, code, deviceID, now)
+	if err != nil && !isStoreErr(err) {
+		s.lim.fail(key, now)
+	}
+	return err
+}
+
+type storeErr struct{ error }
+
+func (e storeErr) Unwrap() error { return e.error }
+
+func isStoreErr(err error) bool { var se storeErr; return errors.As(err, &se) }
+
+func (s *Service) redeem(ctx context.Context, code, deviceID string, now time.Time) error {
+	norm, ok := NormalizeCode(code)
+	if !ok {
+		return ErrInvalidCode
+	}
+	c, found, err := s.o.Store.Code(ctx, hashCode(norm))
+	if err != nil {
+		return storeErr{fmt.Errorf("read setup code: %w", err)}
+	}
+	switch {
+	case !found:
+		return ErrInvalidCode
+	case c.UsedBy != "":
+		if c.UsedBy == deviceID && now.Sub(c.UsedAt) <= s.o.RetryWindow {
+			return nil
+		}
+		return ErrUsed
+	case !now.Before(c.ExpiresAt):
+		return ErrExpired
+	}
+	c.UsedBy, c.UsedAt = deviceID, now
+	if err := s.o.Store.PutCode(ctx, c); err != nil {
+		return storeErr{fmt.Errorf("store setup code: %w", err)}
+	}
+	return nil
+}
+
+// ipKey is the rate-limit key of an address: IPv4 as is, IPv6 by its /64
+// (one host usually owns a whole /64), anything unparsable as itself.
+func ipKey(ip string) string {
+	p := net.ParseIP(strings.Trim(ip, "[]"))
+	if p == nil {
+		return "?" + ip
+	}
+	if v4 := p.To4(); v4 != nil {
+		return v4.String()
+	}
+	return p.Mask(net.CIDRMask(64, 128)).String() + "/64"
+}
+
+// Request is a device's pending pairing request.
+type Request struct {
+	ID          string    // random, 32 hex characters
+	DeviceID    string    // verified deviceId (package device)
+	Algorithm   string    // "ed25519" or "ecdsa-p256"
+	PublicKey   string    // base64 raw key, as sent
+	DisplayName string    // what the device calls itself
+	Platform    string    // client.platform
+	Roles       []string  // "operator", "node"
+	Commands    []string  // commands a node declared
+	RemoteIP    string    // where it came from
+	CreatedAt   time.Time // first Submit
+	ExpiresAt   time.Time // last Submit + PendingTTL
+}
+
+// Submit records r as pending, or updates the pending request of the same
+// DeviceID (same ID, new fields and expiry). It returns the stored request.
+// Errors: ErrBadRequest (no DeviceID), ErrTooManyPending, the store's.
+func (s *Service) Submit(ctx context.Context, r Request) (Request, error) {
+	if r.DeviceID == "" {
+		return Request{}, fmt.Errorf("%w: no device id", ErrBadRequest)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.o.Now()
+	live, err := s.live(ctx, now)
+	if err != nil {
+		return Request{}, err
+	}
+	r.CreatedAt, r.ExpiresAt = now, now.Add(s.o.PendingTTL)
+	r.ID = ""
+	for _, old := range live {
+		if old.DeviceID == r.DeviceID {
+			r.ID, r.CreatedAt = old.ID, old.CreatedAt
+		}
+	}
+	if r.ID == "" {
+		if len(live) >= s.o.MaxPending {
+			return Request{}, ErrTooManyPending
+		}
+		var b [16]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return Request{}, fmt.Errorf("request id: %w", err)
+		}
+		r.ID = hex.EncodeToString(b[:])
+	}
+	if err := s.o.Store.PutRequest(ctx, r); err != nil {
+		return Request{}, fmt.Errorf("store pairing request: %w", err)
+	}
+	return r, nil
+}
+
+// Pending lists the live requests, oldest first (expired ones are deleted).
+func (s *Service) Pending(ctx context.Context) ([]Request, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.live(ctx, s.o.Now())
+}
+
+func (s *Service) live(ctx context.Context, now time.Time) ([]Request, error) {
+	all, err := s.o.Store.Requests(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read pairing requests: %w", err)
+	}
+	out := all[:0]
+	for _, r := range all {
+		if now.Before(r.ExpiresAt) {
+			out = append(out, r)
+		} else if err := s.o.Store.DeleteRequest(ctx, r.ID); err != nil {
+			return nil, fmt.Errorf("delete expired pairing request: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// Take removes the pending request id and returns it, for the caller to
+// approve or reject. Errors: ErrNotFound, ErrExpired (it is deleted too),
+// the store's.
+func (s *Service) Take(ctx context.Context, id string) (Request, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	all, err := s.o.Store.Requests(ctx)
+	if err != nil {
+		return Request{}, fmt.Errorf("read pairing requests: %w", err)
+	}
+	for _, r := range all {
+		if r.ID != id {
+			continue
+		}
+		if err := s.o.Store.DeleteRequest(ctx, id); err != nil {
+			return Request{}, fmt.Errorf("delete pairing request: %w", err)
+		}
+		if !s.o.Now().Before(r.ExpiresAt) {
+			return Request{}, ErrExpired
+		}
+		return r, nil
+	}
+	return Request{}, ErrNotFound
+}

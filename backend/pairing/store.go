@@ -1,0 +1,207 @@
+package pairing
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Code is a stored setup code: its hash, never the code.
+type Code struct {
+	Hash      string    // hex SHA-256 of the normalised code
+	CreatedAt time.Time //
+	ExpiresAt time.Time // CreatedAt + CodeTTL
+	UsedBy    string    // deviceId of the first device that redeemed it ("" unused)
+	UsedAt    time.Time // when it was first redeemed
+}
+
+// Store keeps codes and pending requests. The Service serialises its calls.
+type Store interface {
+	// PutCode inserts or replaces the code with c.Hash.
+	PutCode(ctx context.Context, c Code) error
+	// Code returns the code with this hash, found=false when there is none.
+	Code(ctx context.Context, hash string) (c Code, found bool, err error)
+	// DeleteCodesExpired removes codes that expired before t.
+	DeleteCodesExpired(ctx context.Context, t time.Time) error
+	// PutRequest inserts or replaces the request with r.ID.
+	PutRequest(ctx context.Context, r Request) error
+	// Requests lists every stored request, oldest CreatedAt first.
+	Requests(ctx context.Context) ([]Request, error)
+	// DeleteRequest removes the request id (no error if absent).
+	DeleteRequest(ctx context.Context, id string) error
+}
+
+// MemStore is a Store in memory (lost at exit), for tests and for a
+// gateway without a state.db.
+type MemStore struct {
+	mu    sync.Mutex
+	codes map[string]Code
+	reqs  map[string]Request
+}
+
+// NewMemStore returns an empty MemStore.
+func NewMemStore() *MemStore {
+	return &MemStore{codes: map[string]Code{}, reqs: map[string]Request{}}
+}
+
+// PutCode implements Store.
+func (m *MemStore) PutCode(_ context.Context, c Code) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.codes[c.Hash] = c
+	return nil
+}
+
+// Code implements Store.
+func (m *MemStore) Code(_ context.Context, hash string) (Code, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, ok := m.codes[hash]
+	return c, ok, nil
+}
+
+// DeleteCodesExpired implements Store.
+func (m *MemStore) DeleteCodesExpired(_ context.Context, t time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for h, c := range m.codes {
+		if c.ExpiresAt.Before(t) {
+			delete(m.codes, h)
+		}
+	}
+	return nil
+}
+
+// PutRequest implements Store.
+func (m *MemStore) PutRequest(_ context.Context, r Request) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r.Roles, r.Commands = slices.Clone(r.Roles), slices.Clone(r.Commands)
+	m.reqs[r.ID] = r
+	return nil
+}
+
+// Requests implements Store.
+func (m *MemStore) Requests(_ context.Context) ([]Request, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Request, 0, len(m.reqs))
+	for _, r := range m.reqs {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b Request) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	return out, nil
+}
+
+// DeleteRequest implements Store.
+func (m *MemStore) DeleteRequest(_ context.Context, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.reqs, id)
+	return nil
+}
+
+// SQLStore is a Store in state.db (tables pairing_codes and
+// pairing_requests; times in Unix milliseconds), so codes and pending
+// requests survive a restart of the app.
+type SQLStore struct{ db *sql.DB }
+
+// OpenSQLStore creates the tables if needed. db is state.db (statedb.Open).
+func OpenSQLStore(ctx context.Context, db *sql.DB) (*SQLStore, error) {
+	_, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS pairing_codes (
+		hash TEXT PRIMARY KEY, created_ms INTEGER NOT NULL, expires_ms INTEGER NOT NULL,
+		used_by TEXT NOT NULL DEFAULT '', used_ms INTEGER NOT NULL DEFAULT 0);
+	CREATE TABLE IF NOT EXISTS pairing_requests (
+		id TEXT PRIMARY KEY, device_id TEXT NOT NULL, created_ms INTEGER NOT NULL,
+		expires_ms INTEGER NOT NULL, body TEXT NOT NULL)`)
+	if err != nil {
+		return nil, fmt.Errorf("create pairing tables: %w", err)
+	}
+	return &SQLStore{db: db}, nil
+}
+
+func ms(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+func fromMs(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(v)
+}
+
+// PutCode implements Store.
+func (s *SQLStore) PutCode(ctx context.Context, c Code) error {
+	_, err := s.db.ExecContext(ctx, `INSERT OR REPLACE INTO pairing_codes (hash, created_ms, expires_ms, used_by, used_ms)
+		VALUES (?, ?, ?, ?, ?)`, c.Hash, ms(c.CreatedAt), ms(c.ExpiresAt), c.UsedBy, ms(c.UsedAt))
+	return err
+}
+
+// Code implements Store.
+func (s *SQLStore) Code(ctx context.Context, hash string) (Code, bool, error) {
+	var c Code
+	var created, expires, used int64
+	err := s.db.QueryRowContext(ctx, `SELECT hash, created_ms, expires_ms, used_by, used_ms FROM pairing_codes WHERE hash = ?`, hash).
+		Scan(&c.Hash, &created, &expires, &c.UsedBy, &used)
+	if err == sql.ErrNoRows {
+		return Code{}, false, nil
+	}
+	if err != nil {
+		return Code{}, false, err
+	}
+	c.CreatedAt, c.ExpiresAt, c.UsedAt = fromMs(created), fromMs(expires), fromMs(used)
+	return c, true, nil
+}
+
+// DeleteCodesExpired implements Store.
+func (s *SQLStore) DeleteCodesExpired(ctx context.Context, t time.Time) error {
+	_, err := s.db.ExecContext(ctx, `DELETE FROM pairing_codes WHERE expires_ms < ?`, ms(t))
+	return err
+}
+
+// PutRequest implements Store.
+func (s *SQLStore) PutRequest(ctx context.Context, r Request) error {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	_, err = s.db.ExecContext(ctx, `INSERT OR REPLACE INTO pairing_requests (id, device_id, created_ms, expires_ms, body)
+		VALUES (?, ?, ?, ?, ?)`, r.ID, r.DeviceID, ms(r.CreatedAt), ms(r.ExpiresAt), string(body))
+	return err
+}
+
+// Requests implements Store.
+func (s *SQLStore) Requests(ctx context.Context) ([]Request, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT body FROM pairing_requests ORDER BY created_ms, id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Request
+	for rows.Next() {
+		var body string
+		if err := rows.Scan(&body); err != nil {
+			return nil, err
+		}
+		var r Request
+		if err := json.Unmarshal([]byte(body), &r); err != nil {
+			return nil, fmt.Errorf("pairing request: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// DeleteRequest implements Store.
+func (s *SQLStore) DeleteRequest(ctx context.Context, id string) error {
+	_, err := s.db.ExecContext(ctx, `DELETE FROM pairing_requests WHERE id = ?`, id)
+	return err
+}
