@@ -37,6 +37,8 @@ func runBenchRetrieval(ctx context.Context, args []string, o Options) error {
 	halfLife := fs.Float64("half-life", 0, "decay half-life in days (0 = 30)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	out := fs.String("out", "", "also write the JSON object to this file")
+	noDefaults := fs.Bool("no-defaults", false, "skip the searches with the product's defaults and the absent questions")
+	dumpPath := fs.String("dump", "", "write one JSON line per question searched with the defaults to this file (floor calibration)")
 	pos, err := parse(fs, args, o)
 	if err != nil {
 		return err
@@ -57,18 +59,30 @@ func runBenchRetrieval(ctx context.Context, args []string, o Options) error {
 	if err != nil {
 		return fmt.Errorf("%w: --categories: %v", errUsage, err)
 	}
-	rep, err := retrieval.Run(ctx, retrieval.Options{
-		Set:        *set,
-		Workspaces: *wss,
-		Qrels:      *qrels,
-		Limit:      *limit,
-		Modes:      splitList(*modes),
-		Depth:      *depth,
-		Workers:    *workers,
-		Categories: categories,
-		Ranking:    memory.Ranking{VectorWeight: *vw, MMR: *mmr, MMRLambda: *lambda, TemporalDecay: *decay, HalfLifeDays: *halfLife},
-		Log:        newLogger(o, slog.LevelWarn),
-	})
+	var dump *os.File
+	if *dumpPath != "" {
+		if dump, err = os.Create(*dumpPath); err != nil {
+			return fmt.Errorf("%w: --dump: %v", errUsage, err)
+		}
+		defer dump.Close()
+	}
+	ro := retrieval.Options{
+		Set:          *set,
+		Workspaces:   *wss,
+		Qrels:        *qrels,
+		Limit:        *limit,
+		Modes:        splitList(*modes),
+		Depth:        *depth,
+		Workers:      *workers,
+		Categories:   categories,
+		Ranking:      memory.Ranking{VectorWeight: *vw, MMR: *mmr, MMRLambda: *lambda, TemporalDecay: *decay, HalfLifeDays: *halfLife},
+		Log:          newLogger(o, slog.LevelWarn),
+		SkipDefaults: *noDefaults,
+	}
+	if dump != nil {
+		ro.Dump = dump
+	}
+	rep, err := retrieval.Run(ctx, ro)
 	if errors.Is(err, retrieval.ErrInvalidOptions) {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}

@@ -1,5 +1,7 @@
 package memory
 
+import "github.com/atrium-dev/atrium/backend/memory/index"
+
 // This file holds the agent- and gateway-facing shapes of the memory API
 // (SPEC §4.3). Field names are the wire names used by the gateway (docs/PROTOCOL.md).
 
@@ -62,6 +64,8 @@ type SearchOptions struct {
 	MaxResults int     `json:"maxResults,omitempty"`
 	MinScore   float64 `json:"minScore,omitempty"`
 	Mode       string  `json:"mode,omitempty"`
+	// single: search Query as one part (multipart.go), never split.
+	single bool
 }
 
 // Search modes (SearchOptions.Mode).
@@ -95,10 +99,15 @@ type SearchResponse struct {
 	Withheld int `json:"-"`
 	// OutOfScope counts the indexed files the search did not see because
 	// SearchOptions.Readable refused them (for the audit log; never sent).
-	OutOfScope int            `json:"-"`
-	Results    []SearchResult `json:"results"`
-	Provider   string         `json:"provider"`
-	Model      string         `json:"model"`
+	OutOfScope int `json:"-"`
+	// Query is what the index made of the query: its terms, effective
+	// length and the score floor applied (the query's default floor when
+	// SearchOptions.MinScore was 0). For measuring (atrium bench
+	// retrieval); not sent.
+	Query    index.QueryInfo `json:"-"`
+	Results  []SearchResult  `json:"results"`
+	Provider string          `json:"provider"`
+	Model    string          `json:"model"`
 }
 
 // GetOptions are the memory_get arguments. From is a 1-based line number

@@ -53,7 +53,7 @@ func CheckQuery(q string) error {
 // Options: MaxResults 0 means DefaultMaxResults (6), larger values are capped
 // at MaxMaxResults, negative values are ErrInvalidInput. MinScore 0 (the
 // zero value, also what an omitted "minScore" decodes to) means
-// DefaultMinScore (0.35); a negative MinScore means no floor; MinScore above 1
+// the query's default floor (see DefaultMinScore); a negative MinScore means no floor; MinScore above 1
 // or NaN is ErrInvalidInput (scores are in [0,1]). For a floor just above
 // zero pass a tiny positive value such as 1e-9.
 // Mode: "" or ModeHybrid runs both legs, ModeKeyword only the keyword leg
@@ -91,12 +91,15 @@ func (m *Manager) Search(ctx context.Context, o SearchOptions) (SearchResponse, 
 		n = DefaultMaxResults
 	}
 	n = min(n, MaxMaxResults)
-	minScore := o.MinScore
-	if minScore == 0 {
-		minScore = DefaultMinScore
-	}
+	// MinScore 0 asks for the query's default floor (index.Query.AutoFloor).
+	minScore, autoFloor := o.MinScore, o.MinScore == 0
 	if m.closed.Load() {
 		return resp, ErrClosed
+	}
+	if !o.single {
+		if parts := questionParts(q); parts != nil {
+			return m.searchParts(ctx, o, parts, n)
+		}
 	}
 	var qv []float32
 	if o.Mode != ModeKeyword {
@@ -135,7 +138,8 @@ func (m *Manager) Search(ctx context.Context, o SearchOptions) (SearchResponse, 
 	// times larger is asked for (see Ranking.poolFor).
 	var hits []index.Hit
 	for pool := rk.poolFor(n); ; pool = min(MaxMaxResults, 4*pool) {
-		found, err := st.Search(ctx, index.Query{Text: text, Vector: qv, MaxResults: pool, MinScore: minScore, VectorWeight: wv, Scope: o.Readable})
+		found, info, err := st.SearchWithInfo(ctx, index.Query{Text: text, Vector: qv, MaxResults: pool, MinScore: minScore, AutoFloor: autoFloor, VectorWeight: wv, Scope: o.Readable})
+		resp.Query = info
 		if err != nil {
 			return resp, fmt.Errorf("search: %w", err)
 		}

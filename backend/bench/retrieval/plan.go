@@ -36,6 +36,10 @@ type partition struct {
 	ids      map[string]bool
 	docCount int
 	queries  []query
+	// absent are the questions asked with the answer absent (defaults.go);
+	// holdOut says their judged documents are deleted first.
+	absent  []query
+	holdOut bool
 }
 
 // prepare loads the set named by o (see the package doc).

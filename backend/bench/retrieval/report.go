@@ -40,6 +40,11 @@ func (r Report) WriteText(w io.Writer) error {
 			return err
 		}
 	}
+	if r.Defaults != nil {
+		if err := r.Defaults.writeText(w); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(w, "Index: %.2f s, %d chunks, %.0f chunks/s\n", r.Index.Seconds, r.Index.Chunks, r.Index.ChunksPerSecond)
 	fmt.Fprintf(w, "Query: p50 %.2f ms, p99 %.2f ms\n", r.Query.P50ms, r.Query.P99ms)
 	_, err := fmt.Fprintf(w, "RSS peak: %.1f MiB; total %.1f s\n", float64(r.RSSBytes)/(1<<20), r.Seconds)
@@ -67,6 +72,41 @@ func (r Report) writeGroups(w io.Writer) error {
 			cells[i] = fmt.Sprintf("%.3f / %.3f", q.Recall10, q.NDCG10)
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t\n", g, n, strings.Join(cells, "\t"))
+	}
+	return tw.Flush()
+}
+
+// writeText prints what the defaults give: hit@1/5/k with the default floor
+// and without a floor, the empty answers, and the absent questions.
+func (d *DefaultsReport) writeText(w io.Writer) error {
+	fmt.Fprintf(w, "With the defaults (hybrid, maxResults %d, default floor) against no floor:\n", d.MaxResults)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "questions\tn\thit@1\thit@5\thit@k\tempty\tresults\tno floor: hit@1\thit@5\thit@k\t")
+	for _, row := range []struct {
+		name string
+		a    Answered
+	}{{"all", d.All}, {"held-out half", d.HeldOut}} {
+		a := row.a
+		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t%.2f\t%.3f\t%.3f\t%.3f\t\n", row.name, a.N,
+			a.Hit1, a.Hit5, a.HitK, a.Empty, a.MeanResults, a.NoFloorHit1, a.NoFloorHit5, a.NoFloorHitK)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if d.Absent.N == 0 {
+		_, err := fmt.Fprintln(w, "Absent questions: none (a workspaces set with one partition)")
+		return err
+	}
+	fmt.Fprintf(w, "Absent questions (%s):\n", d.AbsentSource)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "questions\tn\tempty\tresults\ttop p50\ttop p90\tno floor: top p50\ttop p90\t")
+	for _, row := range []struct {
+		name string
+		a    Absent
+	}{{"all", d.Absent}, {"held-out half", d.AbsentHeldOut}} {
+		a := row.a
+		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.2f\t%.3f\t%.3f\t%.3f\t%.3f\t\n", row.name, a.N,
+			a.Empty, a.MeanResults, a.TopP50, a.TopP90, a.NoFloorTopP50, a.NoFloorTopP90)
 	}
 	return tw.Flush()
 }

@@ -82,6 +82,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -150,6 +151,13 @@ type Options struct {
 	// partition's clock is the day after its newest dated daily log (the
 	// conversation's present), so decay measures recency within it.
 	Ranking memory.Ranking
+	// SkipDefaults skips the searches with the product's defaults and the
+	// absent questions (Report.Defaults stays nil; defaults.go).
+	SkipDefaults bool
+	// Dump, if set, receives one JSON line per question searched with the
+	// defaults (present and absent): the scores of its no-floor results and
+	// what the index made of the query, for calibrating the default floor.
+	Dump io.Writer
 }
 
 // Quality are the quality figures of one mode averaged over N queries.
@@ -217,6 +225,9 @@ type Report struct {
 	Model    string `json:"model"`
 	// Modes maps each mode run to its metrics.
 	Modes map[string]Metrics `json:"modes"`
+	// Defaults is what a caller gets with the product's defaults
+	// (defaults.go); nil with SkipDefaults.
+	Defaults *DefaultsReport `json:"defaults,omitempty"`
 	// Groups breaks the quality down by query group (LongMemEval's
 	// "question_type", or "category N (name)" for LoCoMo): group → mode →
 	// quality. Absent when no query names a group.
@@ -310,6 +321,15 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		Provider: o.Embedder.Provider(), Model: o.Embedder.Model(),
 		Modes: map[string]Metrics{},
 	}
+	source := ""
+	if !o.SkipDefaults {
+		source = p.assignAbsent()
+	}
+	var dump *dumper
+	if o.Dump != nil {
+		dump = &dumper{w: o.Dump, set: p.name}
+	}
+	var answers []answer
 	root, err := os.MkdirTemp(o.TempDir, "atrium-bench-retrieval-*")
 	if err != nil {
 		return rep, fmt.Errorf("bench retrieval: temp dir: %w", err)
@@ -320,14 +340,21 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	lat := map[string][]time.Duration{}
 	var indexTime time.Duration
 	for i, part := range p.parts {
-		docs, chunks, took, err := runPartition(ctx, o, root, i, part, scores, lat)
+		docs, chunks, took, ans, err := runPartition(ctx, o, root, i, part, scores, lat, dump)
 		if err != nil {
 			return rep, err
 		}
+		answers = append(answers, ans...)
 		rep.Docs += docs
 		rep.Index.Chunks += chunks
 		rep.Queries += len(part.queries)
 		indexTime += took
+	}
+	if dump != nil && dump.err != nil {
+		return rep, fmt.Errorf("bench retrieval: dump: %w", dump.err)
+	}
+	if !o.SkipDefaults {
+		rep.Defaults = summarise(answers, memory.DefaultMaxResults, source)
 	}
 	rep.Index.Seconds = indexTime.Seconds()
 	if rep.Index.Seconds > 0 {
@@ -365,15 +392,16 @@ func Run(ctx context.Context, o Options) (Report, error) {
 }
 
 // runPartition indexes one partition, runs its queries in every mode
-// (appending to scores and lat) and removes its temporary files. It
-// returns the documents and chunks indexed and the Open + Sync time.
+// (appending to scores and lat), then with the defaults, then its absent
+// questions (defaults.go), and removes its temporary files. It returns the
+// documents and chunks indexed, the Open + Sync time and the answers.
 func runPartition(ctx context.Context, o Options, root string, i int, part *partition,
-	scores map[string][]scored, lat map[string][]time.Duration) (docs, chunks int, took time.Duration, err error) {
+	scores map[string][]scored, lat map[string][]time.Duration, dump *dumper) (docs, chunks int, took time.Duration, ans []answer, err error) {
 	ws := part.workspace
 	if ws == "" {
 		ws = filepath.Join(root, fmt.Sprintf("ws%03d", i))
 		if err := part.write(ws); err != nil {
-			return 0, 0, 0, err
+			return 0, 0, 0, nil, err
 		}
 		defer os.RemoveAll(ws)
 	}
@@ -389,11 +417,11 @@ func runPartition(ctx context.Context, o Options, root string, i int, part *part
 	}
 	m, err := memory.Open(memory.Options{Workspace: ws, IndexDir: ixDir, Embedder: o.Embedder, DisableWatcher: true, Logger: log, Ranking: rk})
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("bench retrieval: partition %q: %w", part.name, err)
+		return 0, 0, 0, nil, fmt.Errorf("bench retrieval: partition %q: %w", part.name, err)
 	}
 	defer m.Close()
 	if err := m.Sync(ctx); err != nil {
-		return 0, 0, 0, fmt.Errorf("bench retrieval: partition %q: %w", part.name, err)
+		return 0, 0, 0, nil, fmt.Errorf("bench retrieval: partition %q: %w", part.name, err)
 	}
 	took = time.Since(t0)
 	st := m.Status()
@@ -402,17 +430,44 @@ func runPartition(ctx context.Context, o Options, root string, i int, part *part
 	}
 	log.Info("bench partition indexed", "docs", part.docCount, "files", st.Files, "chunks", st.Chunks, "seconds", took.Seconds(), "queries", len(part.queries))
 
-	results, err := runQueries(ctx, o, m, part)
+	results, err := runQueries(ctx, o, m, part, dump)
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, nil, err
 	}
 	for _, per := range results { // query order, whatever the workers did
 		for j, mode := range o.Modes {
-			lat[mode] = append(lat[mode], per[j].took)
-			scores[mode] = append(scores[mode], per[j].sc)
+			lat[mode] = append(lat[mode], per.modes[j].took)
+			scores[mode] = append(scores[mode], per.modes[j].sc)
+		}
+		if !o.SkipDefaults {
+			ans = append(ans, per.def)
 		}
 	}
-	return part.docCount, st.Chunks, took, nil
+	if !o.SkipDefaults && len(part.absent) > 0 {
+		if part.holdOut {
+			if err := part.removeHeldOut(ws); err != nil {
+				return 0, 0, 0, nil, err
+			}
+			if err := m.Sync(ctx); err != nil {
+				return 0, 0, 0, nil, fmt.Errorf("bench retrieval: partition %q: sync after hold-out: %w", part.name, err)
+			}
+		}
+		for _, q := range part.absent {
+			a, err := askDefaults(ctx, m, part, q, true, dump)
+			if err != nil {
+				return 0, 0, 0, nil, err
+			}
+			ans = append(ans, a)
+		}
+	}
+	return part.docCount, st.Chunks, took, ans, nil
+}
+
+// queryResult is one query's searches: one per mode (o.Modes order) and
+// the defaults' answer.
+type queryResult struct {
+	modes []modeResult
+	def   answer
 }
 
 // modeResult is one search of one query in one mode.
@@ -422,12 +477,12 @@ type modeResult struct {
 }
 
 // runQueries runs every query of the partition in every mode (modes
-// interleaved query by query) on o.Workers goroutines and returns the
-// results by query, then mode (o.Modes order). The first error stops it.
-func runQueries(ctx context.Context, o Options, m *memory.Manager, part *partition) ([][]modeResult, error) {
+// interleaved query by query), then with the defaults, on o.Workers
+// goroutines and returns the results by query. The first error stops it.
+func runQueries(ctx context.Context, o Options, m *memory.Manager, part *partition, dump *dumper) ([]queryResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	results := make([][]modeResult, len(part.queries))
+	results := make([]queryResult, len(part.queries))
 	next := make(chan int)
 	var (
 		wg       sync.WaitGroup
@@ -454,7 +509,18 @@ func runQueries(ctx context.Context, o Options, m *memory.Manager, part *partiti
 					}
 					per[j].sc = scored{group: q.group, Scores: Score(part.rank(res.Results), q.rel)}
 				}
-				results[qi] = per
+				results[qi].modes = per
+				if !o.SkipDefaults {
+					a, err := askDefaults(ctx, m, part, q, false, dump)
+					if err != nil {
+						errOnce.Do(func() {
+							firstErr = err
+							cancel()
+						})
+						return
+					}
+					results[qi].def = a
+				}
 			}
 		}()
 	}

@@ -258,6 +258,13 @@ type Query struct {
 	// MinScore drops hits whose final score is lower; negative = no floor.
 	// It must not be NaN or above 1.
 	MinScore float64
+	// AutoFloor replaces MinScore by the query's default floor (floor.go),
+	// calibrated on the retrieval sets to keep the answers of questions of
+	// any length and drop the matches of questions whose answer is absent.
+	AutoFloor bool
+	// info, when set, receives what the search made of the query
+	// (SearchWithInfo).
+	info *QueryInfo
 	// VectorWeight is wv in the fused score wv·v + (1−wv)·k; 0 means the
 	// SPEC's VectorWeight (0.7). It must be in [0,1]. A lexical embedder
 	// (package embed's builtin) repeats the keyword leg's evidence with
@@ -503,6 +510,13 @@ func (s *Store) searchLegs(ctx context.Context, q Query, vec bool) (hits []Hit, 
 			return nil, false, err
 		}
 		kl.prepare(&r.kq)
+	}
+	if q.AutoFloor {
+		r.q.MinScore = autoFloor(&r.kq, r.useVec)
+	}
+	if q.info != nil {
+		*q.info = queryInfo(&r.kq)
+		q.info.Floor = r.q.MinScore
 	}
 	for {
 		r.rounds++
