@@ -40,7 +40,7 @@ const defaultToolOutputBytes = MaxToolResultChars - 512
 const defaultMemorySearchSchema = `{"type":"object","properties":{` +
 	`"query":{"type":"string","maxLength":%[1]d,"description":"what to look for: keywords, names, identifiers or a question (at most %[1]d characters)"},` +
 	`"maxResults":{"type":"integer","description":"how many passages to return (1-20, default 6)"},` +
-	`"minScore":{"type":"number","description":"lowest relevance score to return (0-1, default 0.35)"}` +
+	`"minScore":{"type":"number","description":"lowest relevance score to return (0-1; default: a floor calibrated for the query's length, 0.24-0.28)"}` +
 	`},"required":["query"]}`
 
 // defaultTools is the registry used when Options.Tools is nil: only

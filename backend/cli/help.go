@@ -38,8 +38,9 @@ func commands() []command {
 		{"serve", "[flags]", "run the gateway and UI at http://127.0.0.1:18789", workspaceHelp + portHelp},
 		{"memory index", "[flags]", "index the workspace's Markdown memory now", ""},
 		{"memory search", "[flags] QUERY", "hybrid (BM25 + vector) search",
-			"--min-score is a hybrid score in 0..1: 0 means the default 0.35, a negative\n" +
-				"value turns the floor off. --mode keyword is the BM25 leg only, vector the\n" +
+			"--min-score is a hybrid score in 0..1: 0 means the default floor, calibrated\n" +
+				"for the query's length (0.24-0.28), a negative value turns the floor off.\n" +
+				"--mode keyword is the BM25 leg only, vector the\n" +
 				"embedding leg only." + asHelp},
 		{"memory get", "[flags] PATH", "print a memory file (--from N --lines M)", asHelp},
 		{"memory write", "[flags] PATH", "write standard input to a memory file\n(--mode append|replace, --base VERSION)",

@@ -33,7 +33,7 @@ func runMemory(ctx context.Context, args []string, o Options) error {
 	switch sub {
 	case "search":
 		fs.IntVar(maxResults, "max-results", memory.DefaultMaxResults, "number of results")
-		fs.Float64Var(minScore, "min-score", memory.DefaultMinScore, "minimum hybrid score (0..1; 0 = the default 0.35, negative = no floor)")
+		fs.Float64Var(minScore, "min-score", 0, "minimum hybrid score (0..1; 0 = the default floor for the query, negative = no floor)")
 		fs.StringVar(mode, "mode", memory.ModeHybrid, "hybrid, keyword (BM25 only) or vector (embedding only)")
 	case "get":
 		fs.IntVar(from, "from", 0, "first line (1-based)")

@@ -8,7 +8,11 @@ import "github.com/atrium-dev/atrium/backend/memory/index"
 // Search defaults from SPEC §4.3.
 const (
 	DefaultMaxResults = 6
-	DefaultMinScore   = 0.35
+	// DefaultMinScore is the default floor of a one-term query (a lookup
+	// such as "QK-7731"); a longer query gets a lower default floor, down
+	// to index.FloorMin (index.DefaultFloor: calibrated on the retrieval
+	// sets, docs/BENCHMARKS.md). Until issue 15 every query had 0.35.
+	DefaultMinScore = index.FloorBase
 	// MaxSnippetChars caps SearchResult.Snippet (characters, not bytes).
 	MaxSnippetChars = 700
 	// MaxQueryChars caps SearchOptions.Query: at most this many characters
@@ -37,8 +41,9 @@ const (
 // MaxResults: 0 (or omitted) means DefaultMaxResults (6); values above
 // MaxMaxResults are capped; a negative value is ErrInvalidInput.
 //
-// MinScore: scores are in [0,1]. 0 (or omitted) means DefaultMinScore (0.35),
-// not "no floor": JSON cannot tell an explicit 0 from a missing field here.
+// MinScore: scores are in [0,1]. 0 (or omitted) means the query's default
+// floor (index.DefaultFloor of its effective length: DefaultMinScore for a
+// one-term query, down to index.FloorMin for a long question), not "no floor": JSON cannot tell an explicit 0 from a missing field here.
 // A negative value means no floor (every ranked hit is returned); a value
 // above 1 or NaN is ErrInvalidInput. For a floor just above zero pass a tiny
 // positive value such as 1e-9.

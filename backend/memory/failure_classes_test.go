@@ -106,7 +106,7 @@ func TestClassUniqueIdentifierClearsDefaultFloor(t *testing.T) {
 	}, nil)
 	f.sync(t)
 	for q, want := range map[string]string{"QK-7731": "memory/2024-05-01.md", "qk-7731": "memory/2024-05-01.md", "ZX-0042": "memory/global/zh.md"} {
-		rs := f.search(t, q) // default maxResults 6, minScore 0.35
+		rs := f.search(t, q) // default maxResults 6 and floor
 		if len(rs) == 0 || rs[0].Path != want || rs[0].Score < DefaultMinScore {
 			t.Errorf("%q: %v, want %s first above %v", q, rs, want, DefaultMinScore)
 		}

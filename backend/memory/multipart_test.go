@@ -20,7 +20,7 @@ func TestQuestionParts(t *testing.T) {
 		{"v1.2 release notes", nil},
 		{"e.g. the parser", nil},
 		{"Really?? 连接池", []string{"Really??", "连接池"}},
-		{"??? QK-7731", nil},                // a part without a letter joins the next
+		{"??? QK-7731", nil},                                          // a part without a letter joins the next
 		{"a? b? c? d? e? f?", []string{"a?", "b?", "c?", "d? e? f?"}}, // at most MaxQuestionParts
 	} {
 		got := questionParts(tc.q)

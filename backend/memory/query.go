@@ -79,7 +79,7 @@ func (m *Manager) Search(ctx context.Context, o SearchOptions) (SearchResponse, 
 		return resp, fmt.Errorf("search: %w: maxResults %d is negative (0 means the default %d)", ErrInvalidInput, o.MaxResults, DefaultMaxResults)
 	}
 	if math.IsNaN(o.MinScore) || o.MinScore > 1 {
-		return resp, fmt.Errorf("search: %w: minScore %v out of range (scores are in [0,1]; 0 means the default %v, negative means no floor)", ErrInvalidInput, o.MinScore, DefaultMinScore)
+		return resp, fmt.Errorf("search: %w: minScore %v out of range (scores are in [0,1]; 0 means the query's default floor, negative means no floor)", ErrInvalidInput, o.MinScore)
 	}
 	switch o.Mode {
 	case "", ModeHybrid, ModeKeyword, ModeVector:

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/atrium-dev/atrium/backend/memory/index"
 )
 
 // Search-quality tests for memory_search (SPEC §4.3) over a small realistic
@@ -172,7 +174,7 @@ func TestSearchQuality(t *testing.T) {
 			}
 			res, err := m.Search(ctx, SearchOptions{Query: q})
 			if err != nil || len(res.Results) != 0 {
-				t.Errorf("%q with the default floor: %v %v", q, describe(res.Results), err)
+				t.Errorf("%q with the default floor: %v %v (query %+v)", q, describe(res.Results), err, res.Query)
 			}
 		}
 	})
@@ -275,7 +277,7 @@ func TestSearchOptionsValidation(t *testing.T) {
 			t.Errorf("%+v: err = %v, want ErrInvalidInput", o, err)
 		}
 	}
-	// MinScore 0 is the default floor 0.35, not "no floor".
+	// MinScore 0 is the query's default floor, not "no floor".
 	def, err := m.Search(ctx, SearchOptions{Query: "Lisbon mornings"})
 	if err != nil {
 		t.Fatal(err)
@@ -287,8 +289,14 @@ func TestSearchOptionsValidation(t *testing.T) {
 	if len(def.Results) == 0 || fmt.Sprint(describe(def.Results)) != fmt.Sprint(describe(zero.Results)) {
 		t.Errorf("MinScore 0 %v != default %v", describe(zero.Results), describe(def.Results))
 	}
+	if f := def.Query.AnswerFloor; f < index.FloorMin || f > index.FloorBase || def.Query.Floor != f-index.FloorListDrop {
+		t.Errorf("default floors %+v outside [%v, %v]", def.Query, index.FloorMin, index.FloorBase)
+	}
+	if def.Results[0].Score < def.Query.AnswerFloor {
+		t.Errorf("best result %s below the answer floor %v", describe(def.Results[:1]), def.Query.AnswerFloor)
+	}
 	for _, r := range def.Results {
-		if r.Score < DefaultMinScore {
+		if r.Score < def.Query.Floor {
 			t.Errorf("default floor let %s through", describe([]SearchResult{r}))
 		}
 	}

@@ -19,7 +19,7 @@ const (
 	memorySearchSchema = `{"type":"object","properties":{` +
 		`"query":{"type":"string","minLength":1,"maxLength":%[1]d,"description":"what to look for: keywords, names, identifiers or a question (at most %[1]d characters)"},` +
 		`"maxResults":{"type":"integer","minimum":1,"maximum":20,"description":"how many passages to return (default 6)"},` +
-		`"minScore":{"type":"number","minimum":0,"maximum":1,"description":"lowest relevance score to return (default 0.35)"}` +
+		`"minScore":{"type":"number","minimum":0,"maximum":1,"description":"lowest relevance score to return (0-1; default: a floor calibrated for the query's length, 0.24-0.28)"}` +
 		`},"required":["query"],"additionalProperties":false}`
 	memoryGetSchema = `{"type":"object","properties":{` +
 		`"path":{"type":"string","minLength":1,"description":"workspace-relative path of a memory Markdown file, e.g. memory/global/decisions.md"},` +

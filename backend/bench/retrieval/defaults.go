@@ -156,7 +156,7 @@ func askDefaults(ctx context.Context, m *memory.Manager, part *partition, q quer
 	}
 	if dump != nil {
 		rec := dumpLine{Part: part.name, ID: q.id, Text: q.text, Absent: absent, HeldOut: a.heldOut,
-			Terms: nf.Query.Terms, Content: nf.Query.Content, Length: nf.Query.Length, Floor: def.Query.Floor, Results: a.n}
+			Terms: nf.Query.Terms, Content: nf.Query.Content, Length: nf.Query.Length, Floor: def.Query.Floor, AnswerFloor: def.Query.AnswerFloor, Results: a.n}
 		for i, r := range nf.Results {
 			rec.Scores = append(rec.Scores, r.Score)
 			rec.Rel = append(rec.Rel, !absent && a.noFloor[i] && (i == 0 || !a.noFloor[i-1]))
@@ -297,19 +297,21 @@ func (part *partition) removeHeldOut(ws string) error {
 // scores of its no-floor results (default maxResults), which of them is the
 // first relevant one, and what the index made of the query.
 type dumpLine struct {
-	Set     string    `json:"set"`
-	Part    string    `json:"part"`
-	ID      string    `json:"id"`
-	Text    string    `json:"text"`
-	Absent  bool      `json:"absent"`
-	HeldOut bool      `json:"heldOut"`
-	Terms   int       `json:"terms"`
-	Content int       `json:"content"`
-	Length  float64   `json:"length"`
-	Floor   float64   `json:"floor"`
-	Results int       `json:"results"`
-	Scores  []float64 `json:"scores"`
-	Rel     []bool    `json:"rel"`
+	Set     string  `json:"set"`
+	Part    string  `json:"part"`
+	ID      string  `json:"id"`
+	Text    string  `json:"text"`
+	Absent  bool    `json:"absent"`
+	HeldOut bool    `json:"heldOut"`
+	Terms   int     `json:"terms"`
+	Content int     `json:"content"`
+	Length  float64 `json:"length"`
+	Floor   float64 `json:"floor"`
+	// AnswerFloor: the score the best result had to reach (index.QueryInfo).
+	AnswerFloor float64   `json:"answerFloor"`
+	Results     int       `json:"results"`
+	Scores      []float64 `json:"scores"`
+	Rel         []bool    `json:"rel"`
 }
 
 // dumper writes dump lines (JSON Lines) from several goroutines.

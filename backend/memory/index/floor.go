@@ -1,6 +1,9 @@
 package index
 
-import "context"
+import (
+	"context"
+	"math"
+)
 
 // QueryInfo describes what a search made of its query (SearchWithInfo).
 type QueryInfo struct {
@@ -12,10 +15,12 @@ type QueryInfo struct {
 	// number of its most informative term that its weight W amounts to
 	// (see the package comment); 0 without terms.
 	Length float64
-	// Floor is the score floor the search applied: Query.MinScore, or the
-	// default floor of the query when Query.AutoFloor is set; negative
-	// means none.
-	Floor float64
+	// Floor is the score floor the search applied to every result:
+	// Query.MinScore, or the default list floor of the query when
+	// Query.AutoFloor is set; negative means none. AnswerFloor is the score
+	// the best result had to reach for any result to be returned (Floor
+	// unless Query.AutoFloor; see DefaultFloor).
+	Floor, AnswerFloor float64
 }
 
 // SearchWithInfo is Search; it also returns what the search made of the
@@ -45,7 +50,37 @@ func queryInfo(q *analysedQuery) QueryInfo {
 	return info
 }
 
-// autoFloor is the default score floor of a query (Query.AutoFloor).
-func autoFloor(q *analysedQuery, useVec bool) float64 {
-	return 0.35
+// The default floor (Query.AutoFloor) has two levels. A query of effective
+// length L (QueryInfo.Length) is answered only when its best result
+// reaches
+//
+//	answer(L) = clamp(FloorBase − FloorSlope·ln L, FloorMin, FloorBase)
+//
+// and then every result down to answer(L) − FloorListDrop is returned.
+// A long natural question shares fewer of its words with the note that
+// answers it than a two-word lookup does, so its answer scores lower on the
+// absolute 0–1 scale (its coverage is a smaller share of more terms), and
+// so does the noise it finds when the answer is absent. Whether a question
+// is answered at all is decided by its best result alone (so the first
+// result never depends on maxResults); below it, an answer's other relevant
+// chunks often score a little lower, hence the list floor. The constants
+// were calibrated with `atrium bench retrieval --dump` on the calibration
+// half of the questions (LoCoMo turns and workspaces, LongMemEval, CMRC;
+// docs/BENCHMARKS.md): the most absent questions answered with nothing
+// while hit@5 stays within 2 points of hit@5 without a floor on every set.
+const (
+	FloorBase     = 0.28
+	FloorSlope    = 0.02
+	FloorMin      = 0.24
+	FloorListDrop = 0.04
+)
+
+// DefaultFloor returns the default floors of a query of effective length
+// length (QueryInfo.Length; below 1 counts as 1): answer, the score the
+// best result must reach for the query to get any result, and list, the
+// floor of every result once it does.
+func DefaultFloor(length float64) (answer, list float64) {
+	f := FloorBase - FloorSlope*math.Log(max(1, length))
+	answer = min(FloorBase, max(FloorMin, f))
+	return answer, answer - FloorListDrop
 }

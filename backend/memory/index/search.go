@@ -258,9 +258,11 @@ type Query struct {
 	// MinScore drops hits whose final score is lower; negative = no floor.
 	// It must not be NaN or above 1.
 	MinScore float64
-	// AutoFloor replaces MinScore by the query's default floor (floor.go),
-	// calibrated on the retrieval sets to keep the answers of questions of
-	// any length and drop the matches of questions whose answer is absent.
+	// AutoFloor replaces MinScore by the query's default floors (floor.go,
+	// DefaultFloor), calibrated on the retrieval sets to keep the answers of
+	// questions of any length and drop the matches of questions whose
+	// answer is absent: no hit unless the best reaches the answer floor,
+	// then every hit down to the list floor.
 	AutoFloor bool
 	// info, when set, receives what the search made of the query
 	// (SearchWithInfo).
@@ -511,12 +513,13 @@ func (s *Store) searchLegs(ctx context.Context, q Query, vec bool) (hits []Hit, 
 		}
 		kl.prepare(&r.kq)
 	}
+	answer := r.q.MinScore
 	if q.AutoFloor {
-		r.q.MinScore = autoFloor(&r.kq, r.useVec)
+		answer, r.q.MinScore = DefaultFloor(queryInfo(&r.kq).Length)
 	}
 	if q.info != nil {
 		*q.info = queryInfo(&r.kq)
-		q.info.Floor = r.q.MinScore
+		q.info.Floor, q.info.AnswerFloor = r.q.MinScore, answer
 	}
 	for {
 		r.rounds++
@@ -538,6 +541,9 @@ func (s *Store) searchLegs(ctx context.Context, q Query, vec bool) (hits []Hit, 
 		}
 	}
 	hits, err = r.results(ctx, r.rank())
+	if len(hits) > 0 && hits[0].Score < answer {
+		hits = hits[:0] // the best result does not answer the query (floor.go)
+	}
 	return hits, exact, err
 }
 
