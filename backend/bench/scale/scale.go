@@ -17,7 +17,7 @@
 //
 // Indexing goes through the real pipeline: memory.Manager.Sync on the
 // workspace with the builtin embedder (SPEC §4.2). Hybrid latency is
-// memory.Manager.Search with the defaults (maxResults 6, minScore 0.35,
+// memory.Manager.Search with the defaults (maxResults 6, the default floor,
 // SPEC §4.3), query embedding included; the keyword-only and vector-only
 // latencies and the recall are measured on the index.Store opened directly
 // (the Manager closed), with query vectors embedded beforehand. Latencies
@@ -133,14 +133,14 @@ type Step struct {
 	VectorLeg     string  `json:"vectorLeg"`
 	WarmSeconds   float64 `json:"warmSeconds"`
 	FirstSearchMs float64 `json:"firstSearchMs"`
-	// Hybrid: Manager.Search with defaults (maxResults 6, minScore 0.35),
+	// Hybrid: Manager.Search with defaults (maxResults 6, default floor),
 	// each query searched once (its rarer terms' posting lists are
 	// decoded by it); HybridRepeat: the same queries searched again right
 	// after.
 	Hybrid       Latency `json:"hybrid"`
 	HybridRepeat Latency `json:"hybridRepeat"`
 	// Keyword and Vector: index.Store.Search with only the text, or only
-	// the query vector (maxResults 6, minScore 0.35).
+	// the query vector (maxResults 6, the default floor).
 	Keyword Latency `json:"keyword"`
 	Vector  Latency `json:"vector"`
 	// RecallAt10: mean over the queries of |quantized top 10 ∩ exact top
@@ -481,18 +481,18 @@ func measureStore(ctx context.Context, st *Step, o index.Options, qs []query, qv
 		return errors.New("scale bench: index is not compatible with the builtin embedder (options differ from the Manager's)")
 	}
 	// Warm up (loads the quantized copy when the index uses it).
-	if _, err := s.Search(ctx, index.Query{Vector: qvecs[0], MaxResults: memory.DefaultMaxResults, MinScore: memory.DefaultMinScore}); err != nil {
+	if _, err := s.Search(ctx, index.Query{Vector: qvecs[0], MaxResults: memory.DefaultMaxResults, AutoFloor: true}); err != nil {
 		return fmt.Errorf("scale bench: %w", err)
 	}
 	var kw, vec []time.Duration
 	for i, q := range qs {
 		t0 := time.Now()
-		if _, err := s.Search(ctx, index.Query{Text: q.Text, MaxResults: memory.DefaultMaxResults, MinScore: memory.DefaultMinScore}); err != nil {
+		if _, err := s.Search(ctx, index.Query{Text: q.Text, MaxResults: memory.DefaultMaxResults, AutoFloor: true}); err != nil {
 			return fmt.Errorf("scale bench: keyword search: %w", err)
 		}
 		kw = append(kw, time.Since(t0))
 		t0 = time.Now()
-		if _, err := s.Search(ctx, index.Query{Vector: qvecs[i], MaxResults: memory.DefaultMaxResults, MinScore: memory.DefaultMinScore}); err != nil {
+		if _, err := s.Search(ctx, index.Query{Vector: qvecs[i], MaxResults: memory.DefaultMaxResults, AutoFloor: true}); err != nil {
 			return fmt.Errorf("scale bench: vector search: %w", err)
 		}
 		vec = append(vec, time.Since(t0))
