@@ -20,7 +20,8 @@ import (
 const MaxQuestionParts = 4
 
 // questionParts splits q after each sentence end that closes an ask: ? ？
-// ! ！ 。 ； ; and line breaks, and ". " before a capital letter. Parts
+// ! ！ 。 ； ; and line breaks, and ". " before a capital letter unless the
+// period ends an initial or a title ("Dr. Seuss", "C. S. Lewis"). Parts
 // without a letter or digit are joined to the part before them. It returns
 // nil when q is a single part.
 func questionParts(q string) []string {
@@ -49,7 +50,7 @@ func questionParts(q string) []string {
 		case '?', '？', '!', '！', '。', '；', ';', '\n':
 			cut(end)
 		case '.':
-			if next, size := utf8.DecodeRuneInString(q[end:]); next == ' ' {
+			if next, size := utf8.DecodeRuneInString(q[end:]); next == ' ' && sentenceEnd(q[:i]) {
 				if after, _ := utf8.DecodeRuneInString(strings.TrimLeft(q[end+size:], " ")); unicode.IsUpper(after) {
 					cut(end)
 				}
@@ -61,6 +62,21 @@ func questionParts(q string) []string {
 		return nil
 	}
 	return parts
+}
+
+// sentenceEnd reports whether a period after before ends a sentence: the
+// word before it has three letters or more, a lower-case one among them,
+// and is not a title such as "Mrs" or "Prof".
+func sentenceEnd(before string) bool {
+	word := before[strings.LastIndexFunc(before, func(r rune) bool { return !unicode.IsLetter(r) })+1:]
+	if utf8.RuneCountInString(word) < 3 || strings.IndexFunc(word, unicode.IsLower) < 0 {
+		return false
+	}
+	switch strings.ToLower(word) {
+	case "mrs", "prof", "sen", "gen", "rev", "etc":
+		return false
+	}
+	return true
 }
 
 // searchable reports whether s holds a letter or a digit.

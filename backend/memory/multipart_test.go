@@ -19,6 +19,10 @@ func TestQuestionParts(t *testing.T) {
 		{"What did Caroline research?", nil},
 		{"v1.2 release notes", nil},
 		{"e.g. the parser", nil},
+		{"Would Caroline likely have Dr. Seuss books on her bookshelf?", nil},
+		{"Would Tim enjoy reading books by C. S. Lewis or John Greene?", nil},
+		{"What J.K. Rowling quote does Tim resonate with?", nil},
+		{"Read Mrs. Dalloway. Prof. Higgins liked it", []string{"Read Mrs. Dalloway.", "Prof. Higgins liked it"}},
 		{"Really?? 连接池", []string{"Really??", "连接池"}},
 		{"??? QK-7731", nil},                                          // a part without a letter joins the next
 		{"a? b? c? d? e? f?", []string{"a?", "b?", "c?", "d? e? f?"}}, // at most MaxQuestionParts
