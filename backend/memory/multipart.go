@@ -19,9 +19,10 @@ import (
 // the text after the last split stays in the last part.
 const MaxQuestionParts = 4
 
-// questionParts splits q after each sentence end that closes an ask: ? ？
-// ! ！ 。 ； ; and line breaks, and ". " before a capital letter unless the
-// period ends an initial or a title ("Dr. Seuss", "C. S. Lewis"). Parts
+// questionParts splits q after each question or exclamation mark (? ？ !
+// ！) and line break: the ends of asks. A period does not split: it ends
+// the context of a question ("I moved last week. Where is the key?"), an
+// initial or a title ("Dr. Seuss") far more often than an ask. Parts
 // without a letter or digit are joined to the part before them. It returns
 // nil when q is a single part.
 func questionParts(q string) []string {
@@ -47,14 +48,8 @@ func questionParts(q string) []string {
 		}
 		end := i + utf8.RuneLen(r)
 		switch r {
-		case '?', '？', '!', '！', '。', '；', ';', '\n':
+		case '?', '？', '!', '！', '\n':
 			cut(end)
-		case '.':
-			if next, size := utf8.DecodeRuneInString(q[end:]); next == ' ' && sentenceEnd(q[:i]) {
-				if after, _ := utf8.DecodeRuneInString(strings.TrimLeft(q[end+size:], " ")); unicode.IsUpper(after) {
-					cut(end)
-				}
-			}
 		}
 	}
 	cut(len(q))
@@ -62,21 +57,6 @@ func questionParts(q string) []string {
 		return nil
 	}
 	return parts
-}
-
-// sentenceEnd reports whether a period after before ends a sentence: the
-// word before it has three letters or more, a lower-case one among them,
-// and is not a title such as "Mrs" or "Prof".
-func sentenceEnd(before string) bool {
-	word := before[strings.LastIndexFunc(before, func(r rune) bool { return !unicode.IsLetter(r) })+1:]
-	if utf8.RuneCountInString(word) < 3 || strings.IndexFunc(word, unicode.IsLower) < 0 {
-		return false
-	}
-	switch strings.ToLower(word) {
-	case "mrs", "prof", "sen", "gen", "rev", "etc":
-		return false
-	}
-	return true
 }
 
 // searchable reports whether s holds a letter or a digit.
