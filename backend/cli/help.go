@@ -53,7 +53,10 @@ func commands() []command {
 		{"agents create", "[flags] ROLE \"DESCRIPTION\"", "cold start: config from the role template, ACL rule, index,\nand the new role's starting context (--capabilities a,b)", ""},
 		{"agents spawn", "[flags] ROLE", "start an instance ROLE-k of a role in the running app\n(its own worker process); prints the instance id", ""},
 		{"agents stop", "[flags] INSTANCE", "stop a running instance (e.g. coder-1)", ""},
-		{"bench retrieval", "--set DIR [flags]", "retrieval quality of a BEIR-style set or LoCoMo workspaces:\nRecall@1/5/10, nDCG@10, MRR for keyword, vector, hybrid", ""},
+		{"bench retrieval", "--set DIR [flags]", "retrieval quality of a BEIR-style set or LoCoMo workspaces:\nRecall@1/5/10, nDCG@10, MRR for keyword, vector, hybrid;\nhit@k, empty answers and absent questions with the defaults",
+			"--no-defaults skips the searches with the product's defaults and the absent\n" +
+				"questions; --dump FILE writes one JSON line per question searched with them\n" +
+				"(no-floor scores, first relevant rank, query length: floor calibration)."},
 		{"bench scale", "[flags]", "index scale benchmark: index time, disk, RSS, search latency\n(bench reads ../shared/corpora or $ATRIUM_CORPORA)", ""},
 		{"bench control", "[flags]", "control-center benchmark: 100 profiles, 10 worker instances,\ntime to a usable UI, RSS, throughput and chunk latency with\n200 clients", ""},
 		{"version", "", "print the version", ""},
