@@ -55,8 +55,9 @@ func CheckQuery(q string) error {
 // zero value, also what an omitted "minScore" decodes to) means the query's
 // default floor (index.DefaultFloor: the best result must reach 0.24-0.28
 // by the query's length, then every result down to 0.04 less); a negative
-// MinScore means no floor; MinScore above 1 or NaN is (scores are in [0,1]). For a floor just above
-// zero pass a tiny positive value such as 1e-9.
+// MinScore means no floor; MinScore above 1 or NaN is ErrInvalidInput
+// (scores are in [0,1]). For a floor just above zero pass a tiny positive
+// value such as 1e-9.
 // Mode: "" or ModeHybrid runs both legs, ModeKeyword only the keyword leg
 // (the query is not embedded), ModeVector only the vector leg (the index
 // gets no keyword terms); anything else is ErrInvalidInput. A vector-only
