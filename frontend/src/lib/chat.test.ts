@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { initialChat, isRunActive, reduceChat, runsInProgress, type ChatAction, type ChatState, type WireMessage } from './chat';
+import { cancelFailureShown, initialChat, isRunActive, reduceChat, runsInProgress, type ChatAction, type ChatState, type WireMessage } from './chat';
 
 // Every run event carries the id the assistant reply will have (messageId), as chat.send returned it.
 const base = { profileId: 'main', sessionId: 's1', messageId: 'a1' };
@@ -549,5 +549,13 @@ describe('a reply takes its stored state (tester defect: an interrupted run show
     });
     expect(view(s)).toEqual(['u:long story:final', 'a:Once upon a:streaming']);
     expect(s.activeRunId).toBe('r1');
+  });
+});
+
+describe('cancelFailureShown', () => {
+  it('hides NOT_FOUND (the run ended before the cancel reached it) and shows other errors', () => {
+    expect(cancelFailureShown({ code: 'NOT_FOUND', message: 'no such run' })).toBe(false);
+    expect(cancelFailureShown({ code: 'UNAVAILABLE', message: 'connection lost' })).toBe(true);
+    expect(cancelFailureShown(new Error('boom'))).toBe(true);
   });
 });

@@ -665,3 +665,12 @@ export function formatSource(s: Source): string {
 }
 
 export const CHAT_EVENTS = ['chat.thinking', 'chat.chunk', 'chat.final', 'chat.cancelled', 'chat.error', 'message.deleted'] as const;
+
+/**
+ * Whether a failed chat.cancel is worth showing. NOT_FOUND means the run is no longer running
+ * (it ended between the click and the server's check: chat.final/cancelled/error follows or
+ * already came), so there is nothing to report; every other error is shown.
+ */
+export function cancelFailureShown(err: unknown): boolean {
+  return errorCode(err) !== 'NOT_FOUND';
+}
