@@ -83,6 +83,24 @@ func TestMultiPartQuestionCorpora(t *testing.T) {
 					t.Errorf("results not in score order: %v", res.Results)
 				}
 			}
+			// Each part's best chunk is in the answer.
+			for _, part := range questionParts(tc.query) {
+				pr, err := m.Search(ctx, SearchOptions{Query: part, single: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(pr.Results) == 0 {
+					t.Errorf("part %q alone: no result", part)
+					continue
+				}
+				best, found := pr.Results[0], false
+				for _, r := range res.Results {
+					found = found || (r.Path == best.Path && r.StartLine == best.StartLine)
+				}
+				if !found {
+					t.Errorf("part %q: its best %s:%d missing from %v", part, best.Path, best.StartLine, resultPaths(res.Results))
+				}
+			}
 			whole, err := m.Search(ctx, SearchOptions{Query: tc.query, single: true})
 			if err != nil {
 				t.Fatal(err)
