@@ -294,13 +294,17 @@ type Proof struct {
 }
 
 // Expect is what the gateway knows itself about the connection being
-// verified. The zero MaxSkew means DefaultMaxSkew.
+// verified. The zero MaxSkew means DefaultMaxSkew; version 2 payloads only
+// unless AllowV1.
 type Expect struct {
-	GatewayID  string        // this gateway's id (used by version 2)
-	Nonce      string        // the nonce this connection's connect.challenge sent
-	Now        time.Time     // the gateway's clock
-	MaxSkew    time.Duration // allowed |Now − SignedAt| (default DefaultMaxSkew)
-	MinVersion int           // 2 refuses version 1 payloads with ErrOldVersion
+	GatewayID string        // this gateway's id (used by version 2)
+	Nonce     string        // the nonce this connection's connect.challenge sent
+	Now       time.Time     // the gateway's clock
+	MaxSkew   time.Duration // allowed |Now − SignedAt| (default DefaultMaxSkew)
+	// AllowV1 accepts version 1 payloads (SPEC §7's, without the gateway
+	// id, so replayable to another gateway that trusts the same device).
+	// The zero value refuses them with ErrOldVersion.
+	AllowV1 bool
 }
 
 // VerifyConnect checks a connect request's device proof. claim holds the
@@ -314,8 +318,8 @@ type Expect struct {
 // signature (ErrBadSignature; a signature made for another gateway, client,
 // role, scopes or token fails here). It returns the verified deviceId.
 func VerifyConnect(p Proof, claim Payload, want Expect) (string, error) {
-	if claim.Version < want.MinVersion {
-		return "", fmt.Errorf("%w: v%d, this gateway requires v%d", ErrOldVersion, claim.Version, want.MinVersion)
+	if claim.Version == 1 && !want.AllowV1 {
+		return "", fmt.Errorf("%w: v1, this gateway requires v2", ErrOldVersion)
 	}
 	id := p.Key.ID()
 	if len(p.Key.Raw) == 0 {

@@ -31,7 +31,7 @@ func claim() device.Payload {
 }
 
 func expect() device.Expect {
-	return device.Expect{GatewayID: gwA, Nonce: nonce, Now: now, MinVersion: 2}
+	return device.Expect{GatewayID: gwA, Nonce: nonce, Now: now}
 }
 
 // signed is what an honest device sends to gateway A for claim(), signed at now.
@@ -111,9 +111,9 @@ func TestVerifyConnect(t *testing.T) {
 			}, claim: func(p *device.Payload) { p.Version = 1 }, err: device.ErrOldVersion},
 			{name: "v1 allowed, then verified as v1", proof: func() device.Proof {
 				return signed(t, k, func(p *device.Payload) { p.Version = 1 })
-			}, claim: func(p *device.Payload) { p.Version = 1 }, want: func(e *device.Expect) { e.MinVersion = 0 }},
+			}, claim: func(p *device.Payload) { p.Version = 1 }, want: func(e *device.Expect) { e.AllowV1 = true }},
 			{name: "v2 signature presented as v1", proof: func() device.Proof { return signed(t, k, nil) },
-				claim: func(p *device.Payload) { p.Version = 1 }, want: func(e *device.Expect) { e.MinVersion = 0 }, err: device.ErrBadSignature},
+				claim: func(p *device.Payload) { p.Version = 1 }, want: func(e *device.Expect) { e.AllowV1 = true }, err: device.ErrBadSignature},
 			{name: "signature truncated", proof: func() device.Proof {
 				pr := signed(t, k, nil)
 				pr.Signature = pr.Signature[:63]
