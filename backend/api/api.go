@@ -63,9 +63,9 @@ type Options struct {
 	Settings Settings
 	// Focus brings the desktop window to the front (app.focus); nil: no
 	// window (atrium serve), app.focus answers {focused: false}.
-	Focus func()
-	Version  string
-	Started  time.Time // process start, for health.uptimeMs
+	Focus   func()
+	Version string
+	Started time.Time // process start, for health.uptimeMs
 }
 
 // Events lists the events the services emit through the gateway.
