@@ -18,12 +18,12 @@ CHROMIUM     ?= /usr/bin/chromium
 # bubblewrap for the agents' exec sandbox (SPEC §6).
 APT_PKGS := build-essential pkg-config libsqlite3-dev libgtk-3-dev libwebkit2gtk-4.1-dev \
             chromium xvfb xauth x11-utils xdotool imagemagick fonts-wqy-microhei fonts-noto-color-emoji \
-            bubblewrap
+            bubblewrap gcc-mingw-w64-x86-64
 
 FRONTEND_SRC := $(shell find frontend/src frontend/index.html frontend/package.json frontend/vite.config.ts -type f 2>/dev/null)
 
 .DEFAULT_GOAL := help
-.PHONY: help run serve desktop test test-go test-frontend bench bench-retrieval screenshot deps deps-system deps-go deps-frontend frontend clean
+.PHONY: help run serve desktop package package-test screenshot-settings test test-go test-frontend bench bench-retrieval screenshot deps deps-system deps-go deps-frontend frontend clean
 
 help: ## Show this help
 	@echo "Atrium make targets:"
@@ -76,6 +76,12 @@ bench-retrieval: deps-system deps-go ## Run the retrieval harness on every set u
 	run longmemeval               "$$d/longmemeval"; \
 	run cmrc2018                  "$$d/cmrc2018"; \
 	run drcd                      "$$d/drcd"
+
+package: deps frontend ## Build the packages into out/package: .deb, portable .tar.gz, Windows .exe (with mingw)
+	bash build/package.sh $(VERSION)
+
+package-test: package ## Build the packages and check them (install the .deb in a scratch root, run it; the .exe statically)
+	bash build/package-test.sh $(VERSION)
 
 screenshot: desktop ## Screenshot the desktop window under Xvfb with a Chinese note found by search (out/window.png)
 	bash build/screenshot.sh $(BIN) out/window.png
