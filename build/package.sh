@@ -60,8 +60,10 @@ cp -r "$icons/hicolor" "$root/usr/share/icons/"
 desktop_entry /usr/bin/atrium > "$root/usr/share/applications/atrium.desktop"
 cp README.md "$root/usr/share/doc/atrium/README.md"
 # Depends: the Debian packages that ship the shared libraries the binary links.
-deps=$(ldd "$bin" | awk '/=> \//{print $3}' | xargs -r realpath | xargs -r dpkg -S 2>/dev/null |
-  cut -d: -f1 | sort -u | grep -v -E '^(libc6|libgcc-s1)$' || true)
+# Only the libraries it links directly (NEEDED), not their own dependencies.
+needed=$(objdump -p "$bin" | awk '/NEEDED/{print $2}')
+deps=$(for lib in $needed; do ldd "$bin" | awk -v l="$lib" '$1 == l {print $3}'; done | xargs -r realpath |
+  xargs -r dpkg -S 2>/dev/null | cut -d: -f1 | sort -u | grep -v -E '^(libc6|libgcc-s1)$' || true)
 depends="libc6"
 for p in $deps; do
   v=$(dpkg-query -W -f='${Version}' "$p" | sed 's/-[^-]*$//')

@@ -21,7 +21,7 @@ nums=$(echo "${VERSION#v}" | grep -oE '^[0-9]+(\.[0-9]+){0,2}(-[0-9]+)?' | tr '-
 IFS=. read -r a b c d <<< "${nums:-0}"
 fixed="${a:-0}.${b:-0}.${c:-0}.${d:-0}"
 mkdir -p "$tmp/winres"
-cp build/appicon.png "$tmp/winres/appicon.png"
+convert build/appicon.png -resize 256x256 "PNG32:$tmp/winres/appicon.png" # go-winres: at most 256x256
 python3 - "$VERSION" "$fixed" build/windows/winres.json "$tmp/winres/winres.json" <<'PY'
 import json, sys
 version, fixed, src, dst = sys.argv[1:]
