@@ -379,7 +379,15 @@ func (p *Pool) notify() {
 // it), with ErrUnknownInstance when it is not running or is stopped, and
 // with ctx's error (wrapped) when ctx ends first.
 func (p *Pool) WaitReady(ctx context.Context, instanceID string) (Status, error) {
-	armed := false // a start was seen: a failure now is this start's
+	// A failure counts when it is of an attempt made during the wait:
+	// either a start was seen (state starting or restarting) before the
+	// crash or hang, or the restart count grew since the first look. The
+	// count matters because a crashed state lasts an instant: the
+	// supervisor moves on to restarting (the backoff) at once, so on a
+	// loaded machine a waiter may only ever see restarting, and must not
+	// wait for ever behind the growing backoff.
+	armed := false
+	firstRestarts := -1
 	for {
 		p.mu.Lock()
 		in, ch := p.running[instanceID], p.changed
@@ -388,13 +396,22 @@ func (p *Pool) WaitReady(ctx context.Context, instanceID string) (Status, error)
 			return Status{}, fmt.Errorf("%w: %q is not running", ErrUnknownInstance, instanceID)
 		}
 		st := in.sup.Status()
+		if firstRestarts < 0 {
+			firstRestarts = st.Restarts
+		}
+		failedSince := st.Restarts > firstRestarts
 		switch st.State {
 		case StateReady, StateBusy:
 			return st, nil
-		case StateStarting, StateRestarting:
+		case StateStarting:
+			armed = true
+		case StateRestarting:
+			if failedSince {
+				return st, fmt.Errorf("%w: %s %s: %s", ErrNotReady, instanceID, st.State, st.Reason)
+			}
 			armed = true
 		case StateCrashed, StateHung:
-			if armed {
+			if armed || failedSince {
 				return st, fmt.Errorf("%w: %s %s: %s", ErrNotReady, instanceID, st.State, st.Reason)
 			}
 		case StateStopped:

@@ -253,16 +253,19 @@ func TestHungWorkerIsKilledAndRestarted(t *testing.T) {
 func TestTenMegabyteFinalIsDeliveredAndOverLimitIsRejected(t *testing.T) {
 	srv := scriptedModel(t)
 	const size = 10 << 20
-	a := startInstance(t, "p-1", "worker", srv.URL, nil)
+	// Not a hang test: a loaded machine may take seconds to move 10 MB
+	// through JSON and a pipe, so the hang timeout and the waits are wide.
+	patient := func(o *SupervisorOptions) { o.HangTimeout = time.Minute }
+	a := startInstance(t, "p-1", "worker", srv.URL, patient)
 	a.run(t, "r1", fmt.Sprintf("big %d", size))
-	waitFor(t, 30*time.Second, "10 MB final", func() bool { _, ok := a.rec.find("r1", TypeFinal); return ok })
+	waitFor(t, 3*time.Minute, "10 MB final", func() bool { _, ok := a.rec.find("r1", TypeFinal); return ok })
 	if got := finalText(t, mustFind(t, a.rec, "r1", TypeFinal)); len(got) != size {
 		t.Fatalf("final has %d bytes, want %d", len(got), size)
 	}
 
-	b := startInstance(t, "p-2", "worker", srv.URL, func(o *SupervisorOptions) { o.MaxLineBytes = 4 << 20 })
+	b := startInstance(t, "p-2", "worker", srv.URL, func(o *SupervisorOptions) { patient(o); o.MaxLineBytes = 4 << 20 })
 	b.run(t, "r2", fmt.Sprintf("big %d", size))
-	waitFor(t, 30*time.Second, "the rejected final's error", func() bool { _, ok := b.rec.find("r2", TypeError); return ok })
+	waitFor(t, 3*time.Minute, "the rejected final's error", func() bool { _, ok := b.rec.find("r2", TypeError); return ok })
 	if e := errorInfo(t, mustFind(t, b.rec, "r2", TypeError)); e.Kind != "protocol" || !strings.Contains(e.Message, "line too long") {
 		t.Fatalf("error for the over-long final: %+v", e)
 	}
@@ -273,9 +276,9 @@ func TestTenMegabyteFinalIsDeliveredAndOverLimitIsRejected(t *testing.T) {
 		t.Fatalf("chunks before the final carried %d bytes", len(txt))
 	}
 	// The reader goes on: the same process answers the next run.
-	waitFor(t, 5*time.Second, "ready again", func() bool { return b.s.Status().State == StateReady })
+	waitFor(t, time.Minute, "ready again", func() bool { return b.s.Status().State == StateReady })
 	b.run(t, "r3", "still here")
-	waitFor(t, 10*time.Second, "next run", func() bool { _, ok := b.rec.find("r3", TypeFinal); return ok })
+	waitFor(t, time.Minute, "next run", func() bool { _, ok := b.rec.find("r3", TypeFinal); return ok })
 	if st := b.s.Status(); st.Restarts != 0 || st.Violations != 1 {
 		t.Fatalf("status after the violation %+v", st)
 	}
