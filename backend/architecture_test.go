@@ -30,6 +30,7 @@ var allowed = map[string][]string{
 	"backend/device":       {},
 	"backend/gwid":         {"backend/safefile"},
 	"backend/pairing":      {},
+	"backend/discovery":    {},
 	"backend/memory/chunk": {},
 	"backend/memory/hanzi": {},
 	"backend/memory/embed": {"backend/memory/chunk", "backend/memory/hanzi"},
