@@ -43,7 +43,7 @@ var allowed = map[string][]string{
 	"backend/agent":        {"backend/model"},
 	"backend/worker":       {"backend/model"},
 	"backend/agent/tools":  {"backend/agent", "backend/acl", "backend/guard", "backend/memory", "backend/safefile"},
-	"backend/gateway":      {},
+	"backend/gateway":      {"backend/device", "backend/pairing"},
 	"backend/guard":        {"backend/acl", "backend/audit", "backend/memory"},
 	"backend/route":        {"backend/memory/embed"},
 	"backend/collab":       {"backend/acl", "backend/guard", "backend/memory"},

@@ -128,9 +128,9 @@ func auditTail(ctx context.Context, g *guard.Guard, c *gateway.Call) (any, error
 	if g == nil {
 		return nil, gateway.Errorf(gateway.CodeUnavailable, "audit.tail: this app keeps no audit log")
 	}
-	if c.Role != gateway.RoleOperator || p.As != "" {
+	if c.Principal.Class() != gateway.Admin || p.As != "" {
 		who := acl.Principal{Authenticated: true, IP: c.RemoteIP}
-		if c.Role == gateway.RoleOperator {
+		if c.Principal.Class() == gateway.Admin {
 			who = acl.Principal{Role: p.As, IP: c.RemoteIP}
 		}
 		return nil, mapErr(g.Deny(who, "audit.tail", "audit", "only admin may read the audit log"))
@@ -209,4 +209,21 @@ func statusWithACL(st memory.Status, g *guard.Guard) any {
 		memory.Status
 		ACL *ACLStatus `json:"acl,omitempty"`
 	}{st, aclStatus(g)}
+}
+
+// forbiddenPrincipal is who a call or connect the gateway refused is
+// audited as: paired devices and node connections are authenticated,
+// unpaired devices and refused connects anonymous.
+func forbiddenPrincipal(c *gateway.Call) acl.Principal {
+	auth := (gateway.OperatorDevice | gateway.NodeDevice | gateway.LocalNode).Has(c.Principal.Class())
+	return acl.Principal{Authenticated: auth, IP: c.RemoteIP}
+}
+
+// forbiddenTarget is the audit target of a refused call: the method, and
+// the device id when the caller named one.
+func forbiddenTarget(c *gateway.Call) string {
+	if c.Principal.Device != "" {
+		return c.Method + " device:" + c.Principal.Device
+	}
+	return c.Method
 }

@@ -80,18 +80,21 @@ var Events = []string{
 func Register(o Options) {
 	g := o.Gateway
 	g.DeclareEvents(Events...)
-	// Every method states its kind (gateway.Read, ReadOperator, Write,
-	// WriteOperator; docs/PROTOCOL.md "Who may call"): methods with side
-	// effects require an idempotencyKey, and the gateway refuses node
-	// connections on operator-only methods. Such a refusal is audited like
-	// the ACL's own (operation: the method; principal: authenticated).
+	// Every method states its kind (gateway.Read or gateway.Write of the
+	// principals that may call it; docs/PROTOCOL.md "Who may call"):
+	// methods with side effects require an idempotencyKey, and the gateway
+	// refuses every other principal. Such a refusal, and every refused
+	// connect, is audited like the ACL's own (operation: the method;
+	// principal: authenticated for paired devices and nodes, anonymous
+	// for unpaired devices and refused connects; target: the method and
+	// the device id when there is one).
 	if o.Guard != nil {
 		g.OnForbidden(func(c *gateway.Call, reason string) {
-			_ = o.Guard.Deny(acl.Principal{Authenticated: true, IP: c.RemoteIP}, c.Method, c.Method, reason)
+			_ = o.Guard.Deny(forbiddenPrincipal(c), c.Method, forbiddenTarget(c), reason)
 		})
 	}
 
-	g.Handle("health", gateway.Read, func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("health", gateway.Read(gateway.Everyone), func(ctx context.Context, c *gateway.Call) (any, error) {
 		st := o.Memory.Status()
 		mem := map[string]any{"state": st.State}
 		if st.Degraded != "" {
@@ -108,7 +111,7 @@ func Register(o Options) {
 		}, nil
 	})
 
-	g.Handle("memory.search", gateway.Read, func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("memory.search", gateway.Read(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p memory.SearchOptions
 		if err := decode(c, &p); err != nil {
 			return nil, err
@@ -132,7 +135,7 @@ func Register(o Options) {
 		res, err = o.Guard.FilterSearch(who, p.Query, res)
 		return res, mapErr(err)
 	})
-	g.Handle("memory.get", gateway.Read, func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("memory.get", gateway.Read(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p memory.GetOptions
 		if err := decode(c, &p); err != nil {
 			return nil, err
@@ -148,7 +151,7 @@ func Register(o Options) {
 		}
 		return getWithVersion(ctx, o.Memory, p)
 	})
-	g.Handle("memory.import", gateway.WriteOperator, func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("memory.import", gateway.Write(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p memory.ImportRequest
 		if err := decode(c, &p); err != nil {
 			return nil, err
@@ -168,16 +171,16 @@ func Register(o Options) {
 		res, err := o.Memory.Import(ctx, p)
 		return res, mapErr(err)
 	})
-	g.Handle("memory.status", gateway.Read, func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("memory.status", gateway.Read(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
 		return statusWithACL(o.Memory.Status(), o.Guard), nil
 	})
-	g.Handle("memory.sync", gateway.WriteOperator, func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("memory.sync", gateway.Write(gateway.Admin), func(ctx context.Context, c *gateway.Call) (any, error) {
 		if err := o.Memory.Sync(ctx); err != nil {
 			return nil, mapErr(err)
 		}
 		return o.Memory.Status(), nil
 	})
-	g.Handle("memory.files", gateway.Read, func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("memory.files", gateway.Read(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
 		ctx, who, err := principal(ctx, o.Guard, c)
 		if err != nil {
 			return nil, err
@@ -194,7 +197,7 @@ func Register(o Options) {
 		return map[string]any{"files": fileEntries(o.Guard, files)}, nil
 	})
 
-	g.Handle("audit.tail", gateway.ReadOperator, func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("audit.tail", gateway.Read(gateway.Admin), func(ctx context.Context, c *gateway.Call) (any, error) {
 		return auditTail(ctx, o.Guard, c)
 	})
 
@@ -218,17 +221,17 @@ func Register(o Options) {
 	}
 	// A second start of the desktop app asks the running one to show its
 	// window instead of opening another (SPEC §1; the person only).
-	g.Handle("app.focus", gateway.ReadOperator, func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("app.focus", gateway.Read(gateway.Admin), func(ctx context.Context, c *gateway.Call) (any, error) {
 		if o.Focus == nil {
 			return map[string]any{"focused": false}, nil
 		}
 		o.Focus()
 		return map[string]any{"focused": true}, nil
 	})
-	g.Handle("profiles.list", gateway.Read, func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("profiles.list", gateway.Read(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
 		return profilesList(o), nil
 	})
-	g.Handle("chat.send", gateway.Write, func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("chat.send", gateway.Write(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p chat.SendRequest
 		if err := decode(c, &p); err != nil {
 			return nil, err
@@ -238,13 +241,13 @@ func Register(o Options) {
 		p.IdempotencyKey = c.Principal.Key() + "\x00" + p.IdempotencyKey
 		// A send to an instance that is not running starts it: only the
 		// person does that (like profiles.spawn); devices get UNAVAILABLE.
-		p.StartInstance = c.Role == gateway.RoleOperator
+		p.StartInstance = c.Principal.Class() == gateway.Admin
 		// The run outlives this request: it belongs to the service, not to
 		// the connection that started it (SPEC §3: a run survives its UI).
 		res, err := o.Chat.Send(context.WithoutCancel(ctx), p)
 		return res, mapErr(err)
 	})
-	g.Handle("chat.cancel", gateway.Write, func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("chat.cancel", gateway.Write(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p chat.CancelRequest
 		if err := decode(c, &p); err != nil {
 			return nil, err
@@ -257,10 +260,10 @@ func Register(o Options) {
 	})
 	// The agent loop's questions to the person (SPEC §6): open ones, and
 	// the y/n answer. Only the person answers: node connections may not.
-	g.Handle("agent.permissions", gateway.Read, func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("agent.permissions", gateway.Read(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
 		return map[string]any{"requests": o.Chat.Permissions()}, nil
 	})
-	g.Handle("agent.permission.answer", gateway.WriteOperator, func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("agent.permission.answer", gateway.Write(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p struct {
 			ID    string `json:"id"`
 			Allow *bool  `json:"allow"`
@@ -268,7 +271,7 @@ func Register(o Options) {
 		if err := decode(c, &p); err != nil {
 			return nil, err
 		}
-		if c.Role != gateway.RoleOperator {
+		if !gateway.Operators.Has(c.Principal.Class()) {
 			return nil, gateway.Errorf(gateway.CodeForbidden, "agent.permission.answer: only the person (operator connections) answers permission questions")
 		}
 		if p.Allow == nil {
@@ -277,7 +280,7 @@ func Register(o Options) {
 		res, err := o.Chat.AnswerPermission(p.ID, *p.Allow)
 		return res, mapErr(err)
 	})
-	g.Handle("history.profile", gateway.Read, func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("history.profile", gateway.Read(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p struct {
 			ProfileID string `json:"profileId"`
 			Before    string `json:"before"`
@@ -292,7 +295,7 @@ func Register(o Options) {
 		page, err := o.Chat.History(ctx, p.ProfileID, p.Before, p.Limit)
 		return page, mapErr(err)
 	})
-	g.Handle("history.conversation", gateway.Read, func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("history.conversation", gateway.Read(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p struct {
 			ConversationID string `json:"conversationId"`
 			Before         string `json:"before"`
@@ -304,14 +307,14 @@ func Register(o Options) {
 		page, err := o.Chat.ConversationHistory(ctx, p.ConversationID, p.Before, p.Limit)
 		return page, mapErr(err)
 	})
-	g.Handle("message.delete", gateway.WriteOperator, func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("message.delete", gateway.Write(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p struct {
 			MessageID string `json:"messageId"`
 		}
 		if err := decode(c, &p); err != nil {
 			return nil, err
 		}
-		if c.Role != gateway.RoleOperator {
+		if !gateway.Operators.Has(c.Principal.Class()) {
 			return nil, gateway.Errorf(gateway.CodeForbidden, "message.delete: devices (node connections) do not delete history")
 		}
 		deleted, err := o.Chat.Delete(ctx, p.MessageID)

@@ -70,23 +70,23 @@ func asCaller[P any](g *gateway.Server, gd *guard.Guard, method string, kind gat
 }
 
 func registerCollab(g *gateway.Server, svc *collab.Service, gd *guard.Guard) {
-	asCaller(g, gd, "collab.request", gateway.WriteOperator, func(ctx context.Context, who acl.Principal, p *collab.Request) (any, error) {
+	asCaller(g, gd, "collab.request", gateway.Write(gateway.Operators), func(ctx context.Context, who acl.Principal, p *collab.Request) (any, error) {
 		return svc.Request(ctx, who, *p)
 	})
-	asCaller(g, gd, "collab.accept", gateway.WriteOperator, func(ctx context.Context, who acl.Principal, p *collabAuth) (any, error) {
+	asCaller(g, gd, "collab.accept", gateway.Write(gateway.Operators), func(ctx context.Context, who acl.Principal, p *collabAuth) (any, error) {
 		return svc.Accept(ctx, who, p.ID, p.Token)
 	})
 	type completeParams struct {
 		collabAuth
 		Result *collab.Result `json:"result"`
 	}
-	asCaller(g, gd, "collab.complete", gateway.WriteOperator, func(ctx context.Context, who acl.Principal, p *completeParams) (any, error) {
+	asCaller(g, gd, "collab.complete", gateway.Write(gateway.Operators), func(ctx context.Context, who acl.Principal, p *completeParams) (any, error) {
 		if p.Result == nil {
 			return nil, gateway.Errorf(gateway.CodeInvalidRequest, "collab.complete: result {output, importance, artifacts} is required")
 		}
 		return svc.Complete(ctx, who, p.ID, p.Token, *p.Result)
 	})
-	asCaller(g, gd, "collab.list", gateway.ReadOperator, func(ctx context.Context, who acl.Principal, p *collab.ListFilter) (any, error) {
+	asCaller(g, gd, "collab.list", gateway.Read(gateway.Operators), func(ctx context.Context, who acl.Principal, p *collab.ListFilter) (any, error) {
 		list, err := svc.List(ctx, who, *p)
 		if err != nil {
 			return nil, err
@@ -97,7 +97,7 @@ func registerCollab(g *gateway.Server, svc *collab.Service, gd *guard.Guard) {
 		collabAuth
 		collab.WriteRequest
 	}
-	asCaller(g, gd, "collab.write", gateway.WriteOperator, func(ctx context.Context, who acl.Principal, p *writeParams) (any, error) {
+	asCaller(g, gd, "collab.write", gateway.Write(gateway.Operators), func(ctx context.Context, who acl.Principal, p *writeParams) (any, error) {
 		return svc.Write(ctx, who, p.ID, p.Token, p.WriteRequest)
 	})
 	type viewParams struct {
@@ -105,7 +105,7 @@ func registerCollab(g *gateway.Server, svc *collab.Service, gd *guard.Guard) {
 		Query      string `json:"query"`
 		MaxResults int    `json:"maxResults"`
 	}
-	asCaller(g, gd, "collab.view", gateway.ReadOperator, func(ctx context.Context, who acl.Principal, p *viewParams) (any, error) {
+	asCaller(g, gd, "collab.view", gateway.Read(gateway.Operators), func(ctx context.Context, who acl.Principal, p *viewParams) (any, error) {
 		return svc.View(ctx, who, p.ID, p.Token, p.Query, p.MaxResults)
 	})
 }
@@ -115,7 +115,7 @@ func registerCollab(g *gateway.Server, svc *collab.Service, gd *guard.Guard) {
 // (roles.list), the similarity step uses emb (nil: skipped); current
 // defaults to role main.
 func registerRoute(g *gateway.Server, l Layers, emb embed.Embedder, threshold float64) {
-	g.Handle("chat.route", gateway.Read, func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("chat.route", gateway.Read(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p struct {
 			Text    string `json:"text"`
 			Current string `json:"current"`

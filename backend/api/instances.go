@@ -36,7 +36,7 @@ const stopWait = 15 * time.Second
 
 func registerInstances(g *gateway.Server, in Instances, gd *guard.Guard) {
 	g.DeclareEvents(InstanceEvent)
-	g.Handle("profiles.spawn", gateway.WriteOperator, func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("profiles.spawn", gateway.Write(gateway.Admin), func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p struct {
 			ProfileID string `json:"profileId"`
 		}
@@ -58,7 +58,7 @@ func registerInstances(g *gateway.Server, in Instances, gd *guard.Guard) {
 		}
 		return map[string]any{"instance": st}, nil
 	})
-	g.Handle("profiles.stop", gateway.WriteOperator, func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("profiles.stop", gateway.Write(gateway.Admin), func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p struct {
 			InstanceID string `json:"instanceId"`
 		}
@@ -88,7 +88,7 @@ func adminOnly(ctx context.Context, gd *guard.Guard, c *gateway.Call) error {
 	if err != nil {
 		return err
 	}
-	if c.Role != gateway.RoleOperator || who.Role != "" {
+	if c.Principal.Class() != gateway.Admin || who.Role != "" {
 		return gateway.Errorf(gateway.CodeForbidden, "%s: only the operator starts and stops instances", c.Method)
 	}
 	return nil

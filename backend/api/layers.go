@@ -29,7 +29,7 @@ type Layers interface {
 var LayerMethods = []string{"profiles.create", "roles.list", "sessions.create", "sessions.list", "sessions.archive", "memory.promote"}
 
 func registerLayers(g *gateway.Server, l Layers, gd *guard.Guard) {
-	g.Handle("profiles.create", gateway.WriteOperator, func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("profiles.create", gateway.Write(gateway.Admin), func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p struct {
 			Role         string   `json:"role"`
 			Description  string   `json:"description"`
@@ -51,14 +51,14 @@ func registerLayers(g *gateway.Server, l Layers, gd *guard.Guard) {
 		res, err := l.CreateRole(ctx, memory.CreateRoleRequest{Role: p.Role, Description: p.Description, Capabilities: p.Capabilities, Writer: w})
 		return res, mapErr(err)
 	})
-	g.Handle("roles.list", gateway.Read, func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("roles.list", gateway.Read(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
 		roles, err := l.ListRoles(ctx)
 		if err != nil {
 			return nil, mapErr(err)
 		}
 		return map[string]any{"roles": roles}, nil
 	})
-	g.Handle("sessions.create", gateway.WriteOperator, func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("sessions.create", gateway.Write(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p memory.CreateSessionRequest
 		if err := decode(c, &p); err != nil {
 			return nil, err
@@ -71,7 +71,7 @@ func registerLayers(g *gateway.Server, l Layers, gd *guard.Guard) {
 		s, err := l.CreateSession(ctx, p)
 		return s, mapErr(err)
 	})
-	g.Handle("sessions.list", gateway.Read, func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("sessions.list", gateway.Read(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p struct {
 			Archived bool `json:"archived"`
 		}
@@ -93,7 +93,7 @@ func registerLayers(g *gateway.Server, l Layers, gd *guard.Guard) {
 		}
 		return map[string]any{"sessions": list}, nil
 	})
-	g.Handle("sessions.archive", gateway.WriteOperator, func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("sessions.archive", gateway.Write(gateway.Admin), func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p struct {
 			ID string `json:"id"`
 		}
@@ -111,7 +111,7 @@ func registerLayers(g *gateway.Server, l Layers, gd *guard.Guard) {
 		s, err := l.ArchiveSession(ctx, p.ID)
 		return s, mapErr(err)
 	})
-	g.Handle("memory.promote", gateway.WriteOperator, func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("memory.promote", gateway.Write(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p memory.PromoteRequest
 		if err := decode(c, &p); err != nil {
 			return nil, err

@@ -92,11 +92,11 @@ type ModelRequest struct {
 // FORBIDDEN), and no response or log carries an API key. config.patch is
 // a write: it needs an idempotencyKey.
 func registerSettings(g *gateway.Server, s Settings) {
-	g.Handle("config.get", gateway.ReadOperator, func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("config.get", gateway.Read(gateway.Admin), func(ctx context.Context, c *gateway.Call) (any, error) {
 		v, err := s.Get(ctx)
 		return v, settingsErr(err)
 	})
-	g.Handle("config.patch", gateway.WriteOperator, func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("config.patch", gateway.Write(gateway.Admin), func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p struct {
 			Patch json.RawMessage `json:"patch"`
 		}
@@ -109,7 +109,7 @@ func registerSettings(g *gateway.Server, s Settings) {
 		v, err := s.Patch(ctx, p.Patch)
 		return v, settingsErr(err)
 	})
-	g.Handle("config.models", gateway.ReadOperator, func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("config.models", gateway.Read(gateway.Admin), func(ctx context.Context, c *gateway.Call) (any, error) {
 		var r ModelRequest
 		if err := decode(c, &r); err != nil {
 			return nil, err
@@ -120,7 +120,7 @@ func registerSettings(g *gateway.Server, s Settings) {
 		}
 		return map[string]any{"models": ids}, nil
 	})
-	g.Handle("config.test", gateway.ReadOperator, func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("config.test", gateway.Read(gateway.Admin), func(ctx context.Context, c *gateway.Call) (any, error) {
 		var r ModelRequest
 		if err := decode(c, &r); err != nil {
 			return nil, err
@@ -135,7 +135,7 @@ func registerSettings(g *gateway.Server, s Settings) {
 		}
 		return map[string]any{"ok": true, "provider": res.Provider, "model": res.Model, "answer": res.Answer, "ms": res.Millis}, nil
 	})
-	g.Handle("config.detect", gateway.ReadOperator, func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("config.detect", gateway.Read(gateway.Admin), func(ctx context.Context, c *gateway.Call) (any, error) {
 		return map[string]any{"servers": s.Local(ctx)}, nil
 	})
 }

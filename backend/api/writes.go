@@ -49,7 +49,7 @@ func writePath(ctx context.Context, g *guard.Guard, raw string) (context.Context
 }
 
 func registerWrites(g *gateway.Server, mem Memory, gd *guard.Guard) {
-	g.Handle("memory.write", gateway.WriteOperator, func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("memory.write", gateway.Write(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p struct {
 			Path        string `json:"path"`
 			Content     string `json:"content"`
@@ -69,7 +69,7 @@ func registerWrites(g *gateway.Server, mem Memory, gd *guard.Guard) {
 		res, err := mem.Write(ctx, memory.WriteRequest{Path: p.Path, Content: p.Content, Mode: p.Mode, BaseVersion: p.BaseVersion, Writer: w})
 		return res, mapErr(err)
 	})
-	g.Handle("memory.note", gateway.WriteOperator, func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("memory.note", gateway.Write(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p struct {
 			Text string `json:"text"`
 			Role string `json:"role"`
@@ -95,7 +95,7 @@ func registerWrites(g *gateway.Server, mem Memory, gd *guard.Guard) {
 		res, err := mem.Note(ctx, memory.NoteRequest{Role: p.Role, Text: p.Text, Writer: w})
 		return res, mapErr(err)
 	})
-	g.Handle("conflicts.list", gateway.Read, func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("conflicts.list", gateway.Read(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p memory.ConflictFilter
 		if err := decode(c, &p); err != nil {
 			return nil, err
@@ -128,7 +128,7 @@ func registerWrites(g *gateway.Server, mem Memory, gd *guard.Guard) {
 		}
 		return map[string]any{"conflicts": list}, nil
 	})
-	g.Handle("conflicts.resolve", gateway.WriteOperator, func(ctx context.Context, c *gateway.Call) (any, error) {
+	g.Handle("conflicts.resolve", gateway.Write(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p struct {
 			ID      int64  `json:"id"`
 			Choice  string `json:"choice"`

@@ -160,10 +160,11 @@ func TestACLAdversarial(t *testing.T) {
 		{"as from a node", node, "memory.get", w(map[string]any{"path": "memory/roles/code-expert/secret.md"}), "FORBIDDEN", "authenticated"},
 		{"node get private file", node, "memory.get", map[string]any{"path": "memory/roles/code-expert/secret.md"}, "FORBIDDEN", "authenticated"},
 		{"node write private file", node, "memory.write", map[string]any{"path": "memory/roles/code-expert/secret.md", "content": "pwned", "mode": "append"}, "FORBIDDEN", "authenticated"},
-		{"node search", node, "memory.search", map[string]any{"query": secret}, "filtered", "authenticated"},
+		// Nodes call node methods only (issue 16): memory is refused before the ACL.
+		{"node search", node, "memory.search", map[string]any{"query": secret}, "FORBIDDEN", "authenticated"},
 		{"audit.tail as writer", op, "audit.tail", w(map[string]any{}), "FORBIDDEN", "writer"},
 		{"conflicts.list", op, "conflicts.list", w(map[string]any{}), "filtered", "writer"},
-		{"node conflicts.list", node, "conflicts.list", map[string]any{}, "filtered", "authenticated"},
+		{"node conflicts.list", node, "conflicts.list", map[string]any{}, "FORBIDDEN", "authenticated"},
 	}
 	if len(attempts) < 30 {
 		t.Fatalf("only %d attempts", len(attempts))

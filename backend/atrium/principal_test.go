@@ -69,29 +69,56 @@ func TestIdempotencyAcrossPrincipals(t *testing.T) {
 	}
 }
 
-// TestNodeRefusedOnOperatorMethods: every operator-only method of the real
-// app refuses a node connection (FORBIDDEN, audited as the method, by
-// `authenticated`), and docs/PROTOCOL.md's "Who may call" table states
-// every method's kind exactly as registered.
-func TestNodeRefusedOnOperatorMethods(t *testing.T) {
+// principalConn is one connection of a principal class for TestWhoMayCall.
+type principalConn struct {
+	class gateway.Callers
+	cl    *gateway.Client
+	role  string // audit role of its refusals
+}
+
+// TestWhoMayCall: every registered method of the real app is called by
+// every principal class it does not admit, each refused with FORBIDDEN
+// before it runs and audited (operation: the method); hello-ok
+// features.callable is exactly what the kinds admit; and
+// docs/PROTOCOL.md's "Who may call" table states every method's kind and
+// callers exactly as registered.
+func TestWhoMayCall(t *testing.T) {
 	a, ws := startApp(t, func(string) string { return "" })
 	seedWorkspace(t, a, ws, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	node := gwDial(ctx, t, a, gateway.RoleNode, "who-phone")
-	f := node.Hello().Features
-	if len(f.OperatorOnly) < 10 || len(f.SideEffects) < 10 {
-		t.Fatalf("features %+v: too few operator-only or side-effecting methods", f)
+	conns := []principalConn{
+		{gateway.Admin, gwDial(ctx, t, a, gateway.RoleOperator, "who-admin"), "admin"},
+		{gateway.LocalNode, gwDial(ctx, t, a, gateway.RoleNode, "who-node"), "authenticated"},
 	}
-	for _, m := range f.OperatorOnly {
-		err := node.Call(ctx, m, map[string]any{}, nil)
-		if errCode(err) != gateway.CodeForbidden {
-			t.Errorf("node %s: %v, want FORBIDDEN", m, err)
-			continue
+	conns = append(conns, devicePrincipals(ctx, t, a)...)
+	f := conns[0].cl.Hello().Features
+	if len(f.Methods) < 30 || len(f.SideEffects) < 10 {
+		t.Fatalf("features %+v: too few methods", f)
+	}
+	for _, pc := range conns {
+		var want []string
+		for _, m := range f.Methods {
+			if a.Gateway.MethodKind(m).Who.Has(pc.class) {
+				want = append(want, m)
+			}
 		}
-		e, terr := a.Audit.Tail(1, audit.Filter{})
-		if terr != nil || len(e) != 1 || e[0].Result != audit.Denied || e[0].Operation != m || e[0].Role != "authenticated" {
-			t.Errorf("node %s: audit %+v %v, want denied %s by authenticated", m, e, terr, m)
+		if got := pc.cl.Hello().Features.Callable; !slices.Equal(got, want) {
+			t.Errorf("%s: features.callable %v, want %v", pc.class, got, want)
+		}
+		for _, m := range f.Methods {
+			if a.Gateway.MethodKind(m).Who.Has(pc.class) {
+				continue
+			}
+			err := pc.cl.Call(ctx, m, map[string]any{}, nil)
+			if errCode(err) != gateway.CodeForbidden {
+				t.Errorf("%s %s: %v, want FORBIDDEN", pc.class, m, err)
+				continue
+			}
+			e, terr := a.Audit.Tail(1, audit.Filter{})
+			if terr != nil || len(e) != 1 || e[0].Result != audit.Denied || e[0].Operation != m || e[0].Role != pc.role {
+				t.Errorf("%s %s: audit %+v %v, want denied %s by %s", pc.class, m, e, terr, m, pc.role)
+			}
 		}
 	}
 
@@ -102,13 +129,14 @@ func TestNodeRefusedOnOperatorMethods(t *testing.T) {
 		t.Fatal(`docs/PROTOCOL.md has no "## Who may call" section`)
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
-	row := regexp.MustCompile("(?m)^\\| `([a-z.]+)` \\| ([a-z ()]+?) \\|")
+	row := regexp.MustCompile("(?m)^\\| `([a-z.]+)` \\| ([a-z]+) \\| ([a-z, ]+?) \\|")
 	documented := map[string]string{}
 	for _, m := range row.FindAllStringSubmatch(section, -1) {
-		documented[m[1]] = m[2]
+		documented[m[1]] = m[2] + " | " + m[3]
 	}
 	for _, m := range f.Methods {
-		if got, want := documented[m], a.Gateway.MethodKind(m).String(); got != want {
+		k := a.Gateway.MethodKind(m)
+		if got, want := documented[m], k.String()+" | "+k.Who.String(); got != want {
 			t.Errorf("docs/PROTOCOL.md Who may call: %s is %q, registered as %q", m, got, want)
 		}
 		delete(documented, m)
@@ -121,3 +149,7 @@ func TestNodeRefusedOnOperatorMethods(t *testing.T) {
 		}
 	}
 }
+
+// devicePrincipals connects the device principals (operator device, node
+// device, unpaired); none until the app pairs devices.
+func devicePrincipals(ctx context.Context, t *testing.T, a *App) []principalConn { return nil }

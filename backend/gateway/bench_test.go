@@ -14,7 +14,7 @@ import (
 // connection (latency-bound: one request in flight).
 func BenchmarkRoundTrip(b *testing.B) {
 	_, url := newTestServer(b, Options{}, func(s *Server) {
-		s.Handle("echo", Read, func(_ context.Context, call *Call) (any, error) { return call.Params, nil })
+		s.Handle("echo", Read(Everyone), func(_ context.Context, call *Call) (any, error) { return call.Params, nil })
 	})
 	c, _ := connect(b, url)
 	req := []byte(`{"type":"req","id":"00000000-0000-0000-0000-000000000000","method":"echo","params":{"q":"hello"}}`)

@@ -3,26 +3,56 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/coder/websocket"
 	"github.com/google/uuid"
+
+	"github.com/atrium-dev/atrium/backend/device"
+	"github.com/atrium-dev/atrium/backend/pairing"
 )
 
 // ClientOptions configures Dial.
 type ClientOptions struct {
 	// URL is the WebSocket address, e.g. "ws://127.0.0.1:18789/ws" (required).
 	URL string
-	// Token is the local operator token (required).
+	// Token is the local operator token (loopback only). Either Token or
+	// Device is required.
 	Token string
+	// Device is this device's key: the connect request then carries a v2
+	// proof (device.SignConnect) over GatewayID, the challenge nonce, the
+	// client id and mode, Role, Scopes and the token field: DeviceToken if
+	// set, else SetupCode normalised (pairing.NormalizeCode), else Token.
+	Device *device.PrivateKey
+	// GatewayID is the id of the gateway the device trusts (from the QR
+	// code or its saved pairing; required with Device). Never taken from
+	// the server: a signature is valid for this gateway only.
+	GatewayID string
+	// DeviceToken is the device's token for Role, from its approval.
+	DeviceToken string
+	// SetupCode is a pairing setup code ("XXXX-XXXX").
+	SetupCode string
 	// Client identifies this program in the connect request.
 	Client ClientInfo
 	// Role is RoleOperator (default) or RoleNode.
 	Role string
+	// Roles are the roles a pairing device asks for (default [Role]).
+	Roles []string
+	// Scopes, Caps and Commands go into the connect request as they are.
+	Scopes, Caps, Commands []string
+	// HTTPClient is used for the WebSocket upgrade (e.g. one pinning the
+	// gateway's TLS certificate, gwid.PinnedClientConfig); default
+	// http.DefaultClient.
+	HTTPClient *http.Client
+	// Now is the clock for signedAt; default time.Now.
+	Now func() time.Time
 	// MaxMessage caps inbound frames in bytes (default 64 MiB).
 	MaxMessage int64
 	// EventBuffer is the capacity of Events (default 256). Events that
@@ -49,11 +79,18 @@ type Client struct {
 	done    chan struct{} // closed when the read loop ends
 }
 
-// Dial connects and completes the handshake. A refused token returns a
-// *Error with code UNAUTHORIZED.
+// Dial connects and completes the handshake. A refused connect returns
+// the server's *Error (errors.As), e.g. UNAUTHORIZED for a wrong token or
+// one with details.reason "device_token_mismatch".
 func Dial(ctx context.Context, o ClientOptions) (*Client, error) {
-	if o.URL == "" || o.Token == "" {
-		return nil, errors.New("gateway dial: URL and Token are required")
+	if o.URL == "" || (o.Token == "" && o.Device == nil) {
+		return nil, errors.New("gateway dial: URL and Token or Device are required")
+	}
+	if o.Device != nil && o.GatewayID == "" {
+		return nil, errors.New("gateway dial: GatewayID is required with Device")
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	if o.Role == "" {
 		o.Role = RoleOperator
@@ -64,7 +101,7 @@ func Dial(ctx context.Context, o ClientOptions) (*Client, error) {
 	if o.EventBuffer <= 0 {
 		o.EventBuffer = 256
 	}
-	ws, _, err := websocket.Dial(ctx, o.URL, nil)
+	ws, _, err := websocket.Dial(ctx, o.URL, &websocket.DialOptions{HTTPClient: o.HTTPClient})
 	if err != nil {
 		return nil, fmt.Errorf("gateway dial %s: %w", o.URL, err)
 	}
@@ -85,11 +122,21 @@ func Dial(ctx context.Context, o ClientOptions) (*Client, error) {
 		ws.CloseNow()
 		return nil, fmt.Errorf("gateway dial: expected %s, got %.200s", EventChallenge, data)
 	}
-	go c.readLoop()
-	err = c.Call(ctx, MethodConnect, ConnectParams{
+	var ch Challenge
+	_ = json.Unmarshal(ev.Payload, &ch)
+	params := ConnectParams{
 		MinProtocol: ProtocolVersion, MaxProtocol: ProtocolVersion,
-		Client: o.Client, Role: o.Role, Auth: ConnectAuth{Token: o.Token},
-	}, &c.hello)
+		Client: o.Client, Role: o.Role, Roles: o.Roles, Scopes: o.Scopes, Caps: o.Caps, Commands: o.Commands,
+		Auth: ConnectAuth{Token: o.Token, DeviceToken: o.DeviceToken, SetupCode: o.SetupCode},
+	}
+	if o.Device != nil {
+		if params.Device, err = signConnect(o, ch.Nonce); err != nil {
+			ws.CloseNow()
+			return nil, fmt.Errorf("gateway dial: %w", err)
+		}
+	}
+	go c.readLoop()
+	err = c.Call(ctx, MethodConnect, params, &c.hello)
 	if err != nil {
 		ws.CloseNow()
 		return nil, fmt.Errorf("gateway dial: connect: %w", err)
@@ -101,8 +148,41 @@ func Dial(ctx context.Context, o ClientOptions) (*Client, error) {
 	return c, nil
 }
 
+// signConnect makes connect params "device" for o (see ClientOptions.Device).
+func signConnect(o ClientOptions, nonce string) (*DeviceProof, error) {
+	token := o.Token
+	switch {
+	case o.DeviceToken != "":
+		token = o.DeviceToken
+	case o.SetupCode != "":
+		norm, ok := pairing.NormalizeCode(o.SetupCode)
+		if !ok {
+			return nil, fmt.Errorf("setup code %q is not a code of %d characters", o.SetupCode, pairing.CodeLen)
+		}
+		token = norm
+	}
+	proof, err := o.Device.SignConnect(device.Payload{Version: 2, GatewayID: o.GatewayID, ClientID: o.Client.ID,
+		Mode: o.Client.Mode, Role: o.Role, Scopes: o.Scopes, SignedAtMs: o.Now().UnixMilli(), Token: token, Nonce: nonce})
+	if err != nil {
+		return nil, fmt.Errorf("sign connect: %w", err)
+	}
+	return &DeviceProof{ID: proof.ID, Algorithm: string(proof.Key.Alg), PublicKey: proof.Key.Encode(),
+		Signature: base64.RawURLEncoding.EncodeToString(proof.Signature), SignedAt: proof.SignedAt, Nonce: proof.Nonce}, nil
+}
+
 // Hello is the server's hello-ok payload.
 func (c *Client) Hello() Hello { return c.hello }
+
+// Auth is hello-ok "auth": how this connection was admitted (status
+// "operator", "paired" or "pending", device tokens being delivered).
+func (c *Client) Auth() HelloAuth { return c.hello.Auth }
+
+// Done is closed when the connection has ended; Err then says why (a
+// websocket.CloseError carries the server's close code and reason).
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// Err is the error that ended the connection, nil while it is open.
+func (c *Client) Err() error { return c.closeErr() }
 
 // Events delivers server events in order; it is closed when the connection ends.
 func (c *Client) Events() <-chan EventFrame { return c.events }

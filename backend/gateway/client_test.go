@@ -8,11 +8,11 @@ import (
 
 func TestClient(t *testing.T) {
 	s, url := newTestServer(t, Options{}, func(s *Server) {
-		s.Handle("echo", Read, echo)
-		s.Handle("fail", Read, func(context.Context, *Call) (any, error) {
+		s.Handle("echo", Read(Everyone), echo)
+		s.Handle("fail", Read(Everyone), func(context.Context, *Call) (any, error) {
 			return nil, Errorf(CodeNotFound, "no such thing")
 		})
-		s.Handle("do", Write, echo)
+		s.Handle("do", Write(Everyone), echo)
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()

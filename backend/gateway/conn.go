@@ -30,14 +30,19 @@ type conn struct {
 	tcp    net.Conn // the hijacked connection under ws
 	remote string
 	opened time.Time
-	ctx    context.Context // cancelled when the connection ends
-	cancel context.CancelFunc
+	// loopback: the connection came through Server.Handler on a loopback
+	// local address (the operator token is accepted).
+	loopback bool
+	ctx      context.Context // cancelled when the connection ends
+	cancel   context.CancelFunc
 
 	// Set during the handshake, read-only afterwards.
 	nonce     string
 	client    ClientInfo
 	role      string
 	principal Principal
+	info      ConnInfo
+	authed    bool
 
 	mu          sync.Mutex
 	queue       [][]byte
@@ -100,6 +105,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		ws:         ws,
 		tcp:        hj.conn,
 		remote:     r.RemoteAddr,
+		loopback:   onLoopbackListener(r),
 		opened:     s.now(),
 		ctx:        ctx,
 		cancel:     cancel,
@@ -129,6 +135,9 @@ func (c *conn) run(authenticated func()) {
 		c.readLoop()
 	}
 	c.s.dropConn(c)
+	if c.authed && c.s.opts.OnClosed != nil {
+		c.s.opts.OnClosed(c.info)
+	}
 	c.mu.Lock()
 	closing := c.closing
 	c.mu.Unlock()
@@ -196,9 +205,20 @@ func (c *conn) handshake() bool {
 		c.respond(req.ID, nil, Errorf(CodeInvalidRequest, "bad connect params: %v", err))
 		return fail(CloseHandshakeFailed, "bad connect params")
 	}
-	if !tokenEqual(p.Auth.Token, c.s.opts.Token) {
-		c.respond(req.ID, nil, Errorf(CodeUnauthorized, "missing or wrong token"))
-		return fail(CloseUnauthorized, "unauthorized")
+	if p.Role == "" {
+		p.Role = RoleOperator
+	}
+	refuse := func(e *Error, code websocket.StatusCode) bool {
+		c.refuse(p, e.Message)
+		c.respond(req.ID, nil, e)
+		reason := "unauthorized"
+		switch {
+		case e.Code == CodeForbidden || e.Code == CodeNotPaired || e.Code == CodeInvalidRequest:
+			reason = e.Message
+		case code != CloseUnauthorized:
+			reason = "authentication failed"
+		}
+		return fail(code, reason)
 	}
 	minP, maxP := p.MinProtocol, p.MaxProtocol
 	if minP == 0 {
@@ -211,27 +231,31 @@ func (c *conn) handshake() bool {
 		c.respond(req.ID, nil, Errorf(CodeInvalidRequest, "protocol %d-%d not supported; server speaks %d", minP, maxP, ProtocolVersion))
 		return fail(CloseHandshakeFailed, "unsupported protocol version")
 	}
-	switch p.Role {
-	case "":
-		p.Role = RoleOperator
-	case RoleOperator, RoleNode:
-	default:
+	if p.Role != RoleOperator && p.Role != RoleNode {
 		c.respond(req.ID, nil, Errorf(CodeInvalidRequest, "unknown role %q", p.Role))
 		return fail(CloseHandshakeFailed, "unknown role")
 	}
-	c.client, c.role = p.Client, p.Role
-	c.principal = Principal{Role: p.Role}
+	res, aerr, acode := c.authenticate(&p)
+	if aerr != nil {
+		return refuse(aerr, acode)
+	}
+	c.client, c.principal = p.Client, res.Principal
+	c.role = c.principal.Role
+	c.info = ConnInfo{ConnID: c.id, Principal: c.principal, Client: c.client, RemoteIP: remoteIP(c.remote),
+		Caps: res.Caps, Commands: res.Commands, ConnectedAt: c.opened, Loopback: c.loopback}
 	hello := Hello{
 		Type:     helloType,
 		Protocol: ProtocolVersion,
-		Server:   ServerInfo{Version: c.s.opts.Version, ConnID: c.id},
-		Features: c.s.features(),
+		Server:   ServerInfo{Version: c.s.opts.Version, ConnID: c.id, GatewayID: c.s.opts.GatewayID},
+		Features: c.s.features(c.principal),
 		Snapshot: c.s.snapshot(),
 		Policy: Policy{
 			MaxPayload:       c.s.opts.MaxPayload,
 			MaxBufferedBytes: c.s.opts.MaxBufferedBytes,
 			TickIntervalMs:   c.s.opts.TickInterval.Milliseconds(),
 		},
+		Auth: HelloAuth{Role: c.principal.Role, DeviceID: c.principal.Device, Status: res.Status,
+			RequestID: res.RequestID, DeviceTokens: res.DeviceTokens, GatewayID: c.s.opts.GatewayID},
 	}
 	body, err := json.Marshal(hello)
 	if err != nil {
@@ -245,8 +269,13 @@ func (c *conn) handshake() bool {
 	c.s.authenticate(c)
 	c.respond(req.ID, body, nil)
 	c.s.bcastMu.Unlock()
-	c.s.log.Info("connection authenticated", "connId", c.id, "role", c.role, "clientId", c.client.ID,
-		"clientVersion", c.client.Version, "platform", c.client.Platform, "mode", c.client.Mode)
+	c.authed = true
+	c.s.log.Info("connection authenticated", "connId", c.id, "role", c.role, "device", c.principal.Device,
+		"status", res.Status, "clientId", c.client.ID, "clientVersion", c.client.Version,
+		"platform", c.client.Platform, "mode", c.client.Mode)
+	if c.s.opts.OnAuthenticated != nil {
+		c.s.opts.OnAuthenticated(c.info)
+	}
 	go c.tickLoop()
 	return true
 }
@@ -320,7 +349,7 @@ func (c *conn) reject(id, method string, e *Error) {
 func (c *conn) dispatch(req RequestFrame) {
 	start := c.s.now()
 	call := &Call{ConnID: c.id, Method: req.Method, Params: req.Params, Client: c.client, Role: c.role,
-		RemoteIP: remoteIP(c.remote), Principal: c.principal}
+		RemoteIP: remoteIP(c.remote), Principal: c.principal, Caps: c.info.Caps, Commands: c.info.Commands}
 	payload, e := c.s.call(c.ctx, call)
 	c.respond(req.ID, payload, e)
 	dur := c.s.now().Sub(start)
@@ -334,18 +363,18 @@ func (c *conn) dispatch(req RequestFrame) {
 	}
 }
 
-// call runs the handler for call.Method: it refuses node connections on
-// operator-only methods, requires an idempotencyKey on methods with side
-// effects, and deduplicates those per (principal, method, key), bound to
-// the params they were first called with.
+// call runs the handler for call.Method: it refuses principals the
+// method's kind does not name, requires an idempotencyKey on methods with
+// side effects, and deduplicates those per (principal, method, key), bound
+// to the params they were first called with.
 func (s *Server) call(ctx context.Context, call *Call) (json.RawMessage, *Error) {
 	m, forbidden := s.lookup(call.Method)
 	if m.h == nil {
 		return nil, Errorf(CodeNotFound, "unknown method %q", call.Method)
 	}
 	call.Kind = m.kind
-	if m.kind.OperatorOnly() && call.Role != RoleOperator {
-		reason := fmt.Sprintf("%s: only operator connections may call it (this is a %s connection)", call.Method, call.Role)
+	if !m.kind.Allows(call.Principal) {
+		reason := fmt.Sprintf("%s: only %s may call it (this is a %s connection)", call.Method, m.kind.Who, call.Principal.Class())
 		if forbidden != nil {
 			forbidden(call, reason)
 		}

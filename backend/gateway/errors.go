@@ -30,6 +30,9 @@ type Error struct {
 	Message string `json:"message"`
 	// Retryable tells the client that repeating the same request may succeed.
 	Retryable bool `json:"retryable"`
+	// Details are machine-readable facts about the error, e.g.
+	// {"reason":"device_token_mismatch","repairable":true}; optional.
+	Details map[string]any `json:"details,omitempty"`
 }
 
 // Error implements error as "CODE: message".

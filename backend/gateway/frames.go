@@ -27,8 +27,12 @@ const (
 	// RoleOperator is the role of the UI, browsers and the CLI; only
 	// operator connections receive [Server.Broadcast] events.
 	RoleOperator = "operator"
-	// RoleNode is the role of paired devices (SPEC §7).
+	// RoleNode is the role of node connections: paired devices lending
+	// their capabilities (SPEC §7), or the local node (operator token).
 	RoleNode = "node"
+	// RoleUnpaired is the principal role of a device whose pairing request
+	// is pending (never requested by a client: the handshake assigns it).
+	RoleUnpaired = "unpaired"
 
 	frameReq   = "req"
 	frameRes   = "res"
@@ -82,27 +86,53 @@ type ClientInfo struct {
 	Platform   string `json:"platform"`
 	Mode       string `json:"mode"`
 	InstanceID string `json:"instanceId"`
+	// DisplayName is what the device calls itself ("Pixel 8", a host
+	// name); optional, shown to the person when pairing.
+	DisplayName string `json:"displayName,omitempty"`
 }
 
 // ConnectAuth carries the credentials of a connect request.
 type ConnectAuth struct {
-	// Token is the local operator token (see [LoadOrCreateToken]).
+	// Token is the local operator token (see [LoadOrCreateToken]),
+	// accepted on loopback listeners only.
 	Token string `json:"token,omitempty"`
+	// DeviceToken is the per device and role token a paired device got at
+	// approval (with Device proof).
+	DeviceToken string `json:"deviceToken,omitempty"`
+	// SetupCode is a pairing setup code ("XXXX-XXXX", from the QR code or
+	// typed), with Device proof.
+	SetupCode string `json:"setupCode,omitempty"`
 }
 
-// ConnectParams are the params of the [MethodConnect] request (SPEC §3).
-// Device is accepted and ignored for now (device pairing is SPEC §7).
+// DeviceProof is connect params "device": the device's public key and its
+// signature over the v2 payload (package device, docs/PROTOCOL.md
+// "Device identity"). PublicKey and Signature are base64; SignedAt is Unix
+// milliseconds; Nonce the connect.challenge nonce; Algorithm "" means
+// "ed25519".
+type DeviceProof struct {
+	ID        string `json:"id"`
+	Algorithm string `json:"algorithm,omitempty"`
+	PublicKey string `json:"publicKey"`
+	Signature string `json:"signature"`
+	SignedAt  int64  `json:"signedAt"`
+	Nonce     string `json:"nonce"`
+}
+
+// ConnectParams are the params of the [MethodConnect] request (SPEC §3,
+// issue 16). Roles lists the roles a pairing device asks for (default
+// [Role]); Caps and Commands are what a node declares.
 type ConnectParams struct {
-	MinProtocol int             `json:"minProtocol"`
-	MaxProtocol int             `json:"maxProtocol"`
-	Client      ClientInfo      `json:"client"`
-	Role        string          `json:"role"`
-	Scopes      []string        `json:"scopes,omitempty"`
-	Caps        []string        `json:"caps,omitempty"`
-	Commands    []string        `json:"commands,omitempty"`
-	Permissions map[string]any  `json:"permissions,omitempty"`
-	Auth        ConnectAuth     `json:"auth"`
-	Device      json.RawMessage `json:"device,omitempty"`
+	MinProtocol int            `json:"minProtocol"`
+	MaxProtocol int            `json:"maxProtocol"`
+	Client      ClientInfo     `json:"client"`
+	Role        string         `json:"role"`
+	Roles       []string       `json:"roles,omitempty"`
+	Scopes      []string       `json:"scopes,omitempty"`
+	Caps        []string       `json:"caps,omitempty"`
+	Commands    []string       `json:"commands,omitempty"`
+	Permissions map[string]any `json:"permissions,omitempty"`
+	Auth        ConnectAuth    `json:"auth"`
+	Device      *DeviceProof   `json:"device,omitempty"`
 }
 
 // Hello is the "hello-ok" payload of a successful connect response.
@@ -113,23 +143,49 @@ type Hello struct {
 	Features Features   `json:"features"`
 	Snapshot Snapshot   `json:"snapshot"`
 	Policy   Policy     `json:"policy"`
+	Auth     HelloAuth  `json:"auth"`
 }
 
-// ServerInfo identifies the server and this connection.
+// HelloAuth is hello-ok "auth": who the connection was admitted as.
+// Status is "operator" (the operator token), "paired" (a device token) or
+// "pending" (an unpaired device; RequestID names its pairing request).
+// DeviceTokens carries plaintext device tokens by role ("operator",
+// "node") only when they are being delivered after an approval.
+type HelloAuth struct {
+	Role         string            `json:"role"`
+	DeviceID     string            `json:"deviceId,omitempty"`
+	Status       string            `json:"status"`
+	RequestID    string            `json:"requestId,omitempty"`
+	DeviceTokens map[string]string `json:"deviceTokens,omitempty"`
+	GatewayID    string            `json:"gatewayId,omitempty"`
+}
+
+// Auth statuses of [HelloAuth].
+const (
+	AuthOperator = "operator"
+	AuthPaired   = "paired"
+	AuthPending  = "pending"
+)
+
+// ServerInfo identifies the server and this connection. GatewayID is the
+// gateway's id (package gwid), "" when Options.GatewayID is unset.
 type ServerInfo struct {
-	Version string `json:"version"`
-	ConnID  string `json:"connId"`
+	Version   string `json:"version"`
+	ConnID    string `json:"connId"`
+	GatewayID string `json:"gatewayId,omitempty"`
 }
 
 // Features lists the registered methods and declared events, sorted.
-// SideEffects are the methods with side effects (kinds [Write] and
-// [WriteOperator]): each call of one must carry params.idempotencyKey.
-// OperatorOnly are the methods a node connection may not call.
+// SideEffects are the methods with side effects (write kinds): each call
+// of one must carry params.idempotencyKey. OperatorOnly are the methods a
+// node connection may not call (kept for older clients); Callable are the
+// methods this connection's principal may call.
 type Features struct {
 	Methods      []string `json:"methods"`
 	Events       []string `json:"events"`
 	SideEffects  []string `json:"sideEffects"`
 	OperatorOnly []string `json:"operatorOnly"`
+	Callable     []string `json:"callable"`
 }
 
 // Snapshot is the initial state sent in hello-ok, produced by

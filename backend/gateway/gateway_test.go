@@ -48,8 +48,8 @@ func TestHandshake(t *testing.T) {
 			return Snapshot{Profiles: []any{map[string]string{"id": "main"}}}
 		},
 	}, func(s *Server) {
-		s.Handle("b.method", Read, echo)
-		s.Handle("a.method", Read, echo)
+		s.Handle("b.method", Read(Everyone), echo)
+		s.Handle("a.method", Read(Everyone), echo)
 		s.DeclareEvents("chat.chunk", "chat.final")
 	})
 	c := dial(t, url, nil)
@@ -121,7 +121,7 @@ func TestHandshakeFailures(t *testing.T) {
 			if tt.send == nil {
 				opts.HandshakeTimeout = 50 * time.Millisecond
 			}
-			_, url := newTestServer(t, opts, func(s *Server) { s.Handle("health", Read, echo) })
+			_, url := newTestServer(t, opts, func(s *Server) { s.Handle("health", Read(Everyone), echo) })
 			c := dial(t, url, nil)
 			c.readChallenge()
 			if tt.send != nil {
@@ -141,7 +141,7 @@ func TestHandshakeFailures(t *testing.T) {
 func TestRoundTrip(t *testing.T) {
 	var got atomic.Pointer[Call]
 	_, url := newTestServer(t, Options{}, func(s *Server) {
-		s.Handle("echo", Read, func(ctx context.Context, call *Call) (any, error) {
+		s.Handle("echo", Read(Everyone), func(ctx context.Context, call *Call) (any, error) {
 			got.Store(call)
 			return call.Params, nil
 		})
@@ -193,7 +193,7 @@ func TestHandlerErrors(t *testing.T) {
 	}
 	_, url := newTestServer(t, Options{}, func(s *Server) {
 		for i, tt := range tests {
-			s.Handle(fmt.Sprintf("m%d", i), Read, tt.h)
+			s.Handle(fmt.Sprintf("m%d", i), Read(Everyone), tt.h)
 		}
 	})
 	c, _ := connect(t, url)
@@ -237,7 +237,7 @@ func TestMalformedFrames(t *testing.T) {
 		{"second connect", websocket.MessageText, `{"type":"req","id":"c2","method":"connect","params":{}}`, CodeInvalidRequest, "c2", ""},
 	}
 	_, url := newTestServer(t, Options{}, func(s *Server) {
-		s.Handle("ping", Read, func(context.Context, *Call) (any, error) { return map[string]bool{"pong": true}, nil })
+		s.Handle("ping", Read(Everyone), func(context.Context, *Call) (any, error) { return map[string]bool{"pong": true}, nil })
 	})
 	c, _ := connect(t, url)
 	for i, tt := range tests {
@@ -259,7 +259,7 @@ func TestMalformedFrames(t *testing.T) {
 }
 
 func TestOversizedFrame(t *testing.T) {
-	_, url := newTestServer(t, Options{MaxPayload: 1024}, func(s *Server) { s.Handle("echo", Read, echo) })
+	_, url := newTestServer(t, Options{MaxPayload: 1024}, func(s *Server) { s.Handle("echo", Read(Everyone), echo) })
 	c, hello := connect(t, url)
 	if hello.Policy.MaxPayload != 1024 {
 		t.Fatalf("policy maxPayload %d", hello.Policy.MaxPayload)
@@ -303,8 +303,8 @@ func TestHandlerPanic(t *testing.T) {
 	var logs lockedBuffer
 	logger := slog.New(slog.NewJSONHandler(&logs, nil))
 	_, url := newTestServer(t, Options{Logger: logger}, func(s *Server) {
-		s.Handle("boom", Read, func(context.Context, *Call) (any, error) { panic("kaboom") })
-		s.Handle("echo", Read, echo)
+		s.Handle("boom", Read(Everyone), func(context.Context, *Call) (any, error) { panic("kaboom") })
+		s.Handle("echo", Read(Everyone), echo)
 	})
 	c, _ := connect(t, url)
 	f := c.call("p1", "boom", nil)
@@ -328,7 +328,7 @@ func TestConcurrentRequests(t *testing.T) {
 	var arrived atomic.Int32
 	allIn := make(chan struct{})
 	_, url := newTestServer(t, Options{}, func(s *Server) {
-		s.Handle("slow", Read, func(ctx context.Context, _ *Call) (any, error) {
+		s.Handle("slow", Read(Everyone), func(ctx context.Context, _ *Call) (any, error) {
 			select {
 			case <-release:
 				return "slow", nil
@@ -336,8 +336,8 @@ func TestConcurrentRequests(t *testing.T) {
 				return nil, ctx.Err()
 			}
 		})
-		s.Handle("fast", Read, func(context.Context, *Call) (any, error) { return "fast", nil })
-		s.Handle("barrier", Read, func(ctx context.Context, _ *Call) (any, error) {
+		s.Handle("fast", Read(Everyone), func(context.Context, *Call) (any, error) { return "fast", nil })
+		s.Handle("barrier", Read(Everyone), func(ctx context.Context, _ *Call) (any, error) {
 			if arrived.Add(1) == n {
 				close(allIn)
 			}
@@ -385,7 +385,7 @@ func TestIdempotency(t *testing.T) {
 	started := make(chan struct{}, 10)
 	var failNext atomic.Bool
 	s, url := newTestServer(t, Options{}, func(s *Server) {
-		s.Handle("chat.send", Write, func(ctx context.Context, call *Call) (any, error) {
+		s.Handle("chat.send", Write(Everyone), func(ctx context.Context, call *Call) (any, error) {
 			n := runs.Add(1)
 			started <- struct{}{}
 			if failNext.CompareAndSwap(true, false) {
@@ -674,7 +674,7 @@ func TestRunPort0(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Handle("echo", Read, echo)
+	s.Handle("echo", Read(Everyone), echo)
 	if s.Addr() != "" {
 		t.Fatal("Addr before Listen should be empty")
 	}
@@ -727,7 +727,7 @@ func TestConcurrentClientsAndBroadcasts(t *testing.T) {
 	// Races between connects, requests, broadcasts and disconnects (go test -race).
 	// The broadcasts are bounded in number: an endless flood would queue
 	// more noise before each response the slower the machine is.
-	s, url := newTestServer(t, Options{}, func(s *Server) { s.Handle("echo", Read, echo) })
+	s, url := newTestServer(t, Options{}, func(s *Server) { s.Handle("echo", Read(Everyone), echo) })
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	wg.Add(1)

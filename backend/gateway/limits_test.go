@@ -154,7 +154,7 @@ func TestUnauthenticatedCaps(t *testing.T) {
 func TestSendBudget(t *testing.T) {
 	const budget = 4 << 20
 	s, url := newTestServer(t, Options{MaxBufferedBytes: 64 << 20, MaxTotalBufferedBytes: budget, CloseGrace: 5 * time.Minute},
-		func(s *Server) { s.Handle("echo", Read, echo) })
+		func(s *Server) { s.Handle("echo", Read(Everyone), echo) })
 	healthy, _ := connect(t, url)
 	var slow []*client
 	for range 3 {

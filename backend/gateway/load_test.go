@@ -52,8 +52,8 @@ func TestLoadServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Handle("echo", Read, echo)
-	s.Handle("bench.flood", Write, func(_ context.Context, call *Call) (any, error) {
+	s.Handle("echo", Read(Everyone), echo)
+	s.Handle("bench.flood", Write(Everyone), func(_ context.Context, call *Call) (any, error) {
 		var p struct{ N, Size int }
 		if err := DecodeParams(call, &p); err != nil {
 			return nil, err
@@ -64,7 +64,7 @@ func TestLoadServer(t *testing.T) {
 		}
 		return map[string]int{"sent": p.N}, nil
 	})
-	s.Handle("bench.conns", Read, func(context.Context, *Call) (any, error) {
+	s.Handle("bench.conns", Read(Everyone), func(context.Context, *Call) (any, error) {
 		return map[string]int{"authed": s.numAuthed()}, nil
 	})
 	if err := s.Listen(); err != nil {

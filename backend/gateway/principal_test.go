@@ -23,8 +23,8 @@ func whoAmI(_ context.Context, call *Call) (any, error) {
 // the params, and required on methods with side effects.
 func TestIdempotencyPerPrincipal(t *testing.T) {
 	_, url := newTestServer(t, Options{}, func(s *Server) {
-		s.Handle("thing.do", Write, whoAmI)
-		s.Handle("thing.get", Read, whoAmI)
+		s.Handle("thing.do", Write(Everyone), whoAmI)
+		s.Handle("thing.get", Read(Everyone), whoAmI)
 	})
 	op, _ := connect(t, url)
 	node, _ := connectWith(t, url, nodeParams())
@@ -85,10 +85,10 @@ func TestOperatorOnlyMethods(t *testing.T) {
 		return nil, nil
 	}
 	_, url := newTestServer(t, Options{}, func(s *Server) {
-		s.Handle("r", Read, handler)
-		s.Handle("ro", ReadOperator, handler)
-		s.Handle("w", Write, handler)
-		s.Handle("wo", WriteOperator, handler)
+		s.Handle("r", Read(Everyone), handler)
+		s.Handle("ro", Read(Operators), handler)
+		s.Handle("w", Write(Everyone), handler)
+		s.Handle("wo", Write(Admin), handler)
 		s.OnForbidden(func(call *Call, reason string) {
 			mu.Lock()
 			refused = append(refused, call.Role+" "+call.Method)
@@ -130,5 +130,5 @@ func TestHandleNeedsKind(t *testing.T) {
 			t.Fatal("Handle without a kind did not panic")
 		}
 	}()
-	s.Handle("x", 0, echo)
+	s.Handle("x", Kind{Write: true}, echo)
 }

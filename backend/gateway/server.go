@@ -56,9 +56,26 @@ type Options struct {
 	// Addr is the TCP listen address for [Server.Run]; default
 	// "127.0.0.1:18789". Port 0 picks a free port (see [Server.Addr]).
 	Addr string
-	// Token is the local operator token every connection must present in
-	// connect params auth.token. Required. Compared in constant time.
+	// Token is the local operator token (connect params auth.token),
+	// accepted on loopback listeners only. Required. Compared in constant
+	// time.
 	Token string
+	// GatewayID is this gateway's id (package gwid), sent in hello-ok
+	// server.gatewayId and auth.gatewayId; devices sign it. Optional.
+	GatewayID string
+	// Authenticate admits a connect request without auth.token (a device:
+	// params.device with auth.deviceToken, auth.setupCode or neither). It
+	// returns an *Error to refuse (UNAUTHORIZED, NOT_PAIRED, FORBIDDEN;
+	// the connection is then closed with code 4001, INVALID_REQUEST with
+	// 4002). Nil refuses every such request with UNAUTHORIZED. It runs
+	// before hello-ok, on the connection's goroutine.
+	Authenticate func(ctx context.Context, r *AuthRequest) (*AuthResult, error)
+	// OnAuthenticated is called once per connection right after its
+	// hello-ok was queued (events sent from it arrive after hello-ok);
+	// OnClosed once when an authenticated connection has ended. Both run
+	// on the connection's goroutine and should return quickly. Optional.
+	OnAuthenticated func(ConnInfo)
+	OnClosed        func(ConnInfo)
 	// UI is the embedded web UI served at "/". Paths without a file
 	// extension that match no file get index.html (SPA fallback); missing
 	// files with an extension get 404. Nil serves a short page saying the UI
@@ -139,13 +156,17 @@ type Call struct {
 	Params json.RawMessage
 	// Client is what the client reported in its connect request.
 	Client ClientInfo
-	// Role is RoleOperator or RoleNode.
+	// Role is RoleOperator, RoleNode or RoleUnpaired (= Principal.Role).
 	Role string
 	// RemoteIP is the peer's IP address (from the HTTP request's
 	// RemoteAddr, without the port), for the audit log.
 	RemoteIP string
 	// Principal is who the connection acts for (Principal.Role == Role).
 	Principal Principal
+	// Caps and Commands: what a node connection may use (a paired node:
+	// declared ∩ approved; the local node: declared); nil for others.
+	Caps     []string
+	Commands []string
 	// Kind is the method's registered kind.
 	Kind Kind
 }
@@ -160,12 +181,13 @@ type method struct {
 // [Server.Run] or mount [Server.Handler]. All methods are safe for
 // concurrent use.
 type Server struct {
-	opts    Options
-	log     *slog.Logger
-	now     func() time.Time
-	started time.Time
-	handler http.Handler
-	idem    *idemCache
+	opts     Options
+	log      *slog.Logger
+	now      func() time.Time
+	started  time.Time
+	handler  http.Handler
+	external http.Handler
+	idem     *idemCache
 
 	mu           sync.RWMutex
 	handlers     map[string]method
@@ -262,21 +284,25 @@ func New(opts Options) (*Server, error) {
 		ready:       make(chan struct{}),
 	}
 	s.handler = http.HandlerFunc(s.route)
+	s.external = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.route(w, r.WithContext(context.WithValue(r.Context(), externalKey{}, true)))
+	})
 	return s, nil
 }
 
-// Handle registers h for method with its kind ([Read], [ReadOperator],
-// [Write] or [WriteOperator]); it is then listed in hello-ok
-// features.methods (and features.sideEffects, features.operatorOnly).
-// Register before serving: connections authenticated earlier do not learn
-// about it. It panics on an empty method, a nil handler, an invalid kind,
-// "connect" or a duplicate registration (programming errors).
+// Handle registers h for method with its kind ([Read] or [Write] of the
+// principals that may call it); it is then listed in hello-ok
+// features.methods (and features.sideEffects, features.operatorOnly,
+// features.callable). Register before serving: connections authenticated
+// earlier do not learn about it. It panics on an empty method, a nil
+// handler, a kind without callers, "connect" or a duplicate registration
+// (programming errors).
 func (s *Server) Handle(name string, kind Kind, h Handler) {
 	if name == "" || h == nil {
 		panic("gateway: Handle needs a method name and a handler")
 	}
 	if !kind.valid() {
-		panic("gateway: Handle " + name + ": kind must be Read, ReadOperator, Write or WriteOperator")
+		panic("gateway: Handle " + name + ": kind needs callers (gateway.Read(who) or gateway.Write(who))")
 	}
 	if name == MethodConnect {
 		panic("gateway: the connect method is reserved for the handshake")
@@ -289,17 +315,20 @@ func (s *Server) Handle(name string, kind Kind, h Handler) {
 	s.handlers[name] = method{h: h, kind: kind}
 }
 
-// MethodKind returns the kind method was registered with, or 0 when it is
-// not registered.
+// MethodKind returns the kind method was registered with, or the zero
+// Kind (String "invalid") when it is not registered.
 func (s *Server) MethodKind(name string) Kind {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.handlers[name].kind
 }
 
-// OnForbidden sets f, called (synchronously, before the FORBIDDEN response)
-// for every call the gateway refuses because a node connection called an
-// operator-only method, e.g. to audit it. Set it before serving.
+// OnForbidden sets f, called synchronously for every call the gateway
+// refuses because the method is not open to the caller's principal
+// (before the FORBIDDEN response), and for every refused connect request
+// (call.Method "connect", call.Principal.Device the claimed device id if
+// any, reason the error message), e.g. to audit them. Set it before
+// serving.
 func (s *Server) OnForbidden(f func(call *Call, reason string)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -319,18 +348,22 @@ func (s *Server) DeclareEvents(names ...string) {
 	}
 }
 
-func (s *Server) features() Features {
+// features lists the methods and events; Callable for principal p.
+func (s *Server) features(p Principal) Features {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	f := Features{Methods: make([]string, 0, len(s.handlers)), Events: []string{EventChallenge, EventTick},
-		SideEffects: []string{}, OperatorOnly: []string{}}
+		SideEffects: []string{}, OperatorOnly: []string{}, Callable: []string{}}
 	for name, m := range s.handlers {
 		f.Methods = append(f.Methods, name)
 		if m.kind.SideEffects() {
 			f.SideEffects = append(f.SideEffects, name)
 		}
-		if m.kind.OperatorOnly() {
+		if m.kind.Who&Nodes == 0 {
 			f.OperatorOnly = append(f.OperatorOnly, name)
+		}
+		if m.kind.Allows(p) {
+			f.Callable = append(f.Callable, name)
 		}
 	}
 	for e := range s.events {
@@ -342,6 +375,7 @@ func (s *Server) features() Features {
 	sort.Strings(f.Events)
 	sort.Strings(f.SideEffects)
 	sort.Strings(f.OperatorOnly)
+	sort.Strings(f.Callable)
 	return f
 }
 
@@ -352,12 +386,17 @@ func (s *Server) lookup(name string) (method, func(*Call, string)) {
 }
 
 // Broadcast sends event with payload (JSON-encoded once) to every
-// authenticated operator connection. Events from sequential Broadcast calls
-// arrive in call order on every connection, each with that connection's next
-// seq. It never blocks on a slow client: a connection whose queue would
-// exceed MaxBufferedBytes is disconnected (code 1008). An unencodable
-// payload is logged and not sent.
+// authenticated operator connection ([Operators]: admin and paired
+// operator devices). Events from sequential Broadcast calls arrive in call
+// order on every connection, each with that connection's next seq. It never
+// blocks on a slow client: a connection whose queue would exceed
+// MaxBufferedBytes is disconnected (code 1008). An unencodable payload is
+// logged and not sent.
 func (s *Server) Broadcast(event string, payload any) {
+	s.BroadcastTo(Operators, event, payload)
+}
+
+func (s *Server) broadcast(keep func(*conn) bool, event string, payload any) {
 	nameJSON, body, err := encodeEvent(event, payload)
 	if err != nil {
 		s.log.Error("broadcast payload not encodable", "event", event, "err", err)
@@ -368,7 +407,7 @@ func (s *Server) Broadcast(event string, payload any) {
 	s.mu.RLock()
 	targets := make([]*conn, 0, len(s.authed))
 	for _, c := range s.authed {
-		if c.role == RoleOperator {
+		if keep(c) {
 			targets = append(targets, c)
 		}
 	}
@@ -421,6 +460,9 @@ func encodeEvent(event string, payload any) (nameJSON, body []byte, err error) {
 
 // Handler returns the HTTP handler: "/ws" (WebSocket gateway), "/healthz"
 // (200 {"ok":true,"version","uptimeMs"}) and the UI at every other path.
+// The operator token is accepted through it only on connections whose
+// local address is loopback; mount [Server.ExternalHandler] on LAN
+// listeners.
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Listen binds Options.Addr. It is optional before [Server.Run] (which
