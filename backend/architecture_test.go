@@ -31,6 +31,7 @@ var allowed = map[string][]string{
 	"backend/gwid":         {"backend/safefile"},
 	"backend/pairing":      {},
 	"backend/discovery":    {},
+	"backend/nodehost":     {"backend/device", "backend/gwid", "backend/gateway", "backend/safefile"},
 	"backend/memory/chunk": {},
 	"backend/memory/hanzi": {},
 	"backend/memory/embed": {"backend/memory/chunk", "backend/memory/hanzi"},
