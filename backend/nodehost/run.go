@@ -38,6 +38,9 @@ func cmdErr(code, format string, args ...any) *CommandError {
 	return &CommandError{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
+// maxAskTimeoutMs is the longest wait node.exec.ask accepts.
+const maxAskTimeoutMs = 600_000
+
 // Exec-ask decisions (node.exec.ask's answer).
 const (
 	DecisionAllowOnce   = "allow-once"
@@ -47,7 +50,9 @@ const (
 
 // AskRequest is node.exec.ask's params: the command as it would run
 // (argv[0] resolved to the executable's absolute path, which is what
-// "allow-always" adds to the allowlist), its working folder and timeout.
+// "allow-always" adds to the allowlist), its working folder, and how long
+// the person has to answer (the time left of the invocation; 0: the
+// gateway's default). No answer in time is deny.
 type AskRequest struct {
 	Command   []string `json:"command"`
 	Cwd       string   `json:"cwd"`
@@ -140,7 +145,7 @@ func (r *Runner) Run(ctx context.Context, p RunParams) (RunResult, error) {
 	if p.TimeoutMs > 0 && time.Duration(p.TimeoutMs)*time.Millisecond < timeout {
 		timeout = time.Duration(p.TimeoutMs) * time.Millisecond
 	}
-	if err := r.decide(ctx, ap, exe, p, cwd, timeout, log); err != nil {
+	if err := r.decide(ctx, ap, exe, p, cwd, log); err != nil {
 		return RunResult{}, err
 	}
 	env, dropped := r.env(ap, p.Env)
@@ -211,7 +216,7 @@ func resolveExe(arg0, cwd string) (string, error) {
 }
 
 // decide applies the approvals mode; nil means run.
-func (r *Runner) decide(ctx context.Context, ap Approvals, exe string, p RunParams, cwd string, timeout time.Duration, log *slog.Logger) error {
+func (r *Runner) decide(ctx context.Context, ap Approvals, exe string, p RunParams, cwd string, log *slog.Logger) error {
 	switch ap.Mode {
 	case ModeFull:
 		return nil
@@ -231,7 +236,11 @@ func (r *Runner) decide(ctx context.Context, ap Approvals, exe string, p RunPara
 		return cmdErr(CodeForbidden, "system.run: %s is not on the allowlist and no one can be asked (mode ask)", exe)
 	}
 	argv := append([]string{exe}, p.Command[1:]...)
-	decision, err := r.Ask(ctx, AskRequest{Command: argv, Cwd: cwd, TimeoutMs: timeout.Milliseconds()})
+	q := AskRequest{Command: argv, Cwd: cwd}
+	if dl, ok := ctx.Deadline(); ok {
+		q.TimeoutMs = min(max(time.Until(dl).Milliseconds(), 1), maxAskTimeoutMs)
+	}
+	decision, err := r.Ask(ctx, q)
 	if err != nil {
 		log.Info("system.run denied: the ask failed", "exe", exe, "err", err)
 		return cmdErr(CodeForbidden, "system.run: %s needs the person's approval and the ask failed (deny): %v", exe, err)

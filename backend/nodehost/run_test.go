@@ -317,12 +317,14 @@ func TestRunModes(t *testing.T) {
 			return answer, askErr
 		}}
 		cmd, f := marker(t)
-		_, err := r.Run(context.Background(), RunParams{Command: cmd, TimeoutMs: 5000})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+		defer cancel()
+		_, err := r.Run(ctx, RunParams{Command: cmd})
 		wantCode(t, err, CodeForbidden)
 		if ran(f) || len(asked) != 1 {
 			t.Fatalf("deny: ran %v asked %d", ran(f), len(asked))
 		}
-		if q := asked[0]; q.Command[0] != touch || q.Command[1] != f || q.Cwd != dir || q.TimeoutMs != 5000 {
+		if q := asked[0]; q.Command[0] != touch || q.Command[1] != f || q.Cwd != dir || q.TimeoutMs != maxAskTimeoutMs {
 			t.Fatalf("ask request %+v, want the resolved executable %s", q, touch)
 		}
 		answer, askErr = DecisionAllowOnce, errors.New("gateway gone")

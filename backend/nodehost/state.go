@@ -64,6 +64,9 @@ type Config struct {
 	DisplayName string `json:"displayName,omitempty"`
 	// Tokens are the device tokens by role ("node", "operator").
 	Tokens map[string]string `json:"tokens,omitempty"`
+	// PairedAt is when the first token arrived (RFC 3339, UTC); a host that
+	// was ever paired asks for a repair instead of giving up.
+	PairedAt string `json:"pairedAt,omitempty"`
 }
 
 // State is an opened state dir: the device key and node.json. Config changes

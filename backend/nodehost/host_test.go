@@ -1,0 +1,263 @@
+//go:build unix
+
+package nodehost
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/atrium-dev/atrium/backend/gateway"
+)
+
+func openState(t *testing.T) *State {
+	t.Helper()
+	s, err := OpenState(filepath.Join(t.TempDir(), "node"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func mustTarget(t *testing.T, raw string) Target {
+	t.Helper()
+	tg, err := ParseGatewayURL(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tg
+}
+
+// waitToken waits until node.json (read from disk) holds a node token other
+// than not, and returns it.
+func waitToken(t *testing.T, dir, not string) string {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		var c Config
+		if data, err := os.ReadFile(filepath.Join(dir, ConfigFileName)); err == nil && json.Unmarshal(data, &c) == nil {
+			if tok := c.Tokens["node"]; tok != "" && tok != not {
+				return tok
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("node.json never got a new token")
+	return ""
+}
+
+// TestHostPairsServesRotatesRepairs walks a node's life against a real
+// gateway over pinned TLS: pairing by the QR URL, approval, invocations
+// (system.run asked through node.exec.ask), a rotated token, a gateway
+// restart, a stale token that becomes a repair request, never a new key.
+func TestHostPairsServesRotatesRepairs(t *testing.T) {
+	g := newTestGW(t)
+	st := openState(t)
+	keyBefore, _ := os.ReadFile(filepath.Join(st.Dir, KeyFileName))
+	stop, _ := runHost(t, Options{State: st, Target: mustTarget(t, g.pairingURL()), DisplayName: "test-node"})
+
+	req := g.nextRequest()
+	if req.DeviceID != st.DeviceID() || req.Repair {
+		t.Fatalf("request %+v, want a pairing request of %s", req, st.DeviceID())
+	}
+	tok := g.resolve(req, "approved")
+	if got := waitToken(t, st.Dir, ""); got != tok {
+		t.Fatal("node.json holds another token than the one approved")
+	}
+	ci := g.nodeConn(st.DeviceID(), "")
+	if strings.Join(ci.Commands, ",") != "system.run,system.which,system.notify" || strings.Join(ci.Caps, ",") != "system" {
+		t.Fatalf("declared caps %v commands %v", ci.Caps, ci.Commands)
+	}
+	if ci.Client.DisplayName != "test-node" || ci.Client.Mode != "node" {
+		t.Fatalf("client %+v", ci.Client)
+	}
+	cfg := st.Config()
+	if cfg.GatewayID != g.id || cfg.TLSSHA256 != g.cert.Hex() || cfg.GatewayURL != g.url() || cfg.PairedAt == "" {
+		t.Fatalf("node.json %+v", cfg)
+	}
+	if m := mode(t, filepath.Join(st.Dir, ConfigFileName)); m != 0o600 {
+		t.Fatalf("node.json mode %v", m)
+	}
+
+	r := g.invoke(ci.ConnID, CmdWhich, WhichParams{Name: "sh"})
+	if !r.OK || !strings.Contains(string(r.Payload.(json.RawMessage)), `"path":"/`) {
+		t.Fatalf("system.which: %+v", r)
+	}
+	// Mode ask (the default): the person's answer comes through node.exec.ask.
+	r = g.invoke(ci.ConnID, CmdRun, RunParams{Command: []string{"echo", "hello"}})
+	if r.OK || r.Error == nil || r.Error.Code != CodeForbidden {
+		t.Fatalf("denied run: %+v", r)
+	}
+	g.mu.Lock()
+	g.answer = DecisionAllowOnce
+	nAsks := len(g.asks)
+	g.mu.Unlock()
+	r = g.invoke(ci.ConnID, CmdRun, RunParams{Command: []string{"echo", "hello"}})
+	var rr RunResult
+	if !r.OK || json.Unmarshal(r.Payload.(json.RawMessage), &rr) != nil || rr.Stdout != "hello\n" || rr.ExitCode != 0 {
+		t.Fatalf("allowed run: %+v", r)
+	}
+	g.mu.Lock()
+	if len(g.asks) != nAsks+1 || !strings.HasSuffix(g.asks[nAsks].Command[0], "/echo") || g.asks[nAsks].TimeoutMs <= 0 {
+		t.Fatalf("asks %+v", g.asks)
+	}
+	g.mu.Unlock()
+	r = g.invoke(ci.ConnID, "camera.snap", nil)
+	if r.OK || r.Error.Code != CodeNotFound {
+		t.Fatalf("unknown command: %+v", r)
+	}
+
+	// The gateway rotates the token: the node keeps the new one.
+	newTok := newToken()
+	g.mu.Lock()
+	g.tokens[st.DeviceID()] = newTok
+	g.mu.Unlock()
+	if err := g.server().Send(ci.ConnID, EventTokenRotated, map[string]string{"role": "node", "deviceToken": newTok}); err != nil {
+		t.Fatal(err)
+	}
+	if got := waitToken(t, st.Dir, tok); got != newTok {
+		t.Fatal("rotated token not kept")
+	}
+
+	// The gateway restarts: the node reconnects with its (rotated) token.
+	g.stop()
+	g.start()
+	ci = g.nodeConn(st.DeviceID(), ci.ConnID)
+	if r := g.invoke(ci.ConnID, CmdWhich, WhichParams{Name: "sh"}); !r.OK {
+		t.Fatalf("after restart: %+v", r)
+	}
+
+	// The gateway stops accepting the token while the node is connected
+	// (revoked, or rotated while the node was away): the node drops only its
+	// token and asks for a repair with its key.
+	g.mu.Lock()
+	g.tokens[st.DeviceID()] = "something-else"
+	g.mu.Unlock()
+	g.server().CloseWhere(func(c gateway.ConnInfo) bool { return c.ConnID == ci.ConnID }, 4001, "device token revoked")
+	req = g.nextRequest()
+	if !req.Repair || req.DeviceID != st.DeviceID() {
+		t.Fatalf("request after a stale token %+v, want a repair of %s", req, st.DeviceID())
+	}
+	if c := st.Config(); c.Tokens["node"] != "" || c.GatewayID != g.id || c.TLSSHA256 != g.cert.Hex() {
+		t.Fatalf("after the mismatch node.json is %+v, want only the token dropped", c)
+	}
+	tok3 := g.resolve(req, "approved")
+	if got := waitToken(t, st.Dir, ""); got != tok3 {
+		t.Fatal("repair token not kept")
+	}
+	ci = g.nodeConn(st.DeviceID(), ci.ConnID)
+	if r := g.invoke(ci.ConnID, CmdWhich, WhichParams{Name: "sh"}); !r.OK {
+		t.Fatalf("after repair: %+v", r)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if keyAfter, _ := os.ReadFile(filepath.Join(st.Dir, KeyFileName)); string(keyAfter) != string(keyBefore) {
+		t.Fatal("the device key changed")
+	}
+
+	// A restarted host (new process, same state dir) reconnects paired
+	// without any pairing input.
+	st2, err := OpenState(st.Dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop2, _ := runHost(t, Options{State: st2})
+	ci = g.nodeConn(st.DeviceID(), ci.ConnID)
+	if r := g.invoke(ci.ConnID, CmdWhich, WhichParams{Name: "sh"}); !r.OK {
+		t.Fatalf("restarted host: %+v", r)
+	}
+	if err := stop2(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestHostRejectedAndNotPaired(t *testing.T) {
+	g := newTestGW(t)
+	st := openState(t)
+	_, wait := runHost(t, Options{State: st, Target: mustTarget(t, g.pairingURL())})
+	g.resolve(g.nextRequest(), "rejected")
+	if err := wait(); !errors.Is(err, ErrRejected) {
+		t.Fatalf("Run after a rejection: %v, want ErrRejected", err)
+	}
+	if c := st.Config(); c.Tokens["node"] != "" {
+		t.Fatal("a rejected node holds a token")
+	}
+
+	// Without a code, an unknown device is told to pair.
+	st2 := openState(t)
+	tg := mustTarget(t, g.pairingURL())
+	tg.SetupCode = ""
+	_, wait = runHost(t, Options{State: st2, Target: tg})
+	if err := wait(); !errors.Is(err, ErrNotPaired) {
+		t.Fatalf("Run without a code: %v, want ErrNotPaired", err)
+	}
+
+	// A wrong code: the gateway refuses; the host says so and stops.
+	st3 := openState(t)
+	tg.SetupCode = "ZZZZ-ZZZZ"
+	_, wait = runHost(t, Options{State: st3, Target: tg})
+	if err := wait(); !errors.Is(err, ErrPairing) || !strings.Contains(err.Error(), "setup code") {
+		t.Fatalf("Run with a wrong code: %v, want ErrPairing", err)
+	}
+}
+
+func TestHostRefusesAnotherCertificate(t *testing.T) {
+	g := newTestGW(t)
+	other := newTestGW(t) // another gateway's certificate
+	st := openState(t)
+	tg := mustTarget(t, g.pairingURL())
+	tg.TLSSHA256 = other.cert.Hex()
+	_, wait := runHost(t, Options{State: st, Target: tg})
+	if err := wait(); !errors.Is(err, ErrPinMismatch) {
+		t.Fatalf("Run against an unpinned certificate: %v, want ErrPinMismatch", err)
+	}
+	if c := st.Config(); c.TLSSHA256 != "" || c.GatewayID != "" {
+		t.Fatalf("node.json after a refused first contact: %+v", c)
+	}
+	select {
+	case p := <-g.requests:
+		t.Fatalf("the gateway got a request through a refused TLS handshake: %+v", p)
+	default:
+	}
+}
+
+func TestHostKeepsPinnedFingerprint(t *testing.T) {
+	st := openState(t)
+	if err := st.Update(func(c *Config) {
+		c.GatewayURL, c.GatewayID, c.TLSSHA256 = "wss://127.0.0.2:1/ws", strings.Repeat("a", 64), strings.Repeat("b", 64)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// A given fingerprint that differs from the pinned one is an error.
+	h, _ := New(Options{State: st, Target: Target{TLSSHA256: strings.Repeat("c", 64)}})
+	if err := h.resolve(t.Context()); !errors.Is(err, ErrPinMismatch) {
+		t.Fatalf("resolve: %v, want ErrPinMismatch", err)
+	}
+	// Another gateway id: refused.
+	h, _ = New(Options{State: st, Target: Target{GatewayID: strings.Repeat("d", 64)}})
+	if err := h.resolve(t.Context()); !errors.Is(err, ErrOtherGateway) {
+		t.Fatalf("resolve: %v, want ErrOtherGateway", err)
+	}
+	// A discovered gateway with our id at a new address and another
+	// advertised fingerprint: the address is taken, the pin kept.
+	h, _ = New(Options{State: st, Discover: func(ctx context.Context) ([]Target, error) {
+		return []Target{{URL: "wss://127.0.0.9:5/ws", GatewayID: strings.Repeat("a", 64), TLSSHA256: strings.Repeat("e", 64)}}, nil
+	}})
+	h.o.Target = Target{}
+	if err := h.resolve(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if h.target.TLSSHA256 != strings.Repeat("b", 64) || h.target.URL != "wss://127.0.0.2:1/ws" {
+		t.Fatalf("target %+v", h.target)
+	}
+	h.rediscover(t.Context())
+	if h.target.TLSSHA256 != strings.Repeat("b", 64) || h.target.URL != "wss://127.0.0.9:5/ws" {
+		t.Fatalf("after rediscovery %+v: the address moves, the pin stays", h.target)
+	}
+}
