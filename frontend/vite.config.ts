@@ -25,6 +25,10 @@ export default defineConfig({
     emptyOutDir: true,
     sourcemap: false,
     reportCompressedSize: false,
+    // Two pages of one build: the UI (index.html) and the phone page (/pair → pair/index.html).
+    rollupOptions: {
+      input: { main: 'index.html', pair: 'pair/index.html' },
+    },
   },
   test: {
     environment: 'jsdom',

@@ -393,3 +393,60 @@ describe('reconnect', () => {
     expect(FakeWebSocket.instances).toHaveLength(1);
   });
 });
+
+describe('device connections (issue 16)', () => {
+  it('prepareConnect completes the params with the challenge nonce; the connect carries role, roles, caps, commands', async () => {
+    vi.useRealTimers();
+    const seen: string[] = [];
+    const gw = makeClient({
+      token: null,
+      role: 'node',
+      roles: ['operator', 'node'],
+      mode: 'node',
+      clientId: 'atrium-phone',
+      displayName: 'Pixel',
+      caps: ['location'],
+      commands: ['location.get'],
+      prepareConnect: async (p, ch) => {
+        seen.push(ch.nonce);
+        return { ...p, auth: { setupCode: 'ABCD2345' }, device: { nonce: ch.nonce } };
+      },
+    });
+    gw.start();
+    const ws = FakeWebSocket.last();
+    ws.serverOpen();
+    ws.serverEvent('connect.challenge', { nonce: 'nn', ts: 1 });
+    await vi.waitFor(() => expect(ws.connectFrame()).toBeDefined());
+    expect(seen).toEqual(['nn']);
+    expect(ws.connectFrame().params).toMatchObject({
+      role: 'node',
+      roles: ['operator', 'node'],
+      caps: ['location'],
+      commands: ['location.get'],
+      client: { id: 'atrium-phone', mode: 'node', displayName: 'Pixel' },
+      auth: { setupCode: 'ABCD2345' },
+      device: { nonce: 'nn' },
+    });
+    gw.stop();
+  });
+
+  it('a refusal keeps its code and details, and NOT_PAIRED / FORBIDDEN stop the retries like UNAUTHORIZED', () => {
+    for (const [code, details] of [
+      ['UNAUTHORIZED', { reason: 'device_token_mismatch', repairable: true }],
+      ['NOT_PAIRED', null],
+      ['FORBIDDEN', null],
+    ] as const) {
+      FakeWebSocket.reset();
+      const gw = makeClient();
+      gw.start();
+      const ws = FakeWebSocket.last();
+      ws.serverOpen();
+      ws.challenge();
+      ws.serverSend({ type: 'res', id: ws.connectFrame().id, ok: false, error: { code, message: 'no', ...(details ? { details } : {}) } });
+      expect(get(gw.status)).toMatchObject({ state: 'unauthorized', errorCode: code, errorDetails: details });
+      vi.advanceTimersByTime(60_000);
+      expect(FakeWebSocket.instances).toHaveLength(1);
+      gw.stop();
+    }
+  });
+});

@@ -9,17 +9,30 @@ export type ConnState = 'connecting' | 'connected' | 'disconnected' | 'unauthori
 export interface HelloOk {
   type?: string;
   protocol: number;
-  server?: { version?: string; connId?: string };
+  server?: { version?: string; connId?: string; gatewayId?: string };
   /** sideEffects: methods that take an idempotencyKey (required); operatorOnly: methods node connections may not call. */
   features?: { methods?: string[]; events?: string[]; sideEffects?: string[]; operatorOnly?: string[] };
   snapshot?: { presence?: unknown[]; profiles?: unknown[] };
   policy?: { maxPayload?: number; maxBufferedBytes?: number; tickIntervalMs?: number };
+  /** Who this connection is (issue 16): status "operator" (the token), "paired" (a device token) or "pending" (asked to pair). */
+  auth?: {
+    role?: string;
+    deviceId?: string;
+    status?: string;
+    requestId?: string;
+    deviceTokens?: { operator?: string; node?: string } | null;
+    gatewayId?: string;
+  };
 }
 
 export interface ConnStatus {
   state: ConnState;
   /** Last error (close reason, handshake refusal, ...); null after a successful handshake. */
   error: string | null;
+  /** The protocol error code of a handshake refusal (UNAUTHORIZED, NOT_PAIRED, FORBIDDEN), else absent. */
+  errorCode?: string | null;
+  /** error.details of that refusal (e.g. {reason: "device_token_mismatch", repairable: true}). */
+  errorDetails?: Record<string, unknown> | null;
   /** Failed attempts since the last successful handshake. */
   attempt: number;
   /** Delay of the scheduled reconnect, when one is scheduled. */
@@ -46,11 +59,14 @@ export type ErrorCode =
 export class GatewayError extends Error {
   readonly code: ErrorCode;
   readonly retryable: boolean;
-  constructor(code: ErrorCode, message: string, retryable = false) {
+  /** error.details when the gateway sent some (e.g. {reason: "device_token_mismatch"}). */
+  readonly details: Record<string, unknown> | null;
+  constructor(code: ErrorCode, message: string, retryable = false, details: Record<string, unknown> | null = null) {
     super(message);
     this.name = 'GatewayError';
     this.code = code;
     this.retryable = retryable;
+    this.details = details;
   }
 }
 
@@ -126,6 +142,35 @@ export interface GatewayOptions {
   requestTimeoutMs?: number;
   /** How long to wait for connect.challenge + hello-ok after the socket is created. */
   handshakeTimeoutMs?: number;
+  /** connect params (default: the operator UI): role, client.id / mode / displayName, declared caps and commands. */
+  role?: string;
+  /** Every role the device asks for when pairing (connect params.roles); absent: [role]. */
+  roles?: string[];
+  clientId?: string;
+  mode?: string;
+  displayName?: string;
+  caps?: string[];
+  commands?: string[];
+  /**
+   * Completes the connect params once the challenge is in (a device adds `auth` and its signed
+   * `device` proof over the challenge's nonce). A rejection closes the attempt like a refused handshake.
+   */
+  prepareConnect?: (params: ConnectParams, challenge: { nonce: string; ts?: number }) => Promise<ConnectParams>;
+}
+
+/** The connect request's params (docs/PROTOCOL.md "Handshake"). */
+export interface ConnectParams {
+  minProtocol: number;
+  maxProtocol: number;
+  client: { id: string; version: string; platform: string; mode: string; instanceId: string; displayName?: string };
+  role: string;
+  roles?: string[];
+  scopes: string[];
+  caps: string[];
+  commands: string[];
+  permissions: Record<string, unknown>;
+  auth: { token?: string; deviceToken?: string; setupCode?: string };
+  device?: unknown;
 }
 
 export interface RequestOptions {
@@ -380,7 +425,7 @@ export class GatewayClient {
     if (frame.type === 'event') {
       const name = typeof frame.event === 'string' ? frame.event : '';
       if (!this.handshaken) {
-        if (name === 'connect.challenge' && this.connectReqId === null) this.sendConnect(ws);
+        if (name === 'connect.challenge' && this.connectReqId === null) this.sendConnect(ws, frame.payload ?? {});
         return;
       }
       this.emit(name, frame.payload ?? {}, typeof frame.seq === 'number' ? frame.seq : undefined);
@@ -404,38 +449,55 @@ export class GatewayClient {
     }
   }
 
-  private sendConnect(ws: WebSocketLike): void {
+  private sendConnect(ws: WebSocketLike, challenge: { nonce?: unknown; ts?: unknown }): void {
     const id = this.uuid();
     this.connectReqId = id;
-    const params = {
+    const o = this.opts;
+    const params: ConnectParams = {
       minProtocol: PROTOCOL_VERSION,
       maxProtocol: PROTOCOL_VERSION,
       client: {
-        id: CLIENT_ID,
-        version: this.opts.version ?? UI_VERSION,
-        platform: this.opts.platform ?? detectPlatform(),
-        mode: 'ui',
-        instanceId: this.opts.instanceId ?? this.uuid(),
+        id: o.clientId ?? CLIENT_ID,
+        version: o.version ?? UI_VERSION,
+        platform: o.platform ?? detectPlatform(),
+        mode: o.mode ?? 'ui',
+        instanceId: o.instanceId ?? this.uuid(),
+        ...(o.displayName ? { displayName: o.displayName } : {}),
       },
-      role: 'operator',
+      role: o.role ?? 'operator',
+      ...(o.roles ? { roles: [...o.roles] } : {}),
       scopes: [],
-      caps: [],
-      commands: [],
+      caps: [...(o.caps ?? [])],
+      commands: [...(o.commands ?? [])],
       permissions: {},
       auth: this.token ? { token: this.token } : {},
     };
-    try {
-      ws.send(JSON.stringify({ type: 'req', id, method: 'connect', params }));
-    } catch (e) {
-      this.dropSocket(4000, `send failed: ${e instanceof Error ? e.message : String(e)}`, true);
+    const send = (p: ConnectParams) => {
+      if (this.ws !== ws || this.connectReqId !== id) return; // the attempt was dropped meanwhile
+      try {
+        ws.send(JSON.stringify({ type: 'req', id, method: 'connect', params: p }));
+      } catch (e) {
+        this.dropSocket(4000, `send failed: ${e instanceof Error ? e.message : String(e)}`, true);
+      }
+    };
+    if (!o.prepareConnect) {
+      send(params);
+      return;
     }
+    const nonce = typeof challenge.nonce === 'string' ? challenge.nonce : '';
+    o.prepareConnect(params, { nonce, ts: typeof challenge.ts === 'number' ? challenge.ts : undefined }).then(send, (e) => {
+      if (this.ws !== ws || this.connectReqId !== id) return;
+      this.dropSocket(4000, `cannot sign the connect request: ${e instanceof Error ? e.message : String(e)}`, true);
+    });
   }
 
   private onHello(ws: WebSocketLike, frame: any): void {
     this.connectReqId = null;
     if (frame.ok !== true) {
       const err = toGatewayError(frame.error);
-      if (err.code === 'UNAUTHORIZED') {
+      // Retrying cannot help these: a refused token or proof, a device that is not paired (a spent
+      // code), a credential this address may not use. The state says why; start()/reconnectNow() retry.
+      if (err.code === 'UNAUTHORIZED' || err.code === 'NOT_PAIRED' || err.code === 'FORBIDDEN') {
         this.detach(ws);
         this.ws = null;
         try {
@@ -443,7 +505,7 @@ export class GatewayClient {
         } catch {
           /* ignore */
         }
-        this.enterUnauthorized(err.message);
+        this.enterUnauthorized(err.message, err.code, err.details);
         return;
       }
       this.dropSocket(4000, `handshake refused: ${err.code}: ${err.message}`, true);
@@ -457,16 +519,25 @@ export class GatewayClient {
     this.tickIntervalMs =
       typeof hello.policy?.tickIntervalMs === 'number' && hello.policy.tickIntervalMs > 0 ? hello.policy.tickIntervalMs : 30_000;
     this.armWatchdog();
-    this.setStatus({ state: 'connected', error: null, attempt: 0, retryInMs: null, hello });
+    this.setStatus({ state: 'connected', error: null, errorCode: null, errorDetails: null, attempt: 0, retryInMs: null, hello });
   }
 
-  private enterUnauthorized(message: string): void {
+  private enterUnauthorized(message: string, code: string | null = null, details: Record<string, unknown> | null = null): void {
     this.clearTimers();
     this.unauthorized = true;
     this.handshaken = false;
     this.connectReqId = null;
     this.rejectAll('UNAVAILABLE', 'unauthorized');
-    this.setStatus({ state: 'unauthorized', error: message || 'unauthorized', retryInMs: null, hello: null });
+    // A close 4001 right after a refusal keeps the refusal's code and details.
+    const keep = code === null && this.current.state === 'unauthorized';
+    this.setStatus({
+      state: 'unauthorized',
+      error: message || 'unauthorized',
+      errorCode: keep ? this.current.errorCode : (code ?? 'UNAUTHORIZED'),
+      errorDetails: keep ? this.current.errorDetails : details,
+      retryInMs: null,
+      hello: null,
+    });
   }
 
   /** Closes the current socket ourselves (handlers detached) and runs the close logic. */
@@ -579,10 +650,11 @@ export function isUnknownMethod(err: unknown): boolean {
 
 export function toGatewayError(error: unknown): GatewayError {
   if (error && typeof error === 'object') {
-    const e = error as { code?: unknown; message?: unknown; retryable?: unknown };
+    const e = error as { code?: unknown; message?: unknown; retryable?: unknown; details?: unknown };
     const code = typeof e.code === 'string' && e.code ? e.code : 'INTERNAL';
     const message = typeof e.message === 'string' && e.message ? e.message : code;
-    return new GatewayError(code, message, e.retryable === true);
+    const details = e.details && typeof e.details === 'object' && !Array.isArray(e.details) ? (e.details as Record<string, unknown>) : null;
+    return new GatewayError(code, message, e.retryable === true, details);
   }
   return new GatewayError('INTERNAL', typeof error === 'string' && error ? error : 'request failed');
 }

@@ -1,0 +1,58 @@
+// The desktop's pairing UI against a scripted gateway: a request shows a banner at once, the
+// Nodes panel approves it with the commands left ticked, the QR code and words of device.pair.code.
+import { beforeEach, describe, expect, it } from 'vitest';
+import { fireEvent, render, screen, waitFor } from '@testing-library/svelte';
+import App from '../App.svelte';
+import { GatewayClient } from '../lib/gateway';
+import { FakeWebSocket } from '../lib/testing/fakeWebSocket';
+
+beforeEach(() => {
+  FakeWebSocket.reset();
+  localStorage.clear();
+});
+
+describe('Nodes', () => {
+  it('banner on a pairing request, approve with a command unticked, pair code shown', async () => {
+    const gw = new GatewayClient({ url: 'ws://test/ws', token: 't', instanceId: 'i', WebSocket: FakeWebSocket, random: () => 0.5 });
+    render(App, { props: { gw } });
+    gw.start();
+    const ws = FakeWebSocket.last();
+    ws.handshake();
+    await waitFor(() => expect(screen.getByTestId('conn-state').textContent).toBe('connected'));
+    expect(screen.queryByTestId('pair-banner')).toBeNull();
+
+    ws.serverEvent('device.pair.requested', {
+      request: { requestId: 'r1', deviceId: 'd'.repeat(64), displayName: 'Android · Chrome', platform: 'Linux armv8l', roles: ['operator', 'node'], commands: ['location.get', 'system.notify'], remoteIp: '127.0.0.2', createdAt: Date.now() },
+    });
+    await waitFor(() => expect(screen.getByTestId('pair-banner').textContent).toContain('Android · Chrome asks to pair'));
+    await fireEvent.click(screen.getByTestId('pair-banner-open'));
+    const boxes = (await screen.findAllByTestId('request-command')) as HTMLInputElement[];
+    expect(boxes.map((b) => [b.value, b.checked])).toEqual([
+      ['location.get', true],
+      ['system.notify', true],
+    ]);
+    await fireEvent.click(boxes[1]); // untick system.notify
+    await fireEvent.click(screen.getByTestId('request-approve'));
+    await waitFor(() => expect(ws.lastRequest('device.pair.approve')).toBeDefined());
+    expect(ws.lastRequest('device.pair.approve').params).toMatchObject({ requestId: 'r1', roles: ['operator', 'node'], commands: ['location.get'] });
+    ws.reply(ws.lastRequest('device.pair.approve'), { device: {} });
+    await waitFor(() => expect(screen.queryByTestId('pair-banner')).toBeNull());
+
+    await fireEvent.click(screen.getByTestId('pair-start'));
+    await waitFor(() => expect(ws.lastRequest('device.pair.code')).toBeDefined());
+    ws.reply(ws.lastRequest('device.pair.code'), {
+      code: 'ABCD2345',
+      display: 'ABCD-2345',
+      expiresAt: Date.now() + 600_000,
+      url: 'https://127.0.0.2:4000/pair#c=ABCD2345&g=x&f=y',
+      urls: ['https://127.0.0.2:4000/pair#c=ABCD2345&g=x&f=y'],
+      qrPng: 'iVBORw0KGgo=',
+      fingerprintWords: 'lusab babad gutih tugad',
+      fingerprint: 'f'.repeat(64),
+    });
+    await waitFor(() => expect(screen.getByTestId('pair-code').textContent).toBe('ABCD-2345'));
+    expect(screen.getByTestId('pair-words').textContent).toBe('lusab babad gutih tugad');
+    expect((screen.getByTestId('pair-qr') as HTMLImageElement).src).toBe('data:image/png;base64,iVBORw0KGgo=');
+    expect(screen.getByTestId('pair-expiry').textContent).toMatch(/expires in (9|10):\d\d/);
+  });
+});

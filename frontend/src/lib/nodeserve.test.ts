@@ -1,0 +1,85 @@
+// The phone page as a node: every node.invoke.request gets one node.invoke.result.
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { GatewayClient } from './gateway';
+import { FakeWebSocket } from './testing/fakeWebSocket';
+import { locationHandler, notifyHandler, serveNode, type InvokeRecord } from './nodeserve';
+
+let gw: GatewayClient;
+let ws: FakeWebSocket;
+beforeEach(() => {
+  FakeWebSocket.reset();
+  gw = new GatewayClient({ url: 'ws://x/ws', WebSocket: FakeWebSocket, role: 'node' });
+  gw.start();
+  ws = FakeWebSocket.last();
+  ws.handshake();
+});
+afterEach(() => {
+  ws.answerAll('node.invoke.result', {}, new Set());
+  gw.stop();
+});
+
+function fakeGeo(result: { coords?: Partial<GeolocationCoordinates>; error?: { code: number; message: string } }, seen: PositionOptions[] = []): Geolocation {
+  return {
+    getCurrentPosition(ok: PositionCallback, fail?: PositionErrorCallback | null, opts?: PositionOptions) {
+      seen.push(opts ?? {});
+      if (result.error) fail?.(result.error as GeolocationPositionError);
+      else ok({ coords: { accuracy: 5, altitude: null, altitudeAccuracy: null, heading: null, speed: null, latitude: 0, longitude: 0, ...result.coords } as GeolocationCoordinates, timestamp: 1700000000000 } as GeolocationPosition);
+    },
+    watchPosition: () => 0,
+    clearWatch: () => undefined,
+  } as Geolocation;
+}
+
+const results = () => ws.sent.filter((f) => f.method === 'node.invoke.result').map((f) => f.params);
+
+describe('serveNode', () => {
+  it('answers location.get with the position, in named units', async () => {
+    const seen: PositionOptions[] = [];
+    const log: InvokeRecord[] = [];
+    serveNode(gw, { 'location.get': locationHandler(fakeGeo({ coords: { latitude: 31.2304, longitude: 121.4737, accuracy: 12 } }, seen)) }, (r) => log.push(r));
+    ws.serverEvent('node.invoke.request', { id: 'inv-1', command: 'location.get', params: { highAccuracy: true }, timeoutMs: 10000 });
+    await vi.waitFor(() => expect(results()).toHaveLength(1));
+    expect(results()[0]).toMatchObject({
+      id: 'inv-1',
+      ok: true,
+      payload: { latitude: 31.2304, longitude: 121.4737, accuracyMeters: 12, altitudeMeters: null, timestamp: 1700000000000 },
+    });
+    expect(seen[0]).toMatchObject({ enableHighAccuracy: true, timeout: 9500 });
+    expect(log[0]).toMatchObject({ id: 'inv-1', command: 'location.get', ok: true });
+  });
+
+  it('a refused permission, an unknown command, a bad notify: ok false with a code', async () => {
+    const notices: string[] = [];
+    serveNode(gw, {
+      'location.get': locationHandler(fakeGeo({ error: { code: 1, message: 'User denied Geolocation' } })),
+      'system.notify': notifyHandler((t, b) => notices.push(`${t}:${b}`), undefined),
+    });
+    ws.serverEvent('node.invoke.request', { id: 'a', command: 'location.get', params: {} });
+    ws.serverEvent('node.invoke.request', { id: 'b', command: 'system.run', params: { command: ['ls'] } });
+    ws.serverEvent('node.invoke.request', { id: 'c', command: 'system.notify', params: {} });
+    ws.serverEvent('node.invoke.request', { id: 'd', command: 'system.notify', params: { title: '提醒', body: 'Meeting at 3' } });
+    ws.serverEvent('node.invoke.request', { command: 'system.notify', params: { title: 'no id' } }); // ignored
+    await vi.waitFor(() => expect(results()).toHaveLength(4));
+    const byId = Object.fromEntries(results().map((r) => [r.id, r]));
+    expect(byId.a).toMatchObject({ ok: false, error: { code: 'FORBIDDEN' } });
+    expect(byId.b).toMatchObject({ ok: false, error: { code: 'INVALID_REQUEST', message: 'this node has no command system.run' } });
+    expect(byId.c).toMatchObject({ ok: false, error: { code: 'INVALID_REQUEST' } });
+    expect(byId.d).toMatchObject({ ok: true, payload: { delivered: true, via: 'page' } });
+    expect(notices).toEqual(['提醒:Meeting at 3']);
+  });
+
+  it('system.notify uses the Notification API when the person allowed it', async () => {
+    const shown: string[] = [];
+    class FakeNotification {
+      static permission = 'granted';
+      constructor(title: string, o?: NotificationOptions) {
+        shown.push(`${title}|${o?.body}`);
+      }
+    }
+    const h = notifyHandler(() => undefined, FakeNotification as unknown as typeof Notification);
+    await expect(h({ title: 'T', body: 'B' }, 1000)).resolves.toEqual({ delivered: true, via: 'notification' });
+    expect(shown).toEqual(['T|B']);
+    FakeNotification.permission = 'default';
+    await expect(h({ title: 'T', body: 'B' }, 1000)).resolves.toEqual({ delivered: true, via: 'page' });
+  });
+});

@@ -1,0 +1,124 @@
+// The phone page as a node (issue 16 item 8): it answers `node.invoke.request {id, command, params,
+// timeoutMs}` events with `node.invoke.result {id, ok, payload?, error?}` on its node connection.
+// Commands: location.get (navigator.geolocation) and system.notify (the Notification API where
+// the person allowed it, else a notice in the page).
+import type { GatewayClient } from './gateway';
+
+export const PHONE_CAPS = ['location', 'system'] as const;
+export const PHONE_COMMANDS = ['location.get', 'system.notify'] as const;
+
+/** A command's failure, sent back as node.invoke.result.error. */
+export class CommandError extends Error {
+  readonly code: string;
+  constructor(code: string, message: string) {
+    super(message);
+    this.name = 'CommandError';
+    this.code = code;
+  }
+}
+
+export type CommandHandler = (params: Record<string, unknown>, timeoutMs: number) => Promise<unknown>;
+
+/** location.get's payload (units in the names; absent values are null, as the Geolocation API gives them). */
+export interface LocationPayload {
+  latitude: number;
+  longitude: number;
+  accuracyMeters: number;
+  altitudeMeters: number | null;
+  headingDegrees: number | null;
+  speedMps: number | null;
+  /** When the position was taken, Unix ms. */
+  timestamp: number;
+}
+
+/** location.get {highAccuracy?, maxAgeMs?} → LocationPayload, through navigator.geolocation. */
+export function locationHandler(geo: Geolocation | undefined): CommandHandler {
+  return (params, timeoutMs) =>
+    new Promise((resolve, reject) => {
+      if (!geo) {
+        reject(new CommandError('UNAVAILABLE', 'this browser has no geolocation'));
+        return;
+      }
+      const maxAge = typeof params.maxAgeMs === 'number' && params.maxAgeMs >= 0 ? params.maxAgeMs : 0;
+      geo.getCurrentPosition(
+        (pos) =>
+          resolve({
+            latitude: pos.coords.latitude,
+            longitude: pos.coords.longitude,
+            accuracyMeters: pos.coords.accuracy,
+            altitudeMeters: pos.coords.altitude ?? null,
+            headingDegrees: pos.coords.heading ?? null,
+            speedMps: pos.coords.speed ?? null,
+            timestamp: pos.timestamp,
+          } satisfies LocationPayload),
+        (err) => {
+          // GeolocationPositionError: 1 PERMISSION_DENIED, 2 POSITION_UNAVAILABLE, 3 TIMEOUT.
+          const code = err.code === 1 ? 'FORBIDDEN' : err.code === 3 ? 'TIMEOUT' : 'UNAVAILABLE';
+          reject(new CommandError(code, `location: ${err.message || code}`));
+        },
+        { enableHighAccuracy: params.highAccuracy === true, maximumAge: maxAge, timeout: Math.max(1000, timeoutMs - 500) },
+      );
+    });
+}
+
+/** Shows a notice in the page (the fallback of system.notify). */
+export type PageNotice = (title: string, body: string) => void;
+
+/** system.notify {title, body} → {delivered: true, via: "notification"|"page"}. */
+export function notifyHandler(pageNotice: PageNotice, NotificationCtor: typeof Notification | undefined = globalThis.Notification): CommandHandler {
+  return async (params) => {
+    const title = typeof params.title === 'string' ? params.title.slice(0, 200) : '';
+    const body = typeof params.body === 'string' ? params.body.slice(0, 2000) : '';
+    if (!title && !body) throw new CommandError('INVALID_REQUEST', 'system.notify needs a title or a body');
+    if (NotificationCtor && NotificationCtor.permission === 'granted') {
+      try {
+        new NotificationCtor(title || 'Atrium', { body });
+        pageNotice(title, body); // also in the page: the person looking at it sees it there
+        return { delivered: true, via: 'notification' };
+      } catch {
+        /* some mobile browsers only notify from a service worker: fall back to the page */
+      }
+    }
+    pageNotice(title, body);
+    return { delivered: true, via: 'page' };
+  };
+}
+
+/** What serveNode reports for each request (the page lists the last few). */
+export interface InvokeRecord {
+  id: string;
+  command: string;
+  ok: boolean;
+  at: number;
+  error?: string;
+}
+
+/**
+ * Serves handlers on gw: every node.invoke.request gets exactly one node.invoke.result. An unknown
+ * command is answered INVALID_REQUEST (the gateway already refuses commands that were not approved).
+ * Returns the function that stops serving.
+ */
+export function serveNode(gw: GatewayClient, handlers: Record<string, CommandHandler>, onInvoke?: (r: InvokeRecord) => void): () => void {
+  return gw.on('node.invoke.request', (p) => {
+    const id = typeof p?.id === 'string' ? p.id : '';
+    const command = typeof p?.command === 'string' ? p.command : '';
+    if (!id) return;
+    const params = p?.params && typeof p.params === 'object' && !Array.isArray(p.params) ? (p.params as Record<string, unknown>) : {};
+    const timeoutMs = typeof p?.timeoutMs === 'number' && p.timeoutMs > 0 ? p.timeoutMs : 30_000;
+    const handler = Object.prototype.hasOwnProperty.call(handlers, command) ? handlers[command] : undefined;
+    const run = handler ? handler(params, timeoutMs) : Promise.reject(new CommandError('INVALID_REQUEST', `this node has no command ${command}`));
+    run
+      .then(
+        (payload) => ({ id, ok: true, payload: payload ?? {} }),
+        (e) => ({
+          id,
+          ok: false,
+          error: { code: e instanceof CommandError ? e.code : 'INTERNAL', message: e instanceof Error ? e.message : String(e) },
+        }),
+      )
+      .then((res) => {
+        onInvoke?.({ id, command, ok: res.ok, at: Date.now(), error: res.ok ? undefined : (res as { error: { message: string } }).error.message });
+        return gw.request('node.invoke.result', res).catch((e) => console.warn('atrium node: result not delivered', e));
+      });
+  });
+}
