@@ -196,11 +196,12 @@ func startServe(t *testing.T, bin, home, ws string, port int, env []string) stri
 }
 
 // serve is startServe that also returns a stop function (SIGINT, then
-// wait; safe to call again, and called at the end of the test).
-func serve(t *testing.T, bin, home, ws string, port int, env []string) (string, func()) {
+// wait; safe to call again, and called at the end of the test). args are
+// more `atrium serve` flags (e.g. "--bind", "127.0.0.2").
+func serve(t *testing.T, bin, home, ws string, port int, env []string, args ...string) (string, func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "serve", "--home", home, "--workspace", ws, "--port", fmt.Sprint(port))
+	cmd := exec.CommandContext(ctx, bin, append([]string{"serve", "--home", home, "--workspace", ws, "--port", fmt.Sprint(port)}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 10 * time.Second
@@ -268,15 +269,24 @@ func js[T any](t *testing.T, ctx context.Context, expr string) T {
 // waitFor polls a JavaScript predicate until it is truthy or the step times out.
 func waitFor(t *testing.T, ctx context.Context, what, predicate string, timeout time.Duration) {
 	t.Helper()
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](predicate, chromedp.WithPollingTimeout(timeout), chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
+	waitForEvery(t, ctx, what, predicate, timeout, 100*time.Millisecond)
+}
+
+// waitForEvery is waitFor polling every interval (a short one where the
+// test measures how long the step took).
+func waitForEvery(t *testing.T, ctx context.Context, what, predicate string, timeout, interval time.Duration) {
+	t.Helper()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](predicate, chromedp.WithPollingTimeout(timeout), chromedp.WithPollingInterval(interval))); err != nil {
 		body, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText.slice(0, 3000) : ""`))
 		t.Fatalf("waiting for %s: %v\npage text:\n%s", what, err, body)
 	}
 }
 
 // newBrowser starts headless Chromium (closed at the end of the test) and
-// returns a chromedp context for one tab.
-func newBrowser(t *testing.T, chromium, tmp string) context.Context {
+// returns a chromedp context for one tab. extra options come after the
+// defaults (so they may override one, e.g. the window size). Its profile
+// is tmp/chromium: two browsers need two tmp folders.
+func newBrowser(t *testing.T, chromium, tmp string, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium),
@@ -291,6 +301,7 @@ func newBrowser(t *testing.T, chromium, tmp string) context.Context {
 		chromedp.Flag("lang", "en-US"),
 		chromedp.WindowSize(1280, 900),
 	)
+	opts = append(opts, extra...)
 	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancel(); acancel() })

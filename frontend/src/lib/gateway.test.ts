@@ -450,3 +450,17 @@ describe('device connections (issue 16)', () => {
     }
   });
 });
+
+describe('supports', () => {
+  it('follows features.callable when the gateway sends it', () => {
+    const gw = makeClient();
+    gw.start();
+    const ws = FakeWebSocket.last();
+    ws.serverOpen();
+    ws.challenge();
+    ws.serverSend({ type: 'res', id: ws.connectFrame().id, ok: true, payload: { type: 'hello-ok', protocol: 1, features: { methods: ['chat.send', 'device.list'], callable: ['chat.send'] }, policy: {} } });
+    expect(gw.supports('chat.send')).toBe(true);
+    expect(gw.supports('device.list')).toBe(false);
+    gw.stop();
+  });
+});

@@ -10,8 +10,8 @@ export interface HelloOk {
   type?: string;
   protocol: number;
   server?: { version?: string; connId?: string; gatewayId?: string };
-  /** sideEffects: methods that take an idempotencyKey (required); operatorOnly: methods node connections may not call. */
-  features?: { methods?: string[]; events?: string[]; sideEffects?: string[]; operatorOnly?: string[] };
+  /** sideEffects: methods that take an idempotencyKey (required); operatorOnly: methods node connections may not call; callable: the methods this connection may call. */
+  features?: { methods?: string[]; events?: string[]; sideEffects?: string[]; operatorOnly?: string[]; callable?: string[] };
   snapshot?: { presence?: unknown[]; profiles?: unknown[] };
   policy?: { maxPayload?: number; maxBufferedBytes?: number; tickIntervalMs?: number };
   /** Who this connection is (issue 16): status "operator" (the token), "paired" (a device token) or "pending" (asked to pair). */
@@ -259,8 +259,11 @@ export class GatewayClient {
    * isUnknownMethod). False while not connected.
    */
   supports(method: string): boolean {
-    const methods = this.current.hello?.features?.methods;
+    const f = this.current.hello?.features;
     if (this.current.state !== 'connected') return false;
+    // callable: what this connection's principal may call (a paired phone may not, e.g., admit devices).
+    if (Array.isArray(f?.callable)) return f.callable.includes(method);
+    const methods = f?.methods;
     return !Array.isArray(methods) || methods.length === 0 || methods.includes(method);
   }
 
