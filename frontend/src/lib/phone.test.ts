@@ -12,8 +12,11 @@ const G = 'ab'.repeat(32);
 const F = 'cd'.repeat(32);
 const subtle = globalThis.crypto.subtle;
 
-function fromB64(s: string): Uint8Array {
-  return Uint8Array.from(atob(s), (c) => c.charCodeAt(0));
+function fromB64(s: string): Uint8Array<ArrayBuffer> {
+  const bin = atob(s);
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
 }
 
 /** Checks a connect frame's device proof the way the gateway does (v2, this nonce, the token it carries). */
