@@ -59,6 +59,7 @@ func commands() []command {
 				"(no-floor scores, first relevant rank, query length: floor calibration)."},
 		{"bench scale", "[flags]", "index scale benchmark: index time, disk, RSS, search latency\n(bench reads ../shared/corpora or $ATRIUM_CORPORA)", ""},
 		{"bench control", "[flags]", "control-center benchmark: 100 profiles, 10 worker instances,\ntime to a usable UI, RSS, throughput and chunk latency with\n200 clients", ""},
+		{"node", "[flags]", "run this computer as a node of an Atrium gateway (pair once,\nthen serve system.run, system.which, system.notify)", nodeHelp},
 		{"version", "", "print the version", ""},
 		{"help", "[COMMAND [SUBCOMMAND]]", "this overview, or a command's usage", ""},
 	}
