@@ -110,6 +110,14 @@ func (g *testGW) start() {
 		g.asks = append(g.asks, q)
 		return map[string]string{"decision": g.answer}, nil
 	})
+	srv.Handle(MethodPairStatus, gateway.Read(gateway.Unpaired), func(_ context.Context, call *gateway.Call) (any, error) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if p := g.pendingForLocked(call.Principal.Device); p != nil {
+			return map[string]string{"status": "pending", "requestId": p.ID}, nil
+		}
+		return map[string]string{"status": "none"}, nil
+	})
 	ln, err := net.Listen("tcp", g.addr)
 	if err != nil {
 		g.t.Fatalf("listen %s: %v", g.addr, err)

@@ -27,6 +27,7 @@ const (
 	EventTokenRotated    = "device.token.rotated"
 	MethodInvokeResult   = "node.invoke.result"
 	MethodExecAsk        = "node.exec.ask"
+	MethodPairStatus     = "device.pair.status"
 	reasonTokenMismatch  = "device_token_mismatch"
 	decisionApproved     = "approved"
 	decisionRejected     = "rejected"
@@ -92,6 +93,10 @@ type Options struct {
 	DialTimeout time.Duration
 	// OnStatus, if set, is told of each status change (for the CLI).
 	OnStatus func(Status)
+	// StatusPoll is how often a pending host asks device.pair.status, in
+	// case a decision event was missed or the request ended without one
+	// (default 30 s).
+	StatusPoll time.Duration
 }
 
 // Status is the host's situation, for people.
@@ -151,6 +156,9 @@ func New(o Options) (*Host, error) {
 	}
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = 20 * time.Second
+	}
+	if o.StatusPoll <= 0 {
+		o.StatusPoll = 30 * time.Second
 	}
 	h := &Host{o: o, log: o.Log}
 	h.cmd = &Commander{Runner: &Runner{Approvals: o.Approvals, Log: o.Log}, Notifier: o.Notifier, Log: o.Log}
@@ -459,14 +467,37 @@ type pairResolved struct {
 	DeviceTokens map[string]string `json:"deviceTokens"`
 }
 
-// waitApproval waits on a pending connection for the person's decision.
+// waitApproval waits on a pending connection for the person's decision:
+// the device.pair.resolved event, or (every StatusPoll, for an event
+// missed or a request that ended without one) device.pair.status.
 func (h *Host) waitApproval(ctx context.Context, c *gateway.Client, requestID string, first bool) (outcome, error) {
 	h.log.Info("waiting for approval on the gateway", "requestId", requestID, "deviceId", short(h.o.State.DeviceID()))
 	h.status(Status{State: "pending", RequestID: requestID})
+	poll := time.NewTicker(h.o.StatusPoll)
+	defer poll.Stop()
 	for {
+		var r pairResolved
 		select {
 		case <-ctx.Done():
 			return outcome{helloOK: true}, nil
+		case <-poll.C:
+			var st struct {
+				Status       string            `json:"status"`
+				DeviceTokens map[string]string `json:"deviceTokens"`
+			}
+			if err := c.Call(ctx, MethodPairStatus, struct{}{}, &st); err != nil {
+				h.log.Warn("device.pair.status failed", "err", err)
+				continue
+			}
+			switch st.Status {
+			case "approved":
+				r = pairResolved{RequestID: requestID, Decision: decisionApproved, DeviceTokens: st.DeviceTokens}
+			case "none":
+				// Rejected or expired without an event reaching us.
+				r = pairResolved{RequestID: requestID, Decision: decisionExpired}
+			default:
+				continue
+			}
 		case ev, ok := <-c.Events():
 			if !ok {
 				return outcome{helloOK: true}, fmt.Errorf("connection closed while waiting for approval: %w", c.Err())
@@ -474,7 +505,6 @@ func (h *Host) waitApproval(ctx context.Context, c *gateway.Client, requestID st
 			if ev.Event != EventPairResolved {
 				continue
 			}
-			var r pairResolved
 			if err := json.Unmarshal(ev.Payload, &r); err != nil {
 				h.log.Warn("bad device.pair.resolved event", "err", err)
 				continue
@@ -482,26 +512,26 @@ func (h *Host) waitApproval(ctx context.Context, c *gateway.Client, requestID st
 			if r.DeviceID != "" && r.DeviceID != h.o.State.DeviceID() {
 				continue
 			}
-			switch r.Decision {
-			case decisionApproved:
-				tok := r.DeviceTokens[gateway.RoleNode]
-				if tok == "" {
-					return outcome{helloOK: true}, fmt.Errorf("%w: approved without the node role (approve it with role node)", ErrPairing)
-				}
-				if err := h.storeToken(tok); err != nil {
-					return outcome{helloOK: true}, err
-				}
-				h.log.Info("pairing approved", "requestId", r.RequestID)
-				return outcome{helloOK: true, again: true}, nil
-			case decisionRejected:
-				return outcome{helloOK: true}, fmt.Errorf("%w (request %s)", ErrRejected, r.RequestID)
-			case decisionExpired:
-				if first {
-					return outcome{helloOK: true}, fmt.Errorf("%w (request %s); run again with a new code", ErrExpired, r.RequestID)
-				}
-				// A repair: ask again.
-				return outcome{helloOK: true, again: true}, nil
+		}
+		switch r.Decision {
+		case decisionApproved:
+			tok := r.DeviceTokens[gateway.RoleNode]
+			if tok == "" {
+				return outcome{helloOK: true}, fmt.Errorf("%w: approved without the node role (approve it with role node)", ErrPairing)
 			}
+			if err := h.storeToken(tok); err != nil {
+				return outcome{helloOK: true}, err
+			}
+			h.log.Info("pairing approved", "requestId", r.RequestID)
+			return outcome{helloOK: true, again: true}, nil
+		case decisionRejected:
+			return outcome{helloOK: true}, fmt.Errorf("%w (request %s)", ErrRejected, r.RequestID)
+		case decisionExpired:
+			if first {
+				return outcome{helloOK: true}, fmt.Errorf("%w (request %s is no longer pending); run again with a new code", ErrExpired, r.RequestID)
+			}
+			// A repair: ask again.
+			return outcome{helloOK: true, again: true}, nil
 		}
 	}
 }

@@ -207,6 +207,22 @@ func TestHostRejectedAndNotPaired(t *testing.T) {
 	}
 }
 
+// TestHostPendingRequestGoneWithoutEvent: a request that ends without an
+// event reaching the node (expired) is found by device.pair.status: a first
+// pairing stops with ErrExpired instead of waiting for ever.
+func TestHostPendingRequestGoneWithoutEvent(t *testing.T) {
+	g := newTestGW(t)
+	st := openState(t)
+	_, wait := runHost(t, Options{State: st, Target: mustTarget(t, g.pairingURL()), StatusPoll: 20 * time.Millisecond})
+	p := g.nextRequest()
+	g.mu.Lock()
+	delete(g.pending, p.ID)
+	g.mu.Unlock()
+	if err := wait(); !errors.Is(err, ErrExpired) {
+		t.Fatalf("Run: %v, want ErrExpired", err)
+	}
+}
+
 func TestHostRefusesAnotherCertificate(t *testing.T) {
 	g := newTestGW(t)
 	other := newTestGW(t) // another gateway's certificate
