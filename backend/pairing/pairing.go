@@ -1,7 +1,7 @@
-// Package pairing is the first half of admitting a device (issue 16 item 4):
-// one-time setup codes and the pending pairing requests the person approves
-// or rejects. Device tokens and the pairing records come later and build on
-// Take.
+// Package pairing is the one pairing store of the gateway (issue 16 items 4
+// and 5): one-time setup codes, the pending pairing requests the person
+// approves or rejects, and the paired devices with their device tokens
+// (devices.go).
 //
 // Setup codes. NewCode makes a code of 8 characters from Crockford's base32
 // alphabet (0-9, A-Z without I, L, O, U; 40 bits from crypto/rand), shown
@@ -73,6 +73,15 @@ var (
 	ErrTooManyPending = errors.New("too many pending pairing requests")
 	// ErrBadRequest: a request without a device id.
 	ErrBadRequest = errors.New("bad pairing request")
+	// ErrNotPaired: no paired device has this id.
+	ErrNotPaired = errors.New("device is not paired")
+	// ErrTokenMismatch: the device token does not match the one stored for
+	// the device and role (wrong, rotated, revoked, or the role is not
+	// approved). The pairing record is kept: the device may ask to repair.
+	ErrTokenMismatch = errors.New("device token does not match")
+	// ErrNotRequested: an approval names a role or command the device did
+	// not ask for.
+	ErrNotRequested = errors.New("not requested by the device")
 )
 
 // RateLimitError is the ErrRateLimited error with the time the caller may
@@ -275,6 +284,8 @@ type Request struct {
 	Platform    string    // client.platform
 	Roles       []string  // "operator", "node"
 	Commands    []string  // commands a node declared
+	Caps        []string  // capabilities a node declared
+	Repair      bool      // the key is already paired (it lost its token)
 	RemoteIP    string    // where it came from
 	CreatedAt   time.Time // first Submit
 	ExpiresAt   time.Time // last Submit + PendingTTL
@@ -346,21 +357,12 @@ func (s *Service) live(ctx context.Context, now time.Time) ([]Request, error) {
 func (s *Service) Take(ctx context.Context, id string) (Request, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	all, err := s.o.Store.Requests(ctx)
+	r, err := s.find(ctx, id, s.o.Now())
 	if err != nil {
-		return Request{}, fmt.Errorf("read pairing requests: %w", err)
+		return Request{}, err
 	}
-	for _, r := range all {
-		if r.ID != id {
-			continue
-		}
-		if err := s.o.Store.DeleteRequest(ctx, id); err != nil {
-			return Request{}, fmt.Errorf("delete pairing request: %w", err)
-		}
-		if !s.o.Now().Before(r.ExpiresAt) {
-			return Request{}, ErrExpired
-		}
-		return r, nil
+	if err := s.o.Store.DeleteRequest(ctx, id); err != nil {
+		return Request{}, fmt.Errorf("delete pairing request: %w", err)
 	}
-	return Request{}, ErrNotFound
+	return r, nil
 }

@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -33,19 +35,75 @@ type Store interface {
 	Requests(ctx context.Context) ([]Request, error)
 	// DeleteRequest removes the request id (no error if absent).
 	DeleteRequest(ctx context.Context, id string) error
+	// PutDevice inserts or replaces the paired device d.DeviceID.
+	PutDevice(ctx context.Context, d Device) error
+	// Device returns the paired device id, found=false when there is none.
+	Device(ctx context.Context, id string) (d Device, found bool, err error)
+	// Devices lists the paired devices, oldest CreatedAt first.
+	Devices(ctx context.Context) ([]Device, error)
+	// DeleteDevice removes the paired device id (no error if absent).
+	DeleteDevice(ctx context.Context, id string) error
 }
 
 // MemStore is a Store in memory (lost at exit), for tests and for a
 // gateway without a state.db.
 type MemStore struct {
-	mu    sync.Mutex
-	codes map[string]Code
-	reqs  map[string]Request
+	mu      sync.Mutex
+	codes   map[string]Code
+	reqs    map[string]Request
+	devices map[string]Device
 }
 
 // NewMemStore returns an empty MemStore.
 func NewMemStore() *MemStore {
-	return &MemStore{codes: map[string]Code{}, reqs: map[string]Request{}}
+	return &MemStore{codes: map[string]Code{}, reqs: map[string]Request{}, devices: map[string]Device{}}
+}
+
+func cloneDevice(d Device) Device {
+	d.Roles, d.Commands, d.Caps = slices.Clone(d.Roles), slices.Clone(d.Commands), slices.Clone(d.Caps)
+	d.Tokens = maps.Clone(d.Tokens)
+	return d
+}
+
+// PutDevice implements Store.
+func (m *MemStore) PutDevice(_ context.Context, d Device) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.devices[d.DeviceID] = cloneDevice(d)
+	return nil
+}
+
+// Device implements Store.
+func (m *MemStore) Device(_ context.Context, id string) (Device, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d, ok := m.devices[id]
+	return cloneDevice(d), ok, nil
+}
+
+// Devices implements Store.
+func (m *MemStore) Devices(_ context.Context) ([]Device, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Device, 0, len(m.devices))
+	for _, d := range m.devices {
+		out = append(out, cloneDevice(d))
+	}
+	slices.SortFunc(out, func(a, b Device) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.DeviceID, b.DeviceID)
+	})
+	return out, nil
+}
+
+// DeleteDevice implements Store.
+func (m *MemStore) DeleteDevice(_ context.Context, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.devices, id)
+	return nil
 }
 
 // PutCode implements Store.
@@ -80,7 +138,7 @@ func (m *MemStore) DeleteCodesExpired(_ context.Context, t time.Time) error {
 func (m *MemStore) PutRequest(_ context.Context, r Request) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r.Roles, r.Commands = slices.Clone(r.Roles), slices.Clone(r.Commands)
+	r.Roles, r.Commands, r.Caps = slices.Clone(r.Roles), slices.Clone(r.Commands), slices.Clone(r.Caps)
 	m.reqs[r.ID] = r
 	return nil
 }
@@ -105,9 +163,10 @@ func (m *MemStore) DeleteRequest(_ context.Context, id string) error {
 	return nil
 }
 
-// SQLStore is a Store in state.db (tables pairing_codes and
-// pairing_requests; times in Unix milliseconds), so codes and pending
-// requests survive a restart of the app.
+// SQLStore is a Store in state.db (tables pairing_codes, pairing_requests
+// and pairing_devices; times in Unix milliseconds), so codes, pending
+// requests and paired devices survive a restart of the app. A device's
+// token hashes are in its row's JSON body (never a token).
 type SQLStore struct{ db *sql.DB }
 
 // OpenSQLStore creates the tables if needed. db is state.db (statedb.Open).
@@ -117,7 +176,9 @@ func OpenSQLStore(ctx context.Context, db *sql.DB) (*SQLStore, error) {
 		used_by TEXT NOT NULL DEFAULT '', used_ms INTEGER NOT NULL DEFAULT 0);
 	CREATE TABLE IF NOT EXISTS pairing_requests (
 		id TEXT PRIMARY KEY, device_id TEXT NOT NULL, created_ms INTEGER NOT NULL,
-		expires_ms INTEGER NOT NULL, body TEXT NOT NULL)`)
+		expires_ms INTEGER NOT NULL, body TEXT NOT NULL);
+	CREATE TABLE IF NOT EXISTS pairing_devices (
+		device_id TEXT PRIMARY KEY, created_ms INTEGER NOT NULL, body TEXT NOT NULL)`)
 	if err != nil {
 		return nil, fmt.Errorf("create pairing tables: %w", err)
 	}
@@ -203,5 +264,69 @@ func (s *SQLStore) Requests(ctx context.Context) ([]Request, error) {
 // DeleteRequest implements Store.
 func (s *SQLStore) DeleteRequest(ctx context.Context, id string) error {
 	_, err := s.db.ExecContext(ctx, `DELETE FROM pairing_requests WHERE id = ?`, id)
+	return err
+}
+
+// PutDevice implements Store.
+func (s *SQLStore) PutDevice(ctx context.Context, d Device) error {
+	body, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	_, err = s.db.ExecContext(ctx, `INSERT OR REPLACE INTO pairing_devices (device_id, created_ms, body) VALUES (?, ?, ?)`,
+		d.DeviceID, ms(d.CreatedAt), string(body))
+	return err
+}
+
+func decodeDevice(body string) (Device, error) {
+	var d Device
+	if err := json.Unmarshal([]byte(body), &d); err != nil {
+		return Device{}, fmt.Errorf("paired device: %w", err)
+	}
+	if d.Tokens == nil {
+		d.Tokens = map[string]Token{}
+	}
+	return d, nil
+}
+
+// Device implements Store.
+func (s *SQLStore) Device(ctx context.Context, id string) (Device, bool, error) {
+	var body string
+	err := s.db.QueryRowContext(ctx, `SELECT body FROM pairing_devices WHERE device_id = ?`, id).Scan(&body)
+	if err == sql.ErrNoRows {
+		return Device{}, false, nil
+	}
+	if err != nil {
+		return Device{}, false, err
+	}
+	d, err := decodeDevice(body)
+	return d, err == nil, err
+}
+
+// Devices implements Store.
+func (s *SQLStore) Devices(ctx context.Context) ([]Device, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT body FROM pairing_devices ORDER BY created_ms, device_id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Device
+	for rows.Next() {
+		var body string
+		if err := rows.Scan(&body); err != nil {
+			return nil, err
+		}
+		d, err := decodeDevice(body)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// DeleteDevice implements Store.
+func (s *SQLStore) DeleteDevice(ctx context.Context, id string) error {
+	_, err := s.db.ExecContext(ctx, `DELETE FROM pairing_devices WHERE device_id = ?`, id)
 	return err
 }
