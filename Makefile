@@ -18,7 +18,7 @@ CHROMIUM     ?= /usr/bin/chromium
 # bubblewrap for the agents' exec sandbox (SPEC §6).
 APT_PKGS := build-essential pkg-config libsqlite3-dev libgtk-3-dev libwebkit2gtk-4.1-dev \
             chromium xvfb xauth x11-utils xdotool imagemagick fonts-wqy-microhei fonts-noto-color-emoji \
-            bubblewrap gcc-mingw-w64-x86-64 iproute2 util-linux
+            bubblewrap gcc-mingw-w64-x86-64 iproute2 util-linux zbar-tools
 
 FRONTEND_SRC := $(shell find frontend/src frontend/index.html frontend/package.json frontend/vite.config.ts -type f 2>/dev/null)
 

@@ -212,11 +212,12 @@ func statusWithACL(st memory.Status, g *guard.Guard) any {
 }
 
 // forbiddenPrincipal is who a call or connect the gateway refused is
-// audited as: paired devices and node connections are authenticated,
-// unpaired devices and refused connects anonymous.
+// audited as: admin, authenticated (paired devices and node connections),
+// or anonymous (unpaired devices and refused connects).
 func forbiddenPrincipal(c *gateway.Call) acl.Principal {
-	auth := (gateway.OperatorDevice | gateway.NodeDevice | gateway.LocalNode).Has(c.Principal.Class())
-	return acl.Principal{Authenticated: auth, IP: c.RemoteIP}
+	cls := c.Principal.Class()
+	auth := (gateway.OperatorDevice | gateway.NodeDevice | gateway.LocalNode).Has(cls)
+	return acl.Principal{Admin: cls == gateway.Admin, Authenticated: auth, IP: c.RemoteIP}
 }
 
 // forbiddenTarget is the audit target of a refused call: the method, and

@@ -33,13 +33,16 @@ import (
 	"github.com/atrium-dev/atrium/backend/chat"
 	"github.com/atrium-dev/atrium/backend/collab"
 	"github.com/atrium-dev/atrium/backend/config"
+	"github.com/atrium-dev/atrium/backend/devices"
 	"github.com/atrium-dev/atrium/backend/gateway"
 	"github.com/atrium-dev/atrium/backend/guard"
+	"github.com/atrium-dev/atrium/backend/gwid"
 	"github.com/atrium-dev/atrium/backend/history"
 	"github.com/atrium-dev/atrium/backend/memory"
 	"github.com/atrium-dev/atrium/backend/memory/embed"
 	"github.com/atrium-dev/atrium/backend/memory/versions"
 	"github.com/atrium-dev/atrium/backend/model"
+	"github.com/atrium-dev/atrium/backend/pairing"
 	"github.com/atrium-dev/atrium/backend/paths"
 	"github.com/atrium-dev/atrium/backend/safefile"
 	"github.com/atrium-dev/atrium/backend/statedb"
@@ -102,6 +105,16 @@ type App struct {
 	// Pool is the light profile index and the profile instances, each a
 	// worker process (SPEC §3, §6; profiles.spawn/stop).
 	Pool *worker.Pool
+	// Identity is the gateway's long-lived key (its id is what devices
+	// sign); Pairing the one pairing store (codes, requests, paired
+	// devices, in state.db); Devices admits devices and serves device.*
+	// (devices.go).
+	Identity *gwid.Identity
+	Pairing  *pairing.Service
+	Devices  *devices.Service
+	// PairInfoFunc, when set before Run (by the LAN listeners), says where
+	// devices reach the gateway; nil: loopback only.
+	PairInfoFunc func() devices.PairInfo
 	// Model is the model configuration of the main profile (model.Detect,
 	// then ProfileModel) and ModelReason why it was chosen, at start
 	// (Settings and config.get show the model in force after a change).
@@ -109,6 +122,7 @@ type App struct {
 	ModelReason string
 
 	log     *slog.Logger
+	hooks   connHooks
 	getenv  func(string) string
 	db      *sql.DB
 	lock    *applock.Lock // one app per state dir, held from New to Close
@@ -244,14 +258,21 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 	case port < 0:
 		port = 0
 	}
+	if err := a.loadIdentity(); err != nil {
+		return nil, err
+	}
 	a.Gateway, err = gateway.New(gateway.Options{
-		Addr:           net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
-		Token:          a.Token,
-		UI:             o.UI,
-		Version:        o.Version,
-		AllowedOrigins: o.AllowedOrigins,
-		Logger:         o.Logger,
-		Snapshot:       a.snapshot,
+		Addr:            net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+		Token:           a.Token,
+		GatewayID:       a.Identity.ID,
+		Authenticate:    a.authenticate,
+		OnAuthenticated: a.connOpened,
+		OnClosed:        a.connClosed,
+		UI:              o.UI,
+		Version:         o.Version,
+		AllowedOrigins:  o.AllowedOrigins,
+		Logger:          o.Logger,
+		Snapshot:        a.snapshot,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
@@ -284,6 +305,9 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 		return nil, err
 	}
 	a.ACL, a.Audit = a.Guard.ACL(), a.Guard.Audit()
+	if err := a.openDevices(ctx); err != nil {
+		return nil, err
+	}
 
 	emb, err := NewEmbedder(a.Config.Memory.Embedding, o.Getenv, o.Logger)
 	if err != nil {

@@ -4,6 +4,7 @@ package atrium
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -74,6 +75,18 @@ func TestChatStartsInstanceOnDemand(t *testing.T) {
 	err = node.Call(ctx, "chat.send", map[string]any{"profileId": "code-expert-1", "message": "hi", "idempotencyKey": "n1"}, nil)
 	if code := errCode(err); code != gateway.CodeForbidden {
 		t.Fatalf("a node's send to an instance that is not running: %v", err)
+	}
+	// A paired operator device chats, but does not start processes.
+	admin := gwDial(ctx, t, a, gateway.RoleOperator, "start-admin")
+	key, toks := pairDevice(ctx, t, a, admin, []string{gateway.RoleOperator}, nil)
+	phone, err := deviceDial(ctx, t, a, key, gateway.ClientOptions{DeviceToken: toks[gateway.RoleOperator], Role: gateway.RoleOperator})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = phone.Call(ctx, "chat.send", map[string]any{"profileId": "code-expert-1", "message": "hi", "idempotencyKey": "p1"}, nil)
+	var ge *gateway.Error
+	if code := errCode(err); code != gateway.CodeUnavailable || !errors.As(err, &ge) || !ge.Retryable || !strings.Contains(ge.Message, "not running") {
+		t.Fatalf("a device's send to an instance that is not running: %v", err)
 	}
 	if l := a.Pool.List(); len(l) != 0 {
 		t.Fatalf("a device's send started %+v", l)

@@ -149,7 +149,3 @@ func TestWhoMayCall(t *testing.T) {
 		}
 	}
 }
-
-// devicePrincipals connects the device principals (operator device, node
-// device, unpaired); none until the app pairs devices.
-func devicePrincipals(ctx context.Context, t *testing.T, a *App) []principalConn { return nil }

@@ -374,7 +374,7 @@ func (s *Server) call(ctx context.Context, call *Call) (json.RawMessage, *Error)
 	}
 	call.Kind = m.kind
 	if !m.kind.Allows(call.Principal) {
-		reason := fmt.Sprintf("%s: only %s may call it (this is a %s connection)", call.Method, m.kind.Who, call.Principal.Class())
+		reason := fmt.Sprintf("%s: only %s may call it (this connection is %s)", call.Method, m.kind.Who, call.Principal.Class())
 		if forbidden != nil {
 			forbidden(call, reason)
 		}
