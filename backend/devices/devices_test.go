@@ -1,0 +1,624 @@
+package devices_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/atrium-dev/atrium/backend/audit"
+	"github.com/atrium-dev/atrium/backend/device"
+	"github.com/atrium-dev/atrium/backend/devices"
+	"github.com/atrium-dev/atrium/backend/gateway"
+	"github.com/atrium-dev/atrium/backend/pairing"
+)
+
+const (
+	opToken   = "operator-token-0123456789abcdef"
+	gatewayID = "6a1f0c2d9e8b7a6f5e4d3c2b1a0f9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a29"
+)
+
+// testTimeout bounds each wait so that a hang fails; nothing waits for a
+// fixed time.
+const testTimeout = 30 * time.Second
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+// env is a gateway with the devices service on a real HTTP server, a real
+// audit log (connect and method refusals recorded through OnForbidden, as
+// the app does) and a clock the test moves.
+type env struct {
+	t     *testing.T
+	clock *clock
+	url   string
+	gw    *gateway.Server
+	pair  *pairing.Service
+	svc   *devices.Service
+	audit *audit.Log
+	admin *gateway.Client
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	c := &clock{t: time.Now().UTC().Truncate(time.Second)}
+	e := &env{t: t, clock: c}
+	var err error
+	e.audit, err = audit.New(audit.Options{Dir: filepath.Join(t.TempDir(), "audit"), Now: c.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.pair, err = pairing.New(pairing.Options{Store: pairing.NewMemStore(), Now: c.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var svc *devices.Service
+	e.gw, err = gateway.New(gateway.Options{Token: opToken, GatewayID: gatewayID, Now: c.Now,
+		Authenticate: func(ctx context.Context, r *gateway.AuthRequest) (*gateway.AuthResult, error) {
+			return svc.Authenticate(ctx, r)
+		},
+		OnClosed: func(ci gateway.ConnInfo) { svc.ConnClosed(ci) },
+		Logger:   quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.gw.OnForbidden(func(call *gateway.Call, reason string) {
+		target := call.Method
+		if call.Principal.Device != "" {
+			target += " device:" + call.Principal.Device
+		}
+		if err := e.audit.Record(audit.Entry{Operation: call.Method, Role: call.Principal.Class().String(), Target: target,
+			Result: audit.Denied, Reason: reason, IP: call.RemoteIP}); err != nil {
+			t.Errorf("audit: %v", err)
+		}
+	})
+	e.gw.Handle("health", gateway.Read(gateway.Everyone), func(context.Context, *gateway.Call) (any, error) { return map[string]bool{"ok": true}, nil })
+	e.gw.Handle("chat.send", gateway.Write(gateway.Operators), func(context.Context, *gateway.Call) (any, error) { return nil, nil })
+	e.gw.Handle("node.invoke.result", gateway.Write(gateway.Nodes), func(_ context.Context, c *gateway.Call) (any, error) {
+		return map[string]any{"commands": c.Commands}, nil
+	})
+	hs := httptest.NewServer(e.gw.Handler())
+	t.Cleanup(hs.Close)
+	e.url = "ws" + strings.TrimPrefix(hs.URL, "http") + "/ws"
+	svc, err = devices.New(devices.Options{Pairing: e.pair, Gateway: e.gw, GatewayID: gatewayID, Audit: e.audit, Now: c.Now,
+		Logger:   quiet(),
+		PairInfo: func() devices.PairInfo { return devices.PairInfo{BaseURLs: []string{hs.URL}, LoopbackOnly: true} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.Register()
+	e.svc = svc
+	e.admin, err = gateway.Dial(ctx(t), gateway.ClientOptions{URL: e.url, Token: opToken, Client: gateway.ClientInfo{ID: "desktop"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.admin.Close() })
+	return e
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), testTimeout)
+	t.Cleanup(cancel)
+	return c
+}
+
+func newKey(t *testing.T) *device.PrivateKey {
+	t.Helper()
+	k, err := device.GenerateKey(device.Ed25519)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// dial connects key as a device; o.URL, Device, GatewayID, Now default
+// to the env's.
+func (e *env) dial(key *device.PrivateKey, o gateway.ClientOptions) (*gateway.Client, error) {
+	if o.URL == "" {
+		o.URL = e.url
+	}
+	if o.GatewayID == "" {
+		o.GatewayID = gatewayID
+	}
+	o.Device = key
+	if o.Now == nil {
+		o.Now = e.clock.Now
+	}
+	if o.Client.ID == "" {
+		o.Client = gateway.ClientInfo{ID: "node-host", Platform: "linux", Mode: "node", DisplayName: "build box"}
+	}
+	if o.Role == "" {
+		o.Role = gateway.RoleNode
+	}
+	c, err := gateway.Dial(ctx(e.t), o)
+	if err == nil {
+		e.t.Cleanup(func() { c.Close() })
+	}
+	return c, err
+}
+
+func (e *env) mustDial(key *device.PrivateKey, o gateway.ClientOptions) *gateway.Client {
+	e.t.Helper()
+	c, err := e.dial(key, o)
+	if err != nil {
+		e.t.Fatalf("dial: %v", err)
+	}
+	return c
+}
+
+func (e *env) code() devices.PairCode {
+	e.t.Helper()
+	var pc devices.PairCode
+	if err := e.admin.Call(ctx(e.t), "device.pair.code", nil, &pc); err != nil {
+		e.t.Fatal(err)
+	}
+	return pc
+}
+
+func event(t *testing.T, c *gateway.Client, name string, out any) {
+	t.Helper()
+	tm := time.NewTimer(testTimeout)
+	defer tm.Stop()
+	for {
+		select {
+		case ev, ok := <-c.Events():
+			if !ok {
+				t.Fatalf("connection ended before %s: %v", name, c.Err())
+			}
+			if ev.Event == name {
+				if out != nil {
+					if err := json.Unmarshal(ev.Payload, out); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return
+			}
+		case <-tm.C:
+			t.Fatalf("no %s event", name)
+		}
+	}
+}
+
+// pair pairs key for roles through a setup code and returns its tokens.
+func (e *env) pairKey(key *device.PrivateKey, roles, cmds []string) map[string]string {
+	e.t.Helper()
+	p := e.mustDial(key, gateway.ClientOptions{SetupCode: e.code().Display, Role: roles[0], Roles: roles, Commands: cmds, Caps: []string{"system"}})
+	if err := e.admin.Call(ctx(e.t), "device.pair.approve", map[string]any{"requestId": p.Auth().RequestID}, nil); err != nil {
+		e.t.Fatal(err)
+	}
+	var res struct{ DeviceTokens map[string]string }
+	event(e.t, p, devices.EventPairResolved, &res)
+	p.Close()
+	return res.DeviceTokens
+}
+
+func gwErr(err error) *gateway.Error {
+	var ge *gateway.Error
+	if errors.As(err, &ge) {
+		return ge
+	}
+	return nil
+}
+
+// refusedAndAudited checks err is a gateway error with code (and
+// details.reason when reason != "") and that the newest audit entry is a
+// denial of op whose target names the device.
+func (e *env) refusedAndAudited(what string, err error, code, reason, op, dev string) {
+	e.t.Helper()
+	ge := gwErr(err)
+	if ge == nil || ge.Code != code || (reason != "" && ge.Details["reason"] != reason) {
+		e.t.Errorf("%s: %v (details %v), want %s %s", what, err, detailsOf(ge), code, reason)
+		return
+	}
+	es, terr := e.audit.Tail(1, audit.Filter{})
+	if terr != nil || len(es) != 1 || es[0].Result != audit.Denied || es[0].Operation != op || !strings.Contains(es[0].Target, dev) {
+		e.t.Errorf("%s: newest audit entry %+v %v, want %s denied for %s", what, es, terr, op, dev)
+	}
+}
+
+func detailsOf(ge *gateway.Error) map[string]any {
+	if ge == nil {
+		return nil
+	}
+	return ge.Details
+}
+
+// TestPairingHappyPath: code → the device's pending connection → the
+// request reaches the admin at once → approval with fewer commands →
+// tokens to the pending connection → the device connects as a paired node
+// with only the approved commands; the QR PNG holds the URL (zbarimg).
+func TestPairingHappyPath(t *testing.T) {
+	e := newEnv(t)
+	pc := e.code()
+	if !pairingCodeRE.MatchString(pc.Display) || pc.GatewayID != gatewayID || !pc.LoopbackOnly || pc.Note == "" ||
+		!strings.HasPrefix(pc.URL, "http://127.0.0.1:") || !strings.Contains(pc.URL, "/pair#c="+pc.Code+"&g="+gatewayID) {
+		t.Fatalf("device.pair.code %+v", pc)
+	}
+	checkQR(t, pc)
+	key := newKey(t)
+	p := e.mustDial(key, gateway.ClientOptions{SetupCode: strings.ToLower(pc.Display), Role: gateway.RoleNode,
+		Commands: []string{"system.run", "system.which"}, Caps: []string{"system"}})
+	au := p.Auth()
+	if au.Status != gateway.AuthPending || au.Role != gateway.RoleUnpaired || au.DeviceID != key.Public().ID() || au.RequestID == "" {
+		t.Fatalf("pending hello-ok auth %+v", au)
+	}
+	var req struct{ Request devices.RequestView }
+	event(t, e.admin, devices.EventPairRequested, &req)
+	if req.Request.RequestID != au.RequestID || req.Request.DisplayName != "build box" || req.Request.Kind != "pair" ||
+		!slices.Equal(req.Request.Commands, []string{"system.run", "system.which"}) {
+		t.Fatalf("device.pair.requested %+v", req)
+	}
+	var st struct{ Status, RequestID string }
+	if err := p.Call(ctx(t), "device.pair.status", nil, &st); err != nil || st.Status != "pending" || st.RequestID != au.RequestID {
+		t.Fatalf("device.pair.status %+v %v", st, err)
+	}
+	var list struct{ Pending []devices.RequestView }
+	if err := e.admin.Call(ctx(t), "device.pair.list", nil, &list); err != nil || len(list.Pending) != 1 {
+		t.Fatalf("device.pair.list %+v %v", list, err)
+	}
+	var appr struct{ Device devices.DeviceView }
+	if err := e.admin.Call(ctx(t), "device.pair.approve", map[string]any{"requestId": au.RequestID, "commands": []string{"system.which"}}, &appr); err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		RequestID, DeviceID, Decision string
+		DeviceTokens                  map[string]string
+	}
+	event(t, p, devices.EventPairResolved, &res)
+	if res.Decision != "approved" || res.DeviceID != au.DeviceID || res.DeviceTokens[gateway.RoleNode] == "" {
+		t.Fatalf("device's device.pair.resolved %+v", res)
+	}
+	var adminRes map[string]any
+	event(t, e.admin, devices.EventPairResolved, &adminRes)
+	if adminRes["decision"] != "approved" || adminRes["deviceTokens"] != nil {
+		t.Fatalf("admin's device.pair.resolved %v (must not carry tokens)", adminRes)
+	}
+	event(t, e.admin, devices.EventDevicesChanged, nil)
+
+	n := e.mustDial(key, gateway.ClientOptions{DeviceToken: res.DeviceTokens[gateway.RoleNode], Role: gateway.RoleNode,
+		Commands: []string{"system.run", "system.which"}, Caps: []string{"system"}})
+	if a := n.Auth(); a.Status != gateway.AuthPaired || a.Role != gateway.RoleNode || len(a.DeviceTokens) != 0 {
+		t.Fatalf("paired hello-ok auth %+v", a)
+	}
+	var out struct{ Commands []string }
+	if err := n.Call(ctx(t), "node.invoke.result", nil, &out); err != nil || !slices.Equal(out.Commands, []string{"system.which"}) {
+		t.Fatalf("paired node's commands %v %v, want the approved [system.which]", out, err)
+	}
+	var dl struct{ Devices []devices.DeviceView }
+	if err := e.admin.Call(ctx(t), "device.list", nil, &dl); err != nil || len(dl.Devices) != 1 || !dl.Devices[0].Connected ||
+		dl.Devices[0].Tokens[gateway.RoleNode] != "active" {
+		t.Fatalf("device.list %+v %v", dl, err)
+	}
+}
+
+// checkQR decodes the PNG with zbarimg and compares it with the URL.
+func checkQR(t *testing.T, pc devices.PairCode) {
+	t.Helper()
+	if _, err := exec.LookPath("zbarimg"); err != nil {
+		t.Log("zbarimg not installed (apt zbar-tools): QR content not checked")
+		return
+	}
+	png, err := base64.StdEncoding.DecodeString(pc.QRPNG)
+	if err != nil || !strings.HasPrefix(string(png), "\x89PNG") {
+		t.Fatalf("qrPng is not a base64 PNG: %v", err)
+	}
+	f := filepath.Join(t.TempDir(), "qr.png")
+	if err := os.WriteFile(f, png, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := exec.Command("zbarimg", "-q", "--raw", "--nodbus", f).Output()
+	if err != nil || strings.TrimSpace(string(got)) != pc.URL {
+		t.Fatalf("zbarimg read %q (%v), want %q", got, err, pc.URL)
+	}
+}
+
+// TestSetupCodeRules: a retry from the same device within a minute
+// succeeds (same request); another device with the used code, the same
+// device after the minute, an expired code and guessing are refused, each
+// audited.
+func TestSetupCodeRules(t *testing.T) {
+	e := newEnv(t)
+	code := e.code().Display
+	a := newKey(t)
+	first := e.mustDial(a, gateway.ClientOptions{SetupCode: code})
+	e.clock.Add(30 * time.Second)
+	second := e.mustDial(a, gateway.ClientOptions{SetupCode: code}) // a retry, a second socket
+	if first.Auth().RequestID != second.Auth().RequestID || second.Auth().Status != gateway.AuthPending {
+		t.Fatalf("retry: requests %q and %q", first.Auth().RequestID, second.Auth().RequestID)
+	}
+	b := newKey(t)
+	_, err := e.dial(b, gateway.ClientOptions{SetupCode: code})
+	e.refusedAndAudited("another device with a used code", err, gateway.CodeUnauthorized, "code_used", "connect", b.Public().ID())
+	e.clock.Add(31 * time.Second)
+	_, err = e.dial(a, gateway.ClientOptions{SetupCode: code})
+	e.refusedAndAudited("the same device after the retry window", err, gateway.CodeUnauthorized, "code_used", "connect", a.Public().ID())
+
+	expiring := e.code().Display
+	e.clock.Add(10*time.Minute + time.Second)
+	c := newKey(t)
+	_, err = e.dial(c, gateway.ClientOptions{SetupCode: expiring})
+	e.refusedAndAudited("an expired code", err, gateway.CodeUnauthorized, "code_expired", "connect", c.Public().ID())
+
+	// Guessing: this address has 1 failure in the window (the expired
+	// code); 4 more guesses reach the limit of 5, then even a live code is
+	// refused as rate-limited.
+	live := e.code().Display
+	for _, g := range []string{"AAAA-AAAA", "BBBB-BBBB", "CCCC-CCCC", "DDDD-DDDD"} {
+		_, err = e.dial(newKey(t), gateway.ClientOptions{SetupCode: g})
+		if ge := gwErr(err); ge == nil || ge.Details["reason"] != "code_invalid" {
+			t.Fatalf("guess %s: %v", g, err)
+		}
+	}
+	d := newKey(t)
+	_, err = e.dial(d, gateway.ClientOptions{SetupCode: live})
+	e.refusedAndAudited("a right code after too many guesses", err, gateway.CodeUnauthorized, "rate_limited", "connect", d.Public().ID())
+	e.clock.Add(10 * time.Minute)
+	if _, err := e.dial(d, gateway.ClientOptions{SetupCode: e.code().Display}); err != nil {
+		t.Fatalf("after the failure window: %v", err)
+	}
+}
+
+// rawConnect sends a connect request with the given device proof on a new
+// connection and returns the response and the challenge it got.
+func (e *env) rawConnect(makeParams func(gateway.Challenge) gateway.ConnectParams) (gateway.ResponseFrame, gateway.Challenge) {
+	e.t.Helper()
+	ws, _, err := websocket.Dial(ctx(e.t), e.url, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	var ev gateway.EventFrame
+	var ch gateway.Challenge
+	_, data, err := ws.Read(ctx(e.t))
+	if err != nil || json.Unmarshal(data, &ev) != nil || json.Unmarshal(ev.Payload, &ch) != nil {
+		e.t.Fatalf("challenge: %s %v", data, err)
+	}
+	params := makeParams(ch)
+	b, _ := json.Marshal(gateway.RequestFrame{Type: "req", ID: "c1", Method: gateway.MethodConnect, Params: mustJSON(params)})
+	if err := ws.Write(ctx(e.t), websocket.MessageText, b); err != nil {
+		e.t.Fatal(err)
+	}
+	_, data, err = ws.Read(ctx(e.t))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var res gateway.ResponseFrame
+	if err := json.Unmarshal(data, &res); err != nil {
+		e.t.Fatal(err)
+	}
+	return res, ch
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// proof signs a v2 payload for key over nonce and the given gateway id.
+func proof(t *testing.T, key *device.PrivateKey, gw, nonce, token string, at time.Time) *gateway.DeviceProof {
+	t.Helper()
+	p, err := key.SignConnect(device.Payload{Version: 2, GatewayID: gw, ClientID: "node-host", Mode: "node", Role: gateway.RoleNode,
+		SignedAtMs: at.UnixMilli(), Token: token, Nonce: nonce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &gateway.DeviceProof{ID: p.ID, Algorithm: string(p.Key.Alg), PublicKey: p.Key.Encode(),
+		Signature: base64.RawURLEncoding.EncodeToString(p.Signature), SignedAt: p.SignedAt, Nonce: p.Nonce}
+}
+
+// TestProofAndTokenRefusals: a replayed signature (another connection's
+// nonce), a signature for another gateway, a stale signature, a token
+// presented with another key, a wrong or revoked token — each refused
+// and audited; a mismatch is repairable and the record stays.
+func TestProofAndTokenRefusals(t *testing.T) {
+	e := newEnv(t)
+	key := newKey(t)
+	toks := e.pairKey(key, []string{gateway.RoleNode}, []string{"system.run"})
+	tok := toks[gateway.RoleNode]
+	id := key.Public().ID()
+	params := func(p *gateway.DeviceProof) gateway.ConnectParams {
+		return gateway.ConnectParams{MinProtocol: 1, MaxProtocol: 1, Role: gateway.RoleNode,
+			Client: gateway.ClientInfo{ID: "node-host", Mode: "node"}, Auth: gateway.ConnectAuth{DeviceToken: tok}, Device: p}
+	}
+	// Replay: a proof made for one connection's nonce, sent on another.
+	_, old := e.rawConnect(func(gateway.Challenge) gateway.ConnectParams { return gateway.ConnectParams{MinProtocol: 1, MaxProtocol: 1} })
+	res, _ := e.rawConnect(func(gateway.Challenge) gateway.ConnectParams {
+		return params(proof(t, key, gatewayID, old.Nonce, tok, e.clock.Now()))
+	})
+	e.refusedAndAudited("replayed signature", res.Error, gateway.CodeUnauthorized, "", "connect", id)
+	if res.Error != nil && !strings.Contains(res.Error.Message, "nonce") {
+		t.Errorf("replay refused for another reason: %s", res.Error.Message)
+	}
+	// Right nonce, other gateway's id.
+	res, _ = e.rawConnect(func(ch gateway.Challenge) gateway.ConnectParams {
+		return params(proof(t, key, strings.Repeat("e", 64), ch.Nonce, tok, e.clock.Now()))
+	})
+	e.refusedAndAudited("signature for another gateway", res.Error, gateway.CodeUnauthorized, "", "connect", id)
+	// Signed 11 minutes ago: proof made lazily so the nonce is right.
+	_, err := e.dial(key, gateway.ClientOptions{DeviceToken: tok, Now: func() time.Time { return e.clock.Now().Add(-11 * time.Minute) }})
+	e.refusedAndAudited("signature from 11 minutes ago", err, gateway.CodeUnauthorized, "", "connect", id)
+	// The device's token with another key.
+	thief := newKey(t)
+	_, err = e.dial(thief, gateway.ClientOptions{DeviceToken: tok})
+	e.refusedAndAudited("token with another key", err, gateway.CodeNotPaired, "", "connect", thief.Public().ID())
+
+	before, _ := e.pair.Device(ctx(t), id)
+	_, err = e.dial(key, gateway.ClientOptions{DeviceToken: tok + "x"})
+	e.refusedAndAudited("wrong token", err, gateway.CodeUnauthorized, "device_token_mismatch", "connect", id)
+	if ge := gwErr(err); ge == nil || ge.Details["repairable"] != true {
+		t.Errorf("mismatch not repairable: %v", detailsOf(ge))
+	}
+	if after, err := e.pair.Device(ctx(t), id); err != nil || after.CreatedAt != before.CreatedAt || len(after.Roles) != 1 {
+		t.Fatalf("pairing record after a mismatch: %+v %v", after, err)
+	}
+
+	live := e.mustDial(key, gateway.ClientOptions{DeviceToken: tok})
+	var rv struct{ Closed int }
+	if err := e.admin.Call(ctx(t), "device.token.revoke", map[string]any{"deviceId": id}, &rv); err != nil || rv.Closed != 1 {
+		t.Fatalf("revoke: %+v %v", rv, err)
+	}
+	<-live.Done()
+	if code := websocket.CloseStatus(live.Err()); code != gateway.CloseUnauthorized {
+		t.Errorf("revoked device's connection ended with %v, want 4001", live.Err())
+	}
+	_, err = e.dial(key, gateway.ClientOptions{DeviceToken: tok})
+	e.refusedAndAudited("revoked token", err, gateway.CodeUnauthorized, "device_token_mismatch", "connect", id)
+	if _, err := e.pair.Device(ctx(t), id); err != nil {
+		t.Fatalf("record gone after revoke: %v", err)
+	}
+
+	// Repair: the key, no token → a repair request; approval gives new tokens.
+	r := e.mustDial(key, gateway.ClientOptions{})
+	var req struct{ Request devices.RequestView }
+	for req.Request.RequestID != r.Auth().RequestID { // skip the first pairing's event
+		event(t, e.admin, devices.EventPairRequested, &req)
+	}
+	if r.Auth().Status != gateway.AuthPending || req.Request.Kind != "repair" {
+		t.Fatalf("repair: %+v %+v", r.Auth(), req)
+	}
+	if err := e.admin.Call(ctx(t), "device.pair.approve", map[string]any{"requestId": r.Auth().RequestID}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var res2 struct{ DeviceTokens map[string]string }
+	event(t, r, devices.EventPairResolved, &res2)
+	e.mustDial(key, gateway.ClientOptions{DeviceToken: res2.DeviceTokens[gateway.RoleNode]})
+	if after, err := e.pair.Device(ctx(t), id); err != nil || !after.CreatedAt.Equal(before.CreatedAt) {
+		t.Fatalf("record after repair: %+v %v (CreatedAt must be kept)", after, err)
+	}
+
+	// An unknown key with neither token nor code: NOT_PAIRED.
+	stranger := newKey(t)
+	_, err = e.dial(stranger, gateway.ClientOptions{})
+	e.refusedAndAudited("unknown key without a code", err, gateway.CodeNotPaired, "", "connect", stranger.Public().ID())
+}
+
+// TestHeldTokensOnReconnect: tokens approved while the device was away
+// come in its next hello-ok (with its proof), once.
+func TestHeldTokensOnReconnect(t *testing.T) {
+	e := newEnv(t)
+	key := newKey(t)
+	p := e.mustDial(key, gateway.ClientOptions{SetupCode: e.code().Display, Role: gateway.RoleOperator, Roles: []string{"operator", "node"}})
+	reqID := p.Auth().RequestID
+	p.Close()
+	<-p.Done()
+	if err := e.admin.Call(ctx(t), "device.pair.approve", map[string]any{"requestId": reqID}, nil); err != nil {
+		t.Fatal(err)
+	}
+	back := e.mustDial(key, gateway.ClientOptions{Role: gateway.RoleOperator})
+	a := back.Auth()
+	if a.Status != gateway.AuthPaired || a.Role != gateway.RoleOperator || len(a.DeviceTokens) != 2 {
+		t.Fatalf("reconnect after approval: %+v", a)
+	}
+	if err := back.Call(ctx(t), "chat.send", nil, nil); err != nil {
+		t.Fatalf("paired operator device: %v", err)
+	}
+	again := e.mustDial(key, gateway.ClientOptions{Role: gateway.RoleOperator})
+	if a := again.Auth(); a.Status != gateway.AuthPending || len(a.DeviceTokens) != 0 {
+		t.Fatalf("second reconnect without a token got %+v (tokens are delivered once)", a)
+	}
+	e.mustDial(key, gateway.ClientOptions{Role: gateway.RoleNode, DeviceToken: back.Auth().DeviceTokens[gateway.RoleNode]})
+}
+
+// TestDeviceRefusals: an unpaired device may call health and
+// device.pair.status only; a paired node calls no operator or admin
+// method and rotates no other device's token; a paired device rotates its
+// own. Each refusal is audited.
+func TestDeviceRefusals(t *testing.T) {
+	e := newEnv(t)
+	nodeKey, otherKey := newKey(t), newKey(t)
+	toks := e.pairKey(nodeKey, []string{gateway.RoleNode}, nil)
+	e.pairKey(otherKey, []string{gateway.RoleOperator}, nil)
+	u := newKey(t)
+	unpaired := e.mustDial(u, gateway.ClientOptions{SetupCode: e.code().Display})
+	node := e.mustDial(nodeKey, gateway.ClientOptions{DeviceToken: toks[gateway.RoleNode]})
+	methods := e.admin.Hello().Features.Methods
+	for _, m := range methods {
+		err := unpaired.Call(ctx(t), m, map[string]any{}, nil)
+		if m == "health" || m == "device.pair.status" {
+			if err != nil {
+				t.Errorf("unpaired %s: %v", m, err)
+			}
+			continue
+		}
+		e.refusedAndAudited("unpaired "+m, err, gateway.CodeForbidden, "", m, u.Public().ID())
+	}
+	for _, m := range methods {
+		if m == "health" || m == "node.invoke.result" || m == "device.token.rotate" {
+			continue
+		}
+		err := node.Call(ctx(t), m, map[string]any{}, nil)
+		e.refusedAndAudited("node "+m, err, gateway.CodeForbidden, "", m, nodeKey.Public().ID())
+	}
+	err := node.Call(ctx(t), "device.token.rotate", map[string]any{"deviceId": otherKey.Public().ID(), "role": "operator"}, nil)
+	e.refusedAndAudited("node rotating another device's token", err, gateway.CodeForbidden, "", "device.token.rotate", otherKey.Public().ID())
+
+	var rot struct{ DeviceToken string }
+	if err := node.Call(ctx(t), "device.token.rotate", map[string]any{}, &rot); err != nil || rot.DeviceToken == "" || rot.DeviceToken == toks[gateway.RoleNode] {
+		t.Fatalf("own rotate: %+v %v", rot, err)
+	}
+	if _, err := e.dial(nodeKey, gateway.ClientOptions{DeviceToken: toks[gateway.RoleNode]}); gwErr(err) == nil {
+		t.Error("the rotated-out token still admits")
+	}
+	e.mustDial(nodeKey, gateway.ClientOptions{DeviceToken: rot.DeviceToken})
+
+	// Admin rotation reaches the device's live connection as an event.
+	var ev struct{ Role, DeviceToken string }
+	live := e.mustDial(nodeKey, gateway.ClientOptions{DeviceToken: rot.DeviceToken})
+	if err := e.admin.Call(ctx(t), "device.token.rotate", map[string]any{"deviceId": nodeKey.Public().ID(), "role": "node"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	event(t, live, devices.EventTokenRotated, &ev)
+	if ev.Role != "node" || ev.DeviceToken == "" {
+		t.Fatalf("device.token.rotated %+v", ev)
+	}
+	e.mustDial(nodeKey, gateway.ClientOptions{DeviceToken: ev.DeviceToken})
+
+	// Remove: connections closed, the record gone, the token refused.
+	if err := e.admin.Call(ctx(t), "device.remove", map[string]any{"deviceId": nodeKey.Public().ID()}, nil); err != nil {
+		t.Fatal(err)
+	}
+	<-live.Done()
+	_, err = e.dial(nodeKey, gateway.ClientOptions{DeviceToken: ev.DeviceToken})
+	e.refusedAndAudited("removed device's token", err, gateway.CodeNotPaired, "", "connect", nodeKey.Public().ID())
+}
+
+// TestReject: a rejected request closes the device's pending connection
+// after telling it.
+func TestReject(t *testing.T) {
+	e := newEnv(t)
+	p := e.mustDial(newKey(t), gateway.ClientOptions{SetupCode: e.code().Display})
+	if err := e.admin.Call(ctx(t), "device.pair.reject", map[string]any{"requestId": p.Auth().RequestID}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var res struct{ Decision string }
+	event(t, p, devices.EventPairResolved, &res)
+	<-p.Done()
+	if res.Decision != "rejected" || websocket.CloseStatus(p.Err()) != gateway.CloseUnauthorized {
+		t.Fatalf("rejected: %+v, close %v", res, p.Err())
+	}
+	if err := e.admin.Call(ctx(t), "device.pair.approve", map[string]any{"requestId": p.Auth().RequestID}, nil); gwErr(err) == nil || gwErr(err).Code != gateway.CodeNotFound {
+		t.Fatalf("approving a rejected request: %v", err)
+	}
+}
+
+var pairingCodeRE = regexp.MustCompile(`^[0-9A-HJKMNP-TV-Z]{4}-[0-9A-HJKMNP-TV-Z]{4}$`)
+
+func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
