@@ -33,10 +33,11 @@ import (
 // token on the pending connection. It survives restarts like a real
 // gateway's state.db: the store lives in testGW, the server is rebuilt.
 type testGW struct {
-	t    *testing.T
-	id   string
-	cert *gwid.Cert
-	addr string // host:port, kept across restarts
+	t       *testing.T
+	id      string
+	cert    *gwid.Cert
+	certDir string
+	addr    string // host:port, kept across restarts
 
 	mu       sync.Mutex
 	code     string
@@ -57,18 +58,37 @@ type pendingReq struct {
 
 func newTestGW(t *testing.T) *testGW {
 	t.Helper()
-	cert, err := gwid.LoadCert(gwid.Options{Dir: t.TempDir(), Hosts: []string{"127.0.0.2"}})
+	dir := t.TempDir()
+	cert, err := gwid.LoadCert(gwid.Options{Dir: dir, Hosts: []string{"127.0.0.2"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	b := make([]byte, 32)
 	rand.Read(b)
-	g := &testGW{t: t, id: hex.EncodeToString(b), cert: cert, addr: "127.0.0.2:0", code: "ABCD-EFGH",
+	g := &testGW{t: t, id: hex.EncodeToString(b), cert: cert, certDir: dir, addr: "127.0.0.2:0", code: "ABCD-EFGH",
 		tokens: map[string]string{}, pending: map[string]*pendingReq{}, answer: DecisionDeny,
 		results: make(chan invokeResult, 16), requests: make(chan *pendingReq, 16)}
 	g.start()
 	t.Cleanup(g.stop)
 	return g
+}
+
+// newCert gives the (stopped) gateway a new certificate: with the same key
+// and another name when sameKey (what gwid does when the served names
+// change), else with a new key.
+func (g *testGW) newCert(sameKey bool) {
+	g.t.Helper()
+	if !sameKey {
+		g.certDir = g.t.TempDir()
+	}
+	cert, err := gwid.LoadCert(gwid.Options{Dir: g.certDir, Hosts: []string{"127.0.0.2", "renewed.example"}})
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	if cert.Hex() == g.cert.Hex() {
+		g.t.Fatal("the certificate was not renewed")
+	}
+	g.cert = cert
 }
 
 func (g *testGW) url() string { return "wss://" + g.addr + "/ws" }

@@ -2,6 +2,9 @@ package nodehost
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -325,7 +328,16 @@ func short(s string) string {
 	return s
 }
 
-func (h *Host) httpClient() (*http.Client, error) {
+// peerCert records the certificate a connection's TLS handshake accepted.
+type peerCert struct {
+	mu        sync.Mutex
+	der, spki string // hex SHA-256
+}
+
+// httpClient is the HTTP client of a wss:// dial: TLS pinned to the
+// certificate fingerprint, or to the public key learned with it (a renewal
+// by the gateway keeps its key). nil for ws:// (loopback).
+func (h *Host) httpClient(seen *peerCert) (*http.Client, error) {
 	if !strings.HasPrefix(h.target.URL, "wss:") {
 		return nil, nil
 	}
@@ -333,8 +345,26 @@ func (h *Host) httpClient() (*http.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrPinMismatch, err)
 	}
-	tr := &http.Transport{TLSClientConfig: gwid.PinnedClientConfig(fp), ForceAttemptHTTP2: false}
-	return &http.Client{Transport: tr}, nil
+	spki := strings.ToLower(h.o.State.Config().TLSSPKISHA256)
+	tc := gwid.PinnedClientConfig(fp)
+	strict := tc.VerifyConnection
+	tc.VerifyConnection = func(cs tls.ConnectionState) error {
+		err := strict(cs)
+		if len(cs.PeerCertificates) == 0 {
+			return err
+		}
+		leaf := cs.PeerCertificates[0]
+		keySum := sha256.Sum256(leaf.RawSubjectPublicKeyInfo)
+		if err != nil && (spki == "" || hex.EncodeToString(keySum[:]) != spki) {
+			return err
+		}
+		derSum := sha256.Sum256(leaf.Raw)
+		seen.mu.Lock()
+		seen.der, seen.spki = hex.EncodeToString(derSum[:]), hex.EncodeToString(keySum[:])
+		seen.mu.Unlock()
+		return nil
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: tc}}, nil
 }
 
 // session is one connection: dial, then wait for approval or serve until
@@ -342,7 +372,8 @@ func (h *Host) httpClient() (*http.Client, error) {
 func (h *Host) session(ctx context.Context, code string) (outcome, error) {
 	cfg := h.o.State.Config()
 	token := cfg.Tokens[gateway.RoleNode]
-	hc, err := h.httpClient()
+	var seen peerCert
+	hc, err := h.httpClient(&seen)
 	if err != nil {
 		return outcome{}, err
 	}
@@ -366,7 +397,7 @@ func (h *Host) session(ctx context.Context, code string) (outcome, error) {
 		return h.dialFailed(err, token, code, cfg)
 	}
 	defer c.Close()
-	if err := h.saveTarget(); err != nil {
+	if err := h.saveTarget(&seen); err != nil {
 		return outcome{helloOK: true}, err
 	}
 	a := c.Auth()
@@ -430,15 +461,26 @@ func (h *Host) dialFailed(err error, token, code string, cfg Config) (outcome, e
 }
 
 // saveTarget records the gateway in node.json after a successful
-// handshake (the first contact pins the fingerprint and id).
-func (h *Host) saveTarget() error {
+// handshake: the first contact pins the fingerprint, its key and the id; a
+// certificate renewed with the pinned key is re-pinned.
+func (h *Host) saveTarget(seen *peerCert) error {
+	seen.mu.Lock()
+	der, spki := seen.der, seen.spki
+	seen.mu.Unlock()
+	if der != "" && der != strings.ToLower(h.target.TLSSHA256) {
+		h.log.Info("gateway certificate renewed with the pinned key; pin updated", "gatewayId", short(h.target.GatewayID))
+		h.target.TLSSHA256 = der
+	}
 	cfg := h.o.State.Config()
 	t := h.target
-	if cfg.GatewayURL == t.URL && cfg.GatewayID == t.GatewayID && cfg.TLSSHA256 == t.TLSSHA256 && cfg.DisplayName == h.o.DisplayName {
+	if spki == "" {
+		spki = cfg.TLSSPKISHA256
+	}
+	if cfg.GatewayURL == t.URL && cfg.GatewayID == t.GatewayID && cfg.TLSSHA256 == t.TLSSHA256 && cfg.TLSSPKISHA256 == spki && cfg.DisplayName == h.o.DisplayName {
 		return nil
 	}
 	return h.o.State.Update(func(c *Config) {
-		c.GatewayURL, c.GatewayID, c.TLSSHA256, c.DisplayName = t.URL, t.GatewayID, t.TLSSHA256, h.o.DisplayName
+		c.GatewayURL, c.GatewayID, c.TLSSHA256, c.TLSSPKISHA256, c.DisplayName = t.URL, t.GatewayID, t.TLSSHA256, spki, h.o.DisplayName
 	})
 }
 

@@ -4,6 +4,7 @@ package nodehost
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/atrium-dev/atrium/backend/gateway"
+	"github.com/atrium-dev/atrium/backend/gwid"
 )
 
 func openState(t *testing.T) *State {
@@ -240,6 +242,63 @@ func TestHostRefusesAnotherCertificate(t *testing.T) {
 	case p := <-g.requests:
 		t.Fatalf("the gateway got a request through a refused TLS handshake: %+v", p)
 	default:
+	}
+}
+
+// TestHostCertificateRenewal: a certificate the gateway renewed with its
+// key is accepted and re-pinned; a certificate with another key is refused
+// (the host keeps retrying and saying so, and nothing reaches the gateway).
+func TestHostCertificateRenewal(t *testing.T) {
+	g := newTestGW(t)
+	st := openState(t)
+	statuses := make(chan Status, 1024)
+	_, _ = runHost(t, Options{State: st, Target: mustTarget(t, g.pairingURL()), OnStatus: func(s Status) {
+		select {
+		case statuses <- s:
+		default:
+		}
+	}})
+	g.resolve(g.nextRequest(), "approved")
+	ci := g.nodeConn(st.DeviceID(), "")
+	first := st.Config()
+	if first.TLSSPKISHA256 != hex.EncodeToString(g.cert.SPKI[:]) {
+		t.Fatalf("node.json pins key %q, want %x", first.TLSSPKISHA256, g.cert.SPKI)
+	}
+
+	g.stop()
+	g.newCert(true)
+	g.start()
+	ci = g.nodeConn(st.DeviceID(), ci.ConnID)
+	if c := st.Config(); c.TLSSHA256 != g.cert.Hex() || c.TLSSPKISHA256 != first.TLSSPKISHA256 {
+		t.Fatalf("after a renewal with the same key node.json is %+v, want the new fingerprint %s", c, g.cert.Hex())
+	}
+
+	g.stop()
+	g.newCert(false)
+	for len(statuses) > 0 {
+		<-statuses
+	}
+	g.start()
+	deadline := time.After(60 * time.Second)
+	for {
+		var s Status
+		select {
+		case s = <-statuses:
+		case <-deadline:
+			t.Fatal("the host never reported the refused certificate")
+		}
+		if s.State == "paired" {
+			t.Fatal("the host connected to a certificate with another key")
+		}
+		if s.State == "disconnected" && errors.Is(s.Err, gwid.ErrFingerprintMismatch) {
+			break
+		}
+	}
+	if c := st.Config(); c.TLSSHA256 == g.cert.Hex() {
+		t.Fatal("a certificate with another key was pinned")
+	}
+	if n := len(g.server().Conns(nil)); n != 0 {
+		t.Fatalf("%d connections reached the gateway through a refused certificate", n)
 	}
 }
 

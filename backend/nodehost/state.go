@@ -60,6 +60,11 @@ type Config struct {
 	GatewayID string `json:"gatewayId,omitempty"`
 	// TLSSHA256 is the pinned certificate fingerprint (64 hex characters).
 	TLSSHA256 string `json:"tlsSha256,omitempty"`
+	// TLSSPKISHA256 is the SHA-256 (hex) of the pinned certificate's public
+	// key, learned over the first pinned connection: a certificate the
+	// gateway renewed with the same key (new names, new dates) is accepted
+	// and re-pinned; one with another key never is.
+	TLSSPKISHA256 string `json:"tlsSpkiSha256,omitempty"`
 	// DisplayName is what the host calls itself (connect client.displayName).
 	DisplayName string `json:"displayName,omitempty"`
 	// Tokens are the device tokens by role ("node", "operator").
