@@ -55,13 +55,11 @@ type PairCode struct {
 // gateway id and fingerprint travel in the fragment, so they never reach
 // a server log or a Referer.
 func PairURL(base, code, gatewayID, fingerprint string) string {
-	frag := url.Values{}
-	frag.Set("c", code)
-	frag.Set("g", gatewayID)
+	frag := "c=" + url.QueryEscape(code) + "&g=" + url.QueryEscape(gatewayID)
 	if fingerprint != "" {
-		frag.Set("f", fingerprint)
+		frag += "&f=" + url.QueryEscape(fingerprint)
 	}
-	return strings.TrimSuffix(base, "/") + "/pair#" + frag.Encode()
+	return strings.TrimSuffix(base, "/") + "/pair#" + frag
 }
 
 func (s *Service) pairCode(ctx context.Context, c *gateway.Call) (any, error) {
