@@ -60,7 +60,7 @@ var allowed = map[string][]string{
 	"backend/bench/retrieval": {"backend/memory", "backend/memory/embed", "backend/memory/chunk"},
 	"backend/bench/scale":     {"backend/memory", "backend/memory/embed", "backend/memory/chunk", "backend/memory/index"},
 	"backend/bench/control":   {"backend/atrium", "backend/gateway", "backend/paths"},
-	"backend/cli": {"backend/atrium", "backend/paths", "backend/memory", "backend/config", "backend/gateway",
+	"backend/cli": {"backend/device", "backend/atrium", "backend/paths", "backend/memory", "backend/config", "backend/gateway",
 		"backend/bench/retrieval", "backend/bench/scale", "backend/bench/control", "backend/acl", "backend/audit", "backend/guard", "backend/worker",
 		"backend/safefile", "backend/applock", "backend/nodehost", "backend/discovery", "backend/gwid"},
 	"backend/e2e": {},

@@ -59,6 +59,14 @@ func commands() []command {
 				"(no-floor scores, first relevant rank, query length: floor calibration)."},
 		{"bench scale", "[flags]", "index scale benchmark: index time, disk, RSS, search latency\n(bench reads ../shared/corpora or $ATRIUM_CORPORA)", ""},
 		{"bench control", "[flags]", "control-center benchmark: 100 profiles, 10 worker instances,\ntime to a usable UI, RSS, throughput and chunk latency with\n200 clients", ""},
+		{"pair", "[flags]", "show a pairing QR code (setup code, URL, fingerprint words)\nfrom the running app; --png FILE writes it as a PNG", pairHelp},
+		{"nodes pending", "[flags]", "pairing requests waiting for approval", ""},
+		{"nodes approve", "[flags] REQUEST_ID", "approve a request (--roles operator,node --commands a,b|none:\na subset of what the device asked for)", ""},
+		{"nodes reject", "[flags] REQUEST_ID", "reject a request", ""},
+		{"nodes list", "[flags]", "paired devices (roles, commands, connected, last seen)", ""},
+		{"nodes rotate", "[flags] DEVICE_ID --role ROLE", "issue a new device token (sent to the device if connected)", ""},
+		{"nodes revoke", "[flags] DEVICE_ID", "revoke a device's token(s) (--role ROLE; the pairing is kept\nso the device can ask for a repair)", ""},
+		{"nodes remove", "[flags] DEVICE_ID", "delete a device's pairing", ""},
 		{"node", "[flags]", "run this computer as a node of an Atrium gateway (pair once,\nthen serve system.run, system.which, system.notify)", nodeHelp},
 		{"version", "", "print the version", ""},
 		{"help", "[COMMAND [SUBCOMMAND]]", "this overview, or a command's usage", ""},
@@ -73,6 +81,11 @@ const (
 		"one is refused and names the running app's address.\n\n"
 	portHelp = "The gateway listens on 127.0.0.1, port --port, else gateway.port in\n" +
 		"$ATRIUM_HOME/config.json, else 18789 (OpenClaw's gateway uses 18789 too)."
+	pairHelp = "The QR code holds the URL of the gateway's pairing page with a one-time setup\n" +
+		"code (10 minutes, single use), the gateway id and the TLS certificate's\n" +
+		"fingerprint. --light prints it for a light terminal background.\n" +
+		"With the gateway on loopback only, no phone can reach the URL: start it with\n" +
+		"--bind lan."
 	asHelp = "\n\n--as ROLE acts as that role (one of the workspace's roles, or main), checked\n" +
 		"and audited exactly as that role (SPEC §5.1); without it you act as admin."
 )

@@ -310,7 +310,10 @@ func (s *Service) rotate(ctx context.Context, c *gateway.Call) (any, error) {
 	s.record("device.token.rotate", auditRole(c.Principal), "device:"+p.DeviceID, c.RemoteIP, true, "token for role "+p.Role+" rotated")
 	s.o.Gateway.BroadcastTo(gateway.Admin, EventDevicesChanged, struct{}{})
 	if admin {
-		n := s.sendTo(p.DeviceID, "", EventTokenRotated, map[string]any{"role": p.Role, "deviceToken": tok})
+		n := 0 // to its paired connections (any role: the device keeps one token per role)
+		for _, r := range []string{gateway.RoleOperator, gateway.RoleNode} {
+			n += s.sendTo(p.DeviceID, r, EventTokenRotated, map[string]any{"role": p.Role, "deviceToken": tok})
+		}
 		return map[string]any{"deviceId": p.DeviceID, "role": p.Role, "delivered": n}, nil
 	}
 	return map[string]any{"deviceId": p.DeviceID, "role": p.Role, "deviceToken": tok}, nil

@@ -1,0 +1,282 @@
+package cli
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	qrcode "github.com/skip2/go-qrcode"
+)
+
+// pairCode is device.pair.code's answer (the fields the CLI shows).
+type pairCode struct {
+	Code             string    `json:"code"`
+	Display          string    `json:"display"`
+	ExpiresAt        time.Time `json:"expiresAt"`
+	URL              string    `json:"url"`
+	URLs             []string  `json:"urls"`
+	QRPNG            string    `json:"qrPng"`
+	GatewayID        string    `json:"gatewayId"`
+	Fingerprint      string    `json:"fingerprint"`
+	FingerprintWords string    `json:"fingerprintWords"`
+	SPKI             string    `json:"spki"`
+	LoopbackOnly     bool      `json:"loopbackOnly"`
+	Note             string    `json:"note"`
+}
+
+// runPair runs `atrium pair`: asks the running app for a setup code and
+// prints its QR code in the terminal with the code, the URL and the
+// fingerprint words (--png FILE also writes the QR as a PNG).
+func runPair(ctx context.Context, args []string, o Options) error {
+	var c common
+	fs := newFlagSet("pair", o)
+	c.register(fs)
+	c.registerJSON(fs)
+	png := fs.String("png", "", "also write the QR code as a PNG to `file`")
+	light := fs.Bool("light", false, "print the QR code for a light terminal background (dark modules as blocks)")
+	pos, err := parse(fs, args, o)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("%w: pair takes no arguments", errUsage)
+	}
+	if err := c.validate(); err != nil {
+		return err
+	}
+	layout, err := c.layout(o)
+	if err != nil {
+		return err
+	}
+	r, err := dialApp(ctx, layout, c.port, o)
+	if err != nil {
+		return fmt.Errorf("pair needs the running app (start atrium or atrium serve): %w", err)
+	}
+	defer r.Close()
+	var pc pairCode
+	if err := r.call(ctx, "device.pair.code", nil, &pc); err != nil {
+		return err
+	}
+	if *png != "" {
+		b, err := base64.StdEncoding.DecodeString(pc.QRPNG)
+		if err != nil {
+			return fmt.Errorf("the app's QR PNG is not base64: %w", err)
+		}
+		if err := os.WriteFile(*png, b, 0o600); err != nil {
+			return fmt.Errorf("write QR PNG: %w", err)
+		}
+	}
+	if c.json {
+		return printJSON(o.Stdout, pc)
+	}
+	if err := printQR(o.Stdout, pc.URL, !*light); err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Stdout, "\nSetup code: %s (valid until %s, single use)\n", pc.Display, pc.ExpiresAt.Local().Format("15:04:05"))
+	fmt.Fprintf(o.Stdout, "Open on the device: %s\n", pc.URL)
+	for _, u := range pc.URLs[min(1, len(pc.URLs)):] {
+		fmt.Fprintf(o.Stdout, "  or: %s\n", u)
+	}
+	if pc.FingerprintWords != "" {
+		fmt.Fprintf(o.Stdout, "Certificate fingerprint: %s\n  (the device shows these words: they must match)\n", pc.FingerprintWords)
+	}
+	if pc.Note != "" {
+		fmt.Fprintf(o.Stdout, "Note: %s\n", pc.Note)
+	}
+	fmt.Fprintln(o.Stdout, "Then approve the request: atrium nodes pending, atrium nodes approve REQUEST_ID")
+	return nil
+}
+
+// printQR writes text's QR code with Unicode half blocks (two module rows
+// per line), quiet zone included. dark: for a dark terminal background,
+// the light modules are printed as blocks.
+func printQR(w io.Writer, text string, dark bool) error {
+	q, err := qrcode.New(text, qrcode.Medium)
+	if err != nil {
+		return fmt.Errorf("QR code: %w", err)
+	}
+	bm := q.Bitmap() // true = dark module; includes the quiet zone
+	ink := func(y, x int) bool {
+		if y >= len(bm) {
+			return !dark // the row below the last: background
+		}
+		return bm[y][x] != dark
+	}
+	var b strings.Builder
+	for y := 0; y < len(bm); y += 2 {
+		for x := range bm[y] {
+			switch top, bot := ink(y, x), ink(y+1, x); {
+			case top && bot:
+				b.WriteRune('█')
+			case top:
+				b.WriteRune('▀')
+			case bot:
+				b.WriteRune('▄')
+			default:
+				b.WriteByte(' ')
+			}
+		}
+		b.WriteByte('\n')
+	}
+	_, err = io.WriteString(w, b.String())
+	return err
+}
+
+// nodes subcommands and the methods they call.
+var nodesMethods = map[string]string{
+	"pending": "device.pair.list", "approve": "device.pair.approve", "reject": "device.pair.reject",
+	"list": "device.list", "rotate": "device.token.rotate", "revoke": "device.token.revoke", "remove": "device.remove",
+}
+
+// runNodes runs `atrium nodes pending|approve|reject|list|rotate|revoke|remove`
+// against the running app (device.* methods, as admin).
+func runNodes(ctx context.Context, args []string, o Options) error {
+	sub, args := takeCommand(args)
+	if ok, err := group("nodes", sub, args, o); !ok {
+		return err
+	}
+	var c common
+	fs := newFlagSet("nodes "+sub, o)
+	c.register(fs)
+	c.registerJSON(fs)
+	var roles, commands, role string
+	switch sub {
+	case "approve":
+		fs.StringVar(&roles, "roles", "", "comma-separated roles to approve (default: every role requested)")
+		fs.StringVar(&commands, "commands", "", "comma-separated commands to approve (default: every command declared; \"none\" for none)")
+	case "rotate", "revoke":
+		fs.StringVar(&role, "role", "", "the role's token (operator or node; revoke: default every role)")
+	}
+	pos, err := parse(fs, args, o)
+	if err != nil {
+		return err
+	}
+	want := 1
+	if sub == "pending" || sub == "list" {
+		want = 0
+	}
+	if len(pos) != want {
+		c, _ := lookup("nodes " + sub)
+		return fmt.Errorf("%w: usage: %s", errUsage, c.usage())
+	}
+	if sub == "rotate" && role == "" {
+		return fmt.Errorf("%w: nodes rotate needs --role operator|node", errUsage)
+	}
+	if err := c.validate(); err != nil {
+		return err
+	}
+	layout, err := c.layout(o)
+	if err != nil {
+		return err
+	}
+	r, err := dialApp(ctx, layout, c.port, o)
+	if err != nil {
+		return fmt.Errorf("nodes %s needs the running app (start atrium or atrium serve): %w", sub, err)
+	}
+	defer r.Close()
+	params := map[string]any{}
+	switch sub {
+	case "approve":
+		params["requestId"] = pos[0]
+		if roles != "" {
+			params["roles"] = splitList(roles)
+		}
+		switch commands {
+		case "":
+		case "none":
+			params["commands"] = []string{}
+		default:
+			params["commands"] = splitList(commands)
+		}
+	case "reject":
+		params["requestId"] = pos[0]
+	case "rotate", "revoke", "remove":
+		params["deviceId"] = pos[0]
+		if role != "" {
+			params["role"] = role
+		}
+	}
+	var res map[string]any
+	if err := r.call(ctx, nodesMethods[sub], params, &res); err != nil {
+		return err
+	}
+	if c.json {
+		return printJSON(o.Stdout, res)
+	}
+	return printNodes(o.Stdout, sub, pos, res)
+}
+
+// printNodes shows a nodes subcommand's result for people.
+func printNodes(w io.Writer, sub string, pos []string, res map[string]any) error {
+	str := func(m map[string]any, k string) string {
+		switch v := m[k].(type) {
+		case string:
+			return v
+		case []any:
+			var parts []string
+			for _, e := range v {
+				parts = append(parts, fmt.Sprint(e))
+			}
+			if len(parts) == 0 {
+				return "-"
+			}
+			return strings.Join(parts, ",")
+		case nil:
+			return "-"
+		default:
+			return fmt.Sprint(v)
+		}
+	}
+	rows := func(key string) []map[string]any {
+		list, _ := res[key].([]any)
+		out := make([]map[string]any, 0, len(list))
+		for _, e := range list {
+			if m, ok := e.(map[string]any); ok {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	switch sub {
+	case "pending":
+		reqs := rows("pending")
+		if len(reqs) == 0 {
+			fmt.Fprintln(w, "No pairing requests are waiting.")
+			return nil
+		}
+		fmt.Fprintln(tw, "REQUEST\tKIND\tNAME\tPLATFORM\tROLES\tCOMMANDS\tFROM\tEXPIRES")
+		for _, q := range reqs {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", str(q, "requestId"), str(q, "kind"), str(q, "displayName"), str(q, "platform"),
+				str(q, "roles"), str(q, "commands"), str(q, "remoteIp"), str(q, "expiresAt"))
+		}
+	case "list":
+		ds := rows("devices")
+		if len(ds) == 0 {
+			fmt.Fprintln(w, "No paired devices.")
+			return nil
+		}
+		fmt.Fprintln(tw, "DEVICE\tNAME\tPLATFORM\tROLES\tCOMMANDS\tCONNECTED\tLAST SEEN")
+		for _, d := range ds {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", str(d, "deviceId"), str(d, "displayName"), str(d, "platform"),
+				str(d, "roles"), str(d, "commands"), str(d, "connected"), str(d, "lastSeenAt"))
+		}
+	case "approve":
+		d, _ := res["device"].(map[string]any)
+		fmt.Fprintf(w, "Approved %s (%s): roles %s, commands %s.\n", str(d, "displayName"), str(d, "deviceId"), str(d, "roles"), str(d, "commands"))
+	case "reject":
+		fmt.Fprintf(w, "Rejected request %s.\n", pos[0])
+	case "rotate":
+		fmt.Fprintf(w, "Rotated the %s token of %s (sent to %s live connection(s)).\n", str(res, "role"), pos[0], str(res, "delivered"))
+	case "revoke":
+		fmt.Fprintf(w, "Revoked the token(s) of %s; %s connection(s) closed. The pairing is kept: the device can ask for a repair.\n", pos[0], str(res, "closed"))
+	case "remove":
+		fmt.Fprintf(w, "Removed %s; %s connection(s) closed.\n", pos[0], str(res, "closed"))
+	}
+	return tw.Flush()
+}
