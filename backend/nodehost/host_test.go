@@ -269,8 +269,14 @@ func TestHostCertificateRenewal(t *testing.T) {
 	g.newCert(true)
 	g.start()
 	ci = g.nodeConn(st.DeviceID(), ci.ConnID)
-	if c := st.Config(); c.TLSSHA256 != g.cert.Hex() || c.TLSSPKISHA256 != first.TLSSPKISHA256 {
-		t.Fatalf("after a renewal with the same key node.json is %+v, want the new fingerprint %s", c, g.cert.Hex())
+	// The host writes node.json right after its handshake, which the
+	// gateway may list first.
+	deadline := time.Now().Add(60 * time.Second)
+	for c := st.Config(); c.TLSSHA256 != g.cert.Hex() || c.TLSSPKISHA256 != first.TLSSPKISHA256; c = st.Config() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after a renewal with the same key node.json is %+v, want the new fingerprint %s", c, g.cert.Hex())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 
 	g.stop()
@@ -279,12 +285,12 @@ func TestHostCertificateRenewal(t *testing.T) {
 		<-statuses
 	}
 	g.start()
-	deadline := time.After(60 * time.Second)
+	timeout := time.After(60 * time.Second)
 	for {
 		var s Status
 		select {
 		case s = <-statuses:
-		case <-deadline:
+		case <-timeout:
 			t.Fatal("the host never reported the refused certificate")
 		}
 		if s.State == "paired" {
