@@ -43,7 +43,8 @@ var allowed = map[string][]string{
 	"backend/convo":        {"backend/model", "backend/memory/chunk"},
 	"backend/agent":        {"backend/model"},
 	"backend/worker":       {"backend/model"},
-	"backend/agent/tools":  {"backend/agent", "backend/acl", "backend/guard", "backend/memory", "backend/safefile"},
+	"backend/agent/tools":  {"backend/agent", "backend/acl", "backend/guard", "backend/memory", "backend/safefile", "backend/nodes"},
+	"backend/nodes":        {"backend/gateway", "backend/audit"},
 	"backend/gateway":      {"backend/device", "backend/pairing"},
 	"backend/guard":        {"backend/acl", "backend/audit", "backend/memory"},
 	"backend/route":        {"backend/memory/embed"},
@@ -54,7 +55,7 @@ var allowed = map[string][]string{
 		"backend/memory/embed", "backend/memory/index", "backend/memory/versions", "backend/memory", "backend/history",
 		"backend/model", "backend/chat", "backend/gateway", "backend/api", "backend/acl", "backend/audit", "backend/guard",
 		"backend/collab", "backend/route", "backend/worker", "backend/agent", "backend/agent/tools", "backend/applock",
-		"backend/safefile", "backend/gwid", "backend/pairing", "backend/devices", "backend/device"},
+		"backend/safefile", "backend/gwid", "backend/pairing", "backend/devices", "backend/device", "backend/nodes"},
 	"backend/devices": {"backend/gateway", "backend/pairing", "backend/device", "backend/audit"},
 	"backend/memory/versions": {},
 	"backend/bench/retrieval": {"backend/memory", "backend/memory/embed", "backend/memory/chunk"},
@@ -90,7 +91,7 @@ var testAllowed = map[string][]string{
 	"backend/collab": {"backend/audit", "backend/memory/versions"},
 	// agent/tools' tests build the same real stack and drive the loop
 	// with the real OpenAI-compatible client against a scripted server.
-	"backend/agent/tools": {"backend/audit", "backend/memory/versions", "backend/model"},
+	"backend/agent/tools": {"backend/audit", "backend/memory/versions", "backend/model", "backend/gateway"},
 	// bench/control's tests re-execute their binary as the app's workers
 	// (TestMain runs worker.Command).
 	"backend/bench/control": {"backend/worker"},

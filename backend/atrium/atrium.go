@@ -43,6 +43,7 @@ import (
 	"github.com/atrium-dev/atrium/backend/memory/versions"
 	"github.com/atrium-dev/atrium/backend/model"
 	"github.com/atrium-dev/atrium/backend/pairing"
+	"github.com/atrium-dev/atrium/backend/nodes"
 	"github.com/atrium-dev/atrium/backend/paths"
 	"github.com/atrium-dev/atrium/backend/safefile"
 	"github.com/atrium-dev/atrium/backend/statedb"
@@ -115,6 +116,9 @@ type App struct {
 	// PairInfoFunc, when set before Run (by the LAN listeners), says where
 	// devices reach the gateway; nil: loopback only.
 	PairInfoFunc func() devices.PairInfo
+	// Nodes is presence, the node registry, node.invoke and the exec
+	// asks (SPEC §7; nodes.go).
+	Nodes *nodes.Service
 	// Model is the model configuration of the main profile (model.Detect,
 	// then ProfileModel) and ModelReason why it was chosen, at start
 	// (Settings and config.get show the model in force after a change).
@@ -407,6 +411,9 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 	}
 	runner.pool = a.Pool
 
+	if err := a.newNodes(o.Logger); err != nil {
+		return nil, err
+	}
 	api.Register(api.Options{
 		Gateway:   a.Gateway,
 		Instances: a.Pool,
@@ -444,6 +451,7 @@ func (a *App) agentTools(o Options) func(chat.ToolScope) (*agent.Registry, error
 			Principal: acl.Principal{Role: role, Session: sc.SessionID},
 			Fetch:     &tools.FetchOptions{AllowPrivate: o.FetchAllowPrivate},
 			Exec:      a.execOptions(sc),
+			Nodes:     a.nodesTool(sc),
 			Logger:    o.Logger,
 		})
 		if err != nil {
@@ -471,7 +479,7 @@ func (a *App) execOptions(sc chat.ToolScope) *tools.ExecOptions {
 }
 
 func (a *App) snapshot() gateway.Snapshot {
-	var s gateway.Snapshot
+	s := gateway.Snapshot{Presence: a.presenceSnapshot()}
 	if a.Chat != nil {
 		for _, p := range a.Chat.Profiles() {
 			s.Profiles = append(s.Profiles, p)
@@ -540,16 +548,17 @@ func (a *App) WSURL() string { return "ws://" + a.Gateway.Addr() + "/ws" }
 func (a *App) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 4)
+	errc := make(chan error, 5)
 	go func() { errc <- wrap("profiles", a.Pool.Run(ctx)) }() // stops every instance at the end
 	go func() { errc <- wrap("memory", a.Memory.Run(ctx)) }()
 	go func() { errc <- wrap("gateway", a.Gateway.Run(ctx)) }()
-	go func() { errc <- wrap("acl", a.ACL.Run(ctx)) }() // reloads memory/.acl on change
+	go func() { errc <- wrap("acl", a.ACL.Run(ctx)) }()     // reloads memory/.acl on change
+	go func() { errc <- wrap("nodes", a.Nodes.Run(ctx)) }() // expires presence entries
 	first := <-errc
 	cancel()
 	var errs []error
 	errs = append(errs, first)
-	for range 3 {
+	for range 4 {
 		errs = append(errs, <-errc)
 	}
 	for _, err := range errs {

@@ -27,6 +27,11 @@
 //   - web_fetch (L3, only with Options.Fetch): http(s) GET with size, time
 //     and redirect limits; private and loopback addresses are refused at
 //     dial time unless allowed.
+//   - nodes (only with Options.Nodes): list and describe the paired nodes
+//     (L0); invoke a command on one (SPEC §7), which asks the person at
+//     the highest level, L3: system.run, system.notify, location.get (and
+//     camera.*, screen.*) on every call, other commands through the
+//     session's L3 grant. Every call is audited (operation nodes).
 //
 // Handler errors wrap agent.ErrDenied (refused: status denied),
 // agent.ErrRetryable (worth another attempt) or neither (status error).
@@ -85,6 +90,8 @@ type Options struct {
 	Exec *ExecOptions
 	// Fetch enables the web_fetch tool when not nil.
 	Fetch *FetchOptions
+	// Nodes enables the nodes tool when not nil.
+	Nodes *NodesOptions
 	// Logger receives "agent tool denied" (info). Default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock (memory_note's date). Default time.Now.
@@ -98,8 +105,8 @@ type env struct {
 	log *slog.Logger
 }
 
-// Register adds the memory and file tools, and exec and web_fetch when
-// configured, to r. Errors: missing options, bad exec or fetch options,
+// Register adds the memory and file tools, and exec, web_fetch and nodes
+// when configured, to r. Errors: missing options, bad exec or fetch options,
 // or a registry refusal (a name already registered).
 func Register(r *agent.Registry, o Options) error {
 	switch {
@@ -134,6 +141,13 @@ func Register(r *agent.Registry, o Options) error {
 			return err
 		}
 		regs = append(regs, f.register)
+	}
+	if o.Nodes != nil {
+		n, err := newNodesTool(e, *o.Nodes)
+		if err != nil {
+			return err
+		}
+		regs = append(regs, n.register)
 	}
 	for _, reg := range regs {
 		if err := reg(r); err != nil {

@@ -1,0 +1,48 @@
+package atrium
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/atrium-dev/atrium/backend/agent/tools"
+	"github.com/atrium-dev/atrium/backend/chat"
+	"github.com/atrium-dev/atrium/backend/nodes"
+)
+
+// newNodes builds the nodes service (presence, node registry, node.invoke,
+// exec asks; SPEC §7) on the gateway, auditing into the app's audit log,
+// registers its methods and listens to the gateway's connection hooks
+// (devices.go fans them out); the hello-ok snapshot reads its presence.
+func (a *App) newNodes(log *slog.Logger) error {
+	svc, err := nodes.New(nodes.Options{Gateway: a.Gateway, Audit: a.Audit, Logger: log})
+	if err != nil {
+		return fmt.Errorf("nodes: %w", err)
+	}
+	svc.Register()
+	a.Nodes = svc
+	a.onAuthenticated(svc.Connected)
+	a.onClosed(svc.Disconnected)
+	return nil
+}
+
+func (a *App) presenceSnapshot() []any {
+	if a.Nodes == nil {
+		return nil
+	}
+	return a.Nodes.PresenceSnapshot()
+}
+
+// nodesTool gives a run's agents the nodes tool when a node is connected
+// at the run's start (its schema would only cost context otherwise); its
+// invokes ask the person through the session's permissions (none: every
+// invoke is refused).
+func (a *App) nodesTool(sc chat.ToolScope) *tools.NodesOptions {
+	if a.Nodes == nil || !a.Nodes.AnyConnected() {
+		return nil
+	}
+	o := &tools.NodesOptions{Nodes: a.Nodes}
+	if sc.Permissions != nil {
+		o.Permissions = sc.Permissions
+	}
+	return o
+}

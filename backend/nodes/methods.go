@@ -1,0 +1,130 @@
+package nodes
+
+import (
+	"context"
+
+	"github.com/atrium-dev/atrium/backend/gateway"
+)
+
+// Methods served by [Service.Register] (docs/PROTOCOL.md "Nodes and
+// presence"; who may call each is in "Who may call").
+const (
+	MethodNodeList       = "node.list"
+	MethodNodeDescribe   = "node.describe"
+	MethodNodeInvoke     = "node.invoke"
+	MethodInvokeResult   = "node.invoke.result"
+	MethodExecAsk        = "node.exec.ask"
+	MethodExecAskAnswer  = "exec.ask.answer"
+	MethodExecAskList    = "exec.ask.list"
+	MethodPresenceUpdate = "presence.update"
+)
+
+// Events lists the events the service sends.
+var Events = []string{EventPresence, EventInvokeRequest, EventExecAskRequested, EventExecAskResolved}
+
+// Register adds the node and presence methods to the gateway, each with
+// the principals that may call it (docs/PROTOCOL.md "Who may call": the
+// gateway refuses the others with FORBIDDEN and reports the refusal to its
+// OnForbidden hook, which the app audits), and declares the events. Call
+// it before the gateway serves.
+func (s *Service) Register() {
+	g := s.gw
+	g.DeclareEvents(Events...)
+	g.Handle(MethodNodeList, gateway.Read(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
+		return map[string]any{"nodes": s.Nodes()}, nil
+	})
+	g.Handle(MethodNodeDescribe, gateway.Read(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
+		var p struct {
+			NodeID string `json:"nodeId"`
+		}
+		if err := gateway.DecodeParams(c, &p); err != nil {
+			return nil, err
+		}
+		if p.NodeID == "" {
+			return nil, gateway.Errorf(gateway.CodeInvalidRequest, "node.describe: nodeId is required")
+		}
+		return s.Describe(p.NodeID)
+	})
+	g.Handle(MethodNodeInvoke, gateway.Write(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
+		var p InvokeRequest
+		if err := gateway.DecodeParams(c, &p); err != nil {
+			return nil, err
+		}
+		return s.Invoke(ctx, callerOf(c), p)
+	})
+	g.Handle(MethodInvokeResult, gateway.Write(gateway.Nodes), func(ctx context.Context, c *gateway.Call) (any, error) {
+		var p ResultParams
+		if err := gateway.DecodeParams(c, &p); err != nil {
+			return nil, err
+		}
+		return nil, s.Result(c.ConnID, callerOf(c), p)
+	})
+	g.Handle(MethodExecAsk, gateway.Write(gateway.Nodes), func(ctx context.Context, c *gateway.Call) (any, error) {
+		var p ExecAskParams
+		if err := gateway.DecodeParams(c, &p); err != nil {
+			return nil, err
+		}
+		d, err := s.Ask(ctx, c.ConnID, p)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]string{"decision": d}, nil
+	})
+	g.Handle(MethodExecAskAnswer, gateway.Write(gateway.Admin), func(ctx context.Context, c *gateway.Call) (any, error) {
+		var p struct {
+			ID       string `json:"id"`
+			Decision string `json:"decision"`
+		}
+		if err := gateway.DecodeParams(c, &p); err != nil {
+			return nil, err
+		}
+		if err := s.Answer(callerOf(c), p.ID, p.Decision); err != nil {
+			return nil, err
+		}
+		return map[string]string{"id": p.ID, "decision": p.Decision}, nil
+	})
+	g.Handle(MethodExecAskList, gateway.Read(gateway.Admin), func(ctx context.Context, c *gateway.Call) (any, error) {
+		return map[string]any{"asks": s.Asks()}, nil
+	})
+	g.Handle(MethodPresenceUpdate, gateway.Write(gateway.Operators|gateway.Nodes), func(ctx context.Context, c *gateway.Call) (any, error) {
+		var p struct {
+			LastInputSeconds *float64 `json:"lastInputSeconds"`
+		}
+		if err := gateway.DecodeParams(c, &p); err != nil {
+			return nil, err
+		}
+		if p.LastInputSeconds == nil || *p.LastInputSeconds < 0 {
+			return nil, gateway.Errorf(gateway.CodeInvalidRequest, "presence.update: lastInputSeconds (a number ≥ 0) is required")
+		}
+		if !s.Input(c.ConnID, *p.LastInputSeconds) {
+			return nil, gateway.Errorf(gateway.CodeUnavailable, "presence.update: this connection is not registered yet")
+		}
+		return nil, nil
+	})
+}
+
+// Input records lastInputSeconds for connection connID's presence entry
+// (re-creating the entry when it was dropped for space) and announces the
+// change. False when connID is not an open connection.
+func (s *Service) Input(connID string, lastInputSeconds float64) bool {
+	s.mu.Lock()
+	ps := s.peers[connID]
+	var p peer
+	if ps != nil {
+		p = ps.p
+	}
+	s.mu.Unlock()
+	if ps == nil {
+		return false
+	}
+	if !s.presence.Input(ps.key, connID, lastInputSeconds) {
+		e := presenceOf(p)
+		v := lastInputSeconds
+		e.LastInputSeconds = &v
+		s.presence.Seen(connID, e)
+	}
+	s.changed()
+	return true
+}
+
+func callerOf(c *gateway.Call) Caller { return Caller{Role: AuditRole(c.Principal), IP: c.RemoteIP} }

@@ -1,0 +1,138 @@
+package nodes
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// clock is a settable test clock.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.Date(2026, 12, 2, 1, 0, 0, 0, time.UTC)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func keys(l []PresenceEntry) map[string]PresenceEntry {
+	m := map[string]PresenceEntry{}
+	for _, e := range l {
+		m[e.InstanceID] = e
+	}
+	return m
+}
+
+func TestPresenceTTLAfterDisconnect(t *testing.T) {
+	c := newClock()
+	p := NewPresence(PresenceOptions{Now: c.Now})
+	k := p.Seen("conn-1", PresenceEntry{InstanceID: "phone", Host: "Pixel 8", Role: "node", Caps: []string{"location"}})
+	if k != "phone" {
+		t.Fatalf("key %q, want phone", k)
+	}
+	anon := p.Seen("conn-2", PresenceEntry{Host: "cli"})
+	if anon != "conn-2" {
+		t.Fatalf("entry without instanceId keyed %q, want the connId", anon)
+	}
+	c.Add(time.Hour) // connected entries never expire
+	if n := p.Expire(); n != 0 || p.Len() != 2 {
+		t.Fatalf("expired %d of connected entries, %d left", n, p.Len())
+	}
+	if !p.Gone("phone", "conn-1") {
+		t.Fatal("Gone reported no change")
+	}
+	gone := c.Now()
+	e := keys(p.List())["phone"]
+	if e.Connected || e.TS != gone.UnixMilli() {
+		t.Fatalf("after disconnect: %+v, want connected=false ts=%d", e, gone.UnixMilli())
+	}
+	if got := p.NextExpiry(); !got.Equal(gone.Add(DefaultPresenceTTL)) {
+		t.Fatalf("next expiry %v, want %v", got, gone.Add(DefaultPresenceTTL))
+	}
+	c.Add(DefaultPresenceTTL - time.Millisecond)
+	if _, ok := keys(p.List())["phone"]; !ok {
+		t.Fatal("entry expired before its TTL")
+	}
+	c.Add(time.Millisecond)
+	if _, ok := keys(p.List())["phone"]; ok {
+		t.Fatal("entry still listed at its TTL")
+	}
+	if _, ok := keys(p.List())["conn-2"]; !ok {
+		t.Fatal("the connected entry went too")
+	}
+}
+
+func TestPresenceReconnectKeepsOneEntry(t *testing.T) {
+	c := newClock()
+	p := NewPresence(PresenceOptions{Now: c.Now})
+	p.Seen("a", PresenceEntry{InstanceID: "laptop", Host: "old name"})
+	if !p.Input("laptop", "a", 42) {
+		t.Fatal("Input on a live entry failed")
+	}
+	// A second connection of the same instance (a reconnect overlapping
+	// the old socket) keeps one entry and the reported input.
+	p.Seen("b", PresenceEntry{InstanceID: "laptop", Host: "new name"})
+	p.Gone("laptop", "a")
+	l := p.List()
+	if len(l) != 1 || !l[0].Connected || l[0].Host != "new name" || l[0].LastInputSeconds == nil || *l[0].LastInputSeconds != 42 {
+		t.Fatalf("list %+v", l)
+	}
+	if p.Input("laptop", "a", 1) {
+		t.Fatal("a closed connection updated the entry")
+	}
+	p.Gone("laptop", "b")
+	if l := p.List(); len(l) != 1 || l[0].Connected {
+		t.Fatalf("after both closed: %+v", l)
+	}
+	// Coming back within the TTL revives the same entry.
+	c.Add(time.Minute)
+	p.Seen("c", PresenceEntry{InstanceID: "laptop"})
+	c.Add(DefaultPresenceTTL)
+	if l := p.List(); len(l) != 1 || !l[0].Connected {
+		t.Fatalf("revived entry: %+v", l)
+	}
+}
+
+func TestPresenceCapDropsOldest(t *testing.T) {
+	c := newClock()
+	p := NewPresence(PresenceOptions{Now: c.Now})
+	for i := range 250 {
+		p.Seen(fmt.Sprintf("c%d", i), PresenceEntry{InstanceID: fmt.Sprintf("n%03d", i)})
+		c.Add(time.Millisecond)
+	}
+	m := keys(p.List())
+	if len(m) != DefaultPresenceMax {
+		t.Fatalf("%d entries, want %d", len(m), DefaultPresenceMax)
+	}
+	for i := range 250 {
+		_, ok := m[fmt.Sprintf("n%03d", i)]
+		if want := i >= 50; ok != want {
+			t.Fatalf("entry n%03d present=%v, want %v (the 50 oldest go)", i, ok, want)
+		}
+	}
+	// A disconnected entry goes before an older connected one.
+	p.Gone("n200", "c200")
+	p.Seen("new", PresenceEntry{InstanceID: "newest"})
+	m = keys(p.List())
+	if _, ok := m["n200"]; ok {
+		t.Fatal("the disconnected entry was kept over the cap")
+	}
+	if _, ok := m["n050"]; !ok {
+		t.Fatal("the oldest connected entry went although a disconnected one could")
+	}
+	if _, ok := m["newest"]; !ok || len(m) != DefaultPresenceMax {
+		t.Fatalf("new entry missing or size %d", len(m))
+	}
+}
