@@ -56,7 +56,7 @@ var allowed = map[string][]string{
 		"backend/model", "backend/chat", "backend/gateway", "backend/api", "backend/acl", "backend/audit", "backend/guard",
 		"backend/collab", "backend/route", "backend/worker", "backend/agent", "backend/agent/tools", "backend/applock",
 		"backend/safefile", "backend/gwid", "backend/pairing", "backend/devices", "backend/device", "backend/nodes"},
-	"backend/devices": {"backend/gateway", "backend/pairing", "backend/device", "backend/audit"},
+	"backend/devices":         {"backend/gateway", "backend/pairing", "backend/device", "backend/audit"},
 	"backend/memory/versions": {},
 	"backend/bench/retrieval": {"backend/memory", "backend/memory/embed", "backend/memory/chunk"},
 	"backend/bench/scale":     {"backend/memory", "backend/memory/embed", "backend/memory/chunk", "backend/memory/index"},
