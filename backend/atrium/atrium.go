@@ -548,17 +548,18 @@ func (a *App) WSURL() string { return "ws://" + a.Gateway.Addr() + "/ws" }
 func (a *App) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 5)
+	errc := make(chan error, 6)                               // one per goroutine below
 	go func() { errc <- wrap("profiles", a.Pool.Run(ctx)) }() // stops every instance at the end
 	go func() { errc <- wrap("memory", a.Memory.Run(ctx)) }()
 	go func() { errc <- wrap("gateway", a.Gateway.Run(ctx)) }()
-	go func() { errc <- wrap("acl", a.ACL.Run(ctx)) }()     // reloads memory/.acl on change
-	go func() { errc <- wrap("nodes", a.Nodes.Run(ctx)) }() // expires presence entries
+	go func() { errc <- wrap("acl", a.ACL.Run(ctx)) }()         // reloads memory/.acl on change
+	go func() { errc <- wrap("nodes", a.Nodes.Run(ctx)) }()     // expires presence entries
+	go func() { errc <- wrap("devices", a.Devices.Run(ctx)) }() // expires pairing requests
 	first := <-errc
 	cancel()
 	var errs []error
 	errs = append(errs, first)
-	for range 4 {
+	for range cap(errc) - 1 {
 		errs = append(errs, <-errc)
 	}
 	for _, err := range errs {

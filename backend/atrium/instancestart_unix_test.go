@@ -4,8 +4,8 @@ package atrium
 
 import (
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"path/filepath"

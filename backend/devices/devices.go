@@ -91,6 +91,7 @@ type Service struct {
 
 	mu   sync.Mutex
 	held map[string]heldTokens // deviceId → tokens approved but not yet fetched
+	live map[string]string     // requestId → deviceId of requests submitted and not yet resolved
 }
 
 type heldTokens struct {
@@ -112,7 +113,7 @@ func New(o Options) (*Service, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Service{o: o, log: o.Logger, held: map[string]heldTokens{}}, nil
+	return &Service{o: o, log: o.Logger, held: map[string]heldTokens{}, live: map[string]string{}}, nil
 }
 
 // record writes an audit entry (errors are logged: the decision stands).
@@ -304,6 +305,7 @@ func (s *Service) Authenticate(ctx context.Context, r *gateway.AuthRequest) (*ga
 	if err != nil {
 		return nil, fmt.Errorf("pairing request: %w", err)
 	}
+	s.track(stored.ID, id)
 	s.record("device.pair.request", "anonymous", "device:"+id, r.RemoteIP, true,
 		fmt.Sprintf("pairing request %s (%s) for roles %v from %q", stored.ID, kindOf(stored), roles, stored.DisplayName))
 	s.o.Gateway.BroadcastTo(gateway.Admin, EventPairRequested, map[string]any{"request": requestView(stored)})
@@ -369,6 +371,71 @@ func intersect(declared, approved []string) []string {
 		}
 	}
 	return out
+}
+
+// DefaultSweepInterval is how often Run looks for expired requests.
+const DefaultSweepInterval = 15 * time.Second
+
+// ReasonExpired closes a pending connection whose request expired.
+const ReasonExpired = "pairing request expired"
+
+func (s *Service) track(requestID, deviceID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.live[requestID] = deviceID
+}
+
+// untrack forgets a resolved request; false when it was not tracked.
+func (s *Service) untrack(requestID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.live[requestID]
+	delete(s.live, requestID)
+	return ok
+}
+
+// Run sweeps expired requests every DefaultSweepInterval until ctx ends.
+func (s *Service) Run(ctx context.Context) error {
+	t := time.NewTicker(DefaultSweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			s.Sweep(ctx)
+		}
+	}
+}
+
+// Sweep resolves the requests that expired since they were submitted:
+// device.pair.resolved {decision:"expired"} to admin connections and to the
+// device's pending connections, which are then closed (4001 "pairing
+// request expired").
+func (s *Service) Sweep(ctx context.Context) {
+	pend, err := s.o.Pairing.Pending(ctx) // deletes the expired ones
+	if err != nil {
+		s.log.Warn("pairing sweep failed", "err", err)
+		return
+	}
+	s.mu.Lock()
+	var gone map[string]string
+	for id, dev := range s.live {
+		if !slices.ContainsFunc(pend, func(r pairing.Request) bool { return r.ID == id }) {
+			if gone == nil {
+				gone = map[string]string{}
+			}
+			gone[id] = dev
+			delete(s.live, id)
+		}
+	}
+	s.mu.Unlock()
+	for id, dev := range gone {
+		ev := map[string]any{"requestId": id, "deviceId": dev, "decision": "expired"}
+		s.sendTo(dev, gateway.RoleUnpaired, EventPairResolved, ev)
+		s.o.Gateway.CloseWhere(deviceConns(dev, gateway.RoleUnpaired), gateway.CloseUnauthorized, ReasonExpired)
+		s.o.Gateway.BroadcastTo(gateway.Admin, EventPairResolved, ev)
+	}
 }
 
 // ConnClosed records the device's last-seen time when its connection ends

@@ -439,7 +439,9 @@ func TestProofAndTokenRefusals(t *testing.T) {
 			Client: gateway.ClientInfo{ID: "node-host", Mode: "node"}, Auth: gateway.ConnectAuth{DeviceToken: tok}, Device: p}
 	}
 	// Replay: a proof made for one connection's nonce, sent on another.
-	_, old := e.rawConnect(func(gateway.Challenge) gateway.ConnectParams { return gateway.ConnectParams{MinProtocol: 1, MaxProtocol: 1} })
+	_, old := e.rawConnect(func(gateway.Challenge) gateway.ConnectParams {
+		return gateway.ConnectParams{MinProtocol: 1, MaxProtocol: 1}
+	})
 	res, _ := e.rawConnect(func(gateway.Challenge) gateway.ConnectParams {
 		return params(proof(t, key, gatewayID, old.Nonce, tok, e.clock.Now()))
 	})
@@ -622,3 +624,32 @@ func TestReject(t *testing.T) {
 var pairingCodeRE = regexp.MustCompile(`^[0-9A-HJKMNP-TV-Z]{4}-[0-9A-HJKMNP-TV-Z]{4}$`)
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// TestRequestExpires: a request nobody answered in 5 minutes is resolved
+// as expired for the admin and the device, whose pending connection is
+// closed; approving it then is NOT_FOUND.
+func TestRequestExpires(t *testing.T) {
+	e := newEnv(t)
+	p := e.mustDial(newKey(t), gateway.ClientOptions{SetupCode: e.code().Display})
+	e.svc.Sweep(ctx(t))
+	if p.Err() != nil {
+		t.Fatalf("a live request's connection was closed: %v", p.Err())
+	}
+	e.clock.Add(pairing.DefaultPendingTTL + time.Second)
+	e.svc.Sweep(ctx(t))
+	var res struct{ RequestID, Decision string }
+	event(t, p, devices.EventPairResolved, &res)
+	<-p.Done()
+	if res.Decision != "expired" || res.RequestID != p.Auth().RequestID || websocket.CloseStatus(p.Err()) != gateway.CloseUnauthorized {
+		t.Fatalf("expired: %+v, close %v", res, p.Err())
+	}
+	var adm struct{ Decision string }
+	event(t, e.admin, devices.EventPairResolved, &adm)
+	if adm.Decision != "expired" {
+		t.Fatalf("admin's event %+v", adm)
+	}
+	err := e.admin.Call(ctx(t), "device.pair.approve", map[string]any{"requestId": res.RequestID}, nil)
+	if ge := gwErr(err); ge == nil || ge.Code != gateway.CodeNotFound {
+		t.Fatalf("approving an expired request: %v", err)
+	}
+}

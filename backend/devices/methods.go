@@ -229,6 +229,7 @@ func (s *Service) pairApprove(ctx context.Context, c *gateway.Call) (any, error)
 		return nil, pairingErr("device.pair.approve", err)
 	}
 	s.hold(d.DeviceID, tokens)
+	s.untrack(p.RequestID)
 	s.record("device.pair.approve", "admin", "device:"+d.DeviceID, c.RemoteIP, true,
 		fmt.Sprintf("request %s approved: roles %v, commands %v", p.RequestID, d.Roles, d.Commands))
 	s.sendTo(d.DeviceID, gateway.RoleUnpaired, EventPairResolved, map[string]any{"requestId": p.RequestID, "deviceId": d.DeviceID,
@@ -249,6 +250,7 @@ func (s *Service) pairReject(ctx context.Context, c *gateway.Call) (any, error) 
 	if err != nil {
 		return nil, pairingErr("device.pair.reject", err)
 	}
+	s.untrack(r.ID)
 	s.record("device.pair.reject", "admin", "device:"+r.DeviceID, c.RemoteIP, true, "request "+r.ID+" rejected")
 	ev := map[string]any{"requestId": r.ID, "deviceId": r.DeviceID, "decision": "rejected"}
 	s.sendTo(r.DeviceID, gateway.RoleUnpaired, EventPairResolved, ev)
@@ -357,6 +359,13 @@ func (s *Service) remove(ctx context.Context, c *gateway.Call) (any, error) {
 		return nil, pairingErr("device.remove", err)
 	}
 	s.hold(p.DeviceID, nil)
+	s.mu.Lock()
+	for id, dev := range s.live {
+		if dev == p.DeviceID {
+			delete(s.live, id) // RemoveDevice deleted its request too
+		}
+	}
+	s.mu.Unlock()
 	s.record("device.remove", "admin", "device:"+p.DeviceID, c.RemoteIP, true, "pairing removed")
 	n := s.o.Gateway.CloseWhere(deviceConns(p.DeviceID, ""), gateway.CloseUnauthorized, ReasonRemoved)
 	s.o.Gateway.BroadcastTo(gateway.Admin, EventDevicesChanged, struct{}{})
