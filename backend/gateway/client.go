@@ -310,6 +310,12 @@ func (c *Client) Close() error {
 	return c.ws.Close(websocket.StatusNormalClosure, "")
 }
 
+// CloseNow closes the socket without the close handshake, for a connection
+// whose peer no longer answers (Close would wait for its close frame).
+func (c *Client) CloseNow() error {
+	return c.ws.CloseNow()
+}
+
 // withIdempotencyKey adds a random "idempotencyKey" member to the JSON
 // object raw ("null" counts as {}) unless it has one.
 func withIdempotencyKey(raw []byte) ([]byte, error) {

@@ -49,6 +49,7 @@ type testGW struct {
 	requests chan *pendingReq
 	srv      *gateway.Server
 	hs       *http.Server
+	tick     time.Duration // the gateway's tick interval (default 1 h: none in a test)
 }
 
 type pendingReq struct {
@@ -56,7 +57,9 @@ type pendingReq struct {
 	Repair               bool
 }
 
-func newTestGW(t *testing.T) *testGW {
+func newTestGW(t *testing.T) *testGW { return newTestGWTick(t, time.Hour) }
+
+func newTestGWTick(t *testing.T, tick time.Duration) *testGW {
 	t.Helper()
 	dir := t.TempDir()
 	cert, err := gwid.LoadCert(gwid.Options{Dir: dir, Hosts: []string{"127.0.0.2"}})
@@ -67,7 +70,7 @@ func newTestGW(t *testing.T) *testGW {
 	rand.Read(b)
 	g := &testGW{t: t, id: hex.EncodeToString(b), cert: cert, certDir: dir, addr: "127.0.0.2:0", code: "ABCD-EFGH",
 		tokens: map[string]string{}, pending: map[string]*pendingReq{}, answer: DecisionDeny,
-		results: make(chan invokeResult, 16), requests: make(chan *pendingReq, 16)}
+		results: make(chan invokeResult, 16), requests: make(chan *pendingReq, 16), tick: tick}
 	g.start()
 	t.Cleanup(g.stop)
 	return g
@@ -101,7 +104,7 @@ func (g *testGW) pairingURL() string {
 func (g *testGW) start() {
 	g.t.Helper()
 	srv, err := gateway.New(gateway.Options{Token: "operator-token-unused", GatewayID: g.id, Authenticate: g.authenticate,
-		Logger: testLogger(g.t), TickInterval: time.Hour, OnAuthenticated: g.authenticated})
+		Logger: testLogger(g.t), TickInterval: g.tick, OnAuthenticated: g.authenticated})
 	if err != nil {
 		g.t.Fatal(err)
 	}
@@ -297,8 +300,14 @@ func (g *testGW) nodeConn(dev, not string) gateway.ConnInfo {
 			cs := s.Conns(func(ci gateway.ConnInfo) bool {
 				return ci.Principal.Role == gateway.RoleNode && ci.Principal.Device == dev && ci.ConnID != not
 			})
-			if len(cs) == 1 {
-				return cs[0]
+			if len(cs) > 0 {
+				newest := cs[0]
+				for _, c := range cs[1:] {
+					if c.ConnectedAt.After(newest.ConnectedAt) {
+						newest = c
+					}
+				}
+				return newest
 			}
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -382,4 +391,75 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// freezer is a TCP proxy in front of the gateway whose connections can be
+// frozen: they stay open but carry nothing more, as when a network goes
+// away without closing the socket. Connections made later pass.
+type freezer struct {
+	ln     net.Listener
+	mu     sync.Mutex
+	frozen []chan struct{}
+}
+
+func newFreezer(t *testing.T, target string) *freezer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &freezer{ln: ln}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			stop := make(chan struct{})
+			f.mu.Lock()
+			f.frozen = append(f.frozen, stop)
+			f.mu.Unlock()
+			t.Cleanup(func() { in.Close(); out.Close() })
+			go pipe(in, out, stop)
+			go pipe(out, in, stop)
+		}
+	}()
+	return f
+}
+
+func pipe(dst, src net.Conn, stop <-chan struct{}) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		select {
+		case <-stop:
+			return // frozen: nothing more goes through; the sockets stay open
+		default:
+		}
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			dst.Close()
+			return
+		}
+	}
+}
+
+// freezeAll freezes every connection made so far.
+func (f *freezer) freezeAll() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.frozen {
+		close(c)
+	}
+	f.frozen = nil
 }

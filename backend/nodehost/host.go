@@ -527,9 +527,15 @@ func (h *Host) waitApproval(ctx context.Context, c *gateway.Client, requestID st
 				Status       string            `json:"status"`
 				DeviceTokens map[string]string `json:"deviceTokens"`
 			}
-			if err := c.Call(ctx, MethodPairStatus, struct{}{}, &st); err != nil {
-				h.log.Warn("device.pair.status failed", "err", err)
-				continue
+			pctx, cancel := context.WithTimeout(ctx, h.o.DialTimeout)
+			err := c.Call(pctx, MethodPairStatus, struct{}{}, &st)
+			cancel()
+			if ctx.Err() != nil {
+				return outcome{helloOK: true}, nil
+			}
+			if err != nil {
+				// A connection that cannot answer is dead: reconnect.
+				return outcome{helloOK: true}, fmt.Errorf("device.pair.status: %w", err)
 			}
 			switch st.Status {
 			case "approved":
@@ -602,18 +608,28 @@ type tokenRotated struct {
 // serve answers invocations until the connection ends or ctx does.
 func (h *Host) serve(ctx context.Context, c *gateway.Client) error {
 	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	// Runs still going when the connection ends are stopped: their results
+	// can no longer be delivered (the caller was told the node went).
+	defer func() { cancel(); wg.Wait() }()
 	slots := make(chan struct{}, h.o.MaxConcurrent)
+	silence := h.maxSilence(c)
+	quiet := time.NewTimer(silence)
+	defer quiet.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-quiet.C:
+			// No tick: the network went away without closing the socket.
+			h.log.Warn("the gateway went silent; reconnecting", "silentFor", silence)
+			c.CloseNow()
+			return fmt.Errorf("no frame from the gateway for %s", silence)
 		case ev, ok := <-c.Events():
 			if !ok {
 				return fmt.Errorf("connection closed: %w", c.Err())
 			}
+			quiet.Reset(silence)
 			switch ev.Event {
 			case EventInvokeRequest:
 				var req invokeRequest
@@ -650,6 +666,17 @@ func (h *Host) serve(ctx context.Context, c *gateway.Client) error {
 			}
 		}
 	}
+}
+
+// maxSilence is how long a connection may go without any frame from the
+// gateway (it sends a tick every policy.tickIntervalMs) before the host
+// takes it for dead: three tick intervals.
+func (h *Host) maxSilence(c *gateway.Client) time.Duration {
+	tick := time.Duration(c.Hello().Policy.TickIntervalMs) * time.Millisecond
+	if tick <= 0 {
+		tick = 30 * time.Second
+	}
+	return 3 * tick
 }
 
 // invoke runs one command and sends its result.

@@ -308,6 +308,26 @@ func TestHostCertificateRenewal(t *testing.T) {
 	}
 }
 
+// TestHostDetectsASilentGateway: a connection that stops carrying frames
+// (no tick) without closing is dropped and the host connects again.
+func TestHostDetectsASilentGateway(t *testing.T) {
+	g := newTestGWTick(t, 100*time.Millisecond)
+	proxy := newFreezer(t, g.addr)
+	tg := mustTarget(t, g.pairingURL())
+	tg.URL = "wss://" + proxy.ln.Addr().String() + "/ws"
+	st := openState(t)
+	_, _ = runHost(t, Options{State: st, Target: tg})
+	g.resolve(g.nextRequest(), "approved")
+	ci := g.nodeConn(st.DeviceID(), "")
+	proxy.freezeAll()
+	// The frozen connection is still open on the gateway's side; the host
+	// gives up on it and connects again through the proxy.
+	ci2 := g.nodeConn(st.DeviceID(), ci.ConnID)
+	if r := g.invoke(ci2.ConnID, CmdWhich, WhichParams{Name: "sh"}); !r.OK {
+		t.Fatalf("after reconnecting: %+v", r)
+	}
+}
+
 func TestHostKeepsPinnedFingerprint(t *testing.T) {
 	st := openState(t)
 	if err := st.Update(func(c *Config) {
