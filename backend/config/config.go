@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/atrium-dev/atrium/backend/model"
 )
@@ -21,6 +22,12 @@ const DefaultPort = 18789
 
 // Config is the whole config.json. Zero values mean "use the default".
 type Config struct {
+	// Workspace is the folder of the Markdown memory (SPEC §4.1), chosen
+	// in the window on the first start (setup.choose) or by hand: an
+	// absolute path, or one starting with "~/" (the user's home). Empty:
+	// $ATRIUM_WORKSPACE, else the first-start screen (the app) or ~/Atrium
+	// (atrium serve). The --workspace flag and $ATRIUM_WORKSPACE win over it.
+	Workspace string `json:"workspace,omitempty"`
 	// Model selects the chat model (SPEC §6). Empty Provider = auto-detect:
 	// env OPENAI_API_KEY/OPENAI_BASE_URL, then ANTHROPIC_API_KEY, then a
 	// local Ollama, then offline (model.Detect).
@@ -218,6 +225,8 @@ func (g Gateway) validate() error {
 }
 
 // Load reads path. A missing file returns the zero Config and no error.
+// Keys starting with "//" are the person's comments and are ignored; any
+// other key Config does not have is an error naming it.
 func Load(path string) (Config, error) {
 	var c Config
 	data, err := os.ReadFile(path)
@@ -226,6 +235,14 @@ func Load(path string) (Config, error) {
 	}
 	if err != nil {
 		return c, fmt.Errorf("read config: %w", err)
+	}
+	// Comment keys ("//…") are the person's notes: left out here (the
+	// offsets of errors below are then those of the file without them).
+	if v, err := decodeOrdered(data); err == nil && hasComment(v) {
+		dropKeys(v, isComment)
+		if stripped, err := encodeOrdered(v); err == nil {
+			data = stripped
+		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -253,6 +270,9 @@ func Load(path string) (Config, error) {
 // http(s) base URL), the gateway's port and bind, memory.embedding,
 // memory.search and agents.exec. The error names the offending key.
 func (c Config) Validate() error {
+	if c.Workspace != "" && !filepath.IsAbs(c.Workspace) && !strings.HasPrefix(c.Workspace, "~/") {
+		return fmt.Errorf("workspace %q: want an absolute path (or one starting with ~/)", c.Workspace)
+	}
 	if err := c.Model.Validate(); err != nil {
 		return fmt.Errorf("model: %w", err)
 	}
@@ -274,6 +294,23 @@ func (c Config) Validate() error {
 		return err
 	}
 	return c.Agents.Exec.validate()
+}
+
+// WorkspaceDir is Workspace as an absolute, cleaned path ("~/" expanded
+// with the user's home directory); "" when no workspace is set.
+func (c Config) WorkspaceDir() (string, error) {
+	w := c.Workspace
+	if w == "" {
+		return "", nil
+	}
+	if rest, ok := strings.CutPrefix(w, "~/"); ok {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("workspace %s: %w", w, err)
+		}
+		w = filepath.Join(home, rest)
+	}
+	return filepath.Clean(w), nil
 }
 
 // position turns a byte offset into a 1-based line and column.

@@ -31,7 +31,8 @@ const (
 // that moment (a hand edit made meanwhile is kept), validated as a whole,
 // and written atomically (temporary file in the same folder, fsync, rename;
 // mode 0600 since the file holds API keys), indented, with only the keys
-// that are set, so it stays easy to edit by hand. A Store is safe for
+// that are set, so it stays easy to edit by hand: a patch keeps the file's
+// key order (new keys go last) and its comment keys ("//…", see Load). A Store is safe for
 // concurrent use; concurrent patches are applied one after the other.
 type Store struct {
 	path string
@@ -60,37 +61,39 @@ func (s *Store) Load() (Config, error) {
 // returns an error wrapping ErrInvalid; a file that is malformed on disk is
 // an error naming it, and nothing is written either way.
 func (s *Store) Patch(patch json.RawMessage) (before, after Config, err error) {
-	var p map[string]any
-	if err := json.Unmarshal(patch, &p); err != nil || p == nil {
+	p, perr := decodeOrdered(patch)
+	if _, ok := p.(*object); perr != nil || !ok {
 		return before, after, fmt.Errorf("%w: the patch must be a JSON object of settings", ErrInvalid)
 	}
-	dropKeySet(p)
+	dropKeys(p, func(k string) bool { return k == KeySetField })
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if before, err = Load(s.path); err != nil {
 		return before, after, err
 	}
-	current := map[string]any{}
+	var current any = &object{}
 	data, err := os.ReadFile(s.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
 		return before, after, fmt.Errorf("read config: %w", err)
 	case len(bytes.TrimSpace(data)) > 0:
-		if err := json.Unmarshal(data, &current); err != nil {
+		if current, err = decodeOrdered(data); err != nil {
 			return before, after, fmt.Errorf("config %s: %w", s.path, err)
 		}
 	}
-	merged, _ := mergePatch(current, p).(map[string]any)
-	if merged == nil {
-		merged = map[string]any{}
-	}
-	out, err := json.MarshalIndent(merged, "", "  ")
+	merged := mergeOrdered(current, p)
+	out, err := encodeOrdered(merged)
 	if err != nil {
 		return before, after, fmt.Errorf("encode config: %w", err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(out))
+	dropKeys(merged, isComment) // what Load reads
+	plain, err := encodeOrdered(merged)
+	if err != nil {
+		return before, after, fmt.Errorf("encode config: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(plain))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&after); err != nil {
 		return before, after, fmt.Errorf("%w: %v", ErrInvalid, err)
@@ -102,41 +105,6 @@ func (s *Store) Patch(patch json.RawMessage) (before, after Config, err error) {
 		return before, after, err
 	}
 	return before, after, nil
-}
-
-// mergePatch applies patch to target as RFC 7386 says.
-func mergePatch(target, patch any) any {
-	p, ok := patch.(map[string]any)
-	if !ok {
-		return patch
-	}
-	t, ok := target.(map[string]any)
-	if !ok {
-		t = map[string]any{}
-	}
-	for k, v := range p {
-		if v == nil {
-			delete(t, k)
-			continue
-		}
-		t[k] = mergePatch(t[k], v)
-	}
-	return t
-}
-
-// dropKeySet removes KeySetField from every object in v.
-func dropKeySet(v any) {
-	switch t := v.(type) {
-	case map[string]any:
-		delete(t, KeySetField)
-		for _, x := range t {
-			dropKeySet(x)
-		}
-	case []any:
-		for _, x := range t {
-			dropKeySet(x)
-		}
-	}
 }
 
 // writeAtomic replaces path with data atomically (package safefile: a

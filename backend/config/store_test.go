@@ -3,12 +3,15 @@ package config
 import (
 	"encoding/json"
 	"errors"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 )
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden.json")
 
 func TestStorePatch(t *testing.T) {
 	dir := t.TempDir()
@@ -138,5 +141,88 @@ func TestRedact(t *testing.T) {
 	}
 	if _, ok := m["profiles"].(map[string]any)["apiKey"].(map[string]any); !ok {
 		t.Fatalf("a profile named apiKey was dropped: %s", data)
+	}
+}
+
+// TestStorePatchKeepsTheFile: a patch of a hand-written config.json keeps
+// the person's key order, comment keys ("//…") and characters; changed
+// keys stay where they were, new keys go last (testdata/*.golden.json;
+// -update rewrites it).
+func TestStorePatchKeepsTheFile(t *testing.T) {
+	hand, err := os.ReadFile(filepath.Join("testdata", "handwritten.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch, err := os.ReadFile(filepath.Join("testdata", "handwritten.patch.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "config.json")
+	if err := os.WriteFile(path, hand, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := NewStore(path)
+	before, after, err := s.Patch(patch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.Workspace != "~/Notes/Atrium" || after.Model.Model != "qwen2.5-14b" || after.Model.APIKey != "sk-local" ||
+		after.Memory.Search.HalfLifeDays != 0 || !after.Memory.Search.MMR || after.ProfileModel("写作").Model != "qwen2.5-7b" {
+		t.Fatalf("before %+v\nafter %+v", before, after)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "handwritten.golden.json")
+	if *update {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Fatalf("patched file:\n%s\nwant (%s):\n%s", got, golden, want)
+	}
+	// The file as written loads to the same settings; a second identical
+	// patch writes the same bytes.
+	if onDisk, err := Load(path); err != nil || onDisk.Model != after.Model || onDisk.Workspace != after.Workspace {
+		t.Fatalf("reload: %+v, %v", onDisk, err)
+	}
+	if _, _, err := s.Patch(patch); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := os.ReadFile(path); string(again) != string(want) {
+		t.Fatalf("a repeated patch changed the file:\n%s", again)
+	}
+}
+
+func TestLoadCommentsAndWorkspace(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.json")
+	for _, c := range []struct{ body, want string }{
+		{`{"//": "note", "model": {"// why": "x", "provider": "offline"}}`, ""},
+		{`{"_note": "x"}`, `unknown field "_note"`},
+		{`{"workspace": "notes"}`, `workspace "notes": want an absolute path`},
+		{`{"workspace": "~/Atrium 记忆"}`, ""},
+	} {
+		if err := os.WriteFile(path, []byte(c.body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := Load(path)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.body, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: err %v, want %q", c.body, err, c.want)
+		case c.want == "" && cfg.Workspace != "":
+			home, _ := os.UserHomeDir()
+			if w, err := cfg.WorkspaceDir(); err != nil || w != filepath.Join(home, "Atrium 记忆") {
+				t.Errorf("WorkspaceDir %q %v", w, err)
+			}
+		}
 	}
 }
