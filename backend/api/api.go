@@ -63,7 +63,10 @@ type Options struct {
 	Settings Settings
 	// Focus brings the desktop window to the front (app.focus); nil: no
 	// window (atrium serve), app.focus answers {focused: false}.
-	Focus   func()
+	Focus func()
+	// Setup answers setup.status (and refuses setup.choose: the workspace
+	// is chosen) in the running app (setup.go); nil: not registered.
+	Setup   Setup
 	Version string
 	Started time.Time // process start, for health.uptimeMs
 }
@@ -219,15 +222,10 @@ func Register(o Options) {
 	if o.Settings != nil {
 		registerSettings(g, o.Settings)
 	}
-	// A second start of the desktop app asks the running one to show its
-	// window instead of opening another (SPEC §1; the person only).
-	g.Handle("app.focus", gateway.Read(gateway.Admin), func(ctx context.Context, c *gateway.Call) (any, error) {
-		if o.Focus == nil {
-			return map[string]any{"focused": false}, nil
-		}
-		o.Focus()
-		return map[string]any{"focused": true}, nil
-	})
+	registerFocus(g, o.Focus)
+	if o.Setup != nil {
+		registerSetup(g, o.Setup)
+	}
 	g.Handle("profiles.list", gateway.Read(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
 		return profilesList(o), nil
 	})

@@ -83,6 +83,18 @@ type Options struct {
 	// Focus brings the app's window to the front (app.focus: a second
 	// double-click asks the running app for it); nil: there is no window.
 	Focus func()
+	// FirstRun: no workspace was chosen yet (Layout.Workspace is only the
+	// default offered, and is not created). New then builds the gateway
+	// with health, app.focus and the setup.* methods only; Run returns nil
+	// once setup.choose chose a workspace (App.Chosen), which it wrote to
+	// config.json, and the caller starts the app on it in this process.
+	FirstRun bool
+	// WorkspaceSource says where Layout.Workspace came from: "flag",
+	// "env", "config" or "default" (setup.status shows it).
+	WorkspaceSource string
+	// PickFolder shows the window's native folder dialog and returns the
+	// folder chosen ("" when cancelled) for setup.pick; nil: no window.
+	PickFolder func(ctx context.Context, title string) (string, error)
 }
 
 // App is a built Atrium backend. Fields are read-only after New.
@@ -138,6 +150,8 @@ type App struct {
 	mu sync.Mutex
 	// restart lists the changed settings that take effect at the next start.
 	restart []string
+	// setup answers setup.* (setup.go).
+	setup *setupService
 }
 
 // AlreadyRunningError is New's error when another app runs on the same
@@ -239,11 +253,6 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 		}
 		return nil, err
 	}
-	if created, err := o.Layout.EnsureWorkspace(); err != nil {
-		return nil, err
-	} else if created {
-		o.Logger.Info("workspace created", "path", o.Layout.Workspace)
-	}
 	store := config.NewStore(o.Layout.ConfigFile())
 	if a.Config, err = store.Load(); err != nil {
 		return nil, err
@@ -280,6 +289,17 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	a.setup = newSetupService(a, store, o)
+	if o.FirstRun {
+		api.SetupOnly(a.Gateway, a.setup, o.Focus, o.Version, time.Now())
+		o.Logger.Info("first start: waiting for the person to choose where memory lives", "offered", o.Layout.Workspace)
+		return a, nil
+	}
+	if created, err := o.Layout.EnsureWorkspace(); err != nil {
+		return nil, err
+	} else if created {
+		o.Logger.Info("workspace created", "path", o.Layout.Workspace)
 	}
 
 	// state.db before memory: the memory engine keeps its file versions
@@ -424,6 +444,7 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 		Embedder:  emb,
 		Settings:  &settings{a: a, store: store, local: o.LocalModelServers},
 		Focus:     o.Focus,
+		Setup:     a.setup,
 		Version:   o.Version,
 		Started:   time.Now(),
 	})
@@ -544,8 +565,13 @@ func (a *App) URL() string { return "http://" + a.Gateway.Addr() + "/#token=" + 
 func (a *App) WSURL() string { return "ws://" + a.Gateway.Addr() + "/ws" }
 
 // Run serves the gateway and keeps memory indexed until ctx is done or one
-// of them fails; it then stops the other and returns the first error.
+// of them fails; it then stops the other and returns the first error. A
+// first-run app (Options.FirstRun) serves its gateway until ctx is done or
+// a workspace is chosen (then it returns nil and App.Chosen names it).
 func (a *App) Run(ctx context.Context) error {
+	if a.Memory == nil && a.setup != nil && a.setup.first {
+		return a.runFirst(ctx)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 6)                               // one per goroutine below

@@ -46,6 +46,10 @@ type DesktopOptions struct {
 	// Focus receives a value when the window should come to the front (a
 	// second start of the app asked for it).
 	Focus <-chan struct{}
+	// SetPicker is called by the window once it is up with its native
+	// folder dialog (title in, the folder chosen out, "" when cancelled);
+	// the first start's "another folder" uses it (setup.pick).
+	SetPicker func(pick func(title string) (string, error))
 }
 
 // Options are main's injections.
@@ -257,7 +261,41 @@ func commandIndex(args []string) int {
 }
 
 func (c *common) layout(o Options) (paths.Layout, error) {
-	return paths.Resolve(c.home, c.workspace, o.Getenv)
+	l, _, err := c.resolve(o)
+	return l, err
+}
+
+// Where the workspace of a layout came from (atrium.Options.WorkspaceSource).
+const (
+	fromFlag    = "flag"
+	fromEnv     = "env"
+	fromConfig  = "config"
+	fromDefault = "default"
+)
+
+// resolve is the state dir and workspace of the command, and where the
+// workspace came from: --workspace, $ATRIUM_WORKSPACE, "workspace" in
+// config.json (chosen on the first start), else the default ~/Atrium. A
+// config.json that cannot be read is left to the command's own load of
+// it, which reports it.
+func (c *common) resolve(o Options) (paths.Layout, string, error) {
+	l, err := paths.Resolve(c.home, c.workspace, o.Getenv)
+	if err != nil {
+		return l, "", err
+	}
+	switch {
+	case c.workspace != "":
+		return l, fromFlag, nil
+	case o.Getenv(paths.EnvWorkspace) != "":
+		return l, fromEnv, nil
+	}
+	if cfg, err := config.Load(l.ConfigFile()); err == nil {
+		if w, err := cfg.WorkspaceDir(); err == nil && w != "" {
+			l.Workspace = w
+			return l, fromConfig, nil
+		}
+	}
+	return l, fromDefault, nil
 }
 
 // validate checks flag values that the flag package cannot.
@@ -398,11 +436,11 @@ func runDesktop(ctx context.Context, args []string, o Options) error {
 	}
 	if o.Desktop == nil {
 		fmt.Fprintln(o.Stderr, "atrium: this build has no desktop window; serving the UI in the browser instead")
-		return runServe(ctx, args, o)
+		return serveWindowless(ctx, c, af, o, true)
 	}
 	if err := displayUsable(o.Getenv); err != nil {
 		fmt.Fprintf(o.Stderr, "atrium: no usable display (%v); serving the UI in the browser instead\n", err)
-		return runServe(ctx, args, o)
+		return serveWindowless(ctx, c, af, o, true)
 	}
 	log, lf := appLogger(o, c, slog.LevelInfo)
 	defer lf.Close()
@@ -421,15 +459,23 @@ func runDesktop(ctx context.Context, args []string, o Options) error {
 // and returns nil: a second double-click shows the first window.
 func desktop(ctx context.Context, c common, af appFlags, o Options, log *slog.Logger, lf *logFile) error {
 	focus := make(chan struct{}, 1)
+	picker := &folderPicker{}
 	// The window is handed the gateway's address, so when the default port
 	// is taken (and none was asked for) any free port will do.
-	a, err := startWith(ctx, c, af, o, log, []string{"wails://wails", "wails.localhost", "wails.localhost:*"}, c.port == 0, func() {
-		log.Info("window brought to the front: the app was started again")
-		select {
-		case focus <- struct{}{}:
-		default: // one request pending is enough
-		}
-	})
+	so := startOpts{
+		origins:  []string{"wails://wails", "wails.localhost", "wails.localhost:*"},
+		anyPort:  c.port == 0,
+		firstRun: true,
+		pick:     picker.pick,
+		focus: func() {
+			log.Info("window brought to the front: the app was started again")
+			select {
+			case focus <- struct{}{}:
+			default: // one request pending is enough
+			}
+		},
+	}
+	a, err := startWith(ctx, c, af, o, log, so)
 	lf.decide(err)
 	var running *atrium.AlreadyRunningError
 	if errors.As(err, &running) && running.URL != "" {
@@ -443,14 +489,68 @@ func desktop(ctx context.Context, c common, af appFlags, o Options, log *slog.Lo
 	if err != nil {
 		return err
 	}
-	defer a.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	runErr := make(chan error, 1)
-	go func() { runErr <- a.Run(ctx) }()
-	winErr := o.Desktop(ctx, DesktopOptions{UI: o.UI, WSURL: a.WSURL(), Token: a.Token, Logger: log, Focus: focus})
+	go func() { runErr <- runChosen(ctx, a, c, af, o, log, so, nil) }()
+	winErr := o.Desktop(ctx, DesktopOptions{UI: o.UI, WSURL: a.WSURL(), Token: a.Token, Logger: log, Focus: focus, SetPicker: picker.set})
 	cancel()
 	return errors.Join(winErr, <-runErr)
+}
+
+// runChosen runs a until ctx ends. When a is a first-start app and the
+// person chose where memory lives (setup.choose), it is closed and the app
+// is started again on that workspace in this process, on the same port
+// (the window and browsers keep their address and reconnect by
+// themselves); started is then told about it (nil: nothing to tell). It
+// closes the last app it ran.
+func runChosen(ctx context.Context, a *atrium.App, c common, af appFlags, o Options, log *slog.Logger, so startOpts,
+	started func(*atrium.App)) error {
+	for {
+		err := a.Run(ctx)
+		ws := a.Chosen()
+		if err != nil || ws == "" || ctx.Err() != nil {
+			return errors.Join(err, a.Close())
+		}
+		_, port, _ := net.SplitHostPort(a.Gateway.Addr())
+		if cerr := a.Close(); cerr != nil {
+			log.Warn("first-start app not closed cleanly", "err", cerr)
+		}
+		next := c
+		next.workspace = "" // config.json has it now
+		fmt.Sscan(port, &next.port)
+		so.anyPort, so.firstRun = false, false
+		if a, err = startWith(ctx, next, af, o, log, so); err != nil {
+			return fmt.Errorf("open the workspace %s: %w", ws, err)
+		}
+		log.Info("workspace opened", "path", a.Layout.Workspace)
+		if started != nil {
+			started(a)
+		}
+	}
+}
+
+// folderPicker holds the window's native folder dialog once the window is
+// up (DesktopOptions.SetPicker).
+type folderPicker struct {
+	mu sync.Mutex
+	fn func(title string) (string, error)
+}
+
+func (p *folderPicker) set(fn func(title string) (string, error)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.fn = fn
+}
+
+func (p *folderPicker) pick(ctx context.Context, title string) (string, error) {
+	p.mu.Lock()
+	fn := p.fn
+	p.mu.Unlock()
+	if fn == nil {
+		return "", errors.New("the window has no folder dialog (yet); type the folder's path")
+	}
+	return fn(title)
 }
 
 // focusRunning asks the app described by r for app.focus over its gateway
@@ -498,17 +598,33 @@ func runServe(ctx context.Context, args []string, o Options) error {
 	if err := c.validate(); err != nil {
 		return err
 	}
+	return serveWindowless(ctx, c, af, o, false)
+}
+
+// serveWindowless runs the app without a window and prints where to open it.
+// firstRun: the app (`atrium` without a display) asks in the UI where
+// memory lives when nothing chose it yet; `atrium serve` never asks (it
+// uses ~/Atrium then).
+func serveWindowless(ctx context.Context, c common, af appFlags, o Options, firstRun bool) error {
 	log, lf := appLogger(o, c, slog.LevelInfo)
 	defer lf.Close()
-	a, err := start(ctx, c, af, o, log, nil, false)
+	so := startOpts{firstRun: firstRun}
+	a, err := startWith(ctx, c, af, o, log, so)
 	lf.decide(err)
 	if err != nil {
 		return err
 	}
-	defer a.Close()
-	fmt.Fprintf(o.Stdout, "Atrium %s is running.\n  Open:      %s\n  Workspace: %s\n  State dir: %s\n%sPress Ctrl+C to stop.\n",
-		o.Version, a.URL(), a.Layout.Workspace, a.Layout.Home, modelLines(modelName(a), a.ModelReason))
-	return a.Run(ctx)
+	banner := func(a *atrium.App) {
+		fmt.Fprintf(o.Stdout, "Atrium %s is running.\n  Open:      %s\n  Workspace: %s\n  State dir: %s\n%sPress Ctrl+C to stop.\n",
+			o.Version, a.URL(), a.Layout.Workspace, a.Layout.Home, modelLines(modelName(a), a.ModelReason))
+	}
+	if a.Memory == nil {
+		fmt.Fprintf(o.Stdout, "Atrium %s is running for the first time: choose where memory lives in the UI.\n  Open:      %s\n  State dir: %s\n"+
+			"  (or start it with --workspace DIR)\nPress Ctrl+C to stop.\n", o.Version, a.URL(), a.Layout.Home)
+	} else {
+		banner(a)
+	}
+	return runChosen(ctx, a, c, af, o, log, so, banner)
 }
 
 // modelLines is the model part of serve's banner: the model, and on a line
@@ -529,33 +645,58 @@ func modelName(a *atrium.App) string {
 	return a.Model.Provider + "/" + a.Model.Model
 }
 
+// startOpts are what differs between the ways the app is started.
+type startOpts struct {
+	// origins are extra WebSocket origins (the window's).
+	origins []string
+	// anyPort: a free port will do when the chosen one is taken.
+	anyPort bool
+	// focus raises the window (nil: no window).
+	focus func()
+	// firstRun: when nothing chose the workspace (no --workspace,
+	// $ATRIUM_WORKSPACE or "workspace" in config.json) and the default
+	// ~/Atrium was never indexed, start the first-run app that asks.
+	firstRun bool
+	// pick shows the window's folder dialog (nil: no window).
+	pick func(ctx context.Context, title string) (string, error)
+}
+
 // start builds the app and binds its port. The workspace must exist
 // unless appWorkspace allows creating it; a second app on the same state
 // dir is refused (atrium.AlreadyRunningError); a port in use is reported
 // with the ways to choose another (portInUse).
 func start(ctx context.Context, c common, af appFlags, o Options, log *slog.Logger, origins []string, anyPort bool) (*atrium.App, error) {
-	return startWith(ctx, c, af, o, log, origins, anyPort, nil)
+	return startWith(ctx, c, af, o, log, startOpts{origins: origins, anyPort: anyPort})
 }
 
-// startWith is start with the window's focus hook (nil: no window).
-func startWith(ctx context.Context, c common, af appFlags, o Options, log *slog.Logger, origins []string, anyPort bool, focus func()) (*atrium.App, error) {
-	layout, err := c.layout(o)
+// startWith is start with all of startOpts.
+func startWith(ctx context.Context, c common, af appFlags, o Options, log *slog.Logger, so startOpts) (*atrium.App, error) {
+	layout, source, err := c.resolve(o)
 	if err != nil {
 		return nil, err
 	}
-	if err := appWorkspace(layout, af.createWorkspace); err != nil {
-		return nil, err
+	// The window asks where memory lives when nothing chose it, and again
+	// when the folder config.json names is gone (a person who
+	// double-clicked has no flags to add).
+	first := so.firstRun && (source == fromDefault && !indexedBefore(layout) || source == fromConfig && missing(layout.Workspace))
+	if !first {
+		if err := appWorkspace(layout, af.createWorkspace); err != nil {
+			return nil, err
+		}
 	}
 	a, err := atrium.New(ctx, atrium.Options{
-		Layout:         layout,
-		Port:           c.port,
-		UI:             o.UI,
-		Version:        o.Version,
-		AllowedOrigins: origins,
-		Getenv:         o.Getenv,
-		Logger:         log,
-		AnyPortIfBusy:  anyPort,
-		Focus:          focus,
+		Layout:          layout,
+		Port:            c.port,
+		UI:              o.UI,
+		Version:         o.Version,
+		AllowedOrigins:  so.origins,
+		Getenv:          o.Getenv,
+		Logger:          log,
+		AnyPortIfBusy:   so.anyPort,
+		Focus:           so.focus,
+		FirstRun:        first,
+		WorkspaceSource: source,
+		PickFolder:      so.pick,
 	})
 	if err != nil {
 		return nil, err
@@ -568,6 +709,20 @@ func startWith(ctx context.Context, c common, af appFlags, o Options, log *slog.
 		return nil, err
 	}
 	return a, nil
+}
+
+// missing reports whether dir does not exist.
+func missing(dir string) bool {
+	_, err := os.Stat(dir)
+	return errors.Is(err, fs.ErrNotExist)
+}
+
+// indexedBefore reports whether Atrium indexed layout's workspace before
+// (its index folder exists): a default ~/Atrium in use before the first
+// start asked is kept without asking.
+func indexedBefore(layout paths.Layout) bool {
+	_, err := os.Stat(layout.IndexDir())
+	return err == nil
 }
 
 // appWorkspace decides whether the app may open layout's workspace: an
@@ -585,10 +740,7 @@ func appWorkspace(layout paths.Layout, create bool) error {
 	if create {
 		return nil // atrium.New creates it
 	}
-	def := ""
-	if home, herr := os.UserHomeDir(); herr == nil {
-		def = filepath.Join(home, "Atrium")
-	}
+	def, _ := paths.DefaultWorkspace()
 	if layout.Workspace != def {
 		return fmt.Errorf("%w; to start a new workspace there, add --create-workspace", layout.CheckWorkspace())
 	}

@@ -60,6 +60,26 @@ func Resolve(home, workspace string, getenv func(string) string) (Layout, error)
 	return Layout{Home: h, Workspace: w}, nil
 }
 
+// DefaultWorkspace is ~/Atrium, the workspace when none is chosen.
+func DefaultWorkspace() (string, error) {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("no user home directory: %w", err)
+	}
+	return filepath.Join(home, "Atrium"), nil
+}
+
+// OpenClawWorkspace is where OpenClaw keeps its agent's workspace by
+// default, ~/.openclaw/workspace (MEMORY.md, memory/YYYY-MM-DD.md, SOUL.md
+// …); the first start offers it when it exists.
+func OpenClawWorkspace() (string, error) {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("no user home directory: %w", err)
+	}
+	return filepath.Join(home, ".openclaw", "workspace"), nil
+}
+
 // Ensure creates the state dir (mode 0700) with its subdirectories. A
 // read-only or unwritable state dir is an error that names the directory.
 // The workspace is left alone (see EnsureWorkspace, CheckWorkspace).
