@@ -126,6 +126,7 @@ export const IDEMPOTENT_METHODS: ReadonlySet<string> = new Set([
   'profiles.stop',
   'sessions.archive',
   'sessions.create',
+  'setup.choose',
 ]);
 
 export interface GatewayOptions {
