@@ -200,8 +200,16 @@ func startServe(t *testing.T, bin, home, ws string, port int, env []string) stri
 // more `atrium serve` flags (e.g. "--bind", "127.0.0.2").
 func serve(t *testing.T, bin, home, ws string, port int, env []string, args ...string) (string, func()) {
 	t.Helper()
+	return runApp(t, bin, home, env, append([]string{"serve", "--home", home, "--workspace", ws, "--port", fmt.Sprint(port)}, args...)...)
+}
+
+// runApp runs bin with args (an app: `serve …`, or no command), its
+// stderr appended to home/serve.log, and returns the UI URL (with token)
+// it printed first and a stop function as serve's.
+func runApp(t *testing.T, bin, home string, env []string, args ...string) (string, func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, append([]string{"serve", "--home", home, "--workspace", ws, "--port", fmt.Sprint(port)}, args...)...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 10 * time.Second
@@ -223,7 +231,7 @@ func serve(t *testing.T, bin, home, ws string, port int, env []string, args ...s
 			cancel()
 			_ = cmd.Wait() // stopped by SIGINT: a clean exit is status 0
 			if ps := cmd.ProcessState; ps != nil && ps.ExitCode() > 0 {
-				t.Errorf("atrium serve exited with status %d after SIGINT", ps.ExitCode())
+				t.Errorf("atrium %s exited with status %d after SIGINT", strings.Join(args, " "), ps.ExitCode())
 			}
 			logf.Close()
 			if t.Failed() {
