@@ -3,8 +3,11 @@ package atrium
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
+	"time"
 
+	"github.com/atrium-dev/atrium/backend/audit"
 	"github.com/atrium-dev/atrium/backend/device"
 	"github.com/atrium-dev/atrium/backend/gateway"
 )
@@ -92,5 +95,55 @@ func devicePrincipals(ctx context.Context, t *testing.T, a *App) []principalConn
 		{gateway.OperatorDevice, op, "authenticated"},
 		{gateway.NodeDevice, node, "authenticated"},
 		{gateway.Unpaired, unpaired, "anonymous"},
+	}
+}
+
+// TestDeviceConnectRefusalsAudited: on the real app, a refused device
+// connect (a token that does not match, a used setup code) is audited as
+// operation connect with the device in the target, the pairing record
+// stays, and the person's hello-ok carries the gateway id.
+func TestDeviceConnectRefusalsAudited(t *testing.T) {
+	a, ws := startApp(t, func(string) string { return "" })
+	seedWorkspace(t, a, ws, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	admin := gwDial(ctx, t, a, gateway.RoleOperator, "refusal-admin")
+	if h := admin.Hello(); h.Server.GatewayID != a.Identity.ID || h.Auth.Status != gateway.AuthOperator || len(a.Identity.ID) != 64 {
+		t.Fatalf("admin hello-ok server %+v auth %+v", h.Server, h.Auth)
+	}
+	key, toks := pairDevice(ctx, t, a, admin, []string{gateway.RoleNode}, nil)
+	newest := func() audit.Entry {
+		t.Helper()
+		e, err := a.Audit.Tail(1, audit.Filter{})
+		if err != nil || len(e) != 1 {
+			t.Fatalf("audit tail: %v %v", e, err)
+		}
+		return e[0]
+	}
+	_, err := deviceDial(ctx, t, a, key, gateway.ClientOptions{DeviceToken: toks[gateway.RoleNode] + "x", Role: gateway.RoleNode})
+	var ge *gateway.Error
+	if !errors.As(err, &ge) || ge.Code != gateway.CodeUnauthorized || ge.Details["reason"] != "device_token_mismatch" {
+		t.Fatalf("wrong token: %v", err)
+	}
+	if e := newest(); e.Operation != "connect" || e.Result != audit.Denied || e.Role != "anonymous" ||
+		e.Target != "connect device:"+key.Public().ID() || e.IP != "127.0.0.1" {
+		t.Fatalf("audit entry of the refused connect: %+v", e)
+	}
+	if _, err := a.Pairing.Device(ctx, key.Public().ID()); err != nil {
+		t.Fatalf("pairing record after a mismatch: %v", err)
+	}
+	code := pairCode(ctx, t, admin)
+	first, err := device.GenerateKey(device.Ed25519)
+	must(t, err)
+	_, err = deviceDial(ctx, t, a, first, gateway.ClientOptions{SetupCode: code, Role: gateway.RoleNode})
+	must(t, err)
+	second, err := device.GenerateKey(device.ECDSAP256)
+	must(t, err)
+	_, err = deviceDial(ctx, t, a, second, gateway.ClientOptions{SetupCode: code, Role: gateway.RoleNode})
+	if !errors.As(err, &ge) || ge.Details["reason"] != "code_used" {
+		t.Fatalf("a used code from another device: %v", err)
+	}
+	if e := newest(); e.Operation != "connect" || e.Result != audit.Denied || e.Target != "connect device:"+second.Public().ID() {
+		t.Fatalf("audit entry of the used code: %+v", e)
 	}
 }

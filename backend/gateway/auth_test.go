@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 
@@ -80,6 +81,7 @@ func TestPrincipalsAndCallers(t *testing.T) {
 	methods := map[string]Kind{"pub": Read(Everyone), "op": Read(Operators), "adm": Write(Admin),
 		"nd": Write(Nodes), "unp": Read(Unpaired), "opdev": Read(OperatorDevice)}
 	s, url := newTestServer(t, Options{GatewayID: testGatewayID, Authenticate: testDeviceAuth,
+		Snapshot: func() Snapshot { return Snapshot{Profiles: []any{"main"}, Presence: []any{"desk"}} },
 		OnAuthenticated: func(ci ConnInfo) { mu.Lock(); authed = append(authed, ci); mu.Unlock() },
 		OnClosed:        func(ci ConnInfo) { mu.Lock(); closed = append(closed, ci); mu.Unlock() },
 	}, func(s *Server) {
@@ -132,6 +134,10 @@ func TestPrincipalsAndCallers(t *testing.T) {
 		}
 		if (cls == Unpaired) != (a.RequestID == "req-1") || (a.DeviceID == "") != (cls == Admin || cls == LocalNode) {
 			t.Errorf("%s: hello-ok auth %+v", cls, a)
+		}
+		snap := c.Hello().Snapshot
+		if want := Operators.Has(cls); (len(snap.Profiles) == 1 && len(snap.Presence) == 1) != want || snap.Profiles == nil || snap.Presence == nil {
+			t.Errorf("%s: hello-ok snapshot %+v (the person's connections only)", cls, snap)
 		}
 		var callable []string
 		for _, m := range []string{"adm", "nd", "op", "opdev", "pub", "unp"} {
@@ -298,5 +304,16 @@ func TestDeviceConnectRefusals(t *testing.T) {
 	defer mu.Unlock()
 	if want := []string{"connect " + k.Public().ID(), "connect " + k.Public().ID()}; !slices.Equal(refused, want) {
 		t.Errorf("OnForbidden heard %q, want %q", refused, want)
+	}
+}
+
+func TestCloseReason(t *testing.T) {
+	long := strings.Repeat("é", 100) // 200 bytes
+	got := closeReason(long)
+	if len(got) > maxCloseReason || !utf8.ValidString(got) || !strings.HasPrefix(long, got) || len(got) < maxCloseReason-1 {
+		t.Fatalf("closeReason cut to %d bytes: %q", len(got), got)
+	}
+	if closeReason("short") != "short" {
+		t.Fatal("a short reason was changed")
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 	"github.com/google/uuid"
@@ -218,7 +219,7 @@ func (c *conn) handshake() bool {
 		case code != CloseUnauthorized:
 			reason = "authentication failed"
 		}
-		return fail(code, reason)
+		return fail(code, closeReason(reason))
 	}
 	minP, maxP := p.MinProtocol, p.MaxProtocol
 	if minP == 0 {
@@ -248,7 +249,7 @@ func (c *conn) handshake() bool {
 		Protocol: ProtocolVersion,
 		Server:   ServerInfo{Version: c.s.opts.Version, ConnID: c.id, GatewayID: c.s.opts.GatewayID},
 		Features: c.s.features(c.principal),
-		Snapshot: c.s.snapshot(),
+		Snapshot: c.s.snapshotFor(res.Principal),
 		Policy: Policy{
 			MaxPayload:       c.s.opts.MaxPayload,
 			MaxBufferedBytes: c.s.opts.MaxBufferedBytes,
@@ -642,4 +643,20 @@ func (h *hijackCapture) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	c, rw, err := http.NewResponseController(h.ResponseWriter).Hijack()
 	h.conn = c
 	return c, rw, err
+}
+
+// maxCloseReason is the longest close reason a WebSocket close frame
+// carries (RFC 6455 §5.5: 125 bytes of payload, 2 of them the code).
+const maxCloseReason = 123
+
+// closeReason cuts reason to maxCloseReason bytes on a UTF-8 boundary.
+func closeReason(reason string) string {
+	if len(reason) <= maxCloseReason {
+		return reason
+	}
+	cut := maxCloseReason
+	for cut > 0 && !utf8.RuneStart(reason[cut]) {
+		cut--
+	}
+	return reason[:cut]
 }

@@ -128,7 +128,9 @@ type Options struct {
 	// (LAN mode; a DNS name is not trusted, against DNS rebinding). Other
 	// origins get HTTP 403. The token is required in every case.
 	AllowedOrigins []string
-	// Snapshot returns presence and profiles for hello-ok; optional.
+	// Snapshot returns presence and profiles for hello-ok of operator
+	// connections (admin, paired operator devices); nodes and unpaired
+	// devices get empty lists. Optional.
 	Snapshot func() Snapshot
 	// Logger receives structured logs; default slog.Default().
 	Logger *slog.Logger
@@ -638,6 +640,16 @@ func (s *Server) numAuthed() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return len(s.authed)
+}
+
+// snapshotFor is hello-ok's snapshot for principal p: Options.Snapshot for
+// the person's connections ([Operators]), empty lists for nodes and
+// unpaired devices (presence and profiles are not theirs to see).
+func (s *Server) snapshotFor(p Principal) Snapshot {
+	if !Operators.Has(p.Class()) {
+		return Snapshot{Presence: []any{}, Profiles: []any{}}
+	}
+	return s.snapshot()
 }
 
 func (s *Server) snapshot() (snap Snapshot) {
