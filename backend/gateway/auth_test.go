@@ -81,7 +81,7 @@ func TestPrincipalsAndCallers(t *testing.T) {
 	methods := map[string]Kind{"pub": Read(Everyone), "op": Read(Operators), "adm": Write(Admin),
 		"nd": Write(Nodes), "unp": Read(Unpaired), "opdev": Read(OperatorDevice)}
 	s, url := newTestServer(t, Options{GatewayID: testGatewayID, Authenticate: testDeviceAuth,
-		Snapshot: func() Snapshot { return Snapshot{Profiles: []any{"main"}, Presence: []any{"desk"}} },
+		Snapshot:        func() Snapshot { return Snapshot{Profiles: []any{"main"}, Presence: []any{"desk"}} },
 		OnAuthenticated: func(ci ConnInfo) { mu.Lock(); authed = append(authed, ci); mu.Unlock() },
 		OnClosed:        func(ci ConnInfo) { mu.Lock(); closed = append(closed, ci); mu.Unlock() },
 	}, func(s *Server) {
