@@ -218,6 +218,7 @@ export type NodesAction =
   | { type: 'presence'; payload: unknown } // presence {entries} / hello-ok snapshot.presence
   | { type: 'nodes'; payload: unknown } // node.list
   | { type: 'ask'; payload: unknown } // exec.ask.requested
+  | { type: 'asks'; payload: unknown } // exec.ask.list
   | { type: 'asked'; id: string }; // answered (by us or elsewhere)
 
 export function reduceNodes(s: NodesState, a: NodesAction): NodesState {
@@ -247,6 +248,8 @@ export function reduceNodes(s: NodesState, a: NodesAction): NodesState {
       const x = toExecAsk(a.payload);
       return x && !s.asks.some((q) => q.id === x.id) ? { ...s, asks: [...s.asks, x] } : s;
     }
+    case 'asks':
+      return { ...s, asks: list(obj(a.payload).asks, toExecAsk) };
     case 'asked':
       return { ...s, asks: s.asks.filter((q) => q.id !== a.id) };
   }

@@ -154,8 +154,10 @@ describe('pairStep', () => {
     const spent = run(loadedWithCode, { type: 'refused', code: 'NOT_PAIRED', message: 'setup code already used' }, { type: 'retry' });
     expect(spent[1].state.phase).toEqual({ phase: 'failed', code: 'NOT_PAIRED', message: 'setup code already used' });
     expect(spent[2].effects).toEqual([{ type: 'connect-pair', setupCode: null }]);
-    // A refusal that is not about the code (e.g. guessing limit, FORBIDDEN) keeps it for a retry.
-    const limited = run(loadedWithCode, { type: 'refused', code: 'FORBIDDEN', message: 'too many attempts' }, { type: 'retry' });
+    const used = run(loadedWithCode, { type: 'refused', code: 'UNAUTHORIZED', message: 'setup code already used', reason: 'code_used' }, { type: 'retry' });
+    expect(used[2].effects).toEqual([{ type: 'connect-pair', setupCode: null }]);
+    // A refusal that is not about the code itself (the guessing limit) keeps it for a retry.
+    const limited = run(loadedWithCode, { type: 'refused', code: 'UNAUTHORIZED', message: 'too many attempts', reason: 'rate_limited' }, { type: 'retry' });
     expect(limited[2].effects).toEqual([{ type: 'connect-pair', setupCode: 'ABCD2345' }]);
   });
 

@@ -237,8 +237,10 @@ export function pairStep(s: PairState, ev: PairEvent): Step {
         const next: PairState = { ...s, tokens, phase: { phase: 'connecting', via: 'repair' } };
         return { state: next, effects: [save(next), { type: 'connect-pair', setupCode: null }] };
       }
-      // A spent or expired code is not offered again (retry then asks with the proof alone).
-      const code = s.phase.phase === 'connecting' && s.phase.via === 'code' && ev.code === 'NOT_PAIRED' ? null : s.code;
+      // A spent, expired or wrong code is not offered again (retry then asks with the proof alone);
+      // after a guessing limit (rate_limited) the same code may be tried later.
+      const spent = ev.code === 'NOT_PAIRED' || ev.reason === 'code_used' || ev.reason === 'code_expired' || ev.reason === 'code_invalid';
+      const code = s.phase.phase === 'connecting' && s.phase.via === 'code' && spent ? null : s.code;
       return { state: { ...s, code, phase: { phase: 'failed', code: ev.code, message: ev.message } }, effects: [{ type: 'disconnect' }] };
     }
     case 'rotated': {

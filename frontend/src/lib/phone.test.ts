@@ -134,6 +134,28 @@ describe('PhoneSession', () => {
     expect(await loadOrCreateKey(store)).toBe(first);
   });
 
+  it('revoked while connected (close 4001): connects again once, the mismatch then leads to a repair', async () => {
+    const key = await loadOrCreateKey(store);
+    await store.set(PAIRING_RECORD, { gatewayId: G, fingerprint: F, tokens: { node: 'nd-1' } });
+    const s = makeSession('');
+    await s.start();
+    await vi.waitFor(() => expect(FakeWebSocket.instances).toHaveLength(1));
+    const ws1 = FakeWebSocket.last();
+    await handshakeUntilConnect(ws1, 'a');
+    hello(ws1, { status: 'paired', role: 'node' });
+    ws1.serverClose(4001, 'device token revoked');
+    await vi.waitFor(() => expect(FakeWebSocket.instances).toHaveLength(2));
+    const ws2 = FakeWebSocket.last();
+    const c2 = await handshakeUntilConnect(ws2, 'b');
+    expect(c2.params.auth).toEqual({ deviceToken: 'nd-1' });
+    ws2.serverSend({ type: 'res', id: c2.id, ok: false, error: { code: 'UNAUTHORIZED', message: 'device token mismatch', details: { reason: 'device_token_mismatch', repairable: true } } });
+    await vi.waitFor(() => expect(FakeWebSocket.instances).toHaveLength(3));
+    const c3 = await handshakeUntilConnect(FakeWebSocket.last(), 'c');
+    expect(c3.params.auth).toEqual({});
+    expect(c3.params.device.id).toBe(key.deviceId);
+    expect((await store.get<StoredPairing>(PAIRING_RECORD))?.tokens).toEqual({});
+  });
+
   it('a spent code: the refusal is shown and nothing retries on its own', async () => {
     const s = makeSession(`#c=abcd-2345&g=${G}&f=${F}`);
     await s.start();

@@ -297,13 +297,22 @@ export class PhoneSession {
     );
     this.roleConns.set(role, gw);
     let greeted = false;
+    let wasConnected = false;
     this.offs.push(
       gw.status.subscribe((s) => {
         if (this.roleConns.get(role) !== gw) return;
         this.setConn(role, s);
-        if (s.state === 'connected' && !greeted) {
-          greeted = true;
-          this.dispatch({ type: 'hello', auth: s.hello?.auth ?? null, gatewayId: s.hello?.server?.gatewayId ?? null });
+        if (s.state === 'connected') {
+          wasConnected = true;
+          if (!greeted) {
+            greeted = true;
+            this.dispatch({ type: 'hello', auth: s.hello?.auth ?? null, gatewayId: s.hello?.server?.gatewayId ?? null });
+          }
+        } else if (s.state === 'unauthorized' && wasConnected) {
+          // A live connection closed with 4001 (token revoked, device removed): connect again once;
+          // the handshake then says why (a token mismatch leads to a repair request).
+          wasConnected = false;
+          gw.reconnectNow();
         } else if (s.state === 'unauthorized') {
           this.dispatch({ type: 'refused', role, code: s.errorCode ?? 'UNAUTHORIZED', message: s.error ?? '', reason: reasonOf(s) });
         }
