@@ -8,7 +8,8 @@ import { parsePairFragment } from './lib/pairing';
 import { PhoneSession, deviceDisplayName, indexedDBStore } from './lib/phone';
 import { uuid } from './lib/util';
 
-const fragment = parsePairFragment(window.location.hash);
+// Off loopback the page is HTTPS and the link must carry the certificate's fingerprint (the words to compare).
+const fragment = parsePairFragment(window.location.hash, window.location.protocol === 'https:');
 // The code must not stay in the address bar (history, a shared screenshot): it is read once.
 if (window.location.hash) {
   try {

@@ -53,6 +53,10 @@ describe('parsePairFragment', () => {
     expect(parsePairFragment(`#c=ABCD2345&g=xyz&f=${F}`)).toEqual({ ok: false, error: 'gateway' });
     expect(parsePairFragment(`#c=ABCD2345&g=${G}`)).toEqual({ ok: false, error: 'fingerprint' });
     expect(parsePairFragment(`#c=ABCD2345&g=${G}&f=${F.slice(2)}`)).toEqual({ ok: false, error: 'fingerprint' });
+    // Plain loopback HTTP (no certificate): the fingerprint may be absent, never malformed.
+    expect(parsePairFragment(`#c=ABCD2345&g=${G}`, false)).toEqual({ ok: true, value: { code: 'ABCD2345', gatewayId: G, fingerprint: '' } });
+    expect(parsePairFragment(`#c=ABCD2345&g=${G}&f=`, false)).toMatchObject({ ok: true });
+    expect(parsePairFragment(`#c=ABCD2345&g=${G}&f=12`, false)).toEqual({ ok: false, error: 'fingerprint' });
   });
 });
 

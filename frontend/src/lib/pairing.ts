@@ -8,7 +8,7 @@ export interface PairFragment {
   code: string;
   /** The gateway's id: 64 lowercase hex characters. */
   gatewayId: string;
-  /** SHA-256 of the gateway's TLS certificate, 64 lowercase hex characters. */
+  /** SHA-256 of the gateway's TLS certificate, 64 lowercase hex characters ("" on plain loopback HTTP). */
   fingerprint: string;
 }
 
@@ -39,8 +39,12 @@ export function displayCode(code: string): string {
   return code.length === CODE_LEN ? `${code.slice(0, 4)}-${code.slice(4)}` : code;
 }
 
-/** Reads the pairing fragment ("#c=…&g=…&f=…"). An empty fragment is error "none". */
-export function parsePairFragment(hash: string): FragmentResult {
+/**
+ * Reads the pairing fragment ("#c=…&g=…&f=…"). An empty fragment is error "none". The fingerprint
+ * may be absent only when requireFingerprint is false: a page on plain loopback HTTP (a gateway bound
+ * to loopback has no certificate, and the browser's own connection is the trust there).
+ */
+export function parsePairFragment(hash: string, requireFingerprint = true): FragmentResult {
   const raw = hash.startsWith('#') ? hash.slice(1) : hash;
   if (!raw) return { ok: false, error: 'none' };
   const p = new URLSearchParams(raw);
@@ -50,7 +54,7 @@ export function parsePairFragment(hash: string): FragmentResult {
   const gatewayId = (p.get('g') ?? '').trim().toLowerCase();
   if (!HEX64.test(gatewayId)) return { ok: false, error: 'gateway' };
   const fingerprint = (p.get('f') ?? '').trim().toLowerCase().replace(/:/g, '');
-  if (!HEX64.test(fingerprint)) return { ok: false, error: 'fingerprint' };
+  if (!HEX64.test(fingerprint) && (requireFingerprint || fingerprint !== '')) return { ok: false, error: 'fingerprint' };
   return { ok: true, value: { code, gatewayId, fingerprint } };
 }
 
