@@ -58,9 +58,21 @@ type ModelInUse struct {
 	Reason   string `json:"reason"`
 }
 
-// GatewayInUse is the listener in use.
+// GatewayInUse is where the gateway listens now and how clients
+// recognise it (issue 16): the plain 127.0.0.1 listener (Addr), the bind in
+// force, the HTTPS/WSS listeners with their URLs, the TLS certificate's
+// fingerprint (hex SHA-256 of its DER, and as words), the gateway id and
+// the mDNS advertisement's state. A changed gateway.bind shows in
+// restartRequired until the next start.
 type GatewayInUse struct {
-	Addr string `json:"addr"`
+	Addr                string   `json:"addr"`
+	Bind                string   `json:"bind"`
+	Addresses           []string `json:"addresses"`
+	URLs                []string `json:"urls"`
+	TLSFingerprint      string   `json:"tlsFingerprint,omitempty"`
+	TLSFingerprintWords string   `json:"tlsFingerprintWords,omitempty"`
+	GatewayID           string   `json:"gatewayId"`
+	MDNS                string   `json:"mdns,omitempty"`
 }
 
 // EmbeddingInUse is the embedder in use and the size of the index it built.

@@ -95,6 +95,14 @@ type Options struct {
 	// PickFolder shows the window's native folder dialog and returns the
 	// folder chosen ("" when cancelled) for setup.pick; nil: no window.
 	PickFolder func(ctx context.Context, title string) (string, error)
+	// Bind overrides config.json's gateway.bind ("loopback", "lan" or an IP
+	// literal; see config.Gateway.Bind); "" keeps config.json's, default
+	// loopback.
+	Bind string
+	// MDNSInterfaces names the interfaces the gateway is advertised on by
+	// mDNS when not bound to loopback (nil: the multicast interfaces holding
+	// the served addresses; see discovery.AdvertiserOptions.Interfaces).
+	MDNSInterfaces []string
 }
 
 // App is a built Atrium backend. Fields are read-only after New.
@@ -152,6 +160,9 @@ type App struct {
 	restart []string
 	// setup answers setup.* (setup.go).
 	setup *setupService
+	// lan holds the LAN listeners, their certificate and the mDNS
+	// advertisement (lan.go).
+	lan lan
 }
 
 // AlreadyRunningError is New's error when another app runs on the same
@@ -261,6 +272,10 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 	if a.Token, err = gateway.LoadOrCreateToken(o.Layout.TokenFile()); err != nil {
 		return nil, fmt.Errorf("operator token: %w", err)
 	}
+	if a.lan.bind, err = resolveBind(o.Bind, a.Config.Gateway.Bind); err != nil {
+		return nil, err
+	}
+	a.lan.mdnsIfs = o.MDNSInterfaces
 
 	port := o.Port
 	switch {
@@ -509,8 +524,9 @@ func (a *App) snapshot() gateway.Snapshot {
 	return s
 }
 
-// Listen binds the gateway's port, so URL is known before Run. A port in use
-// is reported with the address.
+// Listen binds the gateway's port on 127.0.0.1, so URL is known before Run,
+// and, unless the bind is loopback, the HTTPS/WSS listeners on the same
+// port (lan.go). A port in use is reported with the address.
 func (a *App) Listen() error {
 	err := a.Gateway.Listen()
 	if err != nil && a.anyPort && errors.Is(err, syscall.EADDRINUSE) {
@@ -520,7 +536,10 @@ func (a *App) Listen() error {
 	if err != nil {
 		return fmt.Errorf("gateway listen: %w", err)
 	}
-	if err := WriteGatewayInfo(a.Layout.GatewayFile(), GatewayInfo{Addr: a.Gateway.Addr(), PID: os.Getpid()}); err != nil {
+	if err := a.listenLAN(); err != nil {
+		return err
+	}
+	if err := WriteGatewayInfo(a.Layout.GatewayFile(), GatewayInfo{Addr: a.Gateway.Addr(), PID: os.Getpid(), LANInfo: a.LAN()}); err != nil {
 		a.log.Warn("gateway info not written; the CLI will need --port", "path", a.Layout.GatewayFile(), "err", err)
 	}
 	return nil
@@ -528,8 +547,10 @@ func (a *App) Listen() error {
 
 // GatewayInfo is the content of paths.Layout.GatewayFile.
 type GatewayInfo struct {
-	Addr string `json:"addr"` // host:port of the gateway
+	Addr string `json:"addr"` // host:port of the plain listener on 127.0.0.1
 	PID  int    `json:"pid"`  // process that serves it
+	// LANInfo: bind, HTTPS/WSS addresses and URLs, TLS fingerprint, gateway id.
+	LANInfo
 }
 
 // WriteGatewayInfo writes info atomically (package safefile: temp file,
@@ -574,13 +595,14 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 6)                               // one per goroutine below
+	errc := make(chan error, 7)                               // one per goroutine below
 	go func() { errc <- wrap("profiles", a.Pool.Run(ctx)) }() // stops every instance at the end
 	go func() { errc <- wrap("memory", a.Memory.Run(ctx)) }()
 	go func() { errc <- wrap("gateway", a.Gateway.Run(ctx)) }()
 	go func() { errc <- wrap("acl", a.ACL.Run(ctx)) }()         // reloads memory/.acl on change
 	go func() { errc <- wrap("nodes", a.Nodes.Run(ctx)) }()     // expires presence entries
 	go func() { errc <- wrap("devices", a.Devices.Run(ctx)) }() // expires pairing requests
+	go func() { errc <- wrap("gateway LAN", a.runLAN(ctx)) }()  // HTTPS/WSS listeners, mDNS
 	first := <-errc
 	cancel()
 	var errs []error
@@ -633,6 +655,7 @@ func wrap(what string, err error) error {
 // Close releases everything New opened, in reverse order.
 func (a *App) Close() error {
 	var errs []error
+	a.closeLAN() // when Run never served them
 	// Remove the gateway file only if it names this process.
 	if info, err := ReadGatewayInfo(a.Layout.GatewayFile()); err == nil && info.PID == os.Getpid() {
 		errs = append(errs, os.Remove(a.Layout.GatewayFile()))

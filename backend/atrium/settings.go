@@ -50,7 +50,7 @@ func (s *settings) view(c config.Config, pending []string) (api.SettingsView, er
 		Config: red,
 		Model: api.ModelInUse{Provider: s.a.model().Provider, Model: s.a.model().Model, BaseURL: s.a.model().BaseURL,
 			Reason: s.a.modelReason()},
-		Gateway:   api.GatewayInUse{Addr: s.a.Gateway.Addr()},
+		Gateway:   s.a.gatewayInUse(),
 		Embedding: api.EmbeddingInUse{Provider: st.Provider, Model: st.Model, Dims: st.Dims, Files: st.Files, Chunks: st.Chunks},
 		Restart:   pending,
 	}, nil

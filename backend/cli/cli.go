@@ -136,10 +136,12 @@ func (c *common) registerJSON(fs *flag.FlagSet) {
 // besides the common ones.
 type appFlags struct {
 	createWorkspace bool
+	bind            string
 }
 
 func (f *appFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.createWorkspace, "create-workspace", false, "create the workspace folder when it does not exist")
+	fs.StringVar(&f.bind, "bind", "", "where the gateway listens besides plain HTTP on 127.0.0.1: `loopback`, lan (HTTPS/WSS on every LAN address) or one IP address (HTTPS/WSS there); default gateway.bind in config.json, else loopback")
 }
 
 // parse parses flags that may appear before, between or after positional
@@ -253,7 +255,7 @@ func commandIndex(args []string) int {
 			continue
 		}
 		switch name {
-		case "home", "workspace", "port":
+		case "home", "workspace", "port", "bind":
 			i++ // the flag's value
 		}
 	}
@@ -615,8 +617,8 @@ func serveWindowless(ctx context.Context, c common, af appFlags, o Options, firs
 		return err
 	}
 	banner := func(a *atrium.App) {
-		fmt.Fprintf(o.Stdout, "Atrium %s is running.\n  Open:      %s\n  Workspace: %s\n  State dir: %s\n%sPress Ctrl+C to stop.\n",
-			o.Version, a.URL(), a.Layout.Workspace, a.Layout.Home, modelLines(modelName(a), a.ModelReason))
+		fmt.Fprintf(o.Stdout, "Atrium %s is running.\n  Open:      %s\n%s  Workspace: %s\n  State dir: %s\n%sPress Ctrl+C to stop.\n",
+			o.Version, a.URL(), lanLines(a.LAN()), a.Layout.Workspace, a.Layout.Home, modelLines(modelName(a), a.ModelReason))
 	}
 	if a.Memory == nil {
 		fmt.Fprintf(o.Stdout, "Atrium %s is running for the first time: choose where memory lives in the UI.\n  Open:      %s\n  State dir: %s\n"+
@@ -625,6 +627,27 @@ func serveWindowless(ctx context.Context, c common, af appFlags, o Options, firs
 		banner(a)
 	}
 	return runChosen(ctx, a, c, af, o, log, so, banner)
+}
+
+// lanLines is the LAN part of serve's banner: the HTTPS addresses and the
+// certificate's fingerprint as words (what a phone shows when it pairs),
+// or nothing with a loopback bind.
+func lanLines(l atrium.LANInfo) string {
+	if l.Bind == config.BindLoopback {
+		return ""
+	}
+	if len(l.URLs) == 0 {
+		return fmt.Sprintf("  LAN:       none (gateway.bind %s found no address to serve; 127.0.0.1 only)\n", l.Bind)
+	}
+	out := ""
+	for i, u := range l.URLs {
+		label := "LAN:"
+		if i > 0 {
+			label = ""
+		}
+		out += fmt.Sprintf("  %-10s %s (HTTPS only)\n", label, u)
+	}
+	return out + fmt.Sprintf("  TLS:       %s\n             %s\n", l.TLSFingerprintWords, l.TLSFingerprint)
 }
 
 // modelLines is the model part of serve's banner: the model, and on a line
@@ -697,6 +720,7 @@ func startWith(ctx context.Context, c common, af appFlags, o Options, log *slog.
 		FirstRun:        first,
 		WorkspaceSource: source,
 		PickFolder:      so.pick,
+		Bind:            af.bind,
 	})
 	if err != nil {
 		return nil, err

@@ -80,7 +80,12 @@ const (
 		"ATRIUM_WORKSPACE points. Only one app runs per state dir (--home): a second\n" +
 		"one is refused and names the running app's address.\n\n"
 	portHelp = "The gateway listens on 127.0.0.1, port --port, else gateway.port in\n" +
-		"$ATRIUM_HOME/config.json, else 18789 (OpenClaw's gateway uses 18789 too)."
+		"$ATRIUM_HOME/config.json, else 18789 (OpenClaw's gateway uses 18789 too).\n" +
+		"--bind lan (or gateway.bind) adds HTTPS/WSS listeners on every LAN address, --bind IP\n" +
+		"on that address, same port, with the gateway's own certificate ($ATRIUM_HOME/keys);\n" +
+		"the URLs and the certificate's fingerprint are printed at start and shown in Settings.\n" +
+		"Plain HTTP on those addresses is refused. When bound to the LAN the gateway is\n" +
+		"announced by mDNS (_atrium-gw._tcp)."
 	pairHelp = "The QR code holds the URL of the gateway's pairing page with a one-time setup\n" +
 		"code (10 minutes, single use), the gateway id and the TLS certificate's\n" +
 		"fingerprint. --light prints it for a light terminal background.\n" +

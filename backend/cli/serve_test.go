@@ -2,14 +2,18 @@ package cli
 
 import (
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/atrium-dev/atrium/backend/atrium"
 	"github.com/atrium-dev/atrium/backend/config"
+	"github.com/atrium-dev/atrium/backend/gwid"
 	"github.com/atrium-dev/atrium/backend/paths"
 )
 
@@ -99,5 +103,48 @@ func TestServePortInUse(t *testing.T) {
 	msg := portInUse(syscall.EADDRINUSE, 0, 0, paths.Layout{Home: home}).Error()
 	if !strings.Contains(msg, "port "+strconv.Itoa(config.DefaultPort)+" (the default)") || !strings.Contains(msg, "OpenClaw") {
 		t.Fatalf("default port message: %s", msg)
+	}
+}
+
+// TestServeBind: `atrium serve --bind 127.0.0.2` prints the HTTPS URL and
+// the certificate's fingerprint words, serves HTTPS there with the
+// certificate gateway.json names (a pinned client connects) and plain
+// HTTP on 127.0.0.1; a bad --bind is a usage error naming what is accepted.
+func TestServeBind(t *testing.T) {
+	if lo, err := net.InterfaceByName("lo"); err == nil && lo.Flags&net.FlagMulticast != 0 {
+		t.Skip("lo carries multicast here: the app would announce itself by mDNS on it")
+	}
+	home, ws := workspace(t)
+	port := freePort(t)
+	out := serveMain(t, nil, "serve", "--home", home, "--workspace", ws, "--port", port, "--bind", "127.0.0.2")
+	info, err := atrium.ReadGatewayInfo(filepath.Join(home, "gateway.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lanURL := "https://127.0.0.2:" + port + "/"
+	banner := out.String()
+	if !strings.Contains(banner, lanURL+" (HTTPS only)") || info.TLSFingerprintWords == "" ||
+		!strings.Contains(banner, info.TLSFingerprintWords) || !strings.Contains(banner, info.TLSFingerprint) {
+		t.Fatalf("banner lacks the HTTPS URL or the fingerprint %q:\n%s", info.TLSFingerprintWords, banner)
+	}
+	fp, err := gwid.ParseFingerprint(info.TLSFingerprint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: gwid.PinnedClientConfig(fp)}}
+	resp, err := hc.Get(lanURL + "healthz")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("pinned HTTPS: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	resp, err = http.Get("http://127.0.0.1:" + port + "/healthz")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("plain HTTP on 127.0.0.1: %v %v", resp, err)
+	}
+	resp.Body.Close()
+
+	code, _, errOut := runCLI(t, nil, "serve", "--home", t.TempDir(), "--workspace", ws, "--bind", "0.0.0.0")
+	if code != 1 || !strings.Contains(errOut, `--bind: gateway.bind "0.0.0.0": use "lan"`) {
+		t.Fatalf("--bind 0.0.0.0: exit %d\n%s", code, errOut)
 	}
 }

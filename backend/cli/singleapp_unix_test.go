@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"syscall"
@@ -123,7 +124,7 @@ func TestSecondAppRefused(t *testing.T) {
 	if strings.Contains(second.out.String()+msg, strings.TrimSpace(string(token))) {
 		t.Errorf("the refused app printed the token:\n%s", msg)
 	}
-	if info2, err := atrium.ReadGatewayInfo(gw); err != nil || info2 != info {
+	if info2, err := atrium.ReadGatewayInfo(gw); err != nil || !reflect.DeepEqual(info2, info) {
 		t.Fatalf("gateway.json after the refused start: %+v %v, want %+v", info2, err, info)
 	}
 

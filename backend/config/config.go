@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -201,27 +202,52 @@ func (e Embedding) validate() error {
 
 // Gateway holds the listener settings.
 type Gateway struct {
-	// Port on 127.0.0.1; default DefaultPort.
+	// Port of every listener; default DefaultPort.
 	Port int `json:"port,omitempty"`
-	// Bind is the listen address: "" or BindLoopback (127.0.0.1, the
-	// default). A LAN bind needs the gateway's TLS (SPEC §3), which this
-	// build does not have yet, so any other value is refused.
+	// Bind says where the gateway listens (issue 16): "" or BindLoopback
+	// (the default) — plain HTTP on 127.0.0.1 only; BindLAN — also HTTPS/WSS
+	// on every non-loopback unicast address of the up interfaces; or one IP
+	// literal — also HTTPS/WSS on that address ("127.0.0.2" is how tests
+	// run TLS). The plain 127.0.0.1 listener (the window, the CLI) is always
+	// there. A change takes effect at the next start.
 	Bind string `json:"bind,omitempty"`
 }
 
-// BindLoopback is the only gateway.bind value this build accepts.
-const BindLoopback = "loopback"
+// gateway.bind values besides an IP literal.
+const (
+	BindLoopback = "loopback"
+	BindLAN      = "lan"
+)
+
+// CheckBind validates a gateway.bind value (or the --bind flag): "",
+// "loopback", "lan" or one IP literal that can be listened on and is not
+// 127.0.0.1 (the plain listener's own address). The error says what is
+// accepted.
+func CheckBind(bind string) error {
+	switch bind {
+	case "", BindLoopback, BindLAN:
+		return nil
+	}
+	ip, err := netip.ParseAddr(bind)
+	switch {
+	case err != nil || ip.Zone() != "":
+		return fmt.Errorf("gateway.bind %q: want %q, %q or one IP address of this machine", bind, BindLoopback, BindLAN)
+	case ip.IsUnspecified():
+		return fmt.Errorf("gateway.bind %q: use %q for every LAN address", bind, BindLAN)
+	case ip.IsMulticast():
+		return fmt.Errorf("gateway.bind %q is a multicast address", bind)
+	case ip.Unmap() == netip.MustParseAddr("127.0.0.1"):
+		return fmt.Errorf("gateway.bind %q is the plain loopback listener's address: use %q, or another address such as 127.0.0.2 for TLS on loopback", bind, BindLoopback)
+	}
+	return nil
+}
 
 // validate checks gateway.port and gateway.bind.
 func (g Gateway) validate() error {
 	if g.Port < 0 || g.Port > 65535 {
 		return fmt.Errorf("gateway.port %d out of range 0..65535", g.Port)
 	}
-	switch g.Bind {
-	case "", BindLoopback:
-		return nil
-	}
-	return fmt.Errorf("gateway.bind %q: only %q is available (a LAN bind needs the gateway's TLS, not in this build)", g.Bind, BindLoopback)
+	return CheckBind(g.Bind)
 }
 
 // Load reads path. A missing file returns the zero Config and no error.

@@ -117,3 +117,16 @@ func TestLoad(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckBind(t *testing.T) {
+	for _, ok := range []string{"", "loopback", "lan", "127.0.0.2", "192.168.1.20", "::1", "fd00::5"} {
+		if err := CheckBind(ok); err != nil {
+			t.Errorf("CheckBind(%q) = %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"LAN", "all", "0.0.0.0", "::", "127.0.0.1", "224.0.0.251", "ff02::fb", "fe80::1%lo", "192.168.1.20:80", "host.local"} {
+		if err := CheckBind(bad); err == nil || !strings.Contains(err.Error(), "gateway.bind") {
+			t.Errorf("CheckBind(%q) = %v, want an error naming gateway.bind", bad, err)
+		}
+	}
+}

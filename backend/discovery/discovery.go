@@ -156,12 +156,7 @@ func NewAdvertiser(o AdvertiserOptions) (*Advertiser, error) {
 			return nil, fmt.Errorf("%w: address %v cannot be advertised", ErrInvalidOptions, ip)
 		}
 	}
-	if o.Host == "" {
-		h, _ := os.Hostname()
-		o.Host = hostLabel(h)
-	} else {
-		o.Host = hostLabel(o.Host)
-	}
+	o.Host = HostLabel(o.Host)
 	if o.DisplayName = strings.TrimSpace(o.DisplayName); o.DisplayName == "" {
 		o.DisplayName = "Atrium on " + o.Host
 	}
@@ -537,8 +532,13 @@ func isHex64(s string) bool {
 	return true
 }
 
-// hostLabel keeps letters, digits and '-' of the first label of h.
-func hostLabel(h string) string {
+// HostLabel is the host name an Advertiser announces (<label>.local): the
+// first label of h ("" = os.Hostname()) reduced to ASCII letters, digits
+// and '-' (at most 63 bytes), else "atrium".
+func HostLabel(h string) string {
+	if h == "" {
+		h, _ = os.Hostname()
+	}
 	h, _, _ = strings.Cut(strings.TrimSuffix(h, ".local."), ".")
 	var b strings.Builder
 	for _, r := range h {

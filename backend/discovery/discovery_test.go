@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/grandcat/zeroconf"
+
+	"github.com/atrium-dev/atrium/backend/discovery/netnstest"
 )
 
 var (
@@ -84,10 +86,10 @@ func browseUntil(t *testing.T, n int) []Gateway {
 // are found with their TXT fields; a service of the same type whose TXT
 // role is not gateway is ignored; a stopped advertiser is no longer found.
 func TestAdvertiseBrowse(t *testing.T) {
-	if !inNetns(t) {
+	if !netnstest.Run(t) {
 		return
 	}
-	multicastOnLo(t)
+	netnstest.MulticastOnLo(t)
 
 	// A: interfaces picked from the address (lo holds 127.0.0.1).
 	a := startAdvertiser(t, AdvertiserOptions{DisplayName: "书房 Atrium", Port: 18789, GatewayID: gwA, TLSSHA256: strings.ToUpper(fpA),
@@ -151,7 +153,7 @@ func TestAdvertiseBrowse(t *testing.T) {
 // every attempt fails (logged, counted, Run keeps going); once multicast is
 // on, the next attempt advertises and a browse finds the gateway.
 func TestAdvertiseRetriesUntilMulticast(t *testing.T) {
-	if !inNetns(t) {
+	if !netnstest.Run(t) {
 		return
 	}
 	a, err := NewAdvertiser(AdvertiserOptions{Port: 18789, GatewayID: gwA, TLSSHA256: fpA, IPs: []netip.Addr{lo1},
@@ -178,7 +180,7 @@ func TestAdvertiseRetriesUntilMulticast(t *testing.T) {
 	if st := a.Status(); st.State != StateRetrying || !strings.Contains(st.LastError, "no multicast") {
 		t.Fatalf("status %+v, want retrying with a no-multicast error", st)
 	}
-	multicastOnLo(t)
+	netnstest.MulticastOnLo(t)
 	waitState(t, a, StateAdvertising)
 	got := browseUntil(t, 1)
 	if got[0].GatewayID != gwA || got[0].TLSSHA256 != fpA || got[0].Port != 18789 {

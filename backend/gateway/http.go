@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,13 +11,20 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"strings"
 )
 
 // route dispatches "/ws", "/healthz" and the UI, every response with the
-// security headers.
+// security headers. On a listener wrapped by ServeHosts, a request for
+// another host is refused first.
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	setSecurityHeaders(w.Header(), r.Host)
+	if hosts, ok := servedHosts(r); ok && !hostServed(r.Host, hosts) {
+		s.log.Warn("gateway request for a host not served here", "host", r.Host, "remote", r.RemoteAddr)
+		http.Error(w, "this gateway does not serve that host name", http.StatusMisdirectedRequest)
+		return
+	}
 	switch p := r.URL.Path; {
 	case p == "/ws":
 		s.serveWS(w, r)
@@ -41,10 +49,61 @@ func (s *Server) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write(append(body, '\n'))
 }
 
+// servedHostsKey carries the hosts of a ServeHosts listener in a request's
+// context.
+type servedHostsKey struct{}
+
+// ServeHosts returns h (the gateway's Handler or ExternalHandler) for a
+// listener reached under hosts: IP literals and DNS names without port (a
+// LAN listener's address, the machine's host name, <host>.local). Through
+// it, a request whose Host header names another host gets 421 Misdirected
+// Request (a DNS-rebinding page names its own host), and a WebSocket whose
+// Origin is http(s)://<one of hosts>[:port] equal to its Host is
+// same-origin, a DNS name included. Loopback names stay allowed as Host
+// and Origin.
+func ServeHosts(h http.Handler, hosts []string) http.Handler {
+	norm := make([]string, 0, len(hosts))
+	for _, x := range hosts {
+		if x = normHost(x); x != "" {
+			norm = append(norm, x)
+		}
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), servedHostsKey{}, norm)))
+	})
+}
+
+func servedHosts(r *http.Request) ([]string, bool) {
+	hosts, ok := r.Context().Value(servedHostsKey{}).([]string)
+	return hosts, ok
+}
+
+// hostServed reports whether hostport (a Host header) names a loopback
+// host or one of hosts (normalised).
+func hostServed(hostport string, hosts []string) bool {
+	h := hostport
+	if host, _, err := net.SplitHostPort(hostport); err == nil {
+		h = host
+	}
+	h = normHost(h)
+	return h != "" && (isLoopbackHost(h) || slices.Contains(hosts, h))
+}
+
+// normHost lower-cases a host name or IP literal, drops brackets and a
+// trailing dot, and writes an IP in its canonical form.
+func normHost(h string) string {
+	h = strings.TrimSuffix(strings.ToLower(strings.Trim(strings.TrimSpace(h), "[]")), ".")
+	if ip := net.ParseIP(h); ip != nil {
+		return ip.String()
+	}
+	return h
+}
+
 // originAllowed applies the WebSocket origin policy documented on
-// Options.AllowedOrigins. A same-origin request is allowed only when the
-// host is an IP literal (LAN mode): a DNS name equal to Host is not enough,
-// which defeats DNS-rebinding pages.
+// Options.AllowedOrigins. A same-origin request is allowed when the host is
+// an IP literal (LAN mode) or, on a ServeHosts listener, one of its hosts:
+// another DNS name equal to Host is not enough, which defeats DNS-rebinding
+// pages.
 func (s *Server) originAllowed(r *http.Request) bool {
 	origin := r.Header.Get("Origin")
 	if origin == "" {
@@ -60,6 +119,9 @@ func (s *Server) originAllowed(r *http.Request) bool {
 		return true
 	}
 	if web && strings.EqualFold(u.Host, r.Host) && net.ParseIP(host) != nil {
+		return true
+	}
+	if hosts, ok := servedHosts(r); ok && web && strings.EqualFold(u.Host, r.Host) && slices.Contains(hosts, normHost(host)) {
 		return true
 	}
 	for _, p := range s.opts.AllowedOrigins {

@@ -159,3 +159,62 @@ func TestUINotBuilt(t *testing.T) {
 		t.Fatalf("got %d %q %q", rec.Code, rec.Header().Get("Content-Type"), rec.Body.String())
 	}
 }
+
+// TestServeHosts: a listener wrapped by ServeHosts answers only for its
+// hosts and loopback names (421 otherwise), and takes a WebSocket Origin
+// naming one of its hosts, a DNS name included, as same-origin; the bare
+// handler keeps refusing a DNS-name origin.
+func TestServeHosts(t *testing.T) {
+	s, err := New(Options{Token: testToken, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lan := ServeHosts(s.Handler(), []string{"192.0.2.7", "Desk.local.", "[fd00::7]", "desk"})
+	do := func(h http.Handler, path, host, origin string) int {
+		req := httptest.NewRequest("GET", path, nil)
+		req.Host = host
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	for _, tc := range []struct {
+		host   string
+		status int
+	}{
+		{"192.0.2.7:18789", 200}, {"desk.local:18789", 200}, {"DESK.LOCAL.:18789", 200}, {"[fd00::7]:18789", 200},
+		{"desk", 200}, {"127.0.0.1:18789", 200}, {"localhost:18789", 200},
+		{"evil.example:18789", http.StatusMisdirectedRequest}, {"192.0.2.8:18789", http.StatusMisdirectedRequest},
+		{"desk.local.evil.example", http.StatusMisdirectedRequest}, {"", http.StatusMisdirectedRequest},
+	} {
+		if got := do(lan, "/healthz", tc.host, ""); got != tc.status {
+			t.Errorf("Host %q: status %d, want %d", tc.host, got, tc.status)
+		}
+	}
+	// The bare handler serves any Host, as before.
+	if got := do(s.Handler(), "/healthz", "evil.example", ""); got != 200 {
+		t.Errorf("bare handler: status %d", got)
+	}
+	// Origins: 403 means refused by the origin check; anything else got past it.
+	for _, tc := range []struct {
+		h            http.Handler
+		host, origin string
+		refused      bool
+	}{
+		{lan, "desk.local:18789", "https://desk.local:18789", false},
+		{lan, "192.0.2.7:18789", "https://192.0.2.7:18789", false},
+		{lan, "[fd00::7]:18789", "https://[fd00::7]:18789", false},
+		{lan, "desk.local:18789", "https://evil.example", true},
+		{lan, "desk.local:18789", "https://desk.local:9999", true}, // another origin on a served host
+		{lan, "192.0.2.7:18789", "https://desk.local:18789", true},
+		{lan, "192.0.2.7:18789", "http://127.0.0.1:5173", false},
+		{s.Handler(), "desk.local:18789", "https://desk.local:18789", true},
+	} {
+		got := do(tc.h, "/ws", tc.host, tc.origin)
+		if (got == http.StatusForbidden) != tc.refused {
+			t.Errorf("Origin %q Host %q: status %d, refused want %v", tc.origin, tc.host, got, tc.refused)
+		}
+	}
+}

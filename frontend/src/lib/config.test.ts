@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { modelForm, modelPatch, modelRequest, parseAllowlist, reindexCost, restartText } from './config';
+import { mdnsText, modelForm, modelPatch, modelRequest, parseAllowlist, reindexCost, restartText } from './config';
 import { resetLang, setLang } from './i18n.svelte';
 
 describe('settings forms', () => {
@@ -31,8 +31,11 @@ describe('settings forms', () => {
     expect(restartText(['memory.embedding'])).toContain('embedding provider');
     setLang('zh');
     expect(restartText(['memory.embedding', 'gateway'])).toBe('重启后生效：嵌入模型, 网关端口/绑定');
+    expect(mdnsText('retrying')).toBe('失败，正在重试（见日志）');
     expect(reindexCost(1, 3)).toContain('1 个文件（3 个分块）');
     resetLang();
     expect(reindexCost(1, 1)).toContain('all 1 file (1 chunk)');
+    expect(mdnsText('advertising')).toBe('yes');
+    expect(mdnsText(undefined)).toBe('');
   });
 });

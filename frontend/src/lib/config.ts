@@ -29,11 +29,24 @@ export interface ConfigShape {
   agents?: { exec?: { approval?: string; allowlist?: string[] } };
 }
 
+/** Where the gateway listens now (config.get "gateway"): the plain 127.0.0.1 listener, the bind in
+ *  force, the HTTPS/WSS listeners, the TLS certificate's fingerprint, the gateway id, mDNS. */
+export interface GatewayInUse {
+  addr: string;
+  bind?: string;
+  addresses?: string[];
+  urls?: string[];
+  tlsFingerprint?: string;
+  tlsFingerprintWords?: string;
+  gatewayId?: string;
+  mdns?: string;
+}
+
 export interface SettingsView {
   path: string;
   config: ConfigShape;
   model: { provider: string; model: string; baseUrl: string; reason: string };
-  gateway: { addr: string };
+  gateway: GatewayInUse;
   embedding: { provider: string; model: string; dims: number; files: number; chunks: number };
   restartRequired: string[] | null;
 }
@@ -138,6 +151,19 @@ const RESTART_LABELS: Record<string, MessageKey> = {
   'memory.embedding': 'settings.restart.embedding',
   'memory.search': 'settings.restart.search',
 };
+
+const MDNS_LABELS: Record<string, MessageKey> = {
+  advertising: 'settings.mdns.advertising',
+  retrying: 'settings.mdns.retrying',
+  starting: 'settings.mdns.starting',
+  stopped: 'settings.mdns.stopped',
+};
+
+/** The mDNS advertisement's state (config.get gateway.mdns) in words; '' when there is none. */
+export function mdnsText(state: string | undefined): string {
+  if (!state) return '';
+  return MDNS_LABELS[state] ? t(MDNS_LABELS[state]) : state;
+}
 
 export function restartText(keys: string[] | null | undefined): string {
   if (!keys || keys.length === 0) return '';

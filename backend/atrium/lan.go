@@ -1,0 +1,518 @@
+package atrium
+
+// The gateway on the LAN (issue 16, part B): where it listens besides the
+// plain 127.0.0.1 listener (gateway.bind, --bind), the TLS certificate of
+// those listeners (package gwid), the refusal of plaintext on them, the
+// mDNS advertisement (package discovery), and what gateway.json, Settings
+// and pairing show of it.
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/atrium-dev/atrium/backend/api"
+	"github.com/atrium-dev/atrium/backend/audit"
+	"github.com/atrium-dev/atrium/backend/config"
+	"github.com/atrium-dev/atrium/backend/devices"
+	"github.com/atrium-dev/atrium/backend/discovery"
+	"github.com/atrium-dev/atrium/backend/gateway"
+	"github.com/atrium-dev/atrium/backend/guard"
+	"github.com/atrium-dev/atrium/backend/gwid"
+)
+
+// LANInfo says where the gateway serves besides 127.0.0.1 and how a
+// client recognises it; gateway.json, config.get (Settings) and pairing
+// show it.
+type LANInfo struct {
+	// Bind is the bind in force: "loopback", "lan" or the IP literal.
+	Bind string `json:"bind"`
+	// Addresses are the HTTPS/WSS listeners ("192.168.1.20:18789",
+	// "[fd00::5]:18789"); empty with a loopback bind.
+	Addresses []string `json:"addresses"`
+	// URLs are "https://<address>/" for each listener.
+	URLs []string `json:"urls"`
+	// TLSFingerprint is the hex SHA-256 of the certificate's DER (64
+	// characters), TLSFingerprintWords the same as words to compare, TLSSPKI
+	// the base64 SHA-256 of its public key; all "" with a loopback bind.
+	TLSFingerprint      string `json:"tlsFingerprint,omitempty"`
+	TLSFingerprintWords string `json:"tlsFingerprintWords,omitempty"`
+	TLSSPKI             string `json:"tlsSpki,omitempty"`
+	// GatewayID is the gateway's id (hex SHA-256 of its identity key).
+	GatewayID string `json:"gatewayId"`
+	// MDNS is the advertisement's state ("advertising", "retrying", …;
+	// "" when there is none: loopback bind).
+	MDNS discovery.State `json:"mdns,omitempty"`
+}
+
+// lan is the state of the LAN listeners; set by Listen, read after.
+type lan struct {
+	bind      string
+	mdnsIfs   []string // AdvertiserOptions.Interfaces (Options.MDNSInterfaces)
+	addrs     []netip.Addr
+	hosts     []string // what the certificate names and the Host check accepts
+	cert      *gwid.Cert
+	listeners []*tlsListener
+	adv       *discovery.Advertiser
+	plain     plainLimiter
+}
+
+// resolveBind returns the bind in force: the flag, else config.json's.
+func resolveBind(flag, conf string) (string, error) {
+	b := flag
+	if b == "" {
+		b = conf
+	}
+	if err := config.CheckBind(b); err != nil {
+		if flag != "" {
+			return "", fmt.Errorf("--bind: %w", err)
+		}
+		return "", err
+	}
+	if b == "" {
+		b = config.BindLoopback
+	}
+	if ip, err := netip.ParseAddr(b); err == nil {
+		b = ip.Unmap().String()
+	}
+	return b, nil
+}
+
+// ifaceAddrs is one interface's flags and addresses (lanAddrs' input).
+type ifaceAddrs struct {
+	name  string
+	flags net.Flags
+	addrs []netip.Prefix
+}
+
+// systemInterfaces lists this machine's interfaces with their addresses.
+func systemInterfaces() ([]ifaceAddrs, error) {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return nil, fmt.Errorf("list network interfaces: %w", err)
+	}
+	out := make([]ifaceAddrs, 0, len(ifs))
+	for _, ifi := range ifs {
+		ia := ifaceAddrs{name: ifi.Name, flags: ifi.Flags}
+		addrs, err := ifi.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			if p, err := netip.ParsePrefix(a.String()); err == nil {
+				ia.addrs = append(ia.addrs, p)
+			}
+		}
+		out = append(out, ia)
+	}
+	return out, nil
+}
+
+// lanAddrs picks the addresses of bind "lan": every unicast address of the
+// up, non-loopback interfaces, link-local ones excepted (an IPv6 link-local
+// address needs a zone, an IPv4 one is no network's address), IPv4 first.
+func lanAddrs(ifs []ifaceAddrs) []netip.Addr {
+	var v4, v6 []netip.Addr
+	for _, ifi := range ifs {
+		if ifi.flags&net.FlagUp == 0 || ifi.flags&net.FlagLoopback != 0 {
+			continue
+		}
+		for _, p := range ifi.addrs {
+			ip := p.Addr().Unmap()
+			if !ip.IsGlobalUnicast() || ip.IsLinkLocalUnicast() || ip.IsLoopback() {
+				continue
+			}
+			if ip.Is4() && !slices.Contains(v4, ip) {
+				v4 = append(v4, ip)
+			} else if ip.Is6() && !slices.Contains(v6, ip) {
+				v6 = append(v6, ip)
+			}
+		}
+	}
+	return append(v4, v6...)
+}
+
+// bindAddrs turns the bind in force into the addresses to serve TLS on.
+func bindAddrs(bind string) ([]netip.Addr, error) {
+	switch bind {
+	case config.BindLoopback:
+		return nil, nil
+	case config.BindLAN:
+		ifs, err := systemInterfaces()
+		if err != nil {
+			return nil, err
+		}
+		return lanAddrs(ifs), nil
+	}
+	ip, err := netip.ParseAddr(bind)
+	if err != nil {
+		return nil, fmt.Errorf("gateway.bind %q: %w", bind, err)
+	}
+	return []netip.Addr{ip}, nil
+}
+
+// certHosts are the names and addresses of the LAN listeners: each
+// address, the machine's host name and <host>.local (what mDNS announces).
+func certHosts(addrs []netip.Addr) []string {
+	out := make([]string, 0, len(addrs)+2)
+	for _, a := range addrs {
+		out = append(out, a.String())
+	}
+	if h := discovery.HostLabel(""); h != "" {
+		out = append(out, strings.ToLower(h), strings.ToLower(h)+".local")
+	}
+	return out
+}
+
+// listenLAN binds the HTTPS/WSS listeners of a non-loopback bind on the
+// plain listener's port, after loading the TLS certificate for them. An
+// address given as the bind that cannot be listened on is an error; with
+// "lan", such an address is skipped with a warning (no LAN address at all:
+// the app serves loopback only and says so). A first-run app (no workspace
+// chosen yet) serves no LAN listener.
+func (a *App) listenLAN() error {
+	if a.lan.bind == config.BindLoopback || a.setup != nil && a.setup.first {
+		return nil // the first-run setup is for this machine only
+	}
+	addrs, err := bindAddrs(a.lan.bind)
+	if err != nil {
+		return err
+	}
+	if len(addrs) == 0 {
+		a.log.Warn("gateway bind lan: no LAN address found; serving 127.0.0.1 only", "bind", a.lan.bind)
+		return nil
+	}
+	_, portStr, err := net.SplitHostPort(a.Gateway.Addr())
+	if err != nil {
+		return fmt.Errorf("gateway address %q: %w", a.Gateway.Addr(), err)
+	}
+	port, _ := strconv.Atoi(portStr)
+	cert, err := gwid.LoadCert(gwid.Options{Dir: a.Layout.KeysDir(), Hosts: certHosts(addrs), Logger: a.log})
+	if err != nil {
+		return fmt.Errorf("gateway TLS certificate: %w", err)
+	}
+	conf := cert.ServerConfig()
+	conf.NextProtos = []string{"http/1.1"} // WebSocket upgrades need HTTP/1.1
+	var served []netip.Addr
+	for _, ip := range addrs {
+		addr := netip.AddrPortFrom(ip, uint16(port)).String()
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			if a.lan.bind == config.BindLAN {
+				a.log.Warn("gateway LAN address not served", "addr", addr, "err", err)
+				continue
+			}
+			a.closeLAN()
+			return fmt.Errorf("gateway listen on %s (gateway.bind %s): %w", addr, a.lan.bind, err)
+		}
+		tl := newTLSListener(ln, conf, a.refusePlaintext, a.log)
+		a.lan.listeners = append(a.lan.listeners, tl)
+		served = append(served, ip)
+		a.log.Info("gateway listening (HTTPS/WSS)", "addr", ln.Addr().String(), "tls_sha256", cert.Hex())
+	}
+	a.lan.addrs, a.lan.cert = served, cert
+	a.lan.hosts = certHosts(served)
+	if len(served) == 0 {
+		return nil
+	}
+	a.PairInfoFunc = a.lanPairInfo
+	adv, err := discovery.NewAdvertiser(discovery.AdvertiserOptions{
+		Port:       port,
+		GatewayID:  a.Identity.ID,
+		TLSSHA256:  cert.Hex(),
+		IPs:        served,
+		Interfaces: a.lan.mdnsIfs,
+		Logger:     a.log,
+	})
+	if err != nil {
+		a.closeLAN()
+		return fmt.Errorf("mdns: %w", err)
+	}
+	a.lan.adv = adv
+	return nil
+}
+
+// closeLAN closes the LAN listeners (before Run, or when Listen fails).
+func (a *App) closeLAN() {
+	for _, l := range a.lan.listeners {
+		_ = l.Close()
+	}
+	a.lan.listeners = nil
+}
+
+// runLAN serves the LAN listeners and the mDNS advertisement until ctx
+// ends. The gateway's own shutdown (Server.Run) closes their WebSockets.
+func (a *App) runLAN(ctx context.Context) error {
+	if len(a.lan.listeners) == 0 {
+		<-ctx.Done() // App.Run stops everything when one part returns
+		return nil
+	}
+	h := gateway.ServeHosts(a.lanHandler(), a.lan.hosts)
+	var wg sync.WaitGroup
+	errc := make(chan error, len(a.lan.listeners))
+	var servers []*http.Server
+	for _, l := range a.lan.listeners {
+		srv := &http.Server{
+			Handler:           h,
+			ReadHeaderTimeout: 10 * time.Second, // also bounds the TLS handshake
+			ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
+		}
+		servers = append(servers, srv)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("serve %s: %w", l.Addr(), err)
+			}
+		}()
+	}
+	if a.lan.adv != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = a.lan.adv.Run(ctx) }() // never fails: it logs and retries
+	}
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	shCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	for _, srv := range servers {
+		_ = srv.Shutdown(shCtx)
+	}
+	wg.Wait()
+	return err
+}
+
+// shutdownGrace bounds the LAN servers' shutdown.
+const shutdownGrace = 5 * time.Second
+
+// lanHandler is the gateway's handler for the LAN listeners: connections
+// through it never accept the operator token (it is for this machine).
+func (a *App) lanHandler() http.Handler { return a.Gateway.ExternalHandler() }
+
+// LAN returns where the gateway serves besides 127.0.0.1 (valid after
+// Listen).
+func (a *App) LAN() LANInfo {
+	info := LANInfo{Bind: a.lan.bind, Addresses: []string{}, URLs: []string{}}
+	if a.Identity != nil {
+		info.GatewayID = a.Identity.ID
+	}
+	for _, l := range a.lan.listeners {
+		addr := l.Addr().String()
+		info.Addresses = append(info.Addresses, addr)
+		info.URLs = append(info.URLs, "https://"+addr+"/")
+	}
+	if c := a.lan.cert; c != nil && len(a.lan.listeners) > 0 {
+		info.TLSFingerprint, info.TLSFingerprintWords, info.TLSSPKI = c.Hex(), c.Words(), c.SPKIBase64()
+	}
+	if a.lan.adv != nil {
+		info.MDNS = a.lan.adv.Status().State
+	}
+	return info
+}
+
+// gatewayInUse is the gateway part of config.get.
+func (a *App) gatewayInUse() api.GatewayInUse {
+	l := a.LAN()
+	return api.GatewayInUse{Addr: a.Gateway.Addr(), Bind: l.Bind, Addresses: l.Addresses, URLs: l.URLs,
+		TLSFingerprint: l.TLSFingerprint, TLSFingerprintWords: l.TLSFingerprintWords, GatewayID: l.GatewayID, MDNS: string(l.MDNS)}
+}
+
+// lanPairInfo is where devices on the LAN reach the gateway, for
+// device.pair.code (App.PairInfoFunc while LAN listeners serve): one
+// https://<address> per listener and the certificate's fingerprints.
+func (a *App) lanPairInfo() devices.PairInfo {
+	info := a.LAN()
+	p := devices.PairInfo{Fingerprint: info.TLSFingerprint, FingerprintWords: info.TLSFingerprintWords, SPKI: info.TLSSPKI}
+	for _, u := range info.URLs {
+		p.BaseURLs = append(p.BaseURLs, strings.TrimSuffix(u, "/"))
+	}
+	return p
+}
+
+// refusePlaintext answers a connection that sent something other than a
+// TLS handshake to a TLS listener: it reads the request head (bounded),
+// answers 400 "this address serves HTTPS only" and closes; the refusal is
+// audited (operation gateway.plaintext, denied). Nothing is served.
+func (a *App) refusePlaintext(c net.Conn, listener string) {
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	target := listener + " (not HTTP)"
+	if req, err := http.ReadRequest(bufio.NewReaderSize(io.LimitReader(c, 16<<10), 4096)); err == nil {
+		path := req.URL.RequestURI()
+		if len(path) > 200 {
+			path = path[:200] + "…"
+		}
+		target = listener + " " + req.Method + " " + path
+	}
+	// Audited before the answer: whoever sees the 400 finds the entry.
+	ip := ""
+	if host, _, err := net.SplitHostPort(c.RemoteAddr().String()); err == nil {
+		ip = host
+	}
+	a.log.Warn("plaintext request on a TLS listener refused", "listener", listener, "remote", c.RemoteAddr().String())
+	if n, ok := a.lan.plain.admit(time.Now()); ok {
+		reason := "plaintext HTTP on an HTTPS-only address"
+		if n > 0 {
+			reason += fmt.Sprintf(" (%d more refusals in the previous minute were not audited one by one)", n)
+		}
+		if err := a.Audit.Record(audit.Entry{Operation: "gateway.plaintext", Role: guard.AuditAnonymous, Target: target,
+			Result: audit.Denied, Reason: reason, IP: ip}); err != nil {
+			a.log.Error("audit not written", "err", err)
+		}
+	}
+	body := "this address serves HTTPS only: use https://" + listener + "/\n"
+	_, _ = fmt.Fprintf(c, "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\n"+
+		"Cache-Control: no-store\r\nConnection: close\r\n\r\n%s", len(body), body)
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+		_, _ = io.Copy(io.Discard, io.LimitReader(c, 64<<10)) // let the client read the answer before the close
+	}
+}
+
+// plainLimiter bounds the audit entries of plaintext refusals to
+// plainAuditPerMinute a minute (a scanner cannot fill the disk); the next
+// audited refusal counts the ones left out.
+type plainLimiter struct {
+	mu      sync.Mutex
+	window  time.Time
+	n       int
+	skipped int
+}
+
+const plainAuditPerMinute = 60
+
+// admit reports whether this refusal is audited, and how many were not
+// since the last audited one.
+func (l *plainLimiter) admit(now time.Time) (skipped int, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if now.Sub(l.window) >= time.Minute {
+		l.window, l.n = now, 0
+	}
+	if l.n >= plainAuditPerMinute {
+		l.skipped++
+		return 0, false
+	}
+	l.n++
+	skipped, l.skipped = l.skipped, 0
+	return skipped, true
+}
+
+// tlsListener hands out TLS connections for what arrives on a TCP
+// listener: each new connection's first byte is read (10 s at most) in
+// its own goroutine; 0x16, a TLS handshake record, makes it a tls.Server
+// connection returned by Accept; anything else goes to refuse.
+type tlsListener struct {
+	net.Listener
+	conf   *tls.Config
+	refuse func(net.Conn, string)
+	log    *slog.Logger
+	conns  chan net.Conn
+	done   chan struct{}
+	once   sync.Once
+}
+
+// sniffTimeout bounds the wait for a new connection's first byte.
+const sniffTimeout = 10 * time.Second
+
+func newTLSListener(ln net.Listener, conf *tls.Config, refuse func(net.Conn, string), log *slog.Logger) *tlsListener {
+	l := &tlsListener{Listener: ln, conf: conf, refuse: refuse, log: log, conns: make(chan net.Conn), done: make(chan struct{})}
+	go l.acceptLoop()
+	return l
+}
+
+func (l *tlsListener) acceptLoop() {
+	var delay time.Duration
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			select {
+			case <-l.done:
+				return
+			default:
+			}
+			if errors.Is(err, net.ErrClosed) {
+				l.Close()
+				return
+			}
+			// EMFILE and the like: back off as net/http does.
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			l.log.Warn("gateway LAN accept failed; retrying", "err", err, "retry_in", delay)
+			time.Sleep(delay)
+			continue
+		}
+		delay = 0
+		go l.sniff(c)
+	}
+}
+
+func (l *tlsListener) sniff(c net.Conn) {
+	_ = c.SetReadDeadline(time.Now().Add(sniffTimeout))
+	br := bufio.NewReader(c)
+	first, err := br.Peek(1)
+	if err != nil {
+		c.Close()
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	pc := &peekedConn{Conn: c, r: br}
+	if first[0] != 0x16 {
+		l.refuse(pc, l.Addr().String())
+		return
+	}
+	select {
+	case l.conns <- tls.Server(pc, l.conf):
+	case <-l.done:
+		c.Close()
+	}
+}
+
+// Accept returns the next connection that began a TLS handshake.
+func (l *tlsListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close stops accepting; connections being sniffed are closed.
+func (l *tlsListener) Close() error {
+	var err error
+	l.once.Do(func() {
+		close(l.done)
+		err = l.Listener.Close()
+	})
+	return err
+}
+
+// peekedConn reads through the buffer that holds the peeked bytes.
+type peekedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (p *peekedConn) Read(b []byte) (int, error) { return p.r.Read(b) }
+
+// CloseWrite half-closes a TCP connection (refusePlaintext).
+func (p *peekedConn) CloseWrite() error {
+	if cw, ok := p.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}

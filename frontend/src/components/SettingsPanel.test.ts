@@ -1,0 +1,94 @@
+// The Settings panel's gateway section against a scripted gateway: the LAN listeners, the TLS
+// fingerprint (words and hex), the gateway id and mDNS as config.get reports them; a bind change
+// is sent with config.patch and said to need a restart.
+import { beforeEach, describe, expect, it } from 'vitest';
+import { fireEvent, render, screen, waitFor } from '@testing-library/svelte';
+import SettingsPanel from './SettingsPanel.svelte';
+import { GatewayClient } from '../lib/gateway';
+import { FakeWebSocket } from '../lib/testing/fakeWebSocket';
+import { resetLang, setLang } from '../lib/i18n.svelte';
+
+function connect() {
+  const gw = new GatewayClient({ url: 'ws://test/ws', token: 't', instanceId: 'i', WebSocket: FakeWebSocket, random: () => 0.5 });
+  gw.start();
+  const ws = FakeWebSocket.last();
+  ws.handshake();
+  return { gw, ws };
+}
+
+function answer(ws: FakeWebSocket, method: string, payload: unknown, done: Set<string>): any[] {
+  const out: any[] = [];
+  for (const f of ws.sent) {
+    if (f.method === method && !done.has(f.id)) {
+      done.add(f.id);
+      ws.reply(f, payload);
+      out.push(f.params);
+    }
+  }
+  return out;
+}
+
+const fp = '6a8309c8eba05acf121fda093cc677736243d5e3690f041e48550edccffac2b6';
+const gwid = 'ab'.repeat(32);
+const view = (restart: string[] = []) => ({
+  path: '/h/config.json',
+  config: { gateway: { bind: '127.0.0.2' } },
+  model: { provider: 'offline', model: '', baseUrl: '', reason: '' },
+  gateway: {
+    addr: '127.0.0.1:18789',
+    bind: '127.0.0.2',
+    addresses: ['127.0.0.2:18789'],
+    urls: ['https://127.0.0.2:18789/'],
+    tlsFingerprint: fp,
+    tlsFingerprintWords: 'kopag bolam vovob joraz',
+    gatewayId: gwid,
+    mdns: 'retrying',
+  },
+  embedding: { provider: 'builtin', model: 'm', dims: 384, files: 1, chunks: 1 },
+  restartRequired: restart,
+});
+
+beforeEach(() => {
+  FakeWebSocket.reset();
+  resetLang();
+});
+
+describe('settings: gateway', () => {
+  it('shows the LAN address, the fingerprint and the gateway id; a bind change needs a restart', async () => {
+    setLang('zh');
+    const { gw, ws } = connect();
+    render(SettingsPanel, { gw, connected: true });
+    const done = new Set<string>();
+    await waitFor(() => expect(answer(ws, 'config.get', view(), done)).toHaveLength(1));
+    answer(ws, 'config.detect', { servers: [] }, done);
+    await waitFor(() => expect(screen.getByTestId('gateway-fingerprint-words').textContent).toBe('kopag bolam vovob joraz'));
+    expect(screen.getByTestId('gateway-fingerprint').textContent).toBe(fp);
+    const lan = screen.getByTestId('gateway-lan').textContent ?? '';
+    expect(lan).toContain('https://127.0.0.2:18789/');
+    expect(lan).toContain(gwid);
+    expect(lan).toContain('证书指纹');
+    expect(screen.getByTestId('gateway-mdns').textContent).toBe('失败，正在重试（见日志）');
+    expect((screen.getByTestId('gateway-bind') as HTMLInputElement).value).toBe('127.0.0.2');
+
+    await fireEvent.input(screen.getByTestId('gateway-bind'), { target: { value: ' lan ' } });
+    await fireEvent.click(screen.getByTestId('gateway-save'));
+    let sent: any[] = [];
+    await waitFor(() => {
+      sent = answer(ws, 'config.patch', view(['gateway']), done);
+      expect(sent).toHaveLength(1);
+    });
+    expect(sent[0].patch).toEqual({ gateway: { port: null, bind: 'lan' } });
+    await waitFor(() => expect(screen.getByTestId('settings-restart').textContent).toContain('网关端口/绑定'));
+  });
+
+  it('says when the gateway is not on the LAN', async () => {
+    const { gw, ws } = connect();
+    render(SettingsPanel, { gw, connected: true });
+    const done = new Set<string>();
+    const v = view();
+    v.gateway = { addr: '127.0.0.1:18789', bind: 'loopback', addresses: [], urls: [], gatewayId: gwid } as any;
+    await waitFor(() => expect(answer(ws, 'config.get', v, done)).toHaveLength(1));
+    await waitFor(() => expect(screen.getByTestId('gateway-lan').textContent).toContain('not served: this computer only'));
+    expect(screen.queryByTestId('gateway-fingerprint')).toBeNull();
+  });
+});
