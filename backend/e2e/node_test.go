@@ -243,6 +243,30 @@ type invokeResult struct {
 	Error   json.RawMessage `json:"error"`
 }
 
+// waitConnected waits until node.list shows the node connected: the gateway
+// registers a connection just after its hello-ok, so the node's own
+// "paired" may come first.
+func (s *adminSession) waitConnected(nodeID string) {
+	s.t.Helper()
+	waitUntil(s.t, "node "+nodeID[:12]+" connected in node.list", func() bool {
+		var l struct {
+			Nodes []struct {
+				NodeID    string `json:"nodeId"`
+				Connected bool   `json:"connected"`
+			} `json:"nodes"`
+		}
+		if json.Unmarshal(s.call("node.list", nil), &l) != nil {
+			return false
+		}
+		for _, n := range l.Nodes {
+			if n.NodeID == nodeID && n.Connected {
+				return true
+			}
+		}
+		return false
+	})
+}
+
 func (s *adminSession) invoke(nodeID, command string, params any) invokeResult {
 	s.t.Helper()
 	raw := s.call("node.invoke", map[string]any{"nodeId": nodeID, "command": command, "params": params, "timeoutMs": 120000})
@@ -355,6 +379,7 @@ func TestNodeHostTwoProcesses(t *testing.T) {
 	runBin(t, bin, append([]string{"nodes", "approve", reqID}, hp...)...)
 	node.waitState(t, "paired")
 	pairedAfter := time.Since(approveAt)
+	admin.waitConnected(deviceID)
 	r := admin.invoke(deviceID, "system.which", map[string]any{"name": "sh"})
 	firstInvoke := time.Since(approveAt)
 	if !r.OK || !strings.Contains(string(r.Payload), `"path":"/`) {
@@ -403,6 +428,7 @@ func TestNodeHostTwoProcesses(t *testing.T) {
 	uiURL, stopServe = serve(t, bin, home, ws, mustAtoi(t, port), nil)
 	admin = newAdminSession(t, uiURL)
 	node.waitState(t, "paired")
+	admin.waitConnected(deviceID)
 	if r := admin.invoke(deviceID, "system.which", map[string]any{"name": "sh"}); !r.OK {
 		t.Fatalf("after the gateway restarted: %+v", r)
 	}
@@ -411,6 +437,7 @@ func TestNodeHostTwoProcesses(t *testing.T) {
 	node.stop()
 	node = startNode(t, bin, state)
 	node.waitState(t, "paired")
+	admin.waitConnected(deviceID)
 	if r := admin.invoke(deviceID, "system.which", map[string]any{"name": "sh"}); !r.OK {
 		t.Fatalf("after the node restarted: %+v", r)
 	}
@@ -425,6 +452,7 @@ func TestNodeHostTwoProcesses(t *testing.T) {
 	}
 	runBin(t, bin, append([]string{"nodes", "approve", pend["requestId"].(string)}, hp...)...)
 	node.waitState(t, "paired")
+	admin.waitConnected(deviceID)
 	if r := admin.invoke(deviceID, "system.which", map[string]any{"name": "sh"}); !r.OK {
 		t.Fatalf("after the repair: %+v", r)
 	}
@@ -449,6 +477,7 @@ func TestNodeHostTwoProcesses(t *testing.T) {
 	}
 	runBin(t, bin, append([]string{"nodes", "approve", pend["requestId"].(string)}, hp...)...)
 	node.waitState(t, "paired")
+	admin.waitConnected(deviceID)
 	if r := admin.invoke(deviceID, "system.which", map[string]any{"name": "sh"}); !r.OK {
 		t.Fatalf("after the stale-token repair: %+v", r)
 	}
