@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -352,4 +353,33 @@ func mustIface(t *testing.T, name string) net.Interface {
 func equalGateway(a, b Gateway) bool {
 	return a.Instance == b.Instance && a.Host == b.Host && slices.Equal(a.Addrs, b.Addrs) && a.Port == b.Port &&
 		a.GatewayID == b.GatewayID && a.TLSSHA256 == b.TLSSHA256 && a.DisplayName == b.DisplayName && a.Protocol == b.Protocol
+}
+
+// TestBrowseLatency measures how long a browse takes to find an advertised
+// gateway (a fresh resolver each time, stopping at the first answer), in a
+// network namespace of its own with multicast on lo; it logs the figures
+// for docs/BENCHMARKS.md and asserts nothing about time. Run with
+//
+//	ATRIUM_BENCH_MDNS=1 go test -run TestBrowseLatency -v ./backend/discovery
+func TestBrowseLatency(t *testing.T) {
+	if os.Getenv("ATRIUM_BENCH_MDNS") == "" {
+		t.Skip("a measurement: set ATRIUM_BENCH_MDNS=1")
+	}
+	if !netnstest.Run(t) {
+		return
+	}
+	netnstest.MulticastOnLo(t)
+	startAdvertiser(t, AdvertiserOptions{Port: 18789, GatewayID: gwA, TLSSHA256: fpA, IPs: []netip.Addr{lo1}, Logger: quietLog()})
+	const n = 50
+	var ds []time.Duration
+	for range n {
+		start := time.Now()
+		got, err := Browse(context.Background(), BrowseOptions{Interfaces: []string{"lo"}, Wait: 10 * time.Second, Max: 1})
+		if err != nil || len(got) != 1 {
+			t.Fatalf("browse: %v %+v", err, got)
+		}
+		ds = append(ds, time.Since(start))
+	}
+	slices.Sort(ds)
+	t.Logf("browse to the first gateway, %d runs: min %v, p50 %v, p90 %v, max %v", n, ds[0], ds[n/2], ds[n*9/10], ds[n-1])
 }
