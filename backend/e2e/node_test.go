@@ -16,6 +16,51 @@ import (
 	"github.com/coder/websocket"
 )
 
+// envNodeNetns marks the test binary re-executed by TestNodeHostTwoProcesses
+// inside a network namespace of its own; envNodeBin carries the atrium
+// binary built outside (the namespace has no network for the Go proxy).
+const (
+	envNodeNetns = "ATRIUM_E2E_NODE_NETNS"
+	envNodeBin   = "ATRIUM_E2E_NODE_BIN"
+)
+
+// nodeNetns decides where TestNodeHostTwoProcesses runs. In the parent it
+// builds the binary and, when `unshare -n` and `ip` work (root), runs the
+// test again inside a new network namespace with multicast on its loopback
+// (BUILD-NOTES "mDNS") and returns done=true; the child returns
+// mdns=true. Without a namespace the test runs here, on loopback, finding
+// the gateway by the pairing URL instead of mDNS (and says so).
+func nodeNetns(t *testing.T) (bin string, mdns, done bool) {
+	t.Helper()
+	if os.Getenv(envNodeNetns) == "1" {
+		for _, args := range [][]string{{"link", "set", "lo", "up"}, {"link", "set", "lo", "multicast", "on"}, {"route", "add", "224.0.0.0/4", "dev", "lo"}} {
+			if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+				t.Fatalf("ip %s: %v %s", strings.Join(args, " "), err, out)
+			}
+		}
+		return os.Getenv(envNodeBin), true, false
+	}
+	bin = buildAtrium(t)
+	why := ""
+	if _, err := exec.LookPath("ip"); err != nil {
+		why = "ip (iproute2) is not installed"
+	} else if out, err := exec.Command("unshare", "-n", "true").CombinedOutput(); err != nil {
+		why = fmt.Sprintf("unshare -n failed (needs root): %v %s", err, strings.TrimSpace(string(out)))
+	}
+	if why != "" {
+		t.Logf("mDNS part skipped: %s; the node finds the gateway by the pairing URL", why)
+		return bin, false, false
+	}
+	cmd := exec.Command("unshare", "-n", "--", os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1", "-test.timeout=10m")
+	cmd.Env = append(os.Environ(), envNodeNetns+"=1", envNodeBin+"="+bin)
+	out, err := cmd.CombinedOutput()
+	t.Logf("in a new network namespace:\n%s", out)
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()) {
+		t.Fatalf("the test in the network namespace failed: %v", err)
+	}
+	return bin, true, true
+}
+
 // adminSession is an operator-token connection to the app (loopback), kept
 // open to make requests and receive events (exec asks).
 type adminSession struct {
@@ -303,9 +348,10 @@ func (s *adminSession) answerAsks(decision string) <-chan []string {
 	return asked
 }
 
-// TestNodeHostTwoProcesses is issue 16's two-process test: `atrium serve`,
-// `atrium pair --png` read back by zbarimg, `atrium node` pairing with the
-// URL from the QR code, approved with
+// TestNodeHostTwoProcesses is issue 16's two-process test: `atrium serve`
+// with TLS on 127.0.0.2 and mDNS, `atrium pair --png` read back by zbarimg,
+// `atrium node` finding the gateway by mDNS (in a network namespace of its
+// own; by the pairing URL when no namespace can be made), approved with
 // `atrium nodes approve`, answering node.invoke system.run (asked through
 // the desktop's exec ask); then a rotated token, a gateway restart, a node
 // restart, a revoked token and a stale token, each ending paired again by a
@@ -317,9 +363,10 @@ func TestNodeHostTwoProcesses(t *testing.T) {
 	if _, err := exec.LookPath("zbarimg"); err != nil {
 		t.Skip("e2e: zbarimg (Debian zbar-tools) reads the pairing QR code; `make test` installs it")
 	}
-	// For now on plain loopback (ws://127.0.0.1, the pairing URL): the TLS
-	// listener on 127.0.0.2 and mDNS come with --bind (issue 16 part B).
-	bin, mdns := buildAtrium(t), false
+	bin, mdns, done := nodeNetns(t)
+	if done {
+		return
+	}
 	tmp := t.TempDir()
 	home, ws, state := filepath.Join(tmp, "home"), filepath.Join(tmp, "ws"), filepath.Join(tmp, "node")
 	for _, d := range []string{home, ws} {
@@ -328,7 +375,7 @@ func TestNodeHostTwoProcesses(t *testing.T) {
 		}
 	}
 	port := fmt.Sprint(freePort(t))
-	uiURL, stopServe := serve(t, bin, home, ws, mustAtoi(t, port), nil)
+	uiURL, stopServe := serve(t, bin, home, ws, mustAtoi(t, port), nil, "--bind", "127.0.0.2")
 	admin := newAdminSession(t, uiURL)
 	hp := []string{"--home", home, "--workspace", ws, "--port", port}
 
@@ -340,7 +387,7 @@ func TestNodeHostTwoProcesses(t *testing.T) {
 		t.Fatalf("zbarimg %s: %v", png, err)
 	}
 	pairURL := strings.TrimSpace(string(out))
-	if !strings.HasPrefix(pairURL, "http://127.0.0.1:"+port+"/pair#") {
+	if !strings.HasPrefix(pairURL, "https://127.0.0.2:"+port+"/pair#") {
 		t.Fatalf("QR code holds %q, want the pairing URL on https://127.0.0.2:%s", pairURL, port)
 	}
 	_, frag, _ := strings.Cut(pairURL, "#")
@@ -365,7 +412,7 @@ func TestNodeHostTwoProcesses(t *testing.T) {
 	pendingAfter := time.Since(start)
 	reqID, _ := pend["requestId"].(string)
 	deviceID, _ := pend["deviceId"].(string)
-	if reqID == "" || deviceID == "" || pend["url"] != "ws://127.0.0.1:"+port+"/ws" {
+	if reqID == "" || deviceID == "" || pend["url"] != "wss://127.0.0.2:"+port+"/ws" {
 		t.Fatalf("pending status %v", pend)
 	}
 	keyBefore, err := os.ReadFile(filepath.Join(state, "device.key"))
@@ -425,7 +472,7 @@ func TestNodeHostTwoProcesses(t *testing.T) {
 
 	// The gateway restarts: the node reconnects with the rotated token.
 	stopServe()
-	uiURL, stopServe = serve(t, bin, home, ws, mustAtoi(t, port), nil)
+	uiURL, stopServe = serve(t, bin, home, ws, mustAtoi(t, port), nil, "--bind", "127.0.0.2")
 	admin = newAdminSession(t, uiURL)
 	node.waitState(t, "paired")
 	admin.waitConnected(deviceID)
