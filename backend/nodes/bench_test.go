@@ -81,11 +81,15 @@ func rssKB(b *testing.B) float64 {
 }
 
 // BenchmarkPresence200Nodes: 200 real node connections over loopback
-// WebSockets (client and server in this process): RSS growth, the
-// presence event an operator receives, and the snapshot for hello-ok.
+// WebSockets (client and server in this process, the clients with a small
+// event buffer): RSS and heap growth, the presence event an operator
+// receives, and building + encoding the snapshot for hello-ok.
 func BenchmarkPresence200Nodes(b *testing.B) {
 	f := newFixture(b, Options{})
+	f.eventBuffer = 8
 	runtime.GC()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
 	rss0 := rssKB(b)
 	start := time.Now()
 	for i := range DefaultPresenceMax {
@@ -93,7 +97,9 @@ func BenchmarkPresence200Nodes(b *testing.B) {
 	}
 	connect := time.Since(start)
 	runtime.GC()
+	runtime.ReadMemStats(&m1)
 	rss1 := rssKB(b)
+	f.eventBuffer = 4096
 	op := f.operator("bench-ui")
 	if n := len(op.Hello().Snapshot.Presence); n != DefaultPresenceMax {
 		b.Fatalf("snapshot has %d entries", n)
@@ -117,6 +123,7 @@ func BenchmarkPresence200Nodes(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric((rss1-rss0)/1024, "rss-MiB-200conns")
+	b.ReportMetric((float64(m1.HeapAlloc)-float64(m0.HeapAlloc))/(1<<20), "heap-MiB-200conns")
 	b.ReportMetric(float64(evBytes), "event-bytes")
 	b.ReportMetric(float64(connect.Milliseconds()), "connect-200-ms")
 }

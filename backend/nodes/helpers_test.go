@@ -26,6 +26,8 @@ type fixture struct {
 	al    *audit.Log
 	clock *clock
 	url   string
+	// eventBuffer is the clients' event channel size (0: 4096).
+	eventBuffer int
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -78,7 +80,7 @@ func newFixture(t testing.TB, o Options) *fixture {
 func (f *fixture) dial(o gateway.ClientOptions) *gateway.Client {
 	f.t.Helper()
 	o.URL, o.Token = f.url, testToken
-	if o.EventBuffer == 0 {
+	if o.EventBuffer = f.eventBuffer; o.EventBuffer == 0 {
 		o.EventBuffer = 4096
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
