@@ -104,14 +104,18 @@ func (s *Service) Register() {
 }
 
 // Input records lastInputSeconds for connection connID's presence entry
-// (re-creating the entry when it was dropped for space) and announces the
-// change. False when connID is not an open connection.
+// (re-creating the entry when it was dropped for space; a node's lastSeen
+// becomes now) and announces the change. False when connID is not an open
+// connection.
 func (s *Service) Input(connID string, lastInputSeconds float64) bool {
 	s.mu.Lock()
 	ps := s.peers[connID]
 	var p peer
 	if ps != nil {
 		p = ps.p
+		if ns := s.nodes[p.nodeID()]; ns != nil && p.isNode() {
+			ns.node.LastSeen = s.o.Now().UnixMilli()
+		}
 	}
 	s.mu.Unlock()
 	if ps == nil {
