@@ -1,0 +1,642 @@
+package atrium
+
+// The adversarial suite of issue 16: the real app bound to 127.0.0.2
+// (HTTPS/WSS with its own certificate, like a LAN bind; the person's plain
+// listener on 127.0.0.1) attacked over real TLS WebSockets by real device
+// keys, from other loopback source addresses as other machines on the LAN
+// would. Every case checks (a) the refusal with its exact code and reason,
+// (b) the audit entry the refusal left, and (c) that nothing was lost or
+// granted by it.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/atrium-dev/atrium/backend/audit"
+	"github.com/atrium-dev/atrium/backend/device"
+	"github.com/atrium-dev/atrium/backend/gateway"
+	"github.com/atrium-dev/atrium/backend/gwid"
+)
+
+// attackBind is the address the app serves TLS on (tests send traffic only
+// to 127.0.0.0/8).
+const attackBind = "127.0.0.2"
+
+// syncBuffer is the app's log, read by the leak checks.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// atk is the app under attack and the attacker's tools.
+type atk struct {
+	t       *testing.T
+	ctx     context.Context
+	a       *App
+	ws      string
+	logs    *syncBuffer
+	lanAddr string   // 127.0.0.2:<port>, HTTPS/WSS only
+	fp      [32]byte // the certificate the devices pin
+	admin   *gateway.Client
+}
+
+func startAttack(t *testing.T) *atk {
+	t.Helper()
+	logs := &syncBuffer{}
+	a, ws := startAppWith(t, func(string) string { return "" }, func(_ string, o *Options) {
+		o.Bind = attackBind
+		o.MDNSInterfaces = []string{"atrium-none0"} // advertise nothing
+		o.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	seedWorkspace(t, a, ws, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	info := a.LAN()
+	if len(info.Addresses) != 1 {
+		t.Fatalf("LAN listeners %v, want one on %s", info.Addresses, attackBind)
+	}
+	raw, err := hex.DecodeString(info.TLSFingerprint)
+	if err != nil || len(raw) != 32 {
+		t.Fatalf("fingerprint %q", info.TLSFingerprint)
+	}
+	k := &atk{t: t, ctx: ctx, a: a, ws: ws, logs: logs, lanAddr: info.Addresses[0]}
+	copy(k.fp[:], raw)
+	k.admin = gwDial(ctx, t, a, gateway.RoleOperator, "attack-admin") // the person, on 127.0.0.1
+	return k
+}
+
+// from is an HTTPS client of the machine at source address src (another
+// loopback address: another host on the LAN), pinning the gateway's
+// certificate.
+func (k *atk) from(src string) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 30 * time.Second}
+	return &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{
+		DialContext: d.DialContext, TLSClientConfig: gwid.PinnedClientConfig(k.fp), DisableKeepAlives: true}}
+}
+
+func (k *atk) wssURL() string { return "wss://" + k.lanAddr + "/ws" }
+
+// dev connects key over WSS from src as a device (proof for this gateway).
+func (k *atk) dev(src string, key *device.PrivateKey, o gateway.ClientOptions) (*gateway.Client, error) {
+	o.URL, o.Device, o.HTTPClient = k.wssURL(), key, k.from(src)
+	if o.GatewayID == "" {
+		o.GatewayID = k.a.Identity.ID
+	}
+	if o.Client.ID == "" {
+		o.Client = gateway.ClientInfo{ID: "atrium-phone", Version: "test", Platform: "android", Mode: "node", DisplayName: "Pixel 8"}
+	}
+	c, err := gateway.Dial(k.ctx, o)
+	if err == nil {
+		k.t.Cleanup(func() { c.Close() })
+	}
+	return c, err
+}
+
+func (k *atk) mustDev(src string, key *device.PrivateKey, o gateway.ClientOptions) *gateway.Client {
+	k.t.Helper()
+	c, err := k.dev(src, key, o)
+	if err != nil {
+		k.t.Fatalf("device connect from %s: %v", src, err)
+	}
+	return c
+}
+
+func newDeviceKey(t *testing.T) *device.PrivateKey {
+	t.Helper()
+	key, err := device.GenerateKey(device.Ed25519)
+	must(t, err)
+	return key
+}
+
+// code asks for a setup code as the person.
+func (k *atk) code() (display, norm string) {
+	k.t.Helper()
+	var pc struct{ Code, Display, URL string }
+	must(k.t, k.admin.Call(k.ctx, "device.pair.code", map[string]any{}, &pc))
+	return pc.Display, pc.Code
+}
+
+// pending lists the pending requests' device ids.
+func (k *atk) pending() []string {
+	k.t.Helper()
+	var l struct {
+		Pending []struct{ RequestID, DeviceID string }
+	}
+	must(k.t, k.admin.Call(k.ctx, "device.pair.list", map[string]any{}, &l))
+	var ids []string
+	for _, r := range l.Pending {
+		ids = append(ids, r.DeviceID)
+	}
+	return ids
+}
+
+// pair pairs a new device over WSS from src for roles with commands
+// (approving only approved, nil = all) and returns its key and tokens.
+func (k *atk) pair(src string, roles, commands, approved []string) (*device.PrivateKey, map[string]string) {
+	k.t.Helper()
+	key := newDeviceKey(k.t)
+	disp, _ := k.code()
+	p := k.mustDev(src, key, gateway.ClientOptions{SetupCode: disp, Role: roles[0], Roles: roles, Commands: commands, Caps: []string{"system"}})
+	params := map[string]any{"requestId": p.Auth().RequestID}
+	if approved != nil {
+		params["commands"] = approved
+	}
+	must(k.t, k.admin.Call(k.ctx, "device.pair.approve", params, nil))
+	var res struct {
+		Decision     string
+		DeviceTokens map[string]string
+	}
+	must(k.t, json.Unmarshal(waitEvent(k.ctx, k.t, p, "device.pair.resolved"), &res))
+	if res.Decision != "approved" || len(res.DeviceTokens) != len(roles) {
+		k.t.Fatalf("device.pair.resolved %+v", res)
+	}
+	p.Close()
+	return key, res.DeviceTokens
+}
+
+// deniedSince returns the denied audit entries recorded after mark (an
+// earlier len of the denied entries).
+func (k *atk) denied() []audit.Entry {
+	k.t.Helper()
+	es, err := k.a.Audit.Tail(100000, audit.Filter{Result: audit.Denied})
+	must(k.t, err)
+	return es
+}
+
+// audited checks that an entry denying op, whose target holds every one
+// of targets, was recorded after the first `before` denied entries.
+func (k *atk) audited(what string, before int, op string, targets ...string) {
+	k.t.Helper()
+	es := k.denied()
+	fresh := es[:max(len(es)-before, 0)] // Tail is newest first
+	for _, e := range fresh {
+		if e.Operation != op {
+			continue
+		}
+		ok := true
+		for _, s := range targets {
+			ok = ok && strings.Contains(e.Target, s)
+		}
+		if ok {
+			return
+		}
+	}
+	k.t.Errorf("%s: no denied %q audit entry with target %q among %+v", what, op, targets, fresh)
+}
+
+func gwError(err error) *gateway.Error {
+	var ge *gateway.Error
+	if errors.As(err, &ge) {
+		return ge
+	}
+	return nil
+}
+
+// refused checks err is code with details.reason (when reason != "") and
+// a message holding msg (when msg != "").
+func refused(t *testing.T, what string, err error, code, reason, msg string) {
+	t.Helper()
+	ge := gwError(err)
+	switch {
+	case ge == nil:
+		t.Errorf("%s: %v, want %s", what, err, code)
+	case ge.Code != code:
+		t.Errorf("%s: %s %q, want %s", what, ge.Code, ge.Message, code)
+	case reason != "" && ge.Details["reason"] != reason:
+		t.Errorf("%s: details %v, want reason %s", what, ge.Details, reason)
+	case msg != "" && !strings.Contains(ge.Message, msg):
+		t.Errorf("%s: message %q, want it to say %q", what, ge.Message, msg)
+	}
+}
+
+// rawConnect opens a WSS connection from src, reads the challenge, sends
+// the connect params made from it and returns the response and the close
+// status the server ended the connection with.
+func (k *atk) rawConnect(src string, make func(gateway.Challenge) gateway.ConnectParams) (gateway.ResponseFrame, gateway.Challenge, websocket.StatusCode) {
+	k.t.Helper()
+	ws, _, err := websocket.Dial(k.ctx, k.wssURL(), &websocket.DialOptions{HTTPClient: k.from(src)})
+	must(k.t, err)
+	defer ws.CloseNow()
+	var ev gateway.EventFrame
+	var ch gateway.Challenge
+	_, data, err := ws.Read(k.ctx)
+	if err != nil || json.Unmarshal(data, &ev) != nil || json.Unmarshal(ev.Payload, &ch) != nil {
+		k.t.Fatalf("challenge: %s %v", data, err)
+	}
+	b, _ := json.Marshal(gateway.RequestFrame{Type: "req", ID: "c1", Method: gateway.MethodConnect, Params: mustMarshal(k.t, make(ch))})
+	must(k.t, ws.Write(k.ctx, websocket.MessageText, b))
+	_, data, err = ws.Read(k.ctx)
+	must(k.t, err)
+	var res gateway.ResponseFrame
+	must(k.t, json.Unmarshal(data, &res))
+	if res.OK {
+		return res, ch, -1
+	}
+	_, _, err = ws.Read(k.ctx) // the close that follows a refusal
+	return res, ch, websocket.CloseStatus(err)
+}
+
+func mustMarshal(t *testing.T, v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	must(t, err)
+	return b
+}
+
+// signed is connect params with key's v2 proof over nonce for gatewayID.
+func signed(t *testing.T, key *device.PrivateKey, gatewayID, nonce, token string, auth gateway.ConnectAuth) gateway.ConnectParams {
+	t.Helper()
+	ci := gateway.ClientInfo{ID: "atrium-phone", Version: "test", Platform: "android", Mode: "node"}
+	p, err := key.SignConnect(device.Payload{Version: 2, GatewayID: gatewayID, ClientID: ci.ID, Mode: ci.Mode, Role: gateway.RoleNode,
+		SignedAtMs: time.Now().UnixMilli(), Token: token, Nonce: nonce})
+	must(t, err)
+	return gateway.ConnectParams{MinProtocol: 1, MaxProtocol: 1, Role: gateway.RoleNode, Client: ci, Auth: auth,
+		Device: &gateway.DeviceProof{ID: p.ID, Algorithm: string(p.Key.Alg), PublicKey: p.Key.Encode(),
+			Signature: base64.RawURLEncoding.EncodeToString(p.Signature), SignedAt: p.SignedAt, Nonce: p.Nonce}}
+}
+
+// nextEvent returns the next event on c other than presence and tick
+// noise, named one of names.
+func nextEvent(ctx context.Context, t *testing.T, c *gateway.Client, names ...string) gateway.EventFrame {
+	t.Helper()
+	for {
+		select {
+		case ev, ok := <-c.Events():
+			if !ok {
+				t.Fatalf("connection ended before %v: %v", names, c.Err())
+			}
+			if slices.Contains(names, ev.Event) {
+				return ev
+			}
+		case <-ctx.Done():
+			t.Fatalf("no %v event: %v", names, ctx.Err())
+		}
+	}
+}
+
+// firstEvent delivers the next event named name on c (nothing if the
+// connection ends first).
+func firstEvent(ctx context.Context, c *gateway.Client, name string) <-chan gateway.EventFrame {
+	out := make(chan gateway.EventFrame, 1)
+	go func() {
+		for {
+			select {
+			case ev, ok := <-c.Events():
+				if !ok {
+					return
+				}
+				if ev.Event == name {
+					out <- ev
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// TestAdversarial is the issue's list, each case refused, audited and
+// without effect.
+func TestAdversarial(t *testing.T) {
+	k := startAttack(t)
+	id := k.a.Identity.ID
+
+	// The victims: a phone paired as operator and node (location.get and
+	// system.notify approved, system.run unticked), a second node.
+	phoneKey, phoneToks := k.pair("127.0.0.10", []string{gateway.RoleOperator, gateway.RoleNode},
+		[]string{"location.get", "system.notify", "system.run"}, []string{"location.get", "system.notify"})
+	phoneID := phoneKey.Public().ID()
+	nodeCmds := gateway.ClientOptions{Role: gateway.RoleNode, Caps: []string{"system"},
+		Commands: []string{"location.get", "system.notify", "system.run"}}
+	phoneNodeOpts := nodeCmds
+	phoneNodeOpts.DeviceToken = phoneToks[gateway.RoleNode]
+	phoneNode := k.mustDev("127.0.0.10", phoneKey, phoneNodeOpts)
+	phoneOp := k.mustDev("127.0.0.10", phoneKey, gateway.ClientOptions{Role: gateway.RoleOperator, DeviceToken: phoneToks[gateway.RoleOperator],
+		Client: gateway.ClientInfo{ID: "atrium-ui", Version: "test", Platform: "android", Mode: "ui"}})
+
+	type result struct {
+		err   error
+		close websocket.StatusCode
+	}
+	cases := []struct {
+		name string
+		// attack runs the attack and returns its refusal; before is the
+		// number of denied audit entries before it.
+		attack func(t *testing.T) (error, []string) // refusal, audit target parts
+		code   string
+		reason string // error.details.reason
+		msg    string // in the message
+		op     string // audited operation
+		// after checks that nothing was lost or granted.
+		after func(t *testing.T)
+	}{
+		{
+			name: "setup-code guessing",
+			attack: func(t *testing.T) (error, []string) {
+				live, _ := k.code()
+				var last *device.PrivateKey
+				for i := range 5 { // the per-address limit
+					last = newDeviceKey(t)
+					_, err := k.dev("127.0.0.20", last, gateway.ClientOptions{SetupCode: fmt.Sprintf("ZZZZ-ZZZ%d", i)})
+					refused(t, "guess", err, gateway.CodeUnauthorized, "code_invalid", "unknown setup code")
+				}
+				thief := newDeviceKey(t)
+				_, err := k.dev("127.0.0.20", thief, gateway.ClientOptions{SetupCode: live}) // right, but too late
+				if ge := gwError(err); ge == nil || ge.Details["retryAfterMs"] == nil {
+					t.Errorf("rate-limited refusal without retryAfterMs: %v", err)
+				}
+				// The right code is not spent by the refused attempt: the
+				// person's phone (another address) still pairs with it.
+				honest := newDeviceKey(t)
+				if c, err := k.dev("127.0.0.21", honest, gateway.ClientOptions{SetupCode: live}); err != nil || c.Auth().Status != gateway.AuthPending {
+					t.Errorf("the honest phone after the guesses: %v", err)
+				}
+				if p := k.pending(); slices.Contains(p, thief.Public().ID()) || slices.Contains(p, last.Public().ID()) {
+					t.Errorf("a guesser has a pending request: %v", p)
+				}
+				return err, []string{"connect", "device:" + thief.Public().ID()}
+			},
+			code: gateway.CodeUnauthorized, reason: "rate_limited", msg: "too many wrong setup codes", op: "connect",
+		},
+		{
+			name: "used code",
+			attack: func(t *testing.T) (error, []string) {
+				disp, _ := k.code()
+				owner := newDeviceKey(t)
+				first := k.mustDev("127.0.0.22", owner, gateway.ClientOptions{SetupCode: disp})
+				thief := newDeviceKey(t)
+				_, err := k.dev("127.0.0.23", thief, gateway.ClientOptions{SetupCode: disp})
+				p := k.pending()
+				if slices.Contains(p, thief.Public().ID()) || !slices.Contains(p, owner.Public().ID()) {
+					t.Errorf("pending after a used code: %v (owner %s kept, thief none)", p, owner.Public().ID())
+				}
+				if first.Err() != nil {
+					t.Errorf("the owner's pending connection ended: %v", first.Err())
+				}
+				return err, []string{"device:" + thief.Public().ID()}
+			},
+			code: gateway.CodeUnauthorized, reason: "code_used", msg: "already used", op: "connect",
+		},
+		{
+			name: "expired code",
+			attack: func(t *testing.T) (error, []string) {
+				disp, norm := k.code()
+				sum := sha256.Sum256([]byte(norm))
+				if _, err := k.a.db.ExecContext(k.ctx, `UPDATE pairing_codes SET expires_ms = ? WHERE hash = ?`,
+					time.Now().Add(-time.Millisecond).UnixMilli(), hex.EncodeToString(sum[:])); err != nil {
+					t.Fatal(err)
+				}
+				late := newDeviceKey(t)
+				_, err := k.dev("127.0.0.24", late, gateway.ClientOptions{SetupCode: disp})
+				if slices.Contains(k.pending(), late.Public().ID()) {
+					t.Error("an expired code made a pending request")
+				}
+				return err, []string{"device:" + late.Public().ID()}
+			},
+			code: gateway.CodeUnauthorized, reason: "code_expired", msg: "expired", op: "connect",
+		},
+		{
+			name: "replayed signature",
+			attack: func(t *testing.T) (error, []string) {
+				// The phone's own valid connect, captured on one connection
+				// (admitted), replayed byte for byte on another.
+				var captured gateway.ConnectParams
+				res, _, _ := k.rawConnect("127.0.0.10", func(ch gateway.Challenge) gateway.ConnectParams {
+					captured = signed(t, phoneKey, id, ch.Nonce, phoneToks[gateway.RoleNode], gateway.ConnectAuth{DeviceToken: phoneToks[gateway.RoleNode]})
+					return captured
+				})
+				if !res.OK {
+					t.Fatalf("the genuine connect was refused: %+v", res.Error)
+				}
+				res, _, cl := k.rawConnect("127.0.0.30", func(gateway.Challenge) gateway.ConnectParams { return captured })
+				if cl != gateway.CloseUnauthorized {
+					t.Errorf("replay: close %d, want 4001", cl)
+				}
+				return errOf(res), []string{"device:" + phoneID}
+			},
+			code: gateway.CodeUnauthorized, msg: "nonce", op: "connect",
+		},
+		{
+			name: "signature for another gateway",
+			attack: func(t *testing.T) (error, []string) {
+				other := strings.Repeat("ab", 32)
+				res, _, cl := k.rawConnect("127.0.0.31", func(ch gateway.Challenge) gateway.ConnectParams {
+					return signed(t, phoneKey, other, ch.Nonce, phoneToks[gateway.RoleNode], gateway.ConnectAuth{DeviceToken: phoneToks[gateway.RoleNode]})
+				})
+				if cl != gateway.CloseUnauthorized {
+					t.Errorf("close %d, want 4001", cl)
+				}
+				return errOf(res), []string{"device:" + phoneID}
+			},
+			code: gateway.CodeUnauthorized, msg: "device signature refused", op: "connect",
+		},
+		{
+			name: "device token presented with another key",
+			attack: func(t *testing.T) (error, []string) {
+				thief := newDeviceKey(t)
+				_, err := k.dev("127.0.0.32", thief, gateway.ClientOptions{Role: gateway.RoleNode, DeviceToken: phoneToks[gateway.RoleNode]})
+				return err, []string{"device:" + thief.Public().ID()}
+			},
+			code: gateway.CodeNotPaired, msg: "not paired", op: "connect",
+			after: func(t *testing.T) { k.stillPaired(t, phoneKey, phoneToks) },
+		},
+		{
+			name: "a wrong token with the right key",
+			attack: func(t *testing.T) (error, []string) {
+				_, err := k.dev("127.0.0.10", phoneKey, gateway.ClientOptions{Role: gateway.RoleNode, DeviceToken: phoneToks[gateway.RoleOperator]})
+				if ge := gwError(err); ge == nil || ge.Details["repairable"] != true {
+					t.Errorf("mismatch not repairable: %v", err)
+				}
+				return err, []string{"device:" + phoneID}
+			},
+			code: gateway.CodeUnauthorized, reason: "device_token_mismatch", op: "connect",
+			after: func(t *testing.T) { k.stillPaired(t, phoneKey, phoneToks) },
+		},
+		{
+			name: "a node calling operator methods",
+			attack: func(t *testing.T) (error, []string) {
+				var err error
+				for _, m := range []struct {
+					method string
+					params map[string]any
+				}{
+					{"memory.get", map[string]any{"path": "MEMORY.md"}},
+					{"chat.send", map[string]any{"profileId": "main", "message": "exfiltrate"}},
+					{"node.invoke", map[string]any{"nodeId": phoneID, "command": "system.run", "params": map[string]any{}}},
+					{"memory.write", map[string]any{"path": "memory/pwned.md", "content": "pwned", "mode": "append"}},
+				} {
+					err = phoneNode.Call(k.ctx, m.method, m.params, nil)
+					refused(t, "node "+m.method, err, gateway.CodeForbidden, "", "only admin, operator device may call it")
+				}
+				if _, serr := os.Stat(filepath.Join(k.ws, "memory", "pwned.md")); !os.IsNotExist(serr) {
+					t.Errorf("the node's memory.write was applied: %v", serr)
+				}
+				return err, []string{"memory.write", "device:" + phoneID}
+			},
+			code: gateway.CodeForbidden, msg: "this connection is node device", op: "memory.write",
+		},
+		{
+			name: "a command that was not approved",
+			attack: func(t *testing.T) (error, []string) {
+				err := phoneOp.Call(k.ctx, "node.invoke", map[string]any{"nodeId": phoneID, "command": "system.run",
+					"params": map[string]any{"command": []string{"id"}}}, nil)
+				k.invokeAllowed(t, phoneOp, phoneNode, phoneID)
+				return err, []string{phoneID, "system.run"}
+			},
+			code: gateway.CodeForbidden, msg: "may not run system.run", op: "node.invoke",
+		},
+		{
+			name: "a selector matching a node whose command was unticked",
+			attack: func(t *testing.T) (error, []string) {
+				err := phoneOp.Call(k.ctx, "node.invoke", map[string]any{"selector": map[string]any{"caps": []string{"system"}},
+					"command": "system.run", "params": map[string]any{}}, nil)
+				k.invokeAllowed(t, phoneOp, phoneNode, phoneID)
+				return err, []string{"caps:system", "system.run"}
+			},
+			code: gateway.CodeForbidden, msg: "may run system.run", op: "node.invoke",
+		},
+		{
+			name: "an unpaired device calling anything but pairing",
+			attack: func(t *testing.T) (error, []string) {
+				key := newDeviceKey(t)
+				disp, _ := k.code()
+				u := k.mustDev("127.0.0.33", key, gateway.ClientOptions{SetupCode: disp, Roles: []string{"operator", "node"}, Role: gateway.RoleNode})
+				reqID := u.Auth().RequestID
+				var err error
+				for _, m := range k.admin.Hello().Features.Methods {
+					if m == "health" || m == "device.pair.status" {
+						continue
+					}
+					// Its own request id and device id where a method takes one.
+					err = u.Call(k.ctx, m, map[string]any{"requestId": reqID, "deviceId": key.Public().ID(), "role": "operator"}, nil)
+					if ge := gwError(err); ge == nil || ge.Code != gateway.CodeForbidden {
+						t.Errorf("unpaired %s: %v, want FORBIDDEN", m, err)
+					}
+				}
+				var st struct{ Status, RequestID string }
+				if err := u.Call(k.ctx, "device.pair.status", map[string]any{}, &st); err != nil || st.Status != "pending" || st.RequestID != reqID {
+					t.Errorf("after the attempts its request is %+v %v, want still pending", st, err)
+				}
+				if _, err := k.a.Pairing.Device(k.ctx, key.Public().ID()); err == nil {
+					t.Error("the unpaired device got paired")
+				}
+				return u.Call(k.ctx, "device.pair.approve", map[string]any{"requestId": reqID}, nil), []string{"device.pair.approve", "device:" + key.Public().ID()}
+			},
+			code: gateway.CodeForbidden, msg: "only admin may call it (this connection is unpaired)", op: "device.pair.approve",
+		},
+		{
+			name: "the operator token on the TLS listener",
+			attack: func(t *testing.T) (error, []string) {
+				_, err := gateway.Dial(k.ctx, gateway.ClientOptions{URL: k.wssURL(), Token: k.a.Token, HTTPClient: k.from("127.0.0.34"),
+					Client: gateway.ClientInfo{ID: "atrium-ui", Mode: "ui"}})
+				return err, []string{"connect"}
+			},
+			code: gateway.CodeForbidden, msg: "operator token is accepted on loopback only", op: "connect",
+		},
+	}
+	_ = result{}
+	for _, tc := range cases {
+		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
+			before := len(k.denied())
+			err, target := tc.attack(t)
+			refused(t, tc.name, err, tc.code, tc.reason, tc.msg)
+			k.audited(tc.name, before, tc.op, target...)
+			if tc.after != nil {
+				tc.after(t)
+			}
+		})
+	}
+}
+
+func errOf(res gateway.ResponseFrame) error {
+	if res.OK || res.Error == nil {
+		return nil
+	}
+	return res.Error
+}
+
+// stillPaired checks the device's record and both tokens survived.
+func (k *atk) stillPaired(t *testing.T, key *device.PrivateKey, toks map[string]string) {
+	t.Helper()
+	d, err := k.a.Pairing.Device(k.ctx, key.Public().ID())
+	if err != nil || len(d.Roles) != 2 {
+		t.Fatalf("pairing record after the attack: %+v %v", d, err)
+	}
+	c, err := k.dev("127.0.0.10", key, gateway.ClientOptions{Role: gateway.RoleNode, DeviceToken: toks[gateway.RoleNode]})
+	if err != nil || c.Auth().Status != gateway.AuthPaired {
+		t.Fatalf("the device's own token after the attack: %v", err)
+	}
+	c.Close()
+}
+
+// invokeAllowed invokes an approved command on the node and checks that
+// the first invoke request the node sees is that one (the refused invoke
+// sent it nothing).
+func (k *atk) invokeAllowed(t *testing.T, op, node *gateway.Client, nodeID string) {
+	t.Helper()
+	type out struct {
+		r   struct{ OK bool }
+		err error
+	}
+	done := make(chan out, 1)
+	go func() {
+		var o out
+		o.err = op.Call(k.ctx, "node.invoke", map[string]any{"nodeId": nodeID, "command": "system.notify",
+			"params": map[string]any{"title": "t", "body": "b"}}, &o.r)
+		done <- o
+	}()
+	var ev gateway.EventFrame
+	select {
+	case ev = <-firstEvent(k.ctx, node, "node.invoke.request"):
+	case o := <-done:
+		t.Fatalf("the allowed invoke ended before reaching the node: %+v %v", o.r, o.err)
+	}
+	var req struct{ ID, Command string }
+	must(t, json.Unmarshal(ev.Payload, &req))
+	if req.Command != "system.notify" {
+		t.Errorf("the node was asked to run %q (the refused command reached it)", req.Command)
+	}
+	must(t, node.Call(k.ctx, "node.invoke.result", map[string]any{"id": req.ID, "ok": true, "payload": map[string]any{"delivered": true}}, nil))
+	if o := <-done; o.err != nil || !o.r.OK {
+		t.Errorf("the allowed invoke: %+v %v", o.r, o.err)
+	}
+}
+
+// Silence unused imports while the suite grows.
+var _ = bufio.NewReader
+var _ = io.Discard
+var _ tls.Config
