@@ -13,7 +13,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"crypto/tls"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -636,7 +635,191 @@ func (k *atk) invokeAllowed(t *testing.T, op, node *gateway.Client, nodeID strin
 	}
 }
 
-// Silence unused imports while the suite grows.
-var _ = bufio.NewReader
-var _ = io.Discard
-var _ tls.Config
+// TestAdversarialLAN: what anyone on the LAN can do without a key — talk
+// plaintext to the TLS listener, hold connections before the handshake,
+// send a huge first frame, come through a DNS-rebinding name or a foreign
+// Origin, open /pair — and whether any secret (operator token, device
+// tokens, setup codes) reaches a log, the audit log, state.db or a
+// response other than its one delivery.
+func TestAdversarialLAN(t *testing.T) {
+	k := startAttack(t)
+	port := k.lanAddr[strings.LastIndex(k.lanAddr, ":")+1:]
+
+	// A pairing and a pending code make secrets to look for afterwards.
+	phoneKey, phoneToks := k.pair("127.0.0.10", []string{gateway.RoleOperator, gateway.RoleNode}, []string{"system.notify"}, nil)
+	_ = phoneKey
+	liveDisplay, liveCode := k.code()
+	// A token rotated by the device itself (delivered in the answer) and
+	// one rotated by the person (delivered as an event).
+	rot := map[string]string{}
+	op := k.mustDev("127.0.0.10", phoneKey, gateway.ClientOptions{Role: gateway.RoleOperator, DeviceToken: phoneToks[gateway.RoleOperator],
+		Client: gateway.ClientInfo{ID: "atrium-ui", Mode: "ui"}})
+	var self struct{ DeviceToken string }
+	must(t, op.Call(k.ctx, "device.token.rotate", map[string]any{}, &self))
+	rot["operator (self)"] = self.DeviceToken
+	must(t, k.admin.Call(k.ctx, "device.token.rotate", map[string]any{"deviceId": phoneKey.Public().ID(), "role": "node"}, nil))
+	var ev struct{ Role, DeviceToken string }
+	must(t, json.Unmarshal(waitEvent(k.ctx, t, op, "device.token.rotated"), &ev))
+	rot["node (admin)"] = ev.DeviceToken
+	phoneToks = map[string]string{gateway.RoleOperator: self.DeviceToken, gateway.RoleNode: ev.DeviceToken, "old operator": phoneToks[gateway.RoleOperator],
+		"old node": phoneToks[gateway.RoleNode]}
+
+	t.Run("plaintext_on_the_TLS_listener", func(t *testing.T) {
+		before := len(k.denied())
+		c, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.40")}}).DialContext(k.ctx, "tcp", k.lanAddr)
+		must(t, err)
+		defer c.Close()
+		// A phone that typed http:// and a code in the query by mistake,
+		// and a WebSocket upgrade in the clear.
+		_, err = fmt.Fprintf(c, "GET /pair?c=%s HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", liveCode, k.lanAddr)
+		must(t, err)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		must(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "this address serves HTTPS only") ||
+			strings.Contains(string(body), "<html") || strings.Contains(string(body), "connect.challenge") {
+			t.Errorf("plaintext request: %d %q, want 400 this address serves HTTPS only and nothing served", resp.StatusCode, body)
+		}
+		k.audited("plaintext", before, "gateway.plaintext", k.lanAddr, "GET /pair")
+		for _, e := range k.denied() {
+			if strings.Contains(e.Target+e.Reason, liveCode) {
+				t.Errorf("the setup code in a plaintext request's query reached the audit log: %+v", e)
+			}
+		}
+	})
+
+	t.Run("pre-auth_frame_size_over_TLS", func(t *testing.T) {
+		ws, _, err := websocket.Dial(k.ctx, k.wssURL(), &websocket.DialOptions{HTTPClient: k.from("127.0.0.41")})
+		must(t, err)
+		defer ws.CloseNow()
+		if _, _, err := ws.Read(k.ctx); err != nil {
+			t.Fatal(err)
+		}
+		big := `{"type":"req","id":"1","method":"connect","params":{"pad":"` + strings.Repeat("x", 70<<10) + `"}}`
+		_ = ws.Write(k.ctx, websocket.MessageText, []byte(big))
+		_, _, err = ws.Read(k.ctx)
+		var ce websocket.CloseError
+		if !errors.As(err, &ce) || ce.Code != gateway.CloseHandshakeFailed || !strings.Contains(ce.Reason, "at most 65536 bytes") {
+			t.Errorf("a 70 KiB first frame over WSS: %v, want close 4002 first frame must be … at most 65536 bytes", err)
+		}
+	})
+
+	t.Run("pre-auth_connection_cap_over_TLS", func(t *testing.T) {
+		var held []*websocket.Conn
+		defer func() {
+			for _, c := range held {
+				c.CloseNow()
+			}
+		}()
+		for range gateway.DefaultMaxUnauthenticatedPerIP {
+			c, _, err := websocket.Dial(k.ctx, k.wssURL(), &websocket.DialOptions{HTTPClient: k.from("127.0.0.42")})
+			must(t, err)
+			held = append(held, c)
+		}
+		_, resp, err := websocket.Dial(k.ctx, k.wssURL(), &websocket.DialOptions{HTTPClient: k.from("127.0.0.42")})
+		if err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("connection %d from one address waiting for its handshake: %v %v, want 503 with Retry-After", len(held)+1, resp, err)
+		}
+		// Another machine is not locked out by it.
+		if _, err := k.dev("127.0.0.10", phoneKey, gateway.ClientOptions{Role: gateway.RoleOperator, DeviceToken: phoneToks[gateway.RoleOperator]}); err != nil {
+			t.Errorf("the phone while another address holds its cap: %v", err)
+		}
+	})
+
+	t.Run("Host_and_Origin_(DNS_rebinding)", func(t *testing.T) {
+		get := func(host, origin, path string, upgrade bool) int {
+			req, err := http.NewRequestWithContext(k.ctx, "GET", "https://"+k.lanAddr+path, nil)
+			must(t, err)
+			req.Host = host
+			if origin != "" {
+				req.Header.Set("Origin", origin)
+			}
+			if upgrade {
+				req.Header.Set("Connection", "Upgrade")
+				req.Header.Set("Upgrade", "websocket")
+				req.Header.Set("Sec-WebSocket-Version", "13")
+				req.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+			}
+			resp, err := k.from("127.0.0.43").Do(req)
+			must(t, err)
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		for _, tc := range []struct {
+			what, host, origin, path string
+			upgrade                  bool
+			want                     int
+		}{
+			{"a rebinding name as Host (UI)", "evil.example:" + port, "", "/", false, http.StatusMisdirectedRequest},
+			{"a rebinding name as Host (WebSocket)", "evil.example:" + port, "https://evil.example:" + port, "/ws", true, http.StatusMisdirectedRequest},
+			{"a rebinding name as Host (/pair)", "rebind.127.0.0.2.nip.io:" + port, "", "/pair", false, http.StatusMisdirectedRequest},
+			{"a foreign Origin", k.lanAddr, "https://evil.example", "/ws", true, http.StatusForbidden},
+			{"a null Origin", k.lanAddr, "null", "/ws", true, http.StatusForbidden},
+			{"the same origin", k.lanAddr, "https://" + k.lanAddr, "/ws", true, http.StatusSwitchingProtocols},
+		} {
+			if got := get(tc.host, tc.origin, tc.path, tc.upgrade); got != tc.want {
+				t.Errorf("%s: HTTP %d, want %d", tc.what, got, tc.want)
+			}
+		}
+	})
+
+	t.Run("the_pair_page", func(t *testing.T) {
+		var pc struct{ Code, URL string }
+		must(t, k.admin.Call(k.ctx, "device.pair.code", map[string]any{}, &pc))
+		base, frag, ok := strings.Cut(pc.URL, "#")
+		if !ok || strings.Contains(base, pc.Code) || !strings.HasPrefix(base, "https://"+k.lanAddr+"/pair") || !strings.Contains(frag, "c="+pc.Code) {
+			t.Errorf("pairing URL %q: the code must be in the fragment only", pc.URL)
+		}
+		resp, err := k.from("127.0.0.44").Get(base)
+		must(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		h := resp.Header
+		if resp.StatusCode != 200 || h.Get("Referrer-Policy") != "no-referrer" || !strings.Contains(h.Get("Content-Security-Policy"), "script-src 'self'") ||
+			h.Get("X-Frame-Options") != "DENY" || strings.Contains(string(body), pc.Code) {
+			t.Errorf("/pair: %d, headers %v", resp.StatusCode, h)
+		}
+	})
+
+	// Last: every secret made above is looked for everywhere it must not be.
+	t.Run("no_secret_stored_logged_or_echoed", func(t *testing.T) {
+		secrets := map[string]string{"operator token": k.a.Token, "setup code": liveCode, "setup code (display)": liveDisplay}
+		for r, tok := range phoneToks {
+			secrets["device token "+r] = tok
+		}
+		for r, tok := range rot {
+			secrets["rotated token "+r] = tok
+		}
+		places := map[string]string{"the app's log": k.logs.String()}
+		for _, dir := range []string{k.a.Audit.Dir(), k.a.Layout.Home} {
+			_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+				if err != nil || d.IsDir() || filepath.Base(p) == "gateway.token" {
+					return nil
+				}
+				if b, err := os.ReadFile(p); err == nil {
+					places[p] = string(b)
+				}
+				return nil
+			})
+		}
+		for _, m := range []string{"device.list", "device.pair.list", "config.get", "node.list", "audit.tail"} {
+			var raw json.RawMessage
+			must(t, k.admin.Call(k.ctx, m, map[string]any{"limit": 1000}, &raw))
+			places["the answer of "+m] = string(raw)
+		}
+		for what, sec := range secrets {
+			if len(sec) < 8 {
+				t.Fatalf("%s %q: too short to look for", what, sec)
+			}
+			for where, text := range places {
+				if strings.Contains(text, sec) {
+					t.Errorf("the %s is in %s", what, where)
+				}
+			}
+		}
+		if len(places) < 8 {
+			t.Errorf("looked in only %d places", len(places))
+		}
+	})
+}

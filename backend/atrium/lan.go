@@ -346,13 +346,18 @@ func (a *App) lanPairInfo() devices.PairInfo {
 // refusePlaintext answers a connection that sent something other than a
 // TLS handshake to a TLS listener: it reads the request head (bounded),
 // answers 400 "this address serves HTTPS only" and closes; the refusal is
-// audited (operation gateway.plaintext, denied). Nothing is served.
+// audited (operation gateway.plaintext, denied) with the request's path but
+// never its query, which may hold a secret typed by mistake (a setup code,
+// a token). Nothing is served.
 func (a *App) refusePlaintext(c net.Conn, listener string) {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 	target := listener + " (not HTTP)"
 	if req, err := http.ReadRequest(bufio.NewReaderSize(io.LimitReader(c, 16<<10), 4096)); err == nil {
-		path := req.URL.RequestURI()
+		path := req.URL.EscapedPath()
+		if req.URL.RawQuery != "" || req.URL.ForceQuery {
+			path += "?…" // the query is not recorded
+		}
 		if len(path) > 200 {
 			path = path[:200] + "…"
 		}
