@@ -9,9 +9,12 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/atrium-dev/atrium/backend/gateway"
 	"github.com/atrium-dev/atrium/backend/gwid"
@@ -360,5 +363,53 @@ func TestHostKeepsPinnedFingerprint(t *testing.T) {
 	h.rediscover(t.Context())
 	if h.target.TLSSHA256 != strings.Repeat("b", 64) || h.target.URL != "wss://127.0.0.9:5/ws" {
 		t.Fatalf("after rediscovery %+v: the address moves, the pin stays", h.target)
+	}
+}
+
+// TestHostBusyAndRunsStoppedWithTheConnection: beyond MaxConcurrent an
+// invocation is answered UNAVAILABLE at once; a run still going when the
+// connection ends is stopped (its process group killed).
+func TestHostBusyAndRunsStoppedWithTheConnection(t *testing.T) {
+	g := newTestGW(t)
+	st := openState(t)
+	a := DefaultApprovals()
+	a.Mode = ModeFull
+	writeApprovals(t, st.Dir, a)
+	_, _ = runHost(t, Options{State: st, Target: mustTarget(t, g.pairingURL()), MaxConcurrent: 1})
+	g.resolve(g.nextRequest(), "approved")
+	ci := g.nodeConn(st.DeviceID(), "")
+
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	long, _ := json.Marshal(RunParams{Command: []string{"sh", "-c", `sleep 60 & echo $! > "$0"; wait`, pidFile}})
+	if err := g.server().Send(ci.ConnID, EventInvokeRequest, invokeRequest{ID: "long", Command: CmdRun, Params: long, TimeoutMs: 600_000}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, func() bool {
+		data, err := os.ReadFile(pidFile)
+		return err == nil && strings.HasSuffix(string(data), "\n")
+	})
+	r := g.invoke(ci.ConnID, CmdWhich, WhichParams{Name: "sh"})
+	if r.OK || r.Error == nil || r.Error.Code != CodeUnavailable {
+		t.Fatalf("second invocation while one runs (MaxConcurrent 1): %+v, want UNAVAILABLE", r)
+	}
+	data, _ := os.ReadFile(pidFile)
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(data)))
+	g.server().CloseWhere(func(c gateway.ConnInfo) bool { return c.ConnID == ci.ConnID }, websocket.StatusGoingAway, "bye")
+	waitGone(t, pid)
+	// The host connects again and serves.
+	ci = g.nodeConn(st.DeviceID(), ci.ConnID)
+	if r := g.invoke(ci.ConnID, CmdWhich, WhichParams{Name: "sh"}); !r.OK {
+		t.Fatalf("after reconnecting: %+v", r)
+	}
+}
+
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
