@@ -76,7 +76,8 @@ type RunParams struct {
 // exit by itself (Signal names the signal on Unix); Stdout and Stderr hold at
 // most the approvals' maxOutputBytes each (cut at a UTF-8 boundary), with
 // Truncated set when either was cut and StdoutBytes/StderrBytes the full
-// sizes produced; TimedOut when the timeout killed the process group.
+// sizes produced; TimedOut when the timeout (its own, or the invocation's
+// deadline) killed the process group.
 type RunResult struct {
 	ExitCode    int      `json:"exitCode"`
 	Stdout      string   `json:"stdout"`
@@ -328,7 +329,9 @@ func (r *Runner) exec(ctx context.Context, exe string, argv []string, cwd string
 	go func() { defer readers.Done(); io.Copy(stdout, outR) }()
 	go func() { defer readers.Done(); io.Copy(stderr, errR) }()
 	waitErr := cmd.Wait()
-	timedOut := errors.Is(runCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
+	// Its own timeout or the invocation's deadline; not a cancellation
+	// (the connection went, the host stops).
+	timedOut := errors.Is(runCtx.Err(), context.DeadlineExceeded)
 	killLeftovers(cmd.Process)
 	readDone := make(chan struct{})
 	go func() { readers.Wait(); close(readDone) }()
