@@ -32,10 +32,15 @@ type Target struct {
 // a base URL (https://host:port), or a WebSocket URL (wss://host:port/ws).
 // Plain http/ws is accepted for loopback hosts only (anything else is
 // served over TLS). Errors: ErrBadURL.
+// Error messages never repeat the fragment (it holds the setup code).
 func ParseGatewayURL(raw string) (Target, error) {
+	shown, _, cut := strings.Cut(strings.TrimSpace(raw), "#")
+	if cut {
+		shown += "#…"
+	}
 	u, err := url.Parse(strings.TrimSpace(raw))
 	if err != nil || u.Host == "" {
-		return Target{}, fmt.Errorf("%w: %q (want https://host:port or the pairing URL)", ErrBadURL, raw)
+		return Target{}, fmt.Errorf("%w: %q (want https://host:port or the pairing URL)", ErrBadURL, shown)
 	}
 	var t Target
 	switch u.Scheme {
@@ -44,11 +49,11 @@ func ParseGatewayURL(raw string) (Target, error) {
 	case "http", "ws":
 		ip := net.ParseIP(u.Hostname())
 		if u.Hostname() != "localhost" && (ip == nil || !ip.IsLoopback()) {
-			return Target{}, fmt.Errorf("%w: %q: plain %s is for loopback only; a gateway on the network serves https", ErrBadURL, raw, u.Scheme)
+			return Target{}, fmt.Errorf("%w: %q: plain %s is for loopback only; a gateway on the network serves https", ErrBadURL, shown, u.Scheme)
 		}
 		u.Scheme = "ws"
 	default:
-		return Target{}, fmt.Errorf("%w: %q: scheme %q (want https)", ErrBadURL, raw, u.Scheme)
+		return Target{}, fmt.Errorf("%w: %q: scheme %q (want https)", ErrBadURL, shown, u.Scheme)
 	}
 	if u.Fragment != "" {
 		q, err := url.ParseQuery(u.Fragment)

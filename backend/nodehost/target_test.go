@@ -39,6 +39,10 @@ func TestParseGatewayURL(t *testing.T) {
 			t.Errorf("%s: %v, want ErrBadURL", bad, err)
 		}
 	}
+	// The setup code in a fragment is never repeated in an error.
+	if _, err := ParseGatewayURL("http://10.0.0.5:1/pair#c=SECRETCODE"); err == nil || strings.Contains(err.Error(), "SECRETCODE") {
+		t.Errorf("error %v repeats the setup code", err)
+	}
 }
 
 func TestBackoff(t *testing.T) {
