@@ -202,7 +202,8 @@ func (h *Host) Run(ctx context.Context) error {
 		return err
 	}
 	code := h.target.SetupCode
-	attempt := 0
+	attempt, quick := 0, 0
+	const maxQuick = 3
 	for {
 		h.status(Status{State: "connecting"})
 		out, err := h.session(ctx, code)
@@ -218,9 +219,13 @@ func (h *Host) Run(ctx context.Context) error {
 			code = ""
 			attempt = 0
 		}
-		if out.again {
+		// Reconnect at once after a token arrived or was dropped, but never
+		// in a tight loop (a gateway that keeps refusing what it just gave).
+		if out.again && quick < maxQuick {
+			quick++
 			continue
 		}
+		quick = 0
 		wait := Backoff(attempt, h.o.MinBackoff, h.o.MaxBackoff, rand.Float64())
 		attempt++
 		h.log.Info("node disconnected; reconnecting", "in", wait.Round(time.Millisecond), "err", err)
