@@ -42,6 +42,7 @@ type testGW struct {
 	mu       sync.Mutex
 	code     string
 	tokens   map[string]string // deviceId → node token
+	held     map[string]string // deviceId → token approved but not yet used (delivered in hello-ok)
 	pending  map[string]*pendingReq
 	asks     []AskRequest
 	answer   string // node.exec.ask decision
@@ -69,7 +70,7 @@ func newTestGWTick(t *testing.T, tick time.Duration) *testGW {
 	b := make([]byte, 32)
 	rand.Read(b)
 	g := &testGW{t: t, id: hex.EncodeToString(b), cert: cert, certDir: dir, addr: "127.0.0.2:0", code: "ABCD-EFGH",
-		tokens: map[string]string{}, pending: map[string]*pendingReq{}, answer: DecisionDeny,
+		tokens: map[string]string{}, held: map[string]string{}, pending: map[string]*pendingReq{}, answer: DecisionDeny,
 		results: make(chan invokeResult, 16), requests: make(chan *pendingReq, 16), tick: tick}
 	g.start()
 	t.Cleanup(g.stop)
@@ -213,6 +214,11 @@ func (g *testGW) authenticate(_ context.Context, r *gateway.AuthRequest) (*gatew
 		}
 		return g.submitLocked(id, r.ConnID, false), nil
 	}
+	if tok, ok := g.held[id]; ok {
+		delete(g.held, id)
+		return &gateway.AuthResult{Principal: gateway.Principal{Role: gateway.RoleNode, Device: id}, Status: gateway.AuthPaired,
+			DeviceTokens: map[string]string{"node": tok}, Caps: p.Caps, Commands: p.Commands}, nil
+	}
 	if _, paired := g.tokens[id]; paired || g.pendingForLocked(id) != nil {
 		return g.submitLocked(id, r.ConnID, true), nil
 	}
@@ -250,6 +256,18 @@ func (g *testGW) submitLocked(dev, connID string, repair bool) *gateway.AuthResu
 	}
 	p.ConnID = connID
 	return &gateway.AuthResult{Principal: gateway.Principal{Role: gateway.RoleUnpaired, Device: dev}, Status: gateway.AuthPending, RequestID: p.ID}
+}
+
+// approveOffline approves p while its device is not connected: the token
+// is held and delivered in the hello-ok of its next connection.
+func (g *testGW) approveOffline(p *pendingReq) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.pending, p.ID)
+	tok := newToken()
+	g.tokens[p.DeviceID] = tok
+	g.held[p.DeviceID] = tok
+	return tok
 }
 
 // nextRequest waits for a pairing or repair request.

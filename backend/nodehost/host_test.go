@@ -212,6 +212,25 @@ func TestHostRejectedAndNotPaired(t *testing.T) {
 	}
 }
 
+// TestHostApprovedWhileAway: the pending connection drops, the person
+// approves meanwhile; the next connection gets the held token in hello-ok
+// and the host keeps it and serves.
+func TestHostApprovedWhileAway(t *testing.T) {
+	g := newTestGW(t)
+	st := openState(t)
+	_, _ = runHost(t, Options{State: st, Target: mustTarget(t, g.pairingURL())})
+	p := g.nextRequest()
+	tok := g.approveOffline(p)
+	g.server().CloseWhere(func(c gateway.ConnInfo) bool { return c.ConnID == p.ConnID }, websocket.StatusGoingAway, "bye")
+	ci := g.nodeConn(st.DeviceID(), "")
+	if got := waitToken(t, st.Dir, ""); got != tok {
+		t.Fatal("the held token was not kept")
+	}
+	if r := g.invoke(ci.ConnID, CmdWhich, WhichParams{Name: "sh"}); !r.OK {
+		t.Fatalf("invoke: %+v", r)
+	}
+}
+
 // TestHostPendingRequestGoneWithoutEvent: a request that ends without an
 // event reaching the node (expired) is found by device.pair.status: a first
 // pairing stops with ErrExpired instead of waiting for ever.
