@@ -274,14 +274,14 @@ func mustMarshal(t *testing.T, v any) json.RawMessage {
 	return b
 }
 
-// signed is connect params with key's v2 proof over nonce for gatewayID.
+// signed is operator connect params with key's v2 proof over nonce for gatewayID.
 func signed(t *testing.T, key *device.PrivateKey, gatewayID, nonce, token string, auth gateway.ConnectAuth) gateway.ConnectParams {
 	t.Helper()
-	ci := gateway.ClientInfo{ID: "atrium-phone", Version: "test", Platform: "android", Mode: "node"}
-	p, err := key.SignConnect(device.Payload{Version: 2, GatewayID: gatewayID, ClientID: ci.ID, Mode: ci.Mode, Role: gateway.RoleNode,
+	ci := gateway.ClientInfo{ID: "atrium-ui", Version: "test", Platform: "android", Mode: "ui"}
+	p, err := key.SignConnect(device.Payload{Version: 2, GatewayID: gatewayID, ClientID: ci.ID, Mode: ci.Mode, Role: gateway.RoleOperator,
 		SignedAtMs: time.Now().UnixMilli(), Token: token, Nonce: nonce})
 	must(t, err)
-	return gateway.ConnectParams{MinProtocol: 1, MaxProtocol: 1, Role: gateway.RoleNode, Client: ci, Auth: auth,
+	return gateway.ConnectParams{MinProtocol: 1, MaxProtocol: 1, Role: gateway.RoleOperator, Client: ci, Auth: auth,
 		Device: &gateway.DeviceProof{ID: p.ID, Algorithm: string(p.Key.Alg), PublicKey: p.Key.Encode(),
 			Signature: base64.RawURLEncoding.EncodeToString(p.Signature), SignedAt: p.SignedAt, Nonce: p.Nonce}}
 }
@@ -346,11 +346,8 @@ func TestAdversarial(t *testing.T) {
 	phoneNode := k.mustDev("127.0.0.10", phoneKey, phoneNodeOpts)
 	phoneOp := k.mustDev("127.0.0.10", phoneKey, gateway.ClientOptions{Role: gateway.RoleOperator, DeviceToken: phoneToks[gateway.RoleOperator],
 		Client: gateway.ClientInfo{ID: "atrium-ui", Version: "test", Platform: "android", Mode: "ui"}})
+	waitNodes(k, phoneID)
 
-	type result struct {
-		err   error
-		close websocket.StatusCode
-	}
 	cases := []struct {
 		name string
 		// attack runs the attack and returns its refusal; before is the
@@ -435,7 +432,7 @@ func TestAdversarial(t *testing.T) {
 				// (admitted), replayed byte for byte on another.
 				var captured gateway.ConnectParams
 				res, _, _ := k.rawConnect("127.0.0.10", func(ch gateway.Challenge) gateway.ConnectParams {
-					captured = signed(t, phoneKey, id, ch.Nonce, phoneToks[gateway.RoleNode], gateway.ConnectAuth{DeviceToken: phoneToks[gateway.RoleNode]})
+					captured = signed(t, phoneKey, id, ch.Nonce, phoneToks[gateway.RoleOperator], gateway.ConnectAuth{DeviceToken: phoneToks[gateway.RoleOperator]})
 					return captured
 				})
 				if !res.OK {
@@ -454,7 +451,7 @@ func TestAdversarial(t *testing.T) {
 			attack: func(t *testing.T) (error, []string) {
 				other := strings.Repeat("ab", 32)
 				res, _, cl := k.rawConnect("127.0.0.31", func(ch gateway.Challenge) gateway.ConnectParams {
-					return signed(t, phoneKey, other, ch.Nonce, phoneToks[gateway.RoleNode], gateway.ConnectAuth{DeviceToken: phoneToks[gateway.RoleNode]})
+					return signed(t, phoneKey, other, ch.Nonce, phoneToks[gateway.RoleOperator], gateway.ConnectAuth{DeviceToken: phoneToks[gateway.RoleOperator]})
 				})
 				if cl != gateway.CloseUnauthorized {
 					t.Errorf("close %d, want 4001", cl)
@@ -558,6 +555,33 @@ func TestAdversarial(t *testing.T) {
 			code: gateway.CodeForbidden, msg: "only admin may call it (this connection is unpaired)", op: "device.pair.approve",
 		},
 		{
+			// The person reads a request for a node with system.notify
+			// (device.pair.list, `atrium nodes pending`); before they approve
+			// it, the device reconnects with its proof asking for more under
+			// the same request.
+			name: "a pending request widened before its approval",
+			attack: func(t *testing.T) (error, []string) {
+				key := newDeviceKey(t)
+				disp, _ := k.code()
+				first := k.mustDev("127.0.0.35", key, gateway.ClientOptions{SetupCode: disp, Role: gateway.RoleNode,
+					Caps: []string{"location"}, Commands: []string{"system.notify"}})
+				reqID := first.Auth().RequestID
+				_, err := k.dev("127.0.0.35", key, gateway.ClientOptions{Role: gateway.RoleNode, Roles: []string{"operator", "node"},
+					Caps: []string{"location", "system"}, Commands: []string{"system.notify", "system.run"}})
+				// The person approves what they saw, by id, with the
+				// defaults (every role and command of the request), as
+				// `atrium nodes approve <id>` does.
+				must(t, k.admin.Call(k.ctx, "device.pair.approve", map[string]any{"requestId": reqID}, nil))
+				d, derr := k.a.Pairing.Device(k.ctx, key.Public().ID())
+				if derr != nil || !slices.Equal(d.Roles, []string{"node"}) || !slices.Equal(d.Commands, []string{"system.notify"}) ||
+					!slices.Equal(d.Caps, []string{"location"}) {
+					t.Errorf("approved %+v %v, want only what was shown: node, system.notify, caps location", d, derr)
+				}
+				return err, []string{"device:" + key.Public().ID()}
+			},
+			code: gateway.CodeConflict, reason: "request_widened", msg: "cannot ask for more", op: "connect",
+		},
+		{
 			name: "the operator token on the TLS listener",
 			attack: func(t *testing.T) (error, []string) {
 				_, err := gateway.Dial(k.ctx, gateway.ClientOptions{URL: k.wssURL(), Token: k.a.Token, HTTPClient: k.from("127.0.0.34"),
@@ -567,7 +591,6 @@ func TestAdversarial(t *testing.T) {
 			code: gateway.CodeForbidden, msg: "operator token is accepted on loopback only", op: "connect",
 		},
 	}
-	_ = result{}
 	for _, tc := range cases {
 		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
 			before := len(k.denied())
@@ -595,11 +618,24 @@ func (k *atk) stillPaired(t *testing.T, key *device.PrivateKey, toks map[string]
 	if err != nil || len(d.Roles) != 2 {
 		t.Fatalf("pairing record after the attack: %+v %v", d, err)
 	}
-	c, err := k.dev("127.0.0.10", key, gateway.ClientOptions{Role: gateway.RoleNode, DeviceToken: toks[gateway.RoleNode]})
+	k.tokensAdmit(t, "127.0.0.10", key, toks)
+}
+
+// tokensAdmit checks both of key's tokens still admit it: the operator
+// token by a real connection, the node token against the store (a second
+// node connection of the device would change which connection invokes
+// reach while it closes).
+func (k *atk) tokensAdmit(t *testing.T, src string, key *device.PrivateKey, toks map[string]string) {
+	t.Helper()
+	c, err := k.dev(src, key, gateway.ClientOptions{Role: gateway.RoleOperator, DeviceToken: toks[gateway.RoleOperator],
+		Client: gateway.ClientInfo{ID: "atrium-ui", Mode: "ui"}})
 	if err != nil || c.Auth().Status != gateway.AuthPaired {
-		t.Fatalf("the device's own token after the attack: %v", err)
+		t.Fatalf("the device's operator token: %v", err)
 	}
 	c.Close()
+	if _, err := k.a.Pairing.CheckToken(k.ctx, key.Public().ID(), gateway.RoleNode, toks[gateway.RoleNode]); err != nil {
+		t.Fatalf("the device's node token: %v", err)
+	}
 }
 
 // invokeAllowed invokes an approved command on the node and checks that
@@ -615,7 +651,7 @@ func (k *atk) invokeAllowed(t *testing.T, op, node *gateway.Client, nodeID strin
 	go func() {
 		var o out
 		o.err = op.Call(k.ctx, "node.invoke", map[string]any{"nodeId": nodeID, "command": "system.notify",
-			"params": map[string]any{"title": "t", "body": "b"}}, &o.r)
+			"params": map[string]any{"title": "t", "body": "b"}, "timeoutMs": 600000}, &o.r)
 		done <- o
 	}()
 	var ev gateway.EventFrame
@@ -647,7 +683,6 @@ func TestAdversarialLAN(t *testing.T) {
 
 	// A pairing and a pending code make secrets to look for afterwards.
 	phoneKey, phoneToks := k.pair("127.0.0.10", []string{gateway.RoleOperator, gateway.RoleNode}, []string{"system.notify"}, nil)
-	_ = phoneKey
 	liveDisplay, liveCode := k.code()
 	// A token rotated by the device itself (delivered in the answer) and
 	// one rotated by the person (delivered as an event).
@@ -822,4 +857,216 @@ func TestAdversarialLAN(t *testing.T) {
 			t.Errorf("looked in only %d places", len(places))
 		}
 	})
+}
+
+// TestAdversarialPrincipals: paired devices reaching past their rights — an
+// operator device calling the person's methods (approving a request,
+// config, the audit log, revoking another device, answering an exec ask),
+// a node answering another node's invoke, the same idempotency key used by
+// two devices, a huge node.invoke.result, and a revoked device's live
+// connections.
+func TestAdversarialPrincipals(t *testing.T) {
+	k := startAttack(t)
+	roles := []string{gateway.RoleOperator, gateway.RoleNode}
+	aKey, aToks := k.pair("127.0.0.10", roles, []string{"system.notify"}, nil)
+	bKey, bToks := k.pair("127.0.0.11", roles, []string{"system.notify"}, nil)
+	aID, bID := aKey.Public().ID(), bKey.Public().ID()
+	nodeOpts := func(tok string) gateway.ClientOptions {
+		return gateway.ClientOptions{Role: gateway.RoleNode, DeviceToken: tok, Caps: []string{"system"}, Commands: []string{"system.notify"}}
+	}
+	opOpts := func(tok string) gateway.ClientOptions {
+		return gateway.ClientOptions{Role: gateway.RoleOperator, DeviceToken: tok, Client: gateway.ClientInfo{ID: "atrium-ui", Mode: "ui"}}
+	}
+	aOp := k.mustDev("127.0.0.10", aKey, opOpts(aToks[gateway.RoleOperator]))
+	aNode := k.mustDev("127.0.0.10", aKey, nodeOpts(aToks[gateway.RoleNode]))
+	bNode := k.mustDev("127.0.0.11", bKey, nodeOpts(bToks[gateway.RoleNode]))
+	waitNodes(k, aID, bID)
+
+	t.Run("an_operator_device_calling_the_person's_methods", func(t *testing.T) {
+		// A stranger's pending request the device would like approved.
+		stranger := newDeviceKey(t)
+		disp, _ := k.code()
+		pend := k.mustDev("127.0.0.12", stranger, gateway.ClientOptions{SetupCode: disp})
+		for _, c := range []struct {
+			method string
+			params map[string]any
+		}{
+			{"device.pair.approve", map[string]any{"requestId": pend.Auth().RequestID}},
+			{"device.pair.code", map[string]any{}},
+			{"device.pair.list", map[string]any{}},
+			{"device.list", map[string]any{}},
+			{"config.get", map[string]any{}},
+			{"config.patch", map[string]any{"patch": map[string]any{"gateway": map[string]any{"bind": "lan"}}}},
+			{"audit.tail", map[string]any{}},
+			{"device.token.revoke", map[string]any{"deviceId": bID}},
+			{"device.remove", map[string]any{"deviceId": bID}},
+			{"exec.ask.list", map[string]any{}},
+		} {
+			before := len(k.denied())
+			err := aOp.Call(k.ctx, c.method, c.params, nil)
+			refused(t, "operator device "+c.method, err, gateway.CodeForbidden, "", "only admin may call it (this connection is operator device)")
+			k.audited("operator device "+c.method, before, c.method, "device:"+aID)
+		}
+		var st struct{ Status string }
+		if err := pend.Call(k.ctx, "device.pair.status", map[string]any{}, &st); err != nil || st.Status != "pending" {
+			t.Errorf("the stranger's request after the device tried to approve it: %+v %v", st, err)
+		}
+		if _, err := k.a.Pairing.Device(k.ctx, stranger.Public().ID()); err == nil {
+			t.Error("the stranger got paired")
+		}
+		k.stillPairedAs(t, "127.0.0.11", bKey, bToks)
+		if k.a.LAN().Bind != attackBind {
+			t.Errorf("bind changed to %q", k.a.LAN().Bind)
+		}
+		// Rotating another device's token: its own check, audited.
+		before := len(k.denied())
+		err := aOp.Call(k.ctx, "device.token.rotate", map[string]any{"deviceId": bID, "role": "node"}, nil)
+		refused(t, "rotate another device's token", err, gateway.CodeForbidden, "", "only its own token")
+		k.audited("rotate another device's token", before, "device.token.rotate", "device:"+bID)
+		k.stillPairedAs(t, "127.0.0.11", bKey, bToks)
+	})
+
+	t.Run("exec.ask.answer_by_a_non-admin", func(t *testing.T) {
+		asked := make(chan string, 1)
+		go func() {
+			var d struct{ Decision string }
+			err := bNode.Call(k.ctx, "node.exec.ask", map[string]any{"command": []string{"rm", "-rf", "/"}, "cwd": "/"}, &d)
+			if err != nil {
+				d.Decision = "error: " + err.Error()
+			}
+			asked <- d.Decision
+		}()
+		var ask struct{ ID string }
+		must(t, json.Unmarshal(waitEvent(k.ctx, t, k.admin, "exec.ask.requested"), &ask))
+		for _, who := range []struct {
+			name string
+			c    *gateway.Client
+			dev  string
+		}{{"operator device", aOp, aID}, {"node device", aNode, aID}, {"the asking node itself", bNode, bID}} {
+			before := len(k.denied())
+			err := who.c.Call(k.ctx, "exec.ask.answer", map[string]any{"id": ask.ID, "decision": "allow-always"}, nil)
+			refused(t, who.name+" answering", err, gateway.CodeForbidden, "", "only admin may call it")
+			k.audited(who.name+" answering", before, "exec.ask.answer", "device:"+who.dev)
+		}
+		var open struct{ Asks []struct{ ID string } }
+		must(t, k.admin.Call(k.ctx, "exec.ask.list", map[string]any{}, &open))
+		if len(open.Asks) != 1 || open.Asks[0].ID != ask.ID {
+			t.Fatalf("open asks after the refused answers: %+v", open)
+		}
+		must(t, k.admin.Call(k.ctx, "exec.ask.answer", map[string]any{"id": ask.ID, "decision": "deny"}, nil))
+		if d := <-asked; d != "deny" {
+			t.Errorf("the node got %q, want the person's deny", d)
+		}
+	})
+
+	t.Run("a_node_answering_another_node's_invoke", func(t *testing.T) {
+		done := make(chan error, 1)
+		var res struct {
+			OK      bool
+			Payload struct{ From string }
+		}
+		go func() {
+			done <- aOp.Call(k.ctx, "node.invoke", map[string]any{"nodeId": aID, "command": "system.notify", "params": map[string]any{}, "timeoutMs": 600000}, &res)
+		}()
+		var req struct{ ID string }
+		must(t, json.Unmarshal(nextEvent(k.ctx, t, aNode, "node.invoke.request").Payload, &req))
+		before := len(k.denied())
+		err := bNode.Call(k.ctx, "node.invoke.result", map[string]any{"id": req.ID, "ok": true, "payload": map[string]any{"from": "b"}}, nil)
+		refused(t, "node B answering A's invoke", err, gateway.CodeForbidden, "", "sent to another node")
+		k.audited("node B answering A's invoke", before, "node.invoke.result", req.ID)
+		must(t, aNode.Call(k.ctx, "node.invoke.result", map[string]any{"id": req.ID, "ok": true, "payload": map[string]any{"from": "a"}}, nil))
+		if err := <-done; err != nil || !res.OK || res.Payload.From != "a" {
+			t.Errorf("the invoker got %+v %v, want A's answer", res, err)
+		}
+	})
+
+	t.Run("one_idempotency_key,_two_devices", func(t *testing.T) {
+		bOp := k.mustDev("127.0.0.11", bKey, opOpts(bToks[gateway.RoleOperator]))
+		var ra, rb struct{ DeviceID, DeviceToken string }
+		must(t, aOp.Call(k.ctx, "device.token.rotate", map[string]any{"idempotencyKey": "same-key"}, &ra))
+		must(t, bOp.Call(k.ctx, "device.token.rotate", map[string]any{"idempotencyKey": "same-key"}, &rb))
+		if ra.DeviceID != aID || rb.DeviceID != bID || ra.DeviceToken == rb.DeviceToken {
+			t.Fatalf("same key from two devices: A got %s, B got %s (B must get its own token, never A's)", ra.DeviceID, rb.DeviceID)
+		}
+		aToks[gateway.RoleOperator], bToks[gateway.RoleOperator] = ra.DeviceToken, rb.DeviceToken
+		k.stillPairedAs(t, "127.0.0.10", aKey, aToks)
+		k.stillPairedAs(t, "127.0.0.11", bKey, bToks)
+	})
+
+	t.Run("a_huge_node.invoke.result", func(t *testing.T) {
+		done := make(chan error, 1)
+		go func() {
+			done <- aOp.Call(k.ctx, "node.invoke", map[string]any{"nodeId": bID, "command": "system.notify", "params": map[string]any{}, "timeoutMs": 600000}, nil)
+		}()
+		var req struct{ ID string }
+		must(t, json.Unmarshal(nextEvent(k.ctx, t, bNode, "node.invoke.request").Payload, &req))
+		huge := strings.Repeat("x", 6<<20)
+		err := bNode.Call(k.ctx, "node.invoke.result", map[string]any{"id": req.ID, "ok": true, "payload": huge}, nil)
+		refused(t, "a 6 MiB result (node)", err, gateway.CodePayloadTooLarge, "", "inline limit")
+		refused(t, "a 6 MiB result (invoker)", <-done, gateway.CodePayloadTooLarge, "", "inline limit")
+		// Both connections carry on.
+		k.invokeAllowed(t, aOp, bNode, bID)
+	})
+
+	t.Run("a_revoked_device's_live_connections", func(t *testing.T) {
+		inv := make(chan error, 1)
+		go func() {
+			inv <- aOp.Call(k.ctx, "node.invoke", map[string]any{"nodeId": bID, "command": "system.notify", "params": map[string]any{}, "timeoutMs": 600000}, nil)
+		}()
+		nextEvent(k.ctx, t, bNode, "node.invoke.request") // in flight when the revoke comes
+		var rv struct{ Closed int }
+		must(t, k.admin.Call(k.ctx, "device.token.revoke", map[string]any{"deviceId": bID}, &rv))
+		<-bNode.Done()
+		if cl := websocket.CloseStatus(bNode.Err()); cl != gateway.CloseUnauthorized || !strings.Contains(bNode.Err().Error(), "device token revoked") {
+			t.Errorf("revoked node's connection ended with %v, want 4001 device token revoked", bNode.Err())
+		}
+		refused(t, "the invoke in flight on the revoked node", <-inv, gateway.CodeUnavailable, "", "disconnected")
+		before := len(k.denied())
+		_, err := k.dev("127.0.0.11", bKey, nodeOpts(bToks[gateway.RoleNode]))
+		refused(t, "the revoked token", err, gateway.CodeUnauthorized, "device_token_mismatch", "")
+		k.audited("the revoked token", before, "connect", "device:"+bID)
+		if d, err := k.a.Pairing.Device(k.ctx, bID); err != nil || len(d.Roles) != 2 {
+			t.Errorf("the record after a revoke: %+v %v (must stay for a repair)", d, err)
+		}
+		var st struct{ Status string }
+		must(t, aOp.Call(k.ctx, "health", map[string]any{}, &st))
+	})
+}
+
+// waitNodes waits until node.list shows every id connected (a connection
+// is registered just after its hello-ok).
+func waitNodes(k *atk, ids ...string) {
+	k.t.Helper()
+	for {
+		var l struct {
+			Nodes []struct {
+				NodeID    string
+				Connected bool
+			}
+		}
+		must(k.t, k.admin.Call(k.ctx, "node.list", map[string]any{}, &l))
+		n := 0
+		for _, nd := range l.Nodes {
+			if nd.Connected && slices.Contains(ids, nd.NodeID) {
+				n++
+			}
+		}
+		if n == len(ids) {
+			return
+		}
+		select {
+		case <-k.ctx.Done():
+			k.t.Fatalf("nodes %v never all connected: %+v", ids, l)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// stillPairedAs checks key's record and tokens (each role) still admit it.
+func (k *atk) stillPairedAs(t *testing.T, src string, key *device.PrivateKey, toks map[string]string) {
+	t.Helper()
+	if _, err := k.a.Pairing.Device(k.ctx, key.Public().ID()); err != nil {
+		t.Fatalf("pairing record gone: %v", err)
+	}
+	k.tokensAdmit(t, src, key, toks)
 }

@@ -299,6 +299,11 @@ func (s *Service) Authenticate(ctx context.Context, r *gateway.AuthRequest) (*ga
 		return nil, gateway.Errorf(gateway.CodeNotPaired, "device %s is not paired with this gateway; scan a pairing QR code or enter a setup code", short(id))
 	}
 	stored, err := s.o.Pairing.Submit(ctx, req)
+	if errors.Is(err, pairing.ErrWidened) {
+		e := gateway.Errorf(gateway.CodeConflict, "this device's pending pairing request cannot ask for more while it waits (%v); "+
+			"connect with what it asked for, or ask again after the decision", err)
+		return nil, detail(e, "request_widened")
+	}
 	if errors.Is(err, pairing.ErrTooManyPending) {
 		return nil, gateway.Errorf(gateway.CodeUnavailable, "too many pairing requests are waiting; try again later")
 	}

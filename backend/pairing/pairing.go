@@ -39,6 +39,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -82,6 +83,10 @@ var (
 	// ErrNotRequested: an approval names a role or command the device did
 	// not ask for.
 	ErrNotRequested = errors.New("not requested by the device")
+	// ErrWidened: a device resubmitting its pending request asked for a
+	// role, command or capability the request does not hold (the person
+	// may be reading it: what they approve by its id must be what they saw).
+	ErrWidened = errors.New("a pending pairing request cannot ask for more")
 )
 
 // RateLimitError is the ErrRateLimited error with the time the caller may
@@ -291,9 +296,14 @@ type Request struct {
 	ExpiresAt   time.Time // last Submit + PendingTTL
 }
 
-// Submit records r as pending, or updates the pending request of the same
-// DeviceID (same ID, new fields and expiry). It returns the stored request.
-// Errors: ErrBadRequest (no DeviceID), ErrTooManyPending, the store's.
+// Submit records r as pending, or refreshes the pending request of the
+// same DeviceID: same ID, new expiry, display name, platform and address,
+// and the roles, commands and caps of the first submission (what the
+// person is shown stays what they approve by its ID; asking for less
+// changes nothing). It returns the stored request. Errors: ErrBadRequest
+// (no DeviceID), ErrWidened (the resubmission asks for a role, command or
+// cap the pending request does not hold; it is left as it was),
+// ErrTooManyPending, the store's.
 func (s *Service) Submit(ctx context.Context, r Request) (Request, error) {
 	if r.DeviceID == "" {
 		return Request{}, fmt.Errorf("%w: no device id", ErrBadRequest)
@@ -308,9 +318,21 @@ func (s *Service) Submit(ctx context.Context, r Request) (Request, error) {
 	r.CreatedAt, r.ExpiresAt = now, now.Add(s.o.PendingTTL)
 	r.ID = ""
 	for _, old := range live {
-		if old.DeviceID == r.DeviceID {
-			r.ID, r.CreatedAt = old.ID, old.CreatedAt
+		if old.DeviceID != r.DeviceID {
+			continue
 		}
+		for _, f := range []struct {
+			what      string
+			want, has []string
+		}{{"role", r.Roles, old.Roles}, {"command", r.Commands, old.Commands}, {"capability", r.Caps, old.Caps}} {
+			for _, x := range f.want {
+				if !slices.Contains(f.has, x) {
+					return Request{}, fmt.Errorf("%w: %s %q is not in request %s (%v)", ErrWidened, f.what, x, old.ID, f.has)
+				}
+			}
+		}
+		r.ID, r.CreatedAt = old.ID, old.CreatedAt
+		r.Roles, r.Commands, r.Caps = old.Roles, old.Commands, old.Caps
 	}
 	if r.ID == "" {
 		if len(live) >= s.o.MaxPending {

@@ -306,8 +306,13 @@ func TestPendingRequests(t *testing.T) {
 			t.Fatalf("request %+v", r1)
 		}
 		clk.Add(time.Minute)
+		// Asking for more while pending: refused, the request unchanged
+		// (the person approves by id what they were shown).
+		if _, err := s.Submit(ctx, pairing.Request{DeviceID: "devA", DisplayName: "phone", Roles: []string{"operator", "node"}}); !errors.Is(err, pairing.ErrWidened) {
+			t.Fatalf("widening resubmit: %v, want ErrWidened", err)
+		}
 		// A second socket from the same device: the same request, refreshed.
-		r1b, err := s.Submit(ctx, pairing.Request{DeviceID: "devA", DisplayName: "phone 2", Roles: []string{"operator", "node"}})
+		r1b, err := s.Submit(ctx, pairing.Request{DeviceID: "devA", DisplayName: "phone 2", Roles: []string{"operator"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -317,7 +322,7 @@ func TestPendingRequests(t *testing.T) {
 		clk.Add(time.Second)
 		r2, _ := s.Submit(ctx, pairing.Request{DeviceID: "devB"})
 		list, err := s.Pending(ctx)
-		if err != nil || len(list) != 2 || list[0].ID != r1.ID || list[1].ID != r2.ID || list[0].DisplayName != "phone 2" || len(list[0].Roles) != 2 {
+		if err != nil || len(list) != 2 || list[0].ID != r1.ID || list[1].ID != r2.ID || list[0].DisplayName != "phone 2" || len(list[0].Roles) != 1 {
 			t.Fatalf("pending %+v, %v", list, err)
 		}
 		if _, err := s.Submit(ctx, pairing.Request{}); !errors.Is(err, pairing.ErrBadRequest) {
