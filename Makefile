@@ -23,7 +23,7 @@ APT_PKGS := build-essential pkg-config libsqlite3-dev libgtk-3-dev libwebkit2gtk
 FRONTEND_SRC := $(shell find frontend/src frontend/index.html frontend/package.json frontend/vite.config.ts -type f 2>/dev/null)
 
 .DEFAULT_GOAL := help
-.PHONY: help run serve desktop package package-test screenshot-settings test test-go test-frontend bench bench-retrieval screenshot deps deps-system deps-go deps-frontend frontend clean
+.PHONY: help run serve desktop package package-test screenshots test test-go test-frontend bench bench-retrieval screenshot deps deps-system deps-go deps-frontend frontend clean
 
 help: ## Show this help
 	@echo "Atrium make targets:"
@@ -85,6 +85,9 @@ package-test: package ## Build the packages and check them (install the .deb in 
 
 screenshot: desktop ## Screenshot the desktop window under Xvfb with a Chinese note found by search (out/window.png)
 	bash build/screenshot.sh $(BIN) out/window.png
+
+screenshots: desktop ## Screenshot the first-start screen and the Settings panel under Xvfb, in English and Chinese (screenshots/*.png)
+	bash build/screenshots.sh $(BIN) screenshots
 
 deps: deps-system deps-go deps-frontend
 

@@ -20,7 +20,8 @@ func main() {
 		Version: version,
 		UI:      frontend.Dist(),
 		Desktop: func(ctx context.Context, o cli.DesktopOptions) error {
-			return app.Run(ctx, app.Options{UI: o.UI, WSURL: o.WSURL, Token: o.Token, Logger: o.Logger, Focus: o.Focus})
+			return app.Run(ctx, app.Options{UI: o.UI, WSURL: o.WSURL, Token: o.Token, Logger: o.Logger, Focus: o.Focus,
+				OnPicker: o.SetPicker, Languages: o.Languages})
 		},
 		Fatal: app.Fatal,
 	}))

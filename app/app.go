@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 
 	"github.com/wailsapp/wails/v2"
@@ -34,6 +35,14 @@ type Options struct {
 	// Focus brings the window to the front each time it receives (a
 	// second start of the app asked for it); nil: never.
 	Focus <-chan struct{}
+	// OnPicker, when set, is handed the window's native folder dialog once
+	// the window is up (title in; the folder chosen out, "" when
+	// cancelled): the first start's "another folder" (setup.pick).
+	OnPicker func(pick func(title string) (string, error))
+	// Languages are the system's languages (BCP 47 tags, preferred
+	// first), handed to the UI, which picks its language from them: the
+	// web view's own navigator.languages does not follow the system's.
+	Languages []string
 }
 
 // Run opens the window and blocks until it is closed or ctx is done.
@@ -53,7 +62,7 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	boot, err := bootScript(opts.WSURL, opts.Token)
+	boot, err := bootScript(opts.WSURL, opts.Token, opts.Languages)
 	if err != nil {
 		return err
 	}
@@ -75,15 +84,22 @@ func Run(ctx context.Context, opts Options) error {
 			if opts.Focus != nil {
 				go raise(wctx, opts.Focus)
 			}
+			if opts.OnPicker != nil {
+				opts.OnPicker(func(title string) (string, error) {
+					home, _ := os.UserHomeDir()
+					return runtime.OpenDirectoryDialog(wctx, runtime.OpenDialogOptions{Title: title, DefaultDirectory: home, CanCreateDirectories: true})
+				})
+			}
 		},
 		Linux: &linux.Options{ProgramName: "atrium"},
 	})
 }
 
 // bootScript is the <script> that gives the UI its connection settings
-// (window.__ATRIUM__, read by frontend/src/lib/gateway.ts).
-func bootScript(wsURL, token string) ([]byte, error) {
-	cfg, err := json.Marshal(map[string]string{"wsUrl": wsURL, "token": token})
+// and the system's languages (window.__ATRIUM__, read by
+// frontend/src/lib/settings.ts and i18n.svelte.ts).
+func bootScript(wsURL, token string, languages []string) ([]byte, error) {
+	cfg, err := json.Marshal(map[string]any{"wsUrl": wsURL, "token": token, "languages": languages})
 	if err != nil {
 		return nil, fmt.Errorf("encode boot config: %w", err)
 	}

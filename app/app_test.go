@@ -8,7 +8,7 @@ import (
 )
 
 func TestInjectBoot(t *testing.T) {
-	boot, err := bootScript("ws://127.0.0.1:1/ws", `to"ken`)
+	boot, err := bootScript("ws://127.0.0.1:1/ws", `to"ken`, []string{"zh-CN", "en"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,7 +23,7 @@ func TestInjectBoot(t *testing.T) {
 	}{{"/", true}, {"/index.html", true}, {"/assets/app.js", false}} {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest("GET", tc.path, nil))
-		got := strings.Contains(rec.Body.String(), `window.__ATRIUM__={"token":"to\"ken","wsUrl":"ws://127.0.0.1:1/ws"}`)
+		got := strings.Contains(rec.Body.String(), `window.__ATRIUM__={"languages":["zh-CN","en"],"token":"to\"ken","wsUrl":"ws://127.0.0.1:1/ws"}`)
 		if got != tc.want {
 			t.Errorf("%s: injected=%v want %v; body %q", tc.path, got, tc.want, rec.Body.String())
 		}

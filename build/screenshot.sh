@@ -23,21 +23,13 @@ cat > "$tmp/ws/memory/2026-11-28.md" <<'NOTE'
 - The team agreed to keep Markdown as the source of truth.
 NOTE
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-export bin out tmp port
+here=$(dirname "$(realpath "$0")")
+export bin out tmp port here
 xvfb-run -a -s "-screen 0 1440x900x24" bash -c '
   set -euo pipefail
-  export WEBKIT_DISABLE_COMPOSITING_MODE=1 WEBKIT_DISABLE_DMABUF_RENDERER=1 LIBGL_ALWAYS_SOFTWARE=1
-  "$bin" --home "$tmp/home" --workspace "$tmp/ws" --port "$port" >"$tmp/atrium.log" 2>&1 &
-  pid=$!
-  trap "kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true" EXIT
-  wid=""
-  for _ in $(seq 1 60); do
-    wid=$(xdotool search --onlyvisible --name "^Atrium$" 2>/dev/null | head -n1 || true)
-    [ -n "$wid" ] && break
-    sleep 1
-  done
-  if [ -z "$wid" ]; then echo "screenshot: the Atrium window did not appear" >&2; cat "$tmp/atrium.log" >&2; exit 1; fi
-  xdotool windowactivate --sync "$wid" 2>/dev/null || xdotool windowfocus --sync "$wid"
+  . "$here/window.sh"
+  window_start "$tmp/atrium.log" --home "$tmp/home" --workspace "$tmp/ws" --port "$port"
+  trap window_stop EXIT
   sleep 4                                    # UI connects, memory indexes
   xdotool key --window "$wid" ctrl+k        # focus the memory search box
   sleep 0.5

@@ -50,6 +50,9 @@ type DesktopOptions struct {
 	// folder dialog (title in, the folder chosen out, "" when cancelled);
 	// the first start's "another folder" uses it (setup.pick).
 	SetPicker func(pick func(title string) (string, error))
+	// Languages are the system's languages from the environment
+	// (SystemLanguages), for the UI in the window.
+	Languages []string
 }
 
 // Options are main's injections.
@@ -495,7 +498,8 @@ func desktop(ctx context.Context, c common, af appFlags, o Options, log *slog.Lo
 	defer cancel()
 	runErr := make(chan error, 1)
 	go func() { runErr <- runChosen(ctx, a, c, af, o, log, so, nil) }()
-	winErr := o.Desktop(ctx, DesktopOptions{UI: o.UI, WSURL: a.WSURL(), Token: a.Token, Logger: log, Focus: focus, SetPicker: picker.set})
+	winErr := o.Desktop(ctx, DesktopOptions{UI: o.UI, WSURL: a.WSURL(), Token: a.Token, Logger: log, Focus: focus, SetPicker: picker.set,
+		Languages: SystemLanguages(o.Getenv)})
 	cancel()
 	return errors.Join(winErr, <-runErr)
 }

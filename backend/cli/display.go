@@ -6,6 +6,7 @@ import (
 	"net"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -82,4 +83,36 @@ func dialOnce(network, addr string) error {
 		return err
 	}
 	return c.Close()
+}
+
+// SystemLanguages returns the person's languages from the environment as
+// BCP 47 tags, preferred first, without repeats: $LANGUAGE (a
+// colon-separated list), else the first set of $LC_ALL, $LC_MESSAGES,
+// $LANG ("zh_CN.UTF-8" → "zh-CN"); "C" and "POSIX" name no language. The
+// desktop window hands them to the UI: WebKitGTK's navigator.languages
+// does not follow them (it needs the locale installed).
+func SystemLanguages(getenv func(string) string) []string {
+	var raw []string
+	if l := getenv("LANGUAGE"); l != "" {
+		raw = strings.Split(l, ":")
+	}
+	for _, k := range []string{"LC_ALL", "LC_MESSAGES", "LANG"} {
+		if v := getenv(k); v != "" {
+			raw = append(raw, v)
+			break
+		}
+	}
+	var out []string
+	for _, r := range raw {
+		r, _, _ = strings.Cut(r, ".") // encoding
+		r, _, _ = strings.Cut(r, "@") // modifier
+		if r == "" || r == "C" || r == "POSIX" {
+			continue
+		}
+		tag := strings.ReplaceAll(r, "_", "-")
+		if !slices.Contains(out, tag) {
+			out = append(out, tag)
+		}
+	}
+	return out
 }

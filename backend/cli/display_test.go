@@ -61,3 +61,21 @@ func TestDisplayUsable(t *testing.T) {
 		t.Errorf("live Wayland socket: %v", err)
 	}
 }
+
+func TestSystemLanguages(t *testing.T) {
+	for _, c := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"LANG": "zh_CN.UTF-8"}, "zh-CN"},
+		{map[string]string{"LANGUAGE": "zh_TW:en_US", "LANG": "en_US.UTF-8"}, "zh-TW,en-US"},
+		{map[string]string{"LC_ALL": "de_DE@euro", "LANG": "zh_CN.UTF-8"}, "de-DE"},
+		{map[string]string{"LANG": "C.UTF-8"}, ""},
+		{map[string]string{}, ""},
+	} {
+		got := strings.Join(SystemLanguages(func(k string) string { return c.env[k] }), ",")
+		if got != c.want {
+			t.Errorf("%v: %q, want %q", c.env, got, c.want)
+		}
+	}
+}

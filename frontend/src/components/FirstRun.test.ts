@@ -117,6 +117,11 @@ describe('first start', () => {
     ws.fail(ws.lastRequest('setup.status'), 'NOT_FOUND', 'unknown method setup.status');
     await waitFor(() => expect(screen.getByTestId('open-settings')).toBeTruthy());
     expect(screen.queryByTestId('firstrun')).toBeNull();
+    // Ctrl+, opens Settings, Escape closes them.
+    await fireEvent.keyDown(window, { key: ',', ctrlKey: true });
+    await waitFor(() => expect(screen.getByTestId('settings-dialog')).toBeTruthy());
+    await fireEvent.keyDown(window, { key: 'Escape' });
+    await waitFor(() => expect(screen.queryByTestId('settings-dialog')).toBeNull());
   });
 });
 
@@ -130,5 +135,7 @@ describe('setup words', () => {
     expect(firstChoice({ ...status, options: [status.options[0]] })).toBe('new');
     expect(chooseParams('new', status, '')).toEqual({ path: '/home/li/Atrium', create: true });
     expect(chooseParams('other', status, '  ')).toBeNull();
+    setLang('zh');
+    expect(contentsText(status.options[1])).toBe('3 篇笔记（其中 2 篇每日日志） · MEMORY.md · SOUL.md, USER.md');
   });
 });

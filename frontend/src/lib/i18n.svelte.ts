@@ -29,10 +29,13 @@ function storage(): Storage | null {
   }
 }
 
+/** The system's languages the desktop window injected (window.__ATRIUM__.languages), then the browser's. */
 function browserLanguages(): readonly string[] {
+  const injected = (globalThis as { __ATRIUM__?: { languages?: unknown } }).__ATRIUM__?.languages;
+  const system = Array.isArray(injected) ? injected.filter((l): l is string => typeof l === 'string') : [];
   const n = globalThis.navigator;
-  if (!n) return [];
-  return n.languages && n.languages.length > 0 ? n.languages : n.language ? [n.language] : [];
+  if (!n) return system;
+  return [...system, ...(n.languages && n.languages.length > 0 ? n.languages : n.language ? [n.language] : [])];
 }
 
 const state = $state<{ lang: Lang }>({ lang: pickLang(safeGet(storage(), LANG_KEY), browserLanguages()) });

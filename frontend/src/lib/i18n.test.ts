@@ -25,6 +25,18 @@ describe('i18n', () => {
     expect(pickLang(undefined, undefined)).toBe('en');
   });
 
+  it("follows the system languages the desktop window injected before the browser's", () => {
+    (globalThis as { __ATRIUM__?: unknown }).__ATRIUM__ = { languages: ['zh-CN'] };
+    try {
+      resetLang();
+      expect(lang()).toBe('zh');
+    } finally {
+      delete (globalThis as { __ATRIUM__?: unknown }).__ATRIUM__;
+      resetLang();
+    }
+    expect(lang()).toBe('en');
+  });
+
   it('switches, remembers the choice, and sets the document language', () => {
     setLang('zh');
     expect(lang()).toBe('zh');

@@ -289,11 +289,13 @@ export const MESSAGES = {
   'setup.emptyFolder': ['Exists, no notes yet', '已存在，还没有笔记'],
   'setup.notes': [en('note', 'notes'), zh('篇笔记')],
   'setup.daily': [en('daily log', 'daily logs'), zh('篇每日日志')],
+  'setup.notesDaily': ['{notes} ({daily})', '{notes}（其中 {daily}）'],
   'setup.partial': ['(a large folder: counted in part)', '（文件夹很大：仅统计了一部分）'],
   'setup.changeLater': ['The choice is saved as "workspace" in {path}; edit it there to move memory later.', '选择保存在 {path} 的 "workspace" 中；以后要移动记忆，可以在那里修改。'],
   'setup.sample': ['Some of its notes', '部分笔记'],
 
   'settings.open': ['Settings', '设置'],
+  'settings.shortcut': ['Settings (Ctrl+,)', '设置（Ctrl+,）'],
   'settings.title': ['Settings', '设置'],
   'settings.loadFailed': ['Could not load settings: {error}', '无法加载设置：{error}'],
   'settings.byHand': ['(editable by hand too)', '（也可手动编辑）'],

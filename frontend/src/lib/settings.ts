@@ -9,6 +9,8 @@ export const DEFAULT_WS_URL = 'ws://127.0.0.1:18789/ws';
 export interface InjectedSettings {
   wsUrl?: string;
   token?: string;
+  /** The system's languages (the desktop window's, from the environment: WebKitGTK's navigator.languages does not follow them). */
+  languages?: string[];
 }
 
 declare global {

@@ -55,7 +55,7 @@ export function contentsText(o: WorkspaceOption): string {
   if (!o.exists) return t('setup.willCreate');
   const notes = o.notes ?? 0;
   if (notes === 0 && !(o.context ?? []).length) return t('setup.emptyFolder');
-  const parts = [t('setup.notes', { n: notes }) + (o.daily ? ` (${t('setup.daily', { n: o.daily })})` : '')];
+  const parts = [o.daily ? t('setup.notesDaily', { notes: t('setup.notes', { n: notes }), daily: t('setup.daily', { n: o.daily }) }) : t('setup.notes', { n: notes })];
   if (o.memoryFile) parts.push('MEMORY.md');
   if (o.context?.length) parts.push(o.context.join(', '));
   return parts.join(' · ') + (o.partial ? ` ${t('setup.partial')}` : '');
