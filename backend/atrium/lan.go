@@ -215,7 +215,10 @@ func (a *App) listenLAN() error {
 				continue
 			}
 			a.closeLAN()
-			return fmt.Errorf("gateway listen on %s (gateway.bind %s): %w", addr, a.lan.bind, err)
+			// Not wrapped: the caller's "port in use on 127.0.0.1" advice
+			// (errors.Is EADDRINUSE) would name the wrong address.
+			return fmt.Errorf("gateway.bind %s: cannot listen on %s, the same port as 127.0.0.1 (%v); choose another port with --port or gateway.port, or another address",
+				a.lan.bind, addr, errors.Unwrap(err))
 		}
 		tl := newTLSListener(ln, conf, a.refusePlaintext, a.log)
 		a.lan.listeners = append(a.lan.listeners, tl)

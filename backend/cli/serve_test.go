@@ -148,3 +148,20 @@ func TestServeBind(t *testing.T) {
 		t.Fatalf("--bind 0.0.0.0: exit %d\n%s", code, errOut)
 	}
 }
+
+// TestServeBindBusy: the port taken on the bound address (free on
+// 127.0.0.1) is reported with that address, not as 127.0.0.1's.
+func TestServeBindBusy(t *testing.T) {
+	home, ws := workspace(t)
+	l, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	code, out, errOut := runCLI(t, nil, "serve", "--home", home, "--workspace", ws, "--port", port, "--bind", "127.0.0.2")
+	if code != 1 || !strings.Contains(errOut, "gateway.bind 127.0.0.2: cannot listen on 127.0.0.2:"+port) ||
+		strings.Contains(errOut, "on 127.0.0.1 is already in use") || strings.Contains(out, "is running") {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+}
