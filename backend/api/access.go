@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/atrium-dev/atrium/backend/acl"
@@ -227,4 +229,73 @@ func forbiddenTarget(c *gateway.Call) string {
 		return c.Method + " device:" + c.Principal.Device
 	}
 	return c.Method
+}
+
+// Budgets of anonymous refusals audited one by one (anonBudget).
+const (
+	// AnonAuditPerAddress is how many refusals of anonymous callers from
+	// one address (IPv6: its /64) are audited one by one per minute.
+	AnonAuditPerAddress = 300
+	// AnonAuditTotal is the same for all addresses together.
+	AnonAuditTotal = 1200
+)
+
+// anonBudget bounds the audit entries of anonymous refusals (refused
+// connects, unpaired devices calling what they may not), which cost the
+// caller nothing, so that a loop of them cannot fill the disk: per
+// address AnonAuditPerAddress a minute and AnonAuditTotal in all; the
+// next entry audited for an address says how many of its refusals were
+// left out meanwhile.
+type anonBudget struct {
+	mu     sync.Mutex
+	window time.Time
+	total  int
+	byAddr map[string]*anonCount
+}
+
+type anonCount struct{ n, skipped int }
+
+func newAnonBudget() *anonBudget { return &anonBudget{byAddr: map[string]*anonCount{}} }
+
+// admit reports whether a refusal from ip at now is audited, and how many
+// refusals from its address were left out before it.
+func (b *anonBudget) admit(ip string, now time.Time) (skipped int, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if now.Sub(b.window) >= time.Minute || now.Before(b.window) {
+		b.window, b.total = now, 0
+		for k, c := range b.byAddr { // keep only what is still to be reported
+			if c.skipped == 0 {
+				delete(b.byAddr, k)
+			} else {
+				c.n = 0
+			}
+		}
+	}
+	key := anonKey(ip)
+	c := b.byAddr[key]
+	if c == nil {
+		if len(b.byAddr) >= AnonAuditTotal {
+			b.total++ // over the total budget anyway: not tracked one by one
+			return 0, false
+		}
+		c = &anonCount{}
+		b.byAddr[key] = c
+	}
+	if c.n >= AnonAuditPerAddress || b.total >= AnonAuditTotal {
+		c.skipped++
+		return 0, false
+	}
+	c.n++
+	b.total++
+	skipped, c.skipped = c.skipped, 0
+	return skipped, true
+}
+
+// anonKey is an address's budget key: the IP, or an IPv6 address's /64.
+func anonKey(ip string) string {
+	if a := net.ParseIP(ip); a != nil && a.To4() == nil {
+		return a.Mask(net.CIDRMask(64, 128)).String() + "/64"
+	}
+	return ip
 }

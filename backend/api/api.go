@@ -91,9 +91,23 @@ func Register(o Options) {
 	// principal: authenticated for paired devices and nodes, anonymous
 	// for unpaired devices and refused connects; target: the method and
 	// the device id when there is one).
+	// Anonymous refusals (refused connects, unpaired devices) cost the
+	// caller nothing: past anonBudget they are summarised, not recorded
+	// one by one (access.go).
 	if o.Guard != nil {
+		anon := newAnonBudget()
 		g.OnForbidden(func(c *gateway.Call, reason string) {
-			_ = o.Guard.Deny(forbiddenPrincipal(c), c.Method, forbiddenTarget(c), reason)
+			who := forbiddenPrincipal(c)
+			if !who.Admin && !who.Authenticated {
+				skipped, ok := anon.admit(c.RemoteIP, time.Now())
+				if !ok {
+					return
+				}
+				if skipped > 0 {
+					reason += fmt.Sprintf(" (%d more anonymous refusals from this address in the previous minute were not audited one by one)", skipped)
+				}
+			}
+			_ = o.Guard.Deny(who, c.Method, forbiddenTarget(c), reason)
 		})
 	}
 

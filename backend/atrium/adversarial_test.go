@@ -1070,3 +1070,39 @@ func (k *atk) stillPairedAs(t *testing.T, src string, key *device.PrivateKey, to
 	}
 	k.tokensAdmit(t, src, key, toks)
 }
+
+// TestAdversarialAuditFlood: refusals of anonymous callers (refused
+// connects, unpaired devices) cost an attacker nothing, and each was an
+// audit line: a loop of bogus connects filled the disk. They are audited
+// one by one up to a budget per address and minute; the rest are counted
+// into the next entry. Not a timing test: 1000 refusals make fewer than
+// 1000 entries unless they were spread over more than three minutes.
+func TestAdversarialAuditFlood(t *testing.T) {
+	k := startAttack(t)
+	const n = 1000
+	before := len(k.denied())
+	bogus, _ := json.Marshal(gateway.RequestFrame{Type: "req", ID: "c1", Method: gateway.MethodConnect,
+		Params: mustMarshal(t, gateway.ConnectParams{MinProtocol: 1, MaxProtocol: 1, Auth: gateway.ConnectAuth{Token: "guess"}})})
+	for i := range n {
+		ws, _, err := websocket.Dial(k.ctx, k.a.WSURL(), nil)
+		must(t, err)
+		if _, _, err := ws.Read(k.ctx); err != nil { // connect.challenge
+			t.Fatal(err)
+		}
+		must(t, ws.Write(k.ctx, websocket.MessageText, bogus))
+		_, data, err := ws.Read(k.ctx)
+		if err != nil || !strings.Contains(string(data), gateway.CodeUnauthorized) {
+			t.Fatalf("bogus connect %d: %s %v", i, data, err)
+		}
+		ws.CloseNow()
+	}
+	audited := 0
+	for _, e := range k.denied()[:len(k.denied())-before] {
+		if e.Operation == "connect" && e.IP == "127.0.0.1" {
+			audited++
+		}
+	}
+	if audited < 100 || audited >= n {
+		t.Errorf("%d bogus connects made %d audit entries; want the first ones audited and the flood summarised", n, audited)
+	}
+}
