@@ -15,15 +15,16 @@ CHROMIUM     ?= /usr/bin/chromium
 # Debian packages: cgo toolchain + SQLite headers (sqlite-vec), the Wails
 # window (GTK, WebKitGTK 4.1), headless Chromium for UI tests, Xvfb and
 # ImageMagick for window screenshots, CJK and emoji fonts so notes render,
-# bubblewrap for the agents' exec sandbox (SPEC §6).
+# bubblewrap for the agents' exec sandbox (SPEC §6), mingw-w64, NSIS and 7-Zip
+# for the Windows .exe and its installer (make package, make package-test).
 APT_PKGS := build-essential pkg-config libsqlite3-dev libgtk-3-dev libwebkit2gtk-4.1-dev \
             chromium xvfb xauth x11-utils xdotool imagemagick fonts-wqy-microhei fonts-noto-color-emoji \
-            bubblewrap gcc-mingw-w64-x86-64 iproute2 util-linux zbar-tools
+            bubblewrap gcc-mingw-w64-x86-64 iproute2 util-linux zbar-tools nsis p7zip-full
 
 FRONTEND_SRC := $(shell find frontend/src frontend/index.html frontend/package.json frontend/vite.config.ts -type f 2>/dev/null)
 
 .DEFAULT_GOAL := help
-.PHONY: help run serve desktop package package-test screenshots test test-go test-frontend bench bench-retrieval screenshot deps deps-system deps-go deps-frontend frontend clean
+.PHONY: help run serve desktop package package-test vet-cross screenshots test test-go test-frontend bench bench-retrieval screenshot deps deps-system deps-go deps-frontend frontend clean
 
 help: ## Show this help
 	@echo "Atrium make targets:"
@@ -43,6 +44,7 @@ test: deps frontend test-frontend test-go ## Run all tests (Go unit, integration
 test-go:
 	$(GO) vet ./...
 	$(GO) vet -tags $(DESKTOP_TAGS) . ./app/...
+	bash build/vet-cross.sh
 	ATRIUM_CHROMIUM=$(CHROMIUM) $(GO) test -count=1 -timeout 30m ./...
 
 test-frontend: deps-frontend
@@ -76,6 +78,9 @@ bench-retrieval: deps-system deps-go ## Run the retrieval harness on every set u
 	run longmemeval               "$$d/longmemeval"; \
 	run cmrc2018                  "$$d/cmrc2018"; \
 	run drcd                      "$$d/drcd"
+
+vet-cross: deps-system deps-go ## go vet for Windows (cgo with mingw) and macOS (the packages without cgo)
+	bash build/vet-cross.sh
 
 package: deps frontend ## Build the packages into out/package: .deb, portable .tar.gz, Windows .exe (with mingw)
 	bash build/package.sh $(VERSION)

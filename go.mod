@@ -15,19 +15,24 @@ require (
 	github.com/gofrs/flock v0.13.2
 	github.com/google/uuid v1.6.0
 	github.com/grandcat/zeroconf v1.0.0
+	github.com/jackmordaunt/icns/v2 v2.2.7
 	github.com/mattn/go-sqlite3 v1.14.53
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
+	github.com/skip2/go-qrcode v0.0.0-20200617195104-da1b6568686e
+	github.com/tc-hib/winres v0.2.1
 	github.com/wailsapp/wails/v2 v2.9.2
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/sync v0.20.0
 	golang.org/x/sys v0.49.0
 	golang.org/x/text v0.37.0
+	howett.net/plist v1.0.1
 )
 
 require (
 	github.com/cenkalti/backoff v2.2.1+incompatible // indirect
 	github.com/miekg/dns v1.1.27 // indirect
-	github.com/skip2/go-qrcode v0.0.0-20200617195104-da1b6568686e // indirect
+	github.com/nfnt/resize v0.0.0-20180221191011-83c6a9932646 // indirect
+	golang.org/x/image v0.12.0 // indirect
 )
 
 require (

@@ -5,8 +5,11 @@
 #            there, the installed `atrium version` prints the version, the installed
 #            `atrium serve` answers /healthz and finds a note with a memory search.
 #   .tar.gz  the portable binary prints the same version.
-#   .exe     a PE32+ Windows GUI executable with icon, version and manifest resources
-#            (checked statically: Debian's wine cannot run Go >= 1.24 programs).
+#   .exe     a PE32+ amd64 Windows GUI executable with the icon, a VERSIONINFO with VERSION
+#            and the manifest (build/pkgtool check-exe; statically: Debian's wine cannot run
+#            Go >= 1.24 programs).
+#   -setup.exe  the NSIS installer: a PE32 GUI program with icon and VERSIONINFO; 7-Zip
+#            unpacks the same atrium.exe and an uninstaller from it.
 # Usage: build/package-test.sh VERSION
 set -euo pipefail
 VERSION=${1:?usage: build/package-test.sh VERSION}
@@ -71,17 +74,23 @@ got=$("$tmp/atrium-${VERSION}-linux-amd64/atrium" version)
 [[ $got == "atrium $VERSION "* ]] || fail "portable atrium version says '$got'"
 echo "== $tgz: $got"
 
+# Windows: checked statically (build/pkgtool: Go's debug/pe and tc-hib/winres read the
+# headers and resources); Debian's wine cannot run Go >= 1.24 programs.
+pkgtool() { GOOS= GOARCH= CGO_ENABLED=0 "${GO:-go}" run ./build/pkgtool "$@"; }
 exe="$OUT/atrium-${VERSION}-windows-amd64.exe"
-if [ -f "$exe" ]; then
-  echo "== $exe"
-  file "$exe" | grep -q 'PE32+ executable (GUI) x86-64' || fail "not a PE32+ GUI x86-64 executable: $(file "$exe")"
-  objdump -p "$exe" | grep -q 'Subsystem.*0*2.*(Windows GUI)' || fail "subsystem is not Windows GUI"
-  x86_64-w64-mingw32-objdump -h "$exe" | grep -q '\.rsrc' || fail "no .rsrc section (resources)"
-  # The resource directory names: RT_ICON (3), RT_GROUP_ICON (14), RT_VERSION (16), RT_MANIFEST (24).
-  python3 build/peres.py "$exe" 3 14 16 24 || fail "missing resources"
-  strings -el "$exe" | grep -q "${VERSION#v}" || fail "version $VERSION not in the version resource"
-  echo "   GUI subsystem, icon, version ($VERSION) and manifest resources present"
-else
-  echo "== windows .exe: not built, not checked"
-fi
+[ -f "$exe" ] || fail "no $exe"
+echo "== $exe"
+r=$(pkgtool check-exe -version "$VERSION" "$exe") || fail "$exe"
+echo "   $r"
+setup="$OUT/atrium-${VERSION}-windows-amd64-setup.exe"
+[ -f "$setup" ] || fail "no $setup"
+echo "== $setup"
+r=$(pkgtool check-exe -installer -version "$VERSION" "$setup") || fail "$setup"
+echo "   $r"
+# Its contents, listed and unpacked by 7-Zip's NSIS reader: the same atrium.exe and the uninstaller.
+7z x -y -o"$tmp/setup" "$setup" > "$tmp/7z.out" || { cat "$tmp/7z.out" >&2; fail "7z cannot unpack $setup"; }
+grep -q 'NSIS-3 Unicode' <(7z l "$setup") || fail "$setup is not an NSIS 3 Unicode installer"
+cmp -s "$tmp/setup/atrium.exe" "$exe" || fail "the installer's atrium.exe differs from $exe"
+file "$tmp/setup/uninstall.exe" | grep -q 'PE32 executable (GUI)' || fail "the installer holds no uninstaller"
+echo "   NSIS 3: atrium.exe (identical), uninstall.exe"
 echo "package-test: OK"

@@ -3,8 +3,9 @@
 #   atrium_<ver>_amd64.deb             Debian/Ubuntu: /usr/bin/atrium, .desktop entry, icons,
 #                                      the runtime libraries it links as Depends
 #   atrium-<ver>-linux-amd64.tar.gz    portable: the binary, .desktop, icons, README
-#   atrium-<ver>-windows-amd64.exe     when x86_64-w64-mingw32-gcc is installed (GUI subsystem,
-#                                      icon, version info and manifest; see build/windows.sh)
+#   atrium-<ver>-windows-amd64.exe     Windows amd64, cross-built with mingw: GUI subsystem, icon,
+#                                      version info and manifest (build/windows.sh)
+#   atrium-<ver>-windows-amd64-setup.exe  its NSIS installer (build/windows/installer.nsi)
 # One icon set from one source image (build/appicon.png); the version from git
 # (VERSION, passed by make) is stamped into every artifact.
 # Usage: build/package.sh VERSION   (run from the repository root, frontend/dist built)
@@ -103,10 +104,8 @@ echo "$VERSION" > "$pdir/VERSION"
 tar -C "$OUT" -czf "$OUT/$name.tar.gz" "$name"
 echo "   $OUT/$name.tar.gz"
 
-if command -v x86_64-w64-mingw32-gcc >/dev/null; then
-  bash build/windows.sh "$VERSION" "$OUT/atrium-${VERSION}-windows-amd64.exe"
-else
-  echo "== windows: SKIPPED (x86_64-w64-mingw32-gcc missing: apt-get install gcc-mingw-w64-x86-64)"
-fi
+command -v x86_64-w64-mingw32-gcc >/dev/null || { echo "x86_64-w64-mingw32-gcc missing: apt-get install gcc-mingw-w64-x86-64" >&2; exit 1; }
+command -v makensis >/dev/null || { echo "makensis missing: apt-get install nsis" >&2; exit 1; }
+bash build/windows.sh "$VERSION" "$OUT"
 rm -rf "$OUT/stage" "$root" "$pdir"
 ls -l "$OUT"

@@ -84,6 +84,9 @@ var errUsage = errors.New("usage")
 
 // Main runs the command line and returns the process exit status.
 func Main(args []string, o Options) int {
+	if (o.Stdout == nil || o.Stderr == nil) && consoleWanted(args) {
+		attachConsole() // Windows: the GUI-subsystem .exe run from a terminal (console_windows.go)
+	}
 	if o.Stdout == nil {
 		o.Stdout = os.Stdout
 	}
