@@ -17,10 +17,15 @@ TAGS=desktop,production,webkit2_41
 GO=${GO:-go}
 rm -rf "$OUT" && mkdir -p "$OUT"
 
-# Debian versions must start with a digit: "v0.2.0-3-gabc" -> "0.2.0-3-gabc",
-# a bare commit "abc1234" -> "0.0.0~gitabc1234".
-debver=${VERSION#v}
-[[ $debver =~ ^[0-9] ]] || debver="0.0.0~git${debver}"
+# Debian versions: a release tag's "v0.2.0-3-gabc" -> "0.2.0+3+gabc" (after 0.2.0, before
+# 0.2.1); anything else (a bare commit "4b89b15", even one starting with a digit) ->
+# "0.0.0~git4b89b15", below every release. Release tags are vX.Y.Z (a bare hash can be all digits).
+if [[ $VERSION =~ ^v[0-9]+(\.[0-9]+){0,2}(-[0-9]+-g[0-9a-f]+)?(-dirty)?$ ]]; then
+  debver=${VERSION#v}
+  debver=${debver//-/+}
+else
+  debver="0.0.0~git${VERSION}"
+fi
 debver=${debver//[^A-Za-z0-9.+~-]/+}
 
 echo "== binary (linux/amd64, $VERSION)"

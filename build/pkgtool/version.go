@@ -7,12 +7,13 @@ import (
 )
 
 // describeRE matches `git describe` output with a release tag: v1.2.3, v1.2.3-4-gabc1234,
-// 1.2-dirty (up to three numbers, then the count of commits since the tag).
-var describeRE = regexp.MustCompile(`^v?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:-(\d+)-g[0-9a-f]+)?(?:-dirty)?$`)
+// v1.2-dirty (v, up to three numbers, then the count of commits since the tag). The v is
+// required: `git describe --always` without tags prints a bare hash, which can be all digits.
+var describeRE = regexp.MustCompile(`^v(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:-(\d+)-g[0-9a-f]+)?(?:-dirty)?$`)
 
 // Numeric is the version as the four 16-bit numbers Windows' VERSIONINFO and manifest
 // want (major, minor, patch, commits since the tag): "v1.2.3-4-gabc" -> 1.2.3.4. A
-// version without a release tag (a bare commit "4b89b15", "dev") is 0.0.0.0; numbers
+// version without a release tag (a bare commit "4b89b15" or "1234567", "dev") is 0.0.0.0; numbers
 // above 65535 are an error.
 func Numeric(version string) ([4]uint16, error) {
 	var n [4]uint16
