@@ -8,11 +8,12 @@
 #                  importing sqlite-vec, and the Wails window, is not checked; printed below)
 set -euo pipefail
 GO=${GO:-go}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cp /usr/include/sqlite3.h /usr/include/sqlite3ext.h "$tmp/"
+# The headers folder of build/windows.sh (a fixed path: it is part of Go's cache keys).
+inc="$PWD/out/mingw-include"
+mkdir -p "$inc"
+cp /usr/include/sqlite3.h /usr/include/sqlite3ext.h "$inc/"
 echo "== go vet windows/amd64 (cgo: mingw)"
-export CC=x86_64-w64-mingw32-gcc CGO_CFLAGS="-I$tmp"
+export CC=x86_64-w64-mingw32-gcc CGO_CFLAGS="-I$inc"
 GOOS=windows GOARCH=amd64 CGO_ENABLED=1 "$GO" vet ./...
 GOOS=windows GOARCH=amd64 CGO_ENABLED=1 "$GO" vet -tags desktop,production . ./app/...
 unset CC CGO_CFLAGS

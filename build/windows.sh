@@ -17,12 +17,14 @@ echo "== windows/amd64 ($VERSION)"
 tmp=$(mktemp -d)
 syso=rsrc_windows_amd64.syso # in the main package's folder: go build links it
 trap 'rm -rf "$tmp"; rm -f "$syso"' EXIT
-# sqlite-vec's cgo needs sqlite3.h; only these two headers, not all of /usr/include.
-mkdir -p "$tmp/include"
-cp /usr/include/sqlite3.h /usr/include/sqlite3ext.h "$tmp/include/"
+# sqlite-vec's cgo needs sqlite3.h; only these two headers, not all of /usr/include. The
+# folder's path is part of CGO_CFLAGS and so of Go's build cache keys: keep it fixed.
+inc="$PWD/out/mingw-include"
+mkdir -p "$inc"
+cp /usr/include/sqlite3.h /usr/include/sqlite3ext.h "$inc/"
 GOOS= GOARCH= CGO_ENABLED=0 "$GO" run ./build/pkgtool syso -version "$VERSION" -icon build/appicon.png -out "$syso"
 start=$(date +%s)
-CC=x86_64-w64-mingw32-gcc CGO_ENABLED=1 GOOS=windows GOARCH=amd64 CGO_CFLAGS="-I$tmp/include" \
+CC=x86_64-w64-mingw32-gcc CGO_ENABLED=1 GOOS=windows GOARCH=amd64 CGO_CFLAGS="-I$inc" \
   "$GO" build -tags desktop,production -trimpath -ldflags "-s -w -H=windowsgui -X main.version=$VERSION" -o "$exe" .
 echo "   $exe ($(( $(date +%s) - start )) s)"
 
