@@ -111,21 +111,28 @@ func Register(o Options) {
 		})
 	}
 
+	// health: the memory's detail and the ACL's state (paths in this
+	// machine's workspace) only to the person's connections; nodes and
+	// unpaired devices learn that the gateway is up.
 	g.Handle("health", gateway.Read(gateway.Everyone), func(ctx context.Context, c *gateway.Call) (any, error) {
 		st := o.Memory.Status()
 		mem := map[string]any{"state": st.State}
+		out := map[string]any{
+			"ok":       true,
+			"version":  o.Version,
+			"uptimeMs": time.Since(o.Started).Milliseconds(),
+			"memory":   mem,
+		}
+		if !gateway.Operators.Has(c.Principal.Class()) {
+			return out, nil
+		}
 		if st.Degraded != "" {
 			// Why search runs on one leg alone (a damaged vector or
 			// keyword index being rebuilt).
 			mem["reason"] = st.Degraded
 		}
-		return map[string]any{
-			"ok":       true,
-			"version":  o.Version,
-			"uptimeMs": time.Since(o.Started).Milliseconds(),
-			"memory":   mem,
-			"acl":      aclStatus(o.Guard),
-		}, nil
+		out["acl"] = aclStatus(o.Guard)
+		return out, nil
 	})
 
 	g.Handle("memory.search", gateway.Read(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {

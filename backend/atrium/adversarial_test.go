@@ -543,6 +543,17 @@ func TestAdversarial(t *testing.T) {
 						t.Errorf("unpaired %s: %v, want FORBIDDEN", m, err)
 					}
 				}
+				// health is open to it: it must tell nothing of this
+				// machine (the workspace's path, the ACL's state).
+				var h json.RawMessage
+				must(t, u.Call(k.ctx, "health", map[string]any{}, &h))
+				if strings.Contains(string(h), k.ws) || strings.Contains(string(h), `"acl"`) {
+					t.Errorf("health to an unpaired device: %s (it shows the workspace or the ACL)", h)
+				}
+				must(t, phoneNode.Call(k.ctx, "health", map[string]any{}, &h))
+				if strings.Contains(string(h), k.ws) {
+					t.Errorf("health to a node: %s (it shows the workspace)", h)
+				}
 				var st struct{ Status, RequestID string }
 				if err := u.Call(k.ctx, "device.pair.status", map[string]any{}, &st); err != nil || st.Status != "pending" || st.RequestID != reqID {
 					t.Errorf("after the attempts its request is %+v %v, want still pending", st, err)
