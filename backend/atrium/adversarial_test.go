@@ -554,6 +554,16 @@ func TestAdversarial(t *testing.T) {
 				if strings.Contains(string(h), k.ws) {
 					t.Errorf("health to a node: %s (it shows the workspace)", h)
 				}
+				// Its frames stay as small as before the handshake: 16 MiB
+				// frames from every connection of a pending device would
+				// each be buffered whole.
+				big := map[string]any{"pad": strings.Repeat("x", 100<<10)}
+				if err := u.Call(k.ctx, "health", big, nil); gwError(err) == nil || gwError(err).Code != gateway.CodePayloadTooLarge {
+					t.Errorf("a 100 KiB frame from an unpaired device: %v, want PAYLOAD_TOO_LARGE", err)
+				}
+				if err := phoneOp.Call(k.ctx, "health", big, nil); err != nil {
+					t.Errorf("a 100 KiB frame from a paired device: %v", err)
+				}
 				var st struct{ Status, RequestID string }
 				if err := u.Call(k.ctx, "device.pair.status", map[string]any{}, &st); err != nil || st.Status != "pending" || st.RequestID != reqID {
 					t.Errorf("after the attempts its request is %+v %v, want still pending", st, err)

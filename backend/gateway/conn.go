@@ -251,7 +251,7 @@ func (c *conn) handshake() bool {
 		Features: c.s.features(c.principal),
 		Snapshot: c.s.snapshotFor(res.Principal),
 		Policy: Policy{
-			MaxPayload:       c.s.opts.MaxPayload,
+			MaxPayload:       c.maxPayload(),
 			MaxBufferedBytes: c.s.opts.MaxBufferedBytes,
 			TickIntervalMs:   c.s.opts.TickInterval.Milliseconds(),
 		},
@@ -313,16 +313,27 @@ func (c *conn) readMessage(limit int64, discard bool) (typ websocket.MessageType
 	return typ, data[:limit], int64(len(data)) + rest, nil
 }
 
+// maxPayload is the largest frame read after hello-ok: MaxPayload, or for
+// an unpaired device, which may only ask about its pairing (and may hold
+// many connections), MaxPreAuthPayload.
+func (c *conn) maxPayload() int64 {
+	if c.principal.Class() == Unpaired {
+		return min(c.s.opts.MaxPayload, c.s.opts.MaxPreAuthPayload)
+	}
+	return c.s.opts.MaxPayload
+}
+
 func (c *conn) readLoop() {
+	limit := c.maxPayload()
 	for {
-		typ, data, size, err := c.readMessage(c.s.opts.MaxPayload, true)
+		typ, data, size, err := c.readMessage(limit, true)
 		if err != nil {
 			c.s.log.Debug("connection read ended", "connId", c.id, "err", err)
 			return
 		}
 		if size > 0 {
 			c.reject(peekID(data), "", Errorf(CodePayloadTooLarge,
-				"frame of %d bytes exceeds maxPayload of %d bytes", size, c.s.opts.MaxPayload))
+				"frame of %d bytes exceeds maxPayload of %d bytes", size, limit))
 			continue
 		}
 		if typ != websocket.MessageText {
