@@ -34,6 +34,7 @@ import (
 
 	"github.com/atrium-dev/atrium/backend/audit"
 	"github.com/atrium-dev/atrium/backend/device"
+	"github.com/atrium-dev/atrium/backend/devices"
 	"github.com/atrium-dev/atrium/backend/gateway"
 	"github.com/atrium-dev/atrium/backend/gwid"
 )
@@ -1125,5 +1126,54 @@ func TestAdversarialAuditFlood(t *testing.T) {
 	}
 	if audited < 100 || audited >= n {
 		t.Errorf("%d bogus connects made %d audit entries; want the first ones audited and the flood summarised", n, audited)
+	}
+}
+
+// TestAdversarialPendingLoop: a device with a pending request (one code
+// scanned once) reconnecting in a loop with its proof alone. Each
+// reconnect refreshes its one request; it may not add an audit line each
+// time (the log would grow at the loop's pace) nor keep every connection
+// (they left the pre-handshake caps): the request is audited once, and at
+// most devices.MaxPendingConns of its connections stay, the oldest closed.
+func TestAdversarialPendingLoop(t *testing.T) {
+	k := startAttack(t)
+	key := newDeviceKey(t)
+	disp, _ := k.code()
+	first := k.mustDev("127.0.0.50", key, gateway.ClientOptions{SetupCode: disp})
+	var conns []*gateway.Client
+	for range 10 {
+		conns = append(conns, k.mustDev("127.0.0.50", key, gateway.ClientOptions{}))
+	}
+	// 11 connections, at most MaxPendingConns stay: the oldest ones go.
+	all := append([]*gateway.Client{first}, conns...)
+	keep := len(all) - devices.MaxPendingConns
+	for i, c := range all {
+		if i < keep {
+			select {
+			case <-c.Done():
+				if cl := websocket.CloseStatus(c.Err()); cl != gateway.CloseUnauthorized {
+					t.Errorf("pending connection %d ended with %v, want 4001", i, c.Err())
+				}
+			case <-k.ctx.Done():
+				t.Fatalf("pending connection %d of one device (oldest first) is still open after %d newer ones", i, len(all)-1-i)
+			}
+			continue
+		}
+		var st struct{ Status string }
+		if err := c.Call(k.ctx, "device.pair.status", map[string]any{}, &st); err != nil || st.Status != "pending" {
+			t.Errorf("pending connection %d (among the newest): %+v %v", i, st, err)
+		}
+	}
+	id := key.Public().ID()
+	es, err := k.a.Audit.Tail(100000, audit.Filter{Operation: "device.pair.request"})
+	must(t, err)
+	n := 0
+	for _, e := range es {
+		if strings.Contains(e.Target, id) {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("11 connects of one pending device made %d device.pair.request audit entries, want 1", n)
 	}
 }

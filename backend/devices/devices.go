@@ -31,6 +31,12 @@ import (
 	"github.com/atrium-dev/atrium/backend/pairing"
 )
 
+// MaxPendingConns is how many connections of one device waiting for its
+// pairing stay open: a newer one closes the oldest (4001 ReasonReplaced).
+// They left the gateway's pre-handshake caps, and a retry, a second socket
+// or a reconnect over a dead one needs only a few.
+const MaxPendingConns = 4
+
 // DefaultTokenHold is how long approved tokens wait in memory for a
 // device that reconnects with its proof before it has fetched them.
 const DefaultTokenHold = 5 * time.Minute
@@ -51,6 +57,7 @@ const (
 	ReasonRevoked  = "device token revoked"
 	ReasonRemoved  = "device removed"
 	ReasonRejected = "pairing request rejected"
+	ReasonReplaced = "replaced by a newer connection of this device waiting for pairing"
 )
 
 // PairInfo is where a device reaches this gateway, for device.pair.code:
@@ -310,9 +317,11 @@ func (s *Service) Authenticate(ctx context.Context, r *gateway.AuthRequest) (*ga
 	if err != nil {
 		return nil, fmt.Errorf("pairing request: %w", err)
 	}
-	s.track(stored.ID, id)
-	s.record("device.pair.request", "anonymous", "device:"+id, r.RemoteIP, true,
-		fmt.Sprintf("pairing request %s (%s) for roles %v from %q", stored.ID, kindOf(stored), roles, stored.DisplayName))
+	if !s.track(stored.ID, id) { // a refresh is not a new request: audited once
+		s.record("device.pair.request", "anonymous", "device:"+id, r.RemoteIP, true,
+			fmt.Sprintf("pairing request %s (%s) for roles %v from %q", stored.ID, kindOf(stored), roles, stored.DisplayName))
+	}
+	s.closeOldPending(id)
 	s.o.Gateway.BroadcastTo(gateway.Admin, EventPairRequested, map[string]any{"request": requestView(stored)})
 	return &gateway.AuthResult{Principal: gateway.Principal{Role: gateway.RoleUnpaired, Device: id},
 		Status: gateway.AuthPending, RequestID: stored.ID}, nil
@@ -384,10 +393,29 @@ const DefaultSweepInterval = 15 * time.Second
 // ReasonExpired closes a pending connection whose request expired.
 const ReasonExpired = "pairing request expired"
 
-func (s *Service) track(requestID, deviceID string) {
+// track records a submitted request; true when it was tracked already (a
+// refresh).
+func (s *Service) track(requestID, deviceID string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	_, ok := s.live[requestID]
 	s.live[requestID] = deviceID
+	return ok
+}
+
+// closeOldPending closes the oldest pending connections of device id so
+// that, with the one being admitted, at most MaxPendingConns stay.
+func (s *Service) closeOldPending(id string) {
+	conns := s.o.Gateway.Conns(deviceConns(id, gateway.RoleUnpaired))
+	if len(conns) < MaxPendingConns {
+		return
+	}
+	slices.SortFunc(conns, func(a, b gateway.ConnInfo) int { return a.ConnectedAt.Compare(b.ConnectedAt) })
+	old := map[string]bool{}
+	for _, ci := range conns[:len(conns)-MaxPendingConns+1] {
+		old[ci.ConnID] = true
+	}
+	s.o.Gateway.CloseWhere(func(ci gateway.ConnInfo) bool { return old[ci.ConnID] }, gateway.CloseUnauthorized, ReasonReplaced)
 }
 
 // untrack forgets a resolved request; false when it was not tracked.
