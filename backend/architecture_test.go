@@ -65,7 +65,7 @@ var allowed = map[string][]string{
 	"backend/cli": {"backend/device", "backend/atrium", "backend/paths", "backend/memory", "backend/config", "backend/gateway",
 		"backend/bench/retrieval", "backend/bench/scale", "backend/bench/control", "backend/acl", "backend/audit", "backend/guard", "backend/worker",
 		"backend/safefile", "backend/applock", "backend/nodehost", "backend/discovery", "backend/gwid"},
-	"backend/e2e": {},
+	"backend/e2e": {"backend/gwid"},
 	"app":         {},
 	"frontend":    {},
 	".":           {"app", "backend/cli", "frontend"},
