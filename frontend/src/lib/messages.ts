@@ -399,6 +399,7 @@ export const MESSAGES = {
   'nodes.devices.none': ['No paired device yet.', '尚无已配对设备。'],
   'nodes.devices.rotate': ['New {role} token', '更换 {role} 令牌'],
   'nodes.devices.revoke': ['Revoke tokens', '吊销令牌'],
+  'nodes.devices.revoked': ['token revoked', '令牌已吊销'],
   'nodes.devices.removeConfirm': ['Remove the pairing for good', '永久删除此配对'],
   'nodes.devices.revokeHint': ['A revoked device keeps its pairing and can ask to repair; Remove forgets it.', '吊销后设备仍保留配对，可请求修复；移除则彻底遗忘。'],
   'nodes.presence.title': ['Presence', '在线状态'],

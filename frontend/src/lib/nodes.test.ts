@@ -32,9 +32,9 @@ describe('reduceNodes', () => {
   });
 
   it('reads devices, presence (event or snapshot), nodes and exec asks', () => {
-    let s = reduceNodes(initialNodes(), { type: 'devices', payload: { devices: [{ deviceId: 'd1', displayName: 'Pixel', roles: ['node'], connected: true, lastSeenAt: '2026-12-02T00:00:00Z' }, {}] } });
+    let s = reduceNodes(initialNodes(), { type: 'devices', payload: { devices: [{ deviceId: 'd1', displayName: 'Pixel', roles: ['node'], connected: true, lastSeenAt: '2026-12-02T00:00:00Z', tokens: { node: 'revoked', x: 1 } }, {}] } });
     expect(s.devices).toHaveLength(1);
-    expect(s.devices[0]).toMatchObject({ deviceId: 'd1', connected: true, lastSeenAt: Date.parse('2026-12-02T00:00:00Z') });
+    expect(s.devices[0]).toMatchObject({ deviceId: 'd1', connected: true, lastSeenAt: Date.parse('2026-12-02T00:00:00Z'), tokens: { node: 'revoked' } });
     s = reduceNodes(s, { type: 'presence', payload: { entries: [{ instanceId: 'i1', host: 'Pixel', mode: 'node', connected: false }] } });
     expect(s.presence[0]).toMatchObject({ instanceId: 'i1', connected: false });
     s = reduceNodes(s, { type: 'presence', payload: [{ instanceId: 'i2' }] });

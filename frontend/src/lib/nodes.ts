@@ -46,6 +46,8 @@ export interface PairedDevice {
   createdAt: number;
   lastSeenAt: number;
   connected: boolean;
+  /** Token state per role: "active" or "revoked" (a revoked device may ask to repair). */
+  tokens: Record<string, string>;
 }
 
 /** A presence entry (SPEC §7). */
@@ -152,6 +154,7 @@ export function toPairedDevice(v: unknown): PairedDevice | null {
     createdAt: time(o.createdAt),
     lastSeenAt: time(o.lastSeenAt),
     connected: o.connected === true,
+    tokens: Object.fromEntries(Object.entries(obj(o.tokens)).filter((e): e is [string, string] => typeof e[1] === 'string')),
   };
 }
 
