@@ -169,6 +169,8 @@ func TestPhonePairsByQR(t *testing.T) {
 	if w := text(t, phone, `[data-testid=phone-words]`); w != deskWords {
 		t.Errorf("the phone shows words %q, the desktop %q", w, deskWords)
 	}
+	// Where the phone's part of it went: its page load (navigation start → load event, ms).
+	pageLoad := js[float64](t, phone, `(() => { const n = performance.getEntriesByType('navigation')[0]; return n ? n.loadEventEnd : -1; })()`)
 	if js[string](t, phone, `location.hash`) != "" {
 		t.Errorf("the setup code stayed in the phone's address bar")
 	}
@@ -217,8 +219,8 @@ func TestPhonePairsByQR(t *testing.T) {
 		t.Fatalf("location.get gave %+v (%v), want %v, %v ±%v", loc, err, lat, lon, acc)
 	}
 	waitFor(t, phone, "the phone to say it answered", `document.querySelector('[data-testid=phone-last-invoke]')?.dataset.command === 'location.get' && document.querySelector('[data-testid=phone-last-invoke]')?.dataset.ok === 'true'`, 10*time.Second)
-	t.Logf("machine time (browsers included): scan → request shown on the desktop %v; approve click → phone paired and its node connected %v; invoke click → location shown %v; scan → approved %v, → first invoke %v",
-		toRequest.Round(time.Millisecond), toApproved.Round(time.Millisecond), toInvoke.Round(time.Millisecond),
+	t.Logf("machine time (browsers included): scan → request shown on the desktop %v (the phone page's load %.0f ms of it); approve click → phone paired and its node connected %v; invoke click → location shown %v; scan → approved %v, → first invoke %v",
+		toRequest.Round(time.Millisecond), pageLoad, toApproved.Round(time.Millisecond), toInvoke.Round(time.Millisecond),
 		(toRequest + toApproved).Round(time.Millisecond), (toRequest + toApproved + toInvoke).Round(time.Millisecond))
 
 	// One history: a chat from the phone shows on the desktop, and the other way round.
