@@ -55,4 +55,27 @@ describe('Nodes', () => {
     expect((screen.getByTestId('pair-qr') as HTMLImageElement).src).toBe('data:image/png;base64,iVBORw0KGgo=');
     expect(screen.getByTestId('pair-expiry').textContent).toMatch(/expires in (9|10):\d\d/);
   });
+
+  it('an exec ask from `atrium node`: banner, then allow once / always / deny through exec.ask.answer', async () => {
+    const gw = new GatewayClient({ url: 'ws://test/ws', token: 't', instanceId: 'i', WebSocket: FakeWebSocket, random: () => 0.5 });
+    render(App, { props: { gw } });
+    gw.start();
+    const ws = FakeWebSocket.last();
+    ws.handshake();
+    await waitFor(() => expect(screen.getByTestId('conn-state').textContent).toBe('connected'));
+    ws.serverEvent('exec.ask.requested', { id: 'x1', nodeId: 'n1', displayName: 'build-box', command: ['make', 'test'], cwd: '/src', at: 1, expiresAt: 2 });
+    ws.serverEvent('exec.ask.requested', { id: 'x2', nodeId: 'n1', displayName: 'build-box', command: ['rm', '-rf', 'out'], cwd: '/src' });
+    await waitFor(() => expect(screen.getByTestId('pair-banner').textContent).toContain('build-box asks to run a command'));
+    await fireEvent.click(screen.getByTestId('pair-banner-open'));
+    const asks = await screen.findAllByTestId('exec-ask');
+    expect(asks.map((a) => a.querySelector('pre')?.textContent)).toEqual(['make test', 'rm -rf out']);
+    await fireEvent.click(screen.getAllByTestId('exec-allow-always')[0]);
+    await waitFor(() => expect(ws.lastRequest('exec.ask.answer')?.params).toMatchObject({ id: 'x1', decision: 'allow-always' }));
+    ws.reply(ws.lastRequest('exec.ask.answer'), { id: 'x1', decision: 'allow-always' });
+    await waitFor(() => expect(screen.getAllByTestId('exec-ask')).toHaveLength(1));
+    // Answered elsewhere (another window, or timed out): it goes here too, and so does the banner.
+    ws.serverEvent('exec.ask.resolved', { id: 'x2', decision: 'deny', by: 'timeout' });
+    await waitFor(() => expect(screen.queryByTestId('exec-ask')).toBeNull());
+    expect(screen.queryByTestId('pair-banner')).toBeNull();
+  });
 });
