@@ -21,7 +21,7 @@ APT_PKGS := build-essential pkg-config libsqlite3-dev libgtk-3-dev libwebkit2gtk
             chromium xvfb xauth x11-utils xdotool imagemagick fonts-wqy-microhei fonts-noto-color-emoji \
             bubblewrap gcc-mingw-w64-x86-64 iproute2 util-linux zbar-tools nsis p7zip-full
 
-FRONTEND_SRC := $(shell find frontend/src frontend/index.html frontend/package.json frontend/vite.config.ts -type f 2>/dev/null)
+FRONTEND_SRC := $(shell find frontend/src frontend/index.html frontend/pair frontend/package.json frontend/vite.config.ts -type f 2>/dev/null)
 
 .DEFAULT_GOAL := help
 .PHONY: help run serve desktop package package-test vet-cross screenshots test test-go test-frontend bench bench-retrieval screenshot deps deps-system deps-go deps-frontend frontend clean
@@ -133,4 +133,4 @@ frontend/dist/index.html: frontend/node_modules/.package-lock.json $(FRONTEND_SR
 	cd frontend && npm run build
 
 clean: ## Remove build output
-	rm -rf bin out frontend/dist/assets frontend/dist/index.html
+	rm -rf bin out frontend/dist/assets frontend/dist/index.html frontend/dist/pair
