@@ -6,7 +6,7 @@ import PairApp from './PairApp.svelte';
 import { wsUrlFor } from './lib/settings';
 import { parsePairFragment } from './lib/pairing';
 import { PhoneSession, deviceDisplayName, indexedDBStore } from './lib/phone';
-import { uuid } from './lib/util';
+import { safeGet, safeSet, uuid } from './lib/util';
 
 // Off loopback the page is HTTPS and the link must carry the certificate's fingerprint (the words to compare).
 const fragment = parsePairFragment(window.location.hash, window.location.protocol === 'https:');
@@ -19,11 +19,25 @@ if (window.location.hash) {
   }
 }
 
+// One presence entry per device, across reloads: a stable id kept with the page's origin.
+function deviceInstanceId(): string {
+  let storage: Storage | null = null;
+  try {
+    storage = window.localStorage;
+  } catch {
+    storage = null;
+  }
+  const key = 'atrium.phone.instanceId';
+  const id = safeGet(storage, key) || uuid();
+  safeSet(storage, key, id);
+  return id;
+}
+
 const session = new PhoneSession({
   wsUrl: wsUrlFor(window.location),
   store: indexedDBStore(),
   fragment,
-  instanceId: uuid(),
+  instanceId: deviceInstanceId(),
   displayName: deviceDisplayName(navigator.userAgent),
 });
 
