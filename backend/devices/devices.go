@@ -99,6 +99,8 @@ type Service struct {
 	mu   sync.Mutex
 	held map[string]heldTokens // deviceId → tokens approved but not yet fetched
 	live map[string]string     // requestId → deviceId of requests submitted and not yet resolved
+
+	afterTokenCheck func(deviceID string) // tests: runs after a device token matched, before registration
 }
 
 type heldTokens struct {
@@ -261,6 +263,9 @@ func (s *Service) Authenticate(ctx context.Context, r *gateway.AuthRequest) (*ga
 			return nil, fmt.Errorf("check device token: %w", err)
 		}
 		s.takeHeld(id) // it has its tokens
+		if s.afterTokenCheck != nil {
+			s.afterTokenCheck(id)
+		}
 		return s.paired(d, p, nil), nil
 	}
 	if held := s.takeHeld(id); held != nil {
@@ -373,7 +378,29 @@ func (s *Service) paired(d pairing.Device, p gateway.ConnectParams, tokens map[s
 		res.Caps = intersect(p.Caps, d.Caps)
 		res.Commands = intersect(p.Commands, d.Commands)
 	}
+	res.Confirm = s.confirm(d.DeviceID, p.Role, d.Tokens[p.Role].Hash)
 	return res
+}
+
+// confirm re-reads the device once its connection is registered: a
+// device.token.revoke, rotate or device.remove that landed after the
+// token was checked, and so found no connection to close, closes it here
+// (4001 ReasonRevoked or ReasonRemoved).
+func (s *Service) confirm(id, role, hash string) func(context.Context) *gateway.Error {
+	return func(ctx context.Context) *gateway.Error {
+		d, err := s.o.Pairing.Device(ctx, id)
+		switch {
+		case errors.Is(err, pairing.ErrNotPaired):
+			return gateway.Errorf(gateway.CodeUnauthorized, ReasonRemoved)
+		case err != nil:
+			s.log.Error("confirm device token", "device", id, "err", err)
+			return gateway.Errorf(gateway.CodeUnavailable, "could not read the device's pairing; try again")
+		}
+		if hash == "" || d.Tokens[role].Hash != hash || !d.HasRole(role) {
+			return gateway.Errorf(gateway.CodeUnauthorized, ReasonRevoked)
+		}
+		return nil
+	}
 }
 
 // intersect keeps the elements of declared that approved holds.

@@ -653,3 +653,53 @@ func TestRequestExpires(t *testing.T) {
 		t.Fatalf("approving an expired request: %v", err)
 	}
 }
+
+// TestRevokeDuringConnect: a device.token.revoke or device.remove that
+// lands after a device's token was checked and before its connection is
+// registered (so it finds nothing to close) still ends that connection:
+// 4001 with the reason, and no hello-ok.
+func TestRevokeDuringConnect(t *testing.T) {
+	for _, tc := range []struct{ method, reason string }{
+		{"device.token.revoke", devices.ReasonRevoked},
+		{"device.remove", devices.ReasonRemoved},
+	} {
+		t.Run(tc.method, func(t *testing.T) {
+			e := newEnv(t)
+			key := newKey(t)
+			id := key.Public().ID()
+			tok := e.pairKey(key, []string{gateway.RoleNode}, nil)[gateway.RoleNode]
+			checked, resume := make(chan struct{}), make(chan struct{})
+			devices.SetAfterTokenCheck(e.svc, func(string) {
+				close(checked)
+				<-resume
+			})
+			type dialed struct {
+				c   *gateway.Client
+				err error
+			}
+			done := make(chan dialed, 1)
+			go func() {
+				c, err := e.dial(key, gateway.ClientOptions{DeviceToken: tok})
+				done <- dialed{c, err}
+			}()
+			<-checked
+			var rv struct{ Closed int }
+			if err := e.admin.Call(ctx(t), tc.method, map[string]any{"deviceId": id}, &rv); err != nil {
+				t.Fatalf("%s: %v", tc.method, err)
+			}
+			if rv.Closed != 0 {
+				t.Fatalf("%s closed %d connections while the device's was not registered yet", tc.method, rv.Closed)
+			}
+			close(resume)
+			d := <-done
+			if d.err == nil {
+				err := d.c.Call(ctx(t), "health", nil, nil)
+				t.Fatalf("connection admitted after %s landed mid-connect (health: %v)", tc.method, err)
+			}
+			var ce websocket.CloseError
+			if !errors.As(d.err, &ce) || ce.Code != gateway.CloseUnauthorized || ce.Reason != tc.reason {
+				t.Errorf("connect after %s mid-connect: %v, want close 4001 %q", tc.method, d.err, tc.reason)
+			}
+		})
+	}
+}

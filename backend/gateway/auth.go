@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"slices"
@@ -34,6 +35,14 @@ type AuthRequest struct {
 // (Status [AuthPending], RequestID set). Caps and Commands are what the
 // node may use (approved ∩ declared). DeviceTokens are delivered in
 // hello-ok auth.deviceTokens (plaintext, only right after an approval).
+//
+// Confirm, when set, is called once the connection is registered (visible
+// to [Server.CloseWhere]) and before hello-ok reaches the client: it
+// re-checks the credential that admitted it, so a revoke that lands
+// between Authenticate and the registration cannot leave the connection
+// open (the revoke either finds it registered or Confirm sees the revoke).
+// A non-nil *Error closes the connection with code 4001 and its message,
+// without hello-ok.
 type AuthResult struct {
 	Principal    Principal
 	Status       string
@@ -41,6 +50,7 @@ type AuthResult struct {
 	DeviceTokens map[string]string
 	Caps         []string
 	Commands     []string
+	Confirm      func(ctx context.Context) *Error
 }
 
 // ConnInfo describes an authenticated connection, for the OnAuthenticated

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/coder/websocket"
@@ -315,5 +316,30 @@ func TestCloseReason(t *testing.T) {
 	}
 	if closeReason("short") != "short" {
 		t.Fatal("a short reason was changed")
+	}
+}
+
+// TestHooksRunBeforeHelloOK: a client that has hello-ok is known to the
+// OnAuthenticated listeners (node registry, presence), so a call made
+// right after connecting finds its connection. The hook waits until the
+// client has hello-ok, which it must not have while the hook runs; on a
+// gateway that keeps the order that wait runs out (a bound, never the
+// check: a slow machine can only hide the fault, not fail the fixed code).
+func TestHooksRunBeforeHelloOK(t *testing.T) {
+	gotHello, hookDone := make(chan struct{}), make(chan bool, 1)
+	_, url := newTestServer(t, Options{OnAuthenticated: func(ConnInfo) {
+		bound := time.NewTimer(100 * time.Millisecond)
+		defer bound.Stop()
+		select {
+		case <-gotHello:
+			hookDone <- false
+		case <-bound.C:
+			hookDone <- true
+		}
+	}}, nil)
+	connect(t, url)
+	close(gotHello)
+	if !<-hookDone {
+		t.Fatal("the client had hello-ok while OnAuthenticated was still running")
 	}
 }

@@ -50,6 +50,7 @@ type conn struct {
 	queued      int64 // bytes accepted but not yet written (part of Server.totalQueued)
 	seq         uint64
 	closing     bool
+	held        bool // hello-ok is queued but its hooks have not run: write nothing yet (unless closing)
 	dropped     bool // queue discarded: the writer sends the close frame after the frame in flight
 	stopped     bool // the connection ended: the writer returns at once
 	closeCode   websocket.StatusCode
@@ -265,11 +266,25 @@ func (c *conn) handshake() bool {
 	}
 	// hello-ok and registration are atomic with respect to Broadcast: every
 	// broadcast is either entirely before hello-ok (not delivered) or after
-	// it (delivered).
+	// it (delivered). The writer holds hello-ok (and what follows it) back
+	// until Confirm and OnAuthenticated have run, so a client that has
+	// hello-ok is known to every hook's listener (node registry, presence)
+	// and was admitted by a credential still valid after it could be
+	// closed by CloseWhere (a revoke either closes it or fails Confirm).
+	c.mu.Lock()
+	c.held = true
+	c.mu.Unlock()
 	c.s.bcastMu.Lock()
 	c.s.authenticate(c)
 	c.respond(req.ID, body, nil)
 	c.s.bcastMu.Unlock()
+	if res.Confirm != nil {
+		if e := res.Confirm(c.ctx); e != nil {
+			c.s.log.Info("handshake failed", "connId", c.id, "reason", e.Message)
+			c.closeWith(CloseUnauthorized, closeReason(e.Message), false) // hello-ok is discarded unsent
+			return false
+		}
+	}
 	c.authed = true
 	c.s.log.Info("connection authenticated", "connId", c.id, "role", c.role, "device", c.principal.Device,
 		"status", res.Status, "clientId", c.client.ID, "clientVersion", c.client.Version,
@@ -277,6 +292,10 @@ func (c *conn) handshake() bool {
 	if c.s.opts.OnAuthenticated != nil {
 		c.s.opts.OnAuthenticated(c.info)
 	}
+	c.mu.Lock()
+	c.held = false
+	c.mu.Unlock()
+	c.signal()
 	go c.tickLoop()
 	return true
 }
@@ -571,6 +590,15 @@ func (c *conn) writeLoop() {
 	defer close(c.writerDone)
 	for {
 		c.mu.Lock()
+		if c.held && !c.closing && !c.stopped {
+			c.mu.Unlock()
+			select {
+			case <-c.wake:
+				continue
+			case <-c.ctx.Done():
+				return
+			}
+		}
 		batch := c.queue
 		c.queue = nil
 		closing, stopped, code, reason := c.closing, c.stopped, c.closeCode, c.closeReason

@@ -70,10 +70,12 @@ type Options struct {
 	// 4002). Nil refuses every such request with UNAUTHORIZED. It runs
 	// before hello-ok, on the connection's goroutine.
 	Authenticate func(ctx context.Context, r *AuthRequest) (*AuthResult, error)
-	// OnAuthenticated is called once per connection right after its
-	// hello-ok was queued (events sent from it arrive after hello-ok);
-	// OnClosed once when an authenticated connection has ended. Both run
-	// on the connection's goroutine and should return quickly. Optional.
+	// OnAuthenticated is called once per connection after it is
+	// registered and its hello-ok was queued, and before hello-ok is
+	// written: a client that has hello-ok was heard by it (events sent
+	// from it arrive after hello-ok). OnClosed is called once when a
+	// connection OnAuthenticated heard of has ended. Both run on the
+	// connection's goroutine and should return quickly. Optional.
 	OnAuthenticated func(ConnInfo)
 	OnClosed        func(ConnInfo)
 	// UI is the embedded web UI served at "/". Paths without a file
