@@ -904,6 +904,41 @@ func TestAdversarialPrincipals(t *testing.T) {
 	bNode := k.mustDev("127.0.0.11", bKey, nodeOpts(bToks[gateway.RoleNode]))
 	waitNodes(k, aID, bID)
 
+	t.Run("presence_entry_of_another_principal", func(t *testing.T) {
+		// Device B takes the instance id of device A's and of the person's
+		// UI: each principal keeps its own entry; the person's two UI
+		// connections of one instance share one.
+		const inst = "shared-instance"
+		as := func(key *device.PrivateKey, src, tok, host string) *gateway.Client {
+			o := opOpts(tok)
+			o.Client.InstanceID, o.Client.DisplayName = inst, host
+			return k.mustDev(src, key, o)
+		}
+		conns := []*gateway.Client{as(aKey, "127.0.0.10", aToks[gateway.RoleOperator], "phone A"),
+			gwDial(k.ctx, t, k.a, gateway.RoleOperator, inst), gwDial(k.ctx, t, k.a, gateway.RoleOperator, inst),
+			as(bKey, "127.0.0.11", bToks[gateway.RoleOperator], "spoof by B")}
+		// Every connection above had its hello-ok, so a new one's snapshot
+		// holds them all.
+		watch := gwDial(k.ctx, t, k.a, gateway.RoleOperator, "presence-watch")
+		b, err := json.Marshal(watch.Hello().Snapshot.Presence)
+		must(t, err)
+		var entries []struct{ InstanceID, DeviceID, Host string }
+		must(t, json.Unmarshal(b, &entries))
+		hosts := map[string][]string{}
+		for _, e := range entries {
+			if e.InstanceID == inst {
+				hosts[e.DeviceID] = append(hosts[e.DeviceID], e.Host)
+			}
+		}
+		if len(hosts) != 3 || !slices.Equal(hosts[aID], []string{"phone A"}) ||
+			!slices.Equal(hosts[bID], []string{"spoof by B"}) || len(hosts[""]) != 1 {
+			t.Errorf("presence entries of instance %q by device: %v, want one each for A, B and the person", inst, hosts)
+		}
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+
 	t.Run("an_operator_device_calling_the_person's_methods", func(t *testing.T) {
 		// A stranger's pending request the device would like approved.
 		stranger := newDeviceKey(t)

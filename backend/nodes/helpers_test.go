@@ -90,14 +90,15 @@ func (f *fixture) dial(o gateway.ClientOptions) *gateway.Client {
 		f.t.Fatalf("dial: %v", err)
 	}
 	f.t.Cleanup(func() { c.Close() })
-	// The service learns of a connection just after its hello-ok: wait
-	// for it so the test acts on a registered connection.
+	// The gateway's OnAuthenticated has run before hello-ok is written:
+	// the service knows the connection already.
 	id := c.Hello().Server.ConnID
-	f.waitFor("connection "+id+" registered", func() bool {
-		f.svc.mu.Lock()
-		defer f.svc.mu.Unlock()
-		return f.svc.peers[id] != nil
-	})
+	f.svc.mu.Lock()
+	known := f.svc.peers[id] != nil
+	f.svc.mu.Unlock()
+	if !known {
+		f.t.Fatalf("connection %s has hello-ok but the nodes service does not know it", id)
+	}
 	return c
 }
 

@@ -18,9 +18,11 @@ const (
 )
 
 // PresenceEntry is one client instance in the presence list (SPEC §7,
-// event "presence" and hello-ok snapshot.presence). It is keyed by
-// InstanceID: the client's client.instanceId, or its connId when it sent
-// none. Host is the name the client gave itself (client.displayName, else
+// event "presence" and hello-ok snapshot.presence). It is keyed by its
+// principal and InstanceID (the client's client.instanceId, or its connId
+// when it sent none): a paired device's entries by its DeviceID, the
+// operator token's (DeviceID "") apart, so no device can replace another
+// principal's entry by choosing its instance id. Host is the name the client gave itself (client.displayName, else
 // client.id); IP the address of its newest connection. Caps and Commands
 // are those of a node connection (commands: declared ∩ approved); empty
 // for operators. LastInputSeconds is what the client last reported with
@@ -92,25 +94,29 @@ func NewPresence(o PresenceOptions) *Presence {
 	return &Presence{ttl: o.TTL, max: o.Max, now: o.Now, entries: map[string]*presenceItem{}}
 }
 
-// Seen records that connection connID carries instance e.InstanceID (an
-// empty InstanceID is keyed by connID): the entry is created or its
-// fields replaced by e's, it is connected, and its TS is now. A nil
-// e.LastInputSeconds keeps the value already known. Expired entries go
-// first; a new entry over Max drops the oldest. Seen returns the instance
-// key used.
+// Seen records that connection connID carries instance e.InstanceID of
+// principal e.DeviceID (an empty InstanceID is connID): the entry is
+// created or its fields replaced by e's, it is connected, and its TS is
+// now. A nil e.LastInputSeconds keeps the value already known. Expired
+// entries go first; a new entry over Max drops the oldest. Seen returns
+// the entry's key (for Input and Gone).
 func (p *Presence) Seen(connID string, e PresenceEntry) string {
 	if e.InstanceID == "" {
 		e.InstanceID = connID
+	}
+	key := "local/" + e.InstanceID
+	if e.DeviceID != "" {
+		key = "device:" + e.DeviceID + "/" + e.InstanceID
 	}
 	now := p.now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.expireLocked(now)
-	it := p.entries[e.InstanceID]
+	it := p.entries[key]
 	if it == nil {
 		p.seq++
 		it = &presenceItem{conns: map[string]struct{}{}, seq: p.seq}
-		p.entries[e.InstanceID] = it
+		p.entries[key] = it
 	} else if e.LastInputSeconds == nil {
 		e.LastInputSeconds = it.e.LastInputSeconds
 	}
@@ -119,9 +125,9 @@ func (p *Presence) Seen(connID string, e PresenceEntry) string {
 	it.e, it.at = e, now
 	it.conns[connID] = struct{}{}
 	for len(p.entries) > p.max {
-		p.dropOldestLocked(e.InstanceID)
+		p.dropOldestLocked(key)
 	}
-	return e.InstanceID
+	return key
 }
 
 // Input records lastInputSeconds for the entry of instance key carried by
@@ -192,7 +198,7 @@ func (p *Presence) NextExpiry() time.Time {
 }
 
 // List returns the live entries, newest change first (ties by instance
-// id), as copies the caller may keep.
+// id, then device id), as copies the caller may keep.
 func (p *Presence) List() []PresenceEntry {
 	now := p.now()
 	p.mu.Lock()
@@ -212,7 +218,10 @@ func (p *Presence) List() []PresenceEntry {
 		if out[i].TS != out[j].TS {
 			return out[i].TS > out[j].TS
 		}
-		return out[i].InstanceID < out[j].InstanceID
+		if out[i].InstanceID != out[j].InstanceID {
+			return out[i].InstanceID < out[j].InstanceID
+		}
+		return out[i].DeviceID < out[j].DeviceID
 	})
 	return out
 }

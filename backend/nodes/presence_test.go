@@ -39,18 +39,15 @@ func TestPresenceTTLAfterDisconnect(t *testing.T) {
 	c := newClock()
 	p := NewPresence(PresenceOptions{Now: c.Now})
 	k := p.Seen("conn-1", PresenceEntry{InstanceID: "phone", Host: "Pixel 8", Role: "node", Caps: []string{"location"}})
-	if k != "phone" {
-		t.Fatalf("key %q, want phone", k)
-	}
 	anon := p.Seen("conn-2", PresenceEntry{Host: "cli"})
-	if anon != "conn-2" {
-		t.Fatalf("entry without instanceId keyed %q, want the connId", anon)
+	if anon == k || keys(p.List())["conn-2"].Host != "cli" {
+		t.Fatalf("entry without instanceId keyed %q, listed %+v, want its connId as instanceId", anon, p.List())
 	}
 	c.Add(time.Hour) // connected entries never expire
 	if n := p.Expire(); n != 0 || p.Len() != 2 {
 		t.Fatalf("expired %d of connected entries, %d left", n, p.Len())
 	}
-	if !p.Gone("phone", "conn-1") {
+	if !p.Gone(k, "conn-1") {
 		t.Fatal("Gone reported no change")
 	}
 	gone := c.Now()
@@ -77,22 +74,24 @@ func TestPresenceTTLAfterDisconnect(t *testing.T) {
 func TestPresenceReconnectKeepsOneEntry(t *testing.T) {
 	c := newClock()
 	p := NewPresence(PresenceOptions{Now: c.Now})
-	p.Seen("a", PresenceEntry{InstanceID: "laptop", Host: "old name"})
-	if !p.Input("laptop", "a", 42) {
+	k := p.Seen("a", PresenceEntry{InstanceID: "laptop", Host: "old name"})
+	if !p.Input(k, "a", 42) {
 		t.Fatal("Input on a live entry failed")
 	}
 	// A second connection of the same instance (a reconnect overlapping
 	// the old socket) keeps one entry and the reported input.
-	p.Seen("b", PresenceEntry{InstanceID: "laptop", Host: "new name"})
-	p.Gone("laptop", "a")
+	if p.Seen("b", PresenceEntry{InstanceID: "laptop", Host: "new name"}) != k {
+		t.Fatal("the second connection of an instance got another key")
+	}
+	p.Gone(k, "a")
 	l := p.List()
 	if len(l) != 1 || !l[0].Connected || l[0].Host != "new name" || l[0].LastInputSeconds == nil || *l[0].LastInputSeconds != 42 {
 		t.Fatalf("list %+v", l)
 	}
-	if p.Input("laptop", "a", 1) {
+	if p.Input(k, "a", 1) {
 		t.Fatal("a closed connection updated the entry")
 	}
-	p.Gone("laptop", "b")
+	p.Gone(k, "b")
 	if l := p.List(); len(l) != 1 || l[0].Connected {
 		t.Fatalf("after both closed: %+v", l)
 	}
@@ -108,8 +107,12 @@ func TestPresenceReconnectKeepsOneEntry(t *testing.T) {
 func TestPresenceCapDropsOldest(t *testing.T) {
 	c := newClock()
 	p := NewPresence(PresenceOptions{Now: c.Now})
+	var k200 string
 	for i := range 250 {
-		p.Seen(fmt.Sprintf("c%d", i), PresenceEntry{InstanceID: fmt.Sprintf("n%03d", i)})
+		k := p.Seen(fmt.Sprintf("c%d", i), PresenceEntry{InstanceID: fmt.Sprintf("n%03d", i)})
+		if i == 200 {
+			k200 = k
+		}
 		c.Add(time.Millisecond)
 	}
 	m := keys(p.List())
@@ -123,7 +126,7 @@ func TestPresenceCapDropsOldest(t *testing.T) {
 		}
 	}
 	// A disconnected entry goes before an older connected one.
-	p.Gone("n200", "c200")
+	p.Gone(k200, "c200")
 	p.Seen("new", PresenceEntry{InstanceID: "newest"})
 	m = keys(p.List())
 	if _, ok := m["n200"]; ok {
@@ -134,5 +137,29 @@ func TestPresenceCapDropsOldest(t *testing.T) {
 	}
 	if _, ok := m["newest"]; !ok || len(m) != DefaultPresenceMax {
 		t.Fatalf("new entry missing or size %d", len(m))
+	}
+}
+
+// TestPresenceKeyedByPrincipal: an instance id is the client's choice, so
+// entries are keyed by principal too: two devices (and the operator
+// token) with one instance id keep their own entries, and a device's
+// later connection never replaces another's.
+func TestPresenceKeyedByPrincipal(t *testing.T) {
+	p := NewPresence(PresenceOptions{Now: newClock().Now})
+	ka := p.Seen("a", PresenceEntry{InstanceID: "x", DeviceID: "dev-a", Host: "phone A"})
+	kb := p.Seen("b", PresenceEntry{InstanceID: "x", DeviceID: "dev-b", Host: "phone B"})
+	kl := p.Seen("l", PresenceEntry{InstanceID: "x", Host: "desk"})
+	if ka == kb || ka == kl || kb == kl {
+		t.Fatalf("keys %q %q %q: one shared by two principals", ka, kb, kl)
+	}
+	hosts := map[string]string{}
+	for _, e := range p.List() {
+		hosts[e.DeviceID] = e.Host
+	}
+	if len(hosts) != 3 || hosts["dev-a"] != "phone A" || hosts["dev-b"] != "phone B" || hosts[""] != "desk" {
+		t.Fatalf("entries by device %v", hosts)
+	}
+	if p.Input(ka, "b", 1) || !p.Gone(kb, "b") || p.Gone(ka, "b") {
+		t.Fatal("device B's connection reached device A's entry")
 	}
 }
