@@ -59,6 +59,10 @@ type ClientOptions struct {
 	// arrive while it is full are dropped and counted (Client.Dropped), so a
 	// caller that ignores events never stalls its own requests.
 	EventBuffer int
+
+	// beforeWait is a test hook: it runs after a request was sent, before
+	// Call waits for the response (done is the read loop's end).
+	beforeWait func(done <-chan struct{})
 }
 
 // Client is a gateway client over a real WebSocket: it performs the SPEC §3
@@ -77,6 +81,8 @@ type Client struct {
 	dropped uint64        // events dropped because Events was full
 	err     error         // set when the read loop ends
 	done    chan struct{} // closed when the read loop ends
+
+	beforeWait func(done <-chan struct{}) // tests: runs between sending a request and waiting for its response
 }
 
 // Dial connects and completes the handshake. A refused connect returns
@@ -111,6 +117,8 @@ func Dial(ctx context.Context, o ClientOptions) (*Client, error) {
 		events:  make(chan EventFrame, o.EventBuffer),
 		pending: map[string]chan ResponseFrame{},
 		done:    make(chan struct{}),
+
+		beforeWait: o.beforeWait,
 	}
 	_, data, err := ws.Read(ctx)
 	if err != nil {
@@ -226,25 +234,45 @@ func (c *Client) Call(ctx context.Context, method string, params, out any) error
 	if err := c.ws.Write(ctx, websocket.MessageText, frame); err != nil {
 		return fmt.Errorf("%s: send: %w", method, err)
 	}
+	if c.beforeWait != nil {
+		c.beforeWait(c.done)
+	}
 	select {
 	case res := <-ch:
-		if !res.OK {
-			if res.Error == nil {
-				return &Error{Code: CodeInternal, Message: method + ": response without error details"}
-			}
-			return res.Error
-		}
-		if out != nil && len(res.Payload) > 0 {
-			if err := json.Unmarshal(res.Payload, out); err != nil {
-				return fmt.Errorf("%s: decode payload: %w", method, err)
-			}
-		}
-		return nil
+		return decodeResponse(method, res, out)
 	case <-c.done:
+		// The reader hands a response over (ch is buffered) before it
+		// reads the close frame that follows it and closes done, so a
+		// response that arrived first is in ch by now: a refused connect
+		// is answered with its error, then closed. select picks at
+		// random among ready cases; look at ch again before reporting
+		// the close.
+		select {
+		case res := <-ch:
+			return decodeResponse(method, res, out)
+		default:
+		}
 		return fmt.Errorf("%s: connection closed: %w", method, c.closeErr())
 	case <-ctx.Done():
 		return fmt.Errorf("%s: %w", method, ctx.Err())
 	}
+}
+
+// decodeResponse turns a response frame into Call's result: its error, or
+// its payload decoded into out.
+func decodeResponse(method string, res ResponseFrame, out any) error {
+	if !res.OK {
+		if res.Error == nil {
+			return &Error{Code: CodeInternal, Message: method + ": response without error details"}
+		}
+		return res.Error
+	}
+	if out != nil && len(res.Payload) > 0 {
+		if err := json.Unmarshal(res.Payload, out); err != nil {
+			return fmt.Errorf("%s: decode payload: %w", method, err)
+		}
+	}
+	return nil
 }
 
 func (c *Client) closeErr() error {
