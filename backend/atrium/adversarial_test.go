@@ -13,6 +13,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -105,6 +106,24 @@ func (k *atk) from(src string) *http.Client {
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 30 * time.Second}
 	return &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{
 		DialContext: d.DialContext, TLSClientConfig: gwid.PinnedClientConfig(k.fp), DisableKeepAlives: true}}
+}
+
+// rawFrom opens a TCP connection to the LAN listener from src.
+func (k *atk) rawFrom(src string) net.Conn {
+	k.t.Helper()
+	c, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}).DialContext(k.ctx, "tcp", k.lanAddr)
+	must(k.t, err)
+	return c
+}
+
+// get fetches https://<LAN listener><path> from src and returns the status.
+func (k *atk) get(src, path string) (int, error) {
+	resp, err := k.from(src).Get("https://" + k.lanAddr + path)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
 }
 
 func (k *atk) wssURL() string { return "wss://" + k.lanAddr + "/ws" }
@@ -723,12 +742,11 @@ func TestAdversarialLAN(t *testing.T) {
 
 	t.Run("plaintext_on_the_TLS_listener", func(t *testing.T) {
 		before := len(k.denied())
-		c, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.40")}}).DialContext(k.ctx, "tcp", k.lanAddr)
-		must(t, err)
+		c := k.rawFrom("127.0.0.40")
 		defer c.Close()
 		// A phone that typed http:// and a code in the query by mistake,
 		// and a WebSocket upgrade in the clear.
-		_, err = fmt.Fprintf(c, "GET /pair?c=%s HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", liveCode, k.lanAddr)
+		_, err := fmt.Fprintf(c, "GET /pair?c=%s HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", liveCode, k.lanAddr)
 		must(t, err)
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 		must(t, err)
@@ -782,6 +800,108 @@ func TestAdversarialLAN(t *testing.T) {
 		if _, err := k.dev("127.0.0.10", phoneKey, gateway.ClientOptions{Role: gateway.RoleOperator, DeviceToken: phoneToks[gateway.RoleOperator]}); err != nil {
 			t.Errorf("the phone while another address holds its cap: %v", err)
 		}
+	})
+
+	t.Run("connections_waiting_for_a_request", func(t *testing.T) {
+		pend := k.a.lan.pending
+		waitPending := func(n int) {
+			t.Helper()
+			for pend.count() != n {
+				if k.ctx.Err() != nil {
+					t.Fatalf("LAN connections waiting for a request: %d, want %d", pend.count(), n)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		// hold opens n connections from src that send nothing.
+		hold := func(src string, n int) {
+			for range n {
+				held = append(held, k.rawFrom(src))
+			}
+		}
+		// refused checks that a new connection from src is closed by the
+		// server at once (its read ends, not at the client's deadline), and
+		// that the refusal was audited with src and why.
+		refused := func(src, why string) {
+			t.Helper()
+			before := len(k.denied())
+			c := k.rawFrom(src)
+			defer c.Close()
+			_ = c.SetReadDeadline(time.Now().Add(time.Minute))
+			var ne net.Error
+			if _, err := c.Read(make([]byte, 1)); err == nil || errors.As(err, &ne) && ne.Timeout() {
+				t.Fatalf("a connection from %s over the cap (%s): read %v, want it closed by the server", src, why, err)
+			}
+			for {
+				es := k.denied()
+				for _, e := range es[:max(len(es)-before, 0)] {
+					if e.Operation == "gateway.connlimit" && e.IP == src && e.Target == k.lanAddr && strings.Contains(e.Reason, why) {
+						return
+					}
+				}
+				if k.ctx.Err() != nil {
+					t.Fatalf("no gateway.connlimit audit entry for %s (%s): %+v", src, why, es[:max(len(es)-before, 0)])
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		waitPending(0) // what the cases above opened has closed
+		// One address: idle connections up to its cap, then refused; another
+		// address is served meanwhile.
+		hold("127.0.0.50", DefaultMaxLANPendingPerAddr)
+		waitPending(DefaultMaxLANPendingPerAddr)
+		refused("127.0.0.50", fmt.Sprintf("from 127.0.0.50 waiting for a request (%d)", DefaultMaxLANPendingPerAddr))
+		if code, err := k.get("127.0.0.51", "/healthz"); code != http.StatusOK {
+			t.Errorf("another address while 127.0.0.50 holds its cap: %d %v, want 200", code, err)
+		}
+		// Many addresses: up to the total cap, then anyone is refused on the
+		// LAN; the person's plain listener on 127.0.0.1 is not affected.
+		for i := 1; len(held) < DefaultMaxLANPending; i++ {
+			hold(fmt.Sprintf("127.0.0.%d", 50+i), min(DefaultMaxLANPendingPerAddr, DefaultMaxLANPending-len(held)))
+		}
+		waitPending(DefaultMaxLANPending)
+		refused("127.0.0.70", fmt.Sprintf("too many connections waiting for a request (%d)", DefaultMaxLANPending))
+		resp, err := http.Get("http://" + k.a.Gateway.Addr() + "/healthz")
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Errorf("the plain listener on 127.0.0.1 while the LAN cap is full: %v %v", resp, err)
+		} else {
+			resp.Body.Close()
+		}
+		must(t, k.admin.Call(k.ctx, "health", map[string]any{}, nil))
+		// Closing them gives the slots back.
+		for _, c := range held {
+			c.Close()
+		}
+		held = nil
+		waitPending(0)
+		for _, src := range []string{"127.0.0.50", "127.0.0.70"} {
+			if code, err := k.get(src, "/healthz"); code != http.StatusOK {
+				t.Errorf("%s after its connections closed: %d %v, want 200", src, code, err)
+			}
+		}
+		// A keep-alive connection idle after its request waits for the next
+		// one: it holds a slot too.
+		for range DefaultMaxLANPendingPerAddr {
+			c := tls.Client(k.rawFrom("127.0.0.71"), gwid.PinnedClientConfig(k.fp))
+			held = append(held, c)
+			_, err := fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: %s\r\n\r\n", k.lanAddr)
+			must(t, err)
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			must(t, err)
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || resp.Close {
+				t.Fatalf("keep-alive request: %d close=%v", resp.StatusCode, resp.Close)
+			}
+		}
+		waitPending(DefaultMaxLANPendingPerAddr)
+		refused("127.0.0.71", "from 127.0.0.71 waiting for a request")
 	})
 
 	t.Run("Host_and_Origin_(DNS_rebinding)", func(t *testing.T) {

@@ -103,6 +103,14 @@ type Options struct {
 	// mDNS when not bound to loopback (nil: the multicast interfaces holding
 	// the served addresses; see discovery.AdvertiserOptions.Interfaces).
 	MDNSInterfaces []string
+	// MaxLANPending caps the connections to the LAN listeners, all
+	// addresses together, that are waiting for a request: not yet past
+	// their first byte, in their TLS handshake, sending their request head,
+	// or idle between keep-alive requests (default DefaultMaxLANPending);
+	// MaxLANPendingPerAddr caps them per remote address, an IPv6 address
+	// counted by its /64 (default DefaultMaxLANPendingPerAddr). A
+	// connection over a cap is closed at once.
+	MaxLANPending, MaxLANPendingPerAddr int
 }
 
 // App is a built Atrium backend. Fields are read-only after New.
@@ -276,6 +284,7 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 		return nil, err
 	}
 	a.lan.mdnsIfs = o.MDNSInterfaces
+	a.lan.pending = newPendingLimiter(o.MaxLANPending, o.MaxLANPendingPerAddr)
 
 	port := o.Port
 	switch {

@@ -67,6 +67,8 @@ type lan struct {
 	listeners []*tlsListener
 	adv       *discovery.Advertiser
 	plain     plainLimiter
+	pending   *pendingLimiter // connections waiting for a request
+	full      plainLimiter    // rate of the log and audit entries of pendingLimiter's refusals
 }
 
 // resolveBind returns the bind in force: the flag, else config.json's.
@@ -220,7 +222,7 @@ func (a *App) listenLAN() error {
 			return fmt.Errorf("gateway.bind %s: cannot listen on %s, the same port as 127.0.0.1 (%v); choose another port with --port or gateway.port, or another address",
 				a.lan.bind, addr, errors.Unwrap(err))
 		}
-		tl := newTLSListener(ln, conf, a.refusePlaintext, a.log)
+		tl := newTLSListener(ln, conf, a.refusePlaintext, a.lan.pending, a.refuseFull, a.log)
 		a.lan.listeners = append(a.lan.listeners, tl)
 		served = append(served, ip)
 		a.log.Info("gateway listening (HTTPS/WSS)", "addr", ln.Addr().String(), "tls_sha256", cert.Hex())
@@ -270,6 +272,8 @@ func (a *App) runLAN(ctx context.Context) error {
 		srv := &http.Server{
 			Handler:           h,
 			ReadHeaderTimeout: 10 * time.Second, // also bounds the TLS handshake
+			IdleTimeout:       lanIdleTimeout,
+			ConnState:         a.lan.pending.track,
 			ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
 		}
 		servers = append(servers, srv)
@@ -298,6 +302,10 @@ func (a *App) runLAN(ctx context.Context) error {
 	wg.Wait()
 	return err
 }
+
+// lanIdleTimeout bounds how long a LAN connection may wait between
+// keep-alive requests (without it net/http waits for ever).
+const lanIdleTimeout = 30 * time.Second
 
 // shutdownGrace bounds the LAN servers' shutdown.
 const shutdownGrace = 5 * time.Second
@@ -391,6 +399,28 @@ func (a *App) refusePlaintext(c net.Conn, listener string) {
 	}
 }
 
+// refuseFull records a LAN connection closed because a cap of
+// pendingLimiter was full: a warning and an audit entry (operation
+// gateway.connlimit, denied), at most plainAuditPerMinute a minute.
+func (a *App) refuseFull(remote net.Addr, listener, reason string) {
+	n, ok := a.lan.full.admit(time.Now())
+	if !ok {
+		return
+	}
+	if n > 0 {
+		reason += fmt.Sprintf(" (%d more refusals in the previous minute were not recorded one by one)", n)
+	}
+	a.log.Warn("LAN connection refused", "listener", listener, "remote", remote.String(), "reason", reason)
+	ip := ""
+	if ap, err := netip.ParseAddrPort(remote.String()); err == nil {
+		ip = ap.Addr().Unmap().String()
+	}
+	if err := a.Audit.Record(audit.Entry{Operation: "gateway.connlimit", Role: guard.AuditAnonymous, Target: listener,
+		Result: audit.Denied, Reason: reason, IP: ip}); err != nil {
+		a.log.Error("audit not written", "err", err)
+	}
+}
+
 // plainLimiter bounds the audit entries of plaintext refusals to
 // plainAuditPerMinute a minute (a scanner cannot fill the disk); the next
 // audited refusal counts the ones left out.
@@ -421,24 +451,32 @@ func (l *plainLimiter) admit(now time.Time) (skipped int, ok bool) {
 }
 
 // tlsListener hands out TLS connections for what arrives on a TCP
-// listener: each new connection's first byte is read (10 s at most) in
-// its own goroutine; 0x16, a TLS handshake record, makes it a tls.Server
-// connection returned by Accept; anything else goes to refuse.
+// listener: a new connection takes a slot of pending (over a cap it is
+// closed at once and reported to full); its first byte is read (10 s at
+// most) in its own goroutine; 0x16, a TLS handshake record, makes it a
+// tls.Server connection returned by Accept; anything else goes to refuse.
+// The http.Server's ReadHeaderTimeout bounds the TLS handshake and the
+// request head, its ConnState hook (pendingLimiter.track) gives the slot
+// back once a request was read.
 type tlsListener struct {
 	net.Listener
-	conf   *tls.Config
-	refuse func(net.Conn, string)
-	log    *slog.Logger
-	conns  chan net.Conn
-	done   chan struct{}
-	once   sync.Once
+	conf    *tls.Config
+	refuse  func(net.Conn, string)
+	pending *pendingLimiter
+	full    func(remote net.Addr, listener, reason string)
+	log     *slog.Logger
+	conns   chan net.Conn
+	done    chan struct{}
+	once    sync.Once
 }
 
 // sniffTimeout bounds the wait for a new connection's first byte.
 const sniffTimeout = 10 * time.Second
 
-func newTLSListener(ln net.Listener, conf *tls.Config, refuse func(net.Conn, string), log *slog.Logger) *tlsListener {
-	l := &tlsListener{Listener: ln, conf: conf, refuse: refuse, log: log, conns: make(chan net.Conn), done: make(chan struct{})}
+func newTLSListener(ln net.Listener, conf *tls.Config, refuse func(net.Conn, string), pending *pendingLimiter,
+	full func(net.Addr, string, string), log *slog.Logger) *tlsListener {
+	l := &tlsListener{Listener: ln, conf: conf, refuse: refuse, pending: pending, full: full, log: log,
+		conns: make(chan net.Conn), done: make(chan struct{})}
 	go l.acceptLoop()
 	return l
 }
@@ -464,11 +502,17 @@ func (l *tlsListener) acceptLoop() {
 			continue
 		}
 		delay = 0
-		go l.sniff(c)
+		sc := &slotConn{Conn: c, lim: l.pending, key: pendingKey(c.RemoteAddr())}
+		if reason := l.pending.take(sc); reason != "" {
+			_ = c.Close()
+			l.full(c.RemoteAddr(), l.Addr().String(), reason)
+			continue
+		}
+		go l.sniff(sc)
 	}
 }
 
-func (l *tlsListener) sniff(c net.Conn) {
+func (l *tlsListener) sniff(c *slotConn) {
 	_ = c.SetReadDeadline(time.Now().Add(sniffTimeout))
 	br := bufio.NewReader(c)
 	first, err := br.Peek(1)
@@ -520,6 +564,142 @@ func (p *peekedConn) Read(b []byte) (int, error) { return p.r.Read(b) }
 // CloseWrite half-closes a TCP connection (refusePlaintext).
 func (p *peekedConn) CloseWrite() error {
 	if cw, ok := p.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// Defaults of Options.MaxLANPending and Options.MaxLANPendingPerAddr.
+const (
+	DefaultMaxLANPending        = 128
+	DefaultMaxLANPendingPerAddr = 16
+)
+
+// pendingLimiter caps the LAN connections waiting for a request (see
+// Options.MaxLANPending): in total and per remote address. A slot is taken
+// when the connection is accepted and when it turns idle between
+// keep-alive requests, and given back when a request head was read, the
+// connection is hijacked (the gateway's own pre-handshake caps take over)
+// or it closes.
+type pendingLimiter struct {
+	max, perAddr int
+	mu           sync.Mutex
+	n            int
+	byAddr       map[string]int
+}
+
+func newPendingLimiter(max, perAddr int) *pendingLimiter {
+	if max <= 0 {
+		max = DefaultMaxLANPending
+	}
+	if perAddr <= 0 {
+		perAddr = DefaultMaxLANPendingPerAddr
+	}
+	return &pendingLimiter{max: max, perAddr: perAddr, byAddr: map[string]int{}}
+}
+
+// pendingKey is the address a connection is counted under: its IPv4
+// address, or the /64 of its IPv6 address (one host may hold a whole /64).
+func pendingKey(remote net.Addr) string {
+	ap, err := netip.ParseAddrPort(remote.String())
+	if err != nil {
+		return remote.String()
+	}
+	ip := ap.Addr().Unmap().WithZone("")
+	if ip.Is6() {
+		return netip.PrefixFrom(ip, 64).Masked().String()
+	}
+	return ip.String()
+}
+
+// take gives c a slot unless it holds one; it returns "" when c holds one
+// after, else the reason for refusing (a cap is full).
+func (l *pendingLimiter) take(c *slotConn) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case c.held:
+		return ""
+	case l.n >= l.max:
+		return fmt.Sprintf("too many connections waiting for a request (%d)", l.max)
+	case l.byAddr[c.key] >= l.perAddr:
+		return fmt.Sprintf("too many connections from %s waiting for a request (%d)", c.key, l.perAddr)
+	}
+	c.held = true
+	l.n++
+	l.byAddr[c.key]++
+	return ""
+}
+
+// give gives back c's slot, if it holds one.
+func (l *pendingLimiter) give(c *slotConn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !c.held {
+		return
+	}
+	c.held = false
+	l.n--
+	if n := l.byAddr[c.key] - 1; n > 0 {
+		l.byAddr[c.key] = n
+	} else {
+		delete(l.byAddr, c.key)
+	}
+}
+
+// count reports the connections holding a slot.
+func (l *pendingLimiter) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n
+}
+
+// track is the LAN servers' http.Server.ConnState hook: a request read
+// (active) or a hijack gives the slot back; a connection going idle takes
+// one again, and is closed when a cap is full.
+func (l *pendingLimiter) track(c net.Conn, state http.ConnState) {
+	sc := slotOf(c)
+	if sc == nil {
+		return
+	}
+	switch state {
+	case http.StateActive, http.StateHijacked:
+		l.give(sc)
+	case http.StateIdle:
+		if l.take(sc) != "" {
+			_ = c.Close()
+		}
+	}
+}
+
+// slotOf finds the slotConn under a connection tlsListener returned.
+func slotOf(c net.Conn) *slotConn {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	if pc, ok := c.(*peekedConn); ok {
+		c = pc.Conn
+	}
+	sc, _ := c.(*slotConn)
+	return sc
+}
+
+// slotConn is an accepted LAN connection; closing it gives back its slot.
+type slotConn struct {
+	net.Conn
+	lim  *pendingLimiter
+	key  string // pendingKey of the remote address
+	held bool   // guarded by lim.mu
+}
+
+func (c *slotConn) Close() error {
+	c.lim.give(c)
+	return c.Conn.Close()
+}
+
+// CloseWrite half-closes the TCP connection (refusePlaintext).
+func (c *slotConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
 		return cw.CloseWrite()
 	}
 	return nil

@@ -452,3 +452,21 @@ func TestLANDiscoveryInNamespace(t *testing.T) {
 	}
 	resp.Body.Close()
 }
+
+// TestPendingKey: connections are counted per IPv4 address and per IPv6
+// /64 (a host may hold a whole /64), a mapped IPv4 address as IPv4.
+func TestPendingKey(t *testing.T) {
+	for addr, want := range map[string]string{
+		"192.168.1.20:5000":       "192.168.1.20",
+		"[::ffff:192.168.1.20]:5": "192.168.1.20",
+		"[fd00::1]:443":           "fd00::/64",
+		"[fd00::ffff:1:2:3]:1":    "fd00::/64",
+		"[fd00:0:0:1::1]:1":       "fd00:0:0:1::/64",
+		"[fe80::1%eth0]:9":        "fe80::/64",
+	} {
+		ap := netip.MustParseAddrPort(addr)
+		if got := pendingKey(net.TCPAddrFromAddrPort(ap)); got != want {
+			t.Errorf("pendingKey(%s) = %q, want %q", addr, got, want)
+		}
+	}
+}
