@@ -43,6 +43,14 @@ const (
 	Denied  = "denied"
 )
 
+// Result is Allowed when allowed, else Denied.
+func Result(allowed bool) string {
+	if allowed {
+		return Allowed
+	}
+	return Denied
+}
+
 // TimeLayout is the timestamp format: RFC 3339, UTC, milliseconds.
 const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
 

@@ -80,6 +80,24 @@ func openMemory(ctx context.Context, layout paths.Layout, port int, o Options) (
 	return r, nil
 }
 
+// dialRunningApp checks the common flags, finds the workspace and connects
+// to the running app for a command that only the app can serve (what names
+// it in the error: "pair", "nodes approve").
+func (c common) dialRunningApp(ctx context.Context, o Options, what string) (remoteMemory, error) {
+	if err := c.validate(); err != nil {
+		return remoteMemory{}, err
+	}
+	layout, err := c.layout(o)
+	if err != nil {
+		return remoteMemory{}, err
+	}
+	r, err := dialApp(ctx, layout, c.port, o)
+	if err != nil {
+		return remoteMemory{}, fmt.Errorf("%s needs the running app (start atrium or atrium serve): %w", what, err)
+	}
+	return r, nil
+}
+
 // dialApp connects to the running app's gateway — --port, else the address
 // the app wrote to $ATRIUM_HOME/gateway.json, else config.json's port, else
 // the default — and checks that it serves this workspace.

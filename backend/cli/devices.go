@@ -46,16 +46,9 @@ func runPair(ctx context.Context, args []string, o Options) error {
 	if len(pos) > 0 {
 		return fmt.Errorf("%w: pair takes no arguments", errUsage)
 	}
-	if err := c.validate(); err != nil {
-		return err
-	}
-	layout, err := c.layout(o)
+	r, err := c.dialRunningApp(ctx, o, "pair")
 	if err != nil {
 		return err
-	}
-	r, err := dialApp(ctx, layout, c.port, o)
-	if err != nil {
-		return fmt.Errorf("pair needs the running app (start atrium or atrium serve): %w", err)
 	}
 	defer r.Close()
 	var pc pairCode
@@ -167,16 +160,9 @@ func runNodes(ctx context.Context, args []string, o Options) error {
 	if sub == "rotate" && role == "" {
 		return fmt.Errorf("%w: nodes rotate needs --role operator|node", errUsage)
 	}
-	if err := c.validate(); err != nil {
-		return err
-	}
-	layout, err := c.layout(o)
+	r, err := c.dialRunningApp(ctx, o, "nodes "+sub)
 	if err != nil {
 		return err
-	}
-	r, err := dialApp(ctx, layout, c.port, o)
-	if err != nil {
-		return fmt.Errorf("nodes %s needs the running app (start atrium or atrium serve): %w", sub, err)
 	}
 	defer r.Close()
 	params := map[string]any{}

@@ -130,11 +130,7 @@ func (s *Service) record(op, who, target, ip string, allowed bool, reason string
 	if s.o.Audit == nil {
 		return
 	}
-	res := audit.Denied
-	if allowed {
-		res = audit.Allowed
-	}
-	if err := s.o.Audit.Record(audit.Entry{Operation: op, Role: who, Target: target, Result: res, Reason: reason, IP: ip}); err != nil {
+	if err := s.o.Audit.Record(audit.Entry{Operation: op, Role: who, Target: target, Result: audit.Result(allowed), Reason: reason, IP: ip}); err != nil {
 		s.log.Error("device audit failed", "operation", op, "err", err)
 	}
 }

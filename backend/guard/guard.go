@@ -144,11 +144,7 @@ func AuditRole(p acl.Principal) string {
 
 // Record writes one audit entry for p; an error wraps ErrAudit.
 func (g *Guard) Record(p acl.Principal, op, target string, allowed bool, reason string) error {
-	res := audit.Denied
-	if allowed {
-		res = audit.Allowed
-	}
-	if err := g.opts.Audit.Record(audit.Entry{Operation: op, Role: AuditRole(p), Target: target, Result: res, Reason: reason, Session: p.Session, IP: p.IP}); err != nil {
+	if err := g.opts.Audit.Record(audit.Entry{Operation: op, Role: AuditRole(p), Target: target, Result: audit.Result(allowed), Reason: reason, Session: p.Session, IP: p.IP}); err != nil {
 		g.log.Error("guard audit failed", "operation", op, "target", target, "err", err)
 		return fmt.Errorf("%w: %w: %w", memory.ErrUnavailable, ErrAudit, err)
 	}

@@ -311,11 +311,7 @@ func (s *Service) auditRecord(op, role, ip, target string, allowed bool, reason 
 	if s.o.Audit == nil {
 		return
 	}
-	res := audit.Denied
-	if allowed {
-		res = audit.Allowed
-	}
-	if err := s.o.Audit.Record(audit.Entry{Operation: op, Role: role, Target: target, Result: res, Reason: reason, IP: ip}); err != nil {
+	if err := s.o.Audit.Record(audit.Entry{Operation: op, Role: role, Target: target, Result: audit.Result(allowed), Reason: reason, IP: ip}); err != nil {
 		s.log.Error("nodes audit failed", "operation", op, "target", target, "err", err)
 	}
 }
