@@ -321,26 +321,13 @@ func (m *Manager) repairKeywordsLocked(ctx context.Context) error {
 		return nil
 	}
 	m.log.Info("memory keyword index rebuild started")
-	m.stopWarm() // it holds storeMu's read lock
-	m.storeMu.Lock()
-	defer m.storeMu.Unlock()
-	if err := m.store.Close(); err != nil {
-		m.log.Warn("memory index close before the keyword rebuild failed", "err", err)
-	}
-	derr := index.DiscardKeywords(m.ixOpts.Dir)
-	ns, err := index.Open(m.ixOpts)
+	derr, err := m.swapStoreLocked("keyword rebuild", index.DiscardKeywords)
 	if err != nil {
-		m.finishWithError(fmt.Sprintf("reopen index after the keyword rebuild: %v", err))
 		return fmt.Errorf("rebuild keywords: %w", err)
 	}
-	m.store = ns
 	if derr != nil {
 		m.log.Warn("memory keyword index not moved aside", "err", derr)
 	}
-	if err := ns.VectorFault(); err != nil {
-		m.setDegraded(err, "")
-	}
-	m.clearKeywordDegraded()
 	m.log.Info("memory keyword index rebuilt; hybrid search resumed")
 	return nil
 }

@@ -178,25 +178,14 @@ func (m *Manager) rebuildLocked(ctx context.Context) error {
 		m.mu.Unlock()
 		return fmt.Errorf("rebuild index: %w", serr)
 	}
-	m.stopWarm() // it holds storeMu's read lock
-	m.storeMu.Lock()
-	defer m.storeMu.Unlock()
-	if err := m.store.Close(); err != nil {
-		m.log.Warn("memory index close before swap failed", "err", err)
-	}
-	perr := index.Promote(m.ixOpts.Dir)
-	ns, oerr := index.Open(m.ixOpts)
+	perr, oerr := m.swapStoreLocked("rebuild", index.Promote)
 	if oerr != nil {
-		m.finishWithError(fmt.Sprintf("reopen index after rebuild: %v", oerr))
 		return fmt.Errorf("rebuild index: %w", oerr)
 	}
-	m.store = ns
-	if err := ns.VectorFault(); err != nil {
-		m.setDegraded(err, "")
-	} else {
-		m.clearDegraded()
+	ns := m.store
+	if ns.VectorFault() == nil {
+		m.clearDegraded() // a fresh vector table
 	}
-	m.clearKeywordDegraded() // a fresh keyword index
 	if perr != nil {
 		m.finishWithError(fmt.Sprintf("swap rebuilt index: %v", perr))
 		return fmt.Errorf("rebuild index: %w", perr)
@@ -208,6 +197,45 @@ func (m *Manager) rebuildLocked(ctx context.Context) error {
 	m.mu.Unlock()
 	m.log.Info("memory index rebuild finished", "files", files, "chunks", chunks)
 	return nil
+}
+
+// swapStoreLocked is the close–act–reopen swap of the open index, shared
+// by the whole rebuild (act index.Promote moves the staged index in) and
+// the keyword rebuild (act index.DiscardKeywords moves Bleve aside): it
+// stops a running Warm, takes storeMu so that searches wait, closes the
+// index, runs act on the index directory (Options.IndexDir) and opens the
+// index again whether act succeeded or not, so that a failed act leaves
+// the index as act left it (the old one, for both acts) serving searches.
+// The reopened index's vector fault, if any, makes the state degraded; its
+// keyword index is fresh or refilled from SQLite by Open, so a keyword
+// fault is cleared. step names the swap in logs and StateError ("rebuild",
+// "keyword rebuild").
+//
+// actErr is act's failure (the index was reopened all the same); err is
+// the reopen's failure, wrapped: the manager then has no open index (its
+// calls answer index.ErrClosed), Status says StateError, and the next
+// Open of the directory tries again. A process killed between close and
+// reopen leaves what act made of the directory, which Open recovers from
+// (see index.Promote and index.DiscardKeywords). Callers hold writeMu.
+func (m *Manager) swapStoreLocked(step string, act func(dir string) error) (actErr, err error) {
+	m.stopWarm() // it holds storeMu's read lock
+	m.storeMu.Lock()
+	defer m.storeMu.Unlock()
+	if err := m.store.Close(); err != nil {
+		m.log.Warn("memory index close before swap failed", "step", step, "err", err)
+	}
+	actErr = act(m.ixOpts.Dir)
+	ns, err := index.Open(m.ixOpts)
+	if err != nil {
+		m.finishWithError(fmt.Sprintf("reopen index after %s: %v", step, err))
+		return actErr, fmt.Errorf("reopen index after %s: %w", step, err)
+	}
+	m.store = ns
+	if err := ns.VectorFault(); err != nil {
+		m.setDegraded(err, "")
+	}
+	m.clearKeywordDegraded()
+	return actErr, nil
 }
 
 func (m *Manager) finishWithError(msg string) {
