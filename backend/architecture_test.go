@@ -32,6 +32,7 @@ var allowed = map[string][]string{
 	"backend/pairing":             {},
 	"backend/discovery":           {},
 	"backend/discovery/netnstest": {},
+	"backend/memory/memorytest":   {},
 	"backend/nodehost":            {"backend/device", "backend/gwid", "backend/gateway", "backend/safefile"},
 	"backend/memory/chunk":        {},
 	"backend/memory/hanzi":        {},
@@ -101,7 +102,12 @@ var testAllowed = map[string][]string{
 	// discovery's and the wiring's mDNS tests run in a network namespace
 	// of their own.
 	"backend/discovery": {"backend/discovery/netnstest"},
-	"backend/atrium":    {"backend/discovery/netnstest"},
+	"backend/atrium":    {"backend/discovery/netnstest", "backend/memory/memorytest"},
+	// The tests that damage an index on disk (the wiring's above too)
+	// share memory/memorytest.
+	"backend/memory":       {"backend/memory/memorytest"},
+	"backend/memory/index": {"backend/memory/memorytest"},
+	"backend/cli":          {"backend/memory/memorytest"},
 }
 
 func TestImportRules(t *testing.T) {

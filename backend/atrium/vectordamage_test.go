@@ -1,28 +1,27 @@
 package atrium
 
 import (
-	"database/sql"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/atrium-dev/atrium/backend/memory"
 	"github.com/atrium-dev/atrium/backend/memory/embed"
+	"github.com/atrium-dev/atrium/backend/memory/memorytest"
 )
 
 // gatedEmbeddings is a real OpenAI-compatible embeddings server (vectors
 // of the builtin embedder) whose batch requests (more than one input:
-// indexing and the vector rebuild, never a query) wait while it is held.
+// indexing and the vector rebuild, never a query) wait while its gate is
+// held.
 type gatedEmbeddings struct {
 	*httptest.Server
-	mu   sync.Mutex
-	gate chan struct{}
+	gate memorytest.Gate
 }
 
 func newGatedEmbeddings(t *testing.T) *gatedEmbeddings {
@@ -36,15 +35,8 @@ func newGatedEmbeddings(t *testing.T) *gatedEmbeddings {
 			http.Error(w, "bad request", http.StatusBadRequest)
 			return
 		}
-		g.mu.Lock()
-		gate := g.gate
-		g.mu.Unlock()
-		if gate != nil && len(req.Input) > 1 {
-			select {
-			case <-gate:
-			case <-r.Context().Done():
-				return
-			}
+		if len(req.Input) > 1 && g.gate.Wait(r.Context()) != nil {
+			return
 		}
 		vs, err := b.Embed(r.Context(), req.Input)
 		if err != nil {
@@ -58,25 +50,10 @@ func newGatedEmbeddings(t *testing.T) *gatedEmbeddings {
 		_ = json.NewEncoder(w).Encode(map[string]any{"data": data})
 	}))
 	t.Cleanup(func() {
-		g.release()
+		g.gate.Release()
 		g.Close()
 	})
 	return g
-}
-
-func (g *gatedEmbeddings) hold() {
-	g.mu.Lock()
-	g.gate = make(chan struct{})
-	g.mu.Unlock()
-}
-
-func (g *gatedEmbeddings) release() {
-	g.mu.Lock()
-	if g.gate != nil {
-		close(g.gate)
-		g.gate = nil
-	}
-	g.mu.Unlock()
 }
 
 // TestVectorIndexDamageOnRunningApp: the vector index of a running app is
@@ -132,20 +109,10 @@ func TestVectorIndexDamageOnRunningApp(t *testing.T) {
 		t.Fatalf("vector search before the damage: %+v", res)
 	}
 
-	dbs, _ := filepath.Glob(filepath.Join(home, "index", "*", "index.db"))
-	if len(dbs) != 1 {
-		t.Fatalf("index databases: %v", dbs)
-	}
+	db := memorytest.IndexDB(t, home)
 	damage := func(stmts ...string) {
 		t.Helper()
-		db, err := sql.Open("sqlite3", "file:"+dbs[0]+"?_busy_timeout=10000")
-		must(t, err)
-		defer db.Close()
-		for _, q := range append(stmts, "DELETE FROM embedding_cache") {
-			if _, err := db.Exec(q); err != nil {
-				t.Fatalf("damage %q: %v", q, err)
-			}
-		}
+		memorytest.Damage(t, db, append(stmts, memorytest.DropEmbeddingCache)...)
 	}
 	wantDegraded := func() {
 		t.Helper()
@@ -166,7 +133,7 @@ func TestVectorIndexDamageOnRunningApp(t *testing.T) {
 		}
 	}
 
-	emb.hold() // the rebuild waits in the embedder until released
+	emb.gate.Hold() // the rebuild waits in the embedder until released
 	damage("DROP TABLE vec_chunks_chunks")
 	wantDegraded()
 	if a.Model.Provider != "offline" {
@@ -199,7 +166,7 @@ func TestVectorIndexDamageOnRunningApp(t *testing.T) {
 			t.Fatalf("offline answer on a damaged vector index does not quote the memory:\n%s", final.Message.Content)
 		}
 	}
-	emb.release()
+	emb.gate.Release()
 	waitReady("background rebuild")
 	if res := search("deploy key rotation", "vector"); len(res.Results) == 0 || res.Results[0].Path != "MEMORY.md" {
 		t.Fatalf("vector search after the rebuild: %+v", res)

@@ -1,13 +1,12 @@
 package cli
 
 import (
-	"database/sql"
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/atrium-dev/atrium/backend/memory"
+	"github.com/atrium-dev/atrium/backend/memory/memorytest"
 )
 
 // TestVectorIndexDamage: the real command path on an index whose vector
@@ -45,22 +44,8 @@ func TestVectorIndexDamage(t *testing.T) {
 				return st
 			}
 			run(0, "memory", "index")
-			dbs, _ := filepath.Glob(filepath.Join(home, "index", "*", "index.db"))
-			if len(dbs) != 1 {
-				t.Fatalf("index databases: %v", dbs)
-			}
-			damage := func() {
-				db, err := sql.Open("sqlite3", "file:"+dbs[0]+"?_busy_timeout=10000")
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer db.Close()
-				for _, q := range stmts {
-					if _, err := db.Exec(q); err != nil {
-						t.Fatalf("damage %q: %v", q, err)
-					}
-				}
-			}
+			db := memorytest.IndexDB(t, home)
+			damage := func() { memorytest.Damage(t, db, stmts...) }
 			damage()
 			if st := status(); st.State != memory.StateDegraded || !strings.Contains(st.Degraded, "vector index damaged") || !strings.Contains(st.LastError, "vector index damaged") {
 				t.Fatalf("status of a damaged vector index: %+v", st)

@@ -2,54 +2,32 @@ package memory
 
 import (
 	"context"
-	"database/sql"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/atrium-dev/atrium/backend/memory/index"
+	"github.com/atrium-dev/atrium/backend/memory/memorytest"
 )
 
 // gatedEmbedder is the builtin embedder whose batch calls (more than one
 // text: indexing and the vector rebuild, never a query) wait while the
-// gate is closed, so that a test sees the degraded state for sure.
+// gate is held, so that a test sees the degraded state for sure.
 type gatedEmbedder struct {
 	*countingEmbedder
-	mu   sync.Mutex
-	gate chan struct{} // nil: open
+	gate memorytest.Gate
 }
 
 func (g *gatedEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
-	g.mu.Lock()
-	gate := g.gate
-	g.mu.Unlock()
-	if gate != nil && len(texts) > 1 {
-		select {
-		case <-gate:
-		case <-ctx.Done():
-			return nil, ctx.Err()
+	if len(texts) > 1 {
+		if err := g.gate.Wait(ctx); err != nil {
+			return nil, err
 		}
 	}
 	return g.countingEmbedder.Embed(ctx, texts)
-}
-
-func (g *gatedEmbedder) close() {
-	g.mu.Lock()
-	g.gate = make(chan struct{})
-	g.mu.Unlock()
-}
-
-func (g *gatedEmbedder) open() {
-	g.mu.Lock()
-	if g.gate != nil {
-		close(g.gate)
-		g.gate = nil
-	}
-	g.mu.Unlock()
 }
 
 // vectorDamage are damages to the vector table (see package index's
@@ -65,16 +43,7 @@ var vectorDamage = map[string][]string{
 
 func damageIndex(t *testing.T, idx string, stmts []string) {
 	t.Helper()
-	db, err := sql.Open("sqlite3", "file:"+filepath.Join(idx, "index.db")+"?_busy_timeout=10000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	for _, q := range append(stmts, "DELETE FROM embedding_cache") {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatalf("damage %q: %v", q, err)
-		}
-	}
+	memorytest.Damage(t, filepath.Join(idx, index.DBName), append(stmts, memorytest.DropEmbeddingCache)...)
 }
 
 // wantDegradedSearch: a search answers by keywords (no error), status
@@ -164,14 +133,14 @@ func TestVectorDamageWhileRunning(t *testing.T) {
 			g := &gatedEmbedder{countingEmbedder: newCounting(0)}
 			f := newFixture(t, baseFiles, func(o *Options) { o.Embedder = g })
 			runManager(t, f.m)
-			g.close() // the rebuild waits in the embedder until the gate opens
+			g.gate.Hold() // the rebuild waits in the embedder until the gate opens
 			damageIndex(t, f.idx, stmts)
 			wantDegradedSearch(t, f.m)
 			wantDegradedStatus(t, f.m)
 			if _, err := f.m.Import(context.Background(), ImportRequest{Name: "orchid.md", Content: "The orchid needs water on Fridays.\n"}); err != nil {
 				t.Fatalf("import while degraded: %v", err)
 			}
-			g.open()
+			g.gate.Release()
 			poll(t, "the background rebuild", 60*time.Second, func() bool { return f.m.Status().State == StateReady })
 			wantHealed(t, f.m)
 			res, err := f.m.Search(context.Background(), SearchOptions{Query: "orchid needs water", Mode: ModeVector})

@@ -2,13 +2,15 @@ package index
 
 import (
 	"context"
-	"database/sql"
 	"encoding/binary"
 	"errors"
 	"math"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/atrium-dev/atrium/backend/memory/memorytest"
 )
 
 // vectorDamages are the kinds of damage a vector table can suffer, each a
@@ -55,21 +57,6 @@ func fillVectorCorpus(t *testing.T, s *Store) {
 	t.Helper()
 	for _, p := range []string{"memory/a.md", "memory/b.md", "memory/c.md"} {
 		put(t, s, p, vectorCorpus[p]...)
-	}
-}
-
-// damage runs the statements on a connection of its own.
-func damage(t *testing.T, dir string, stmts []string) {
-	t.Helper()
-	db, err := sql.Open("sqlite3", "file:"+dir+"/"+DBName+"?_busy_timeout=10000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	for _, q := range stmts {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatalf("damage %q: %v", q, err)
-		}
 	}
 }
 
@@ -163,7 +150,7 @@ func TestVectorDamageOnOpen(t *testing.T) {
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}
-			damage(t, dir, d.sql)
+			memorytest.Damage(t, filepath.Join(dir, DBName), d.sql...)
 			s = mustOpen(t, testOpts(dir))
 			if d.deep {
 				if s.VectorFault() != nil {
@@ -221,7 +208,7 @@ func TestVectorDamageWhileOpen(t *testing.T) {
 			}
 			s := mustOpen(t, o)
 			fillVectorCorpus(t, s)
-			damage(t, dir, d.sql)
+			memorytest.Damage(t, filepath.Join(dir, DBName), d.sql...)
 			wantKeywordAnswer(t, s, "QK-7731 migration", "memory/c.md")
 			if s.VectorFault() == nil {
 				if err := s.VerifyVectors(ctx); !errors.Is(err, ErrVectorsDamaged) {
@@ -273,7 +260,7 @@ func TestVectorlessCount(t *testing.T) {
 		t.Fatalf("after deleting the file without vectors: %v", err)
 	}
 	// An index written before the count existed gets it computed.
-	damage(t, dir, []string{"DELETE FROM meta WHERE key = 'vectorless'"})
+	memorytest.Damage(t, filepath.Join(dir, DBName), "DELETE FROM meta WHERE key = 'vectorless'")
 	s.Close()
 	s = mustOpen(t, testOpts(dir))
 	if err := s.VectorFault(); err != nil {
@@ -293,7 +280,7 @@ func TestGarbageVectorQuantized(t *testing.T) {
 	s := mustOpen(t, o)
 	fillVectorCorpus(t, s)
 	s.Close()
-	damage(t, dir, []string{"UPDATE vec_chunks_vector_chunks00 SET vectors = " + blobSQL(0x3c)})
+	memorytest.Damage(t, filepath.Join(dir, DBName), "UPDATE vec_chunks_vector_chunks00 SET vectors = "+blobSQL(0x3c))
 	s = mustOpen(t, o)
 	wantKeywordAnswer(t, s, "QK-7731 migration", "memory/c.md")
 	if err := s.VectorFault(); !errors.Is(err, ErrVectorsDamaged) {
