@@ -33,6 +33,7 @@ var allowed = map[string][]string{
 	"backend/discovery":           {},
 	"backend/discovery/netnstest": {},
 	"backend/memory/memorytest":   {},
+	"backend/chromiumtest":        {},
 	"backend/nodehost":            {"backend/device", "backend/gwid", "backend/gateway", "backend/safefile"},
 	"backend/memory/chunk":        {},
 	"backend/memory/hanzi":        {},
@@ -108,6 +109,10 @@ var testAllowed = map[string][]string{
 	"backend/memory":       {"backend/memory/memorytest"},
 	"backend/memory/index": {"backend/memory/memorytest"},
 	"backend/cli":          {"backend/memory/memorytest"},
+	// The tests that run headless Chromium start it through chromiumtest.
+	"backend/device": {"backend/chromiumtest"},
+	"backend/gwid":   {"backend/chromiumtest"},
+	"backend/e2e":    {"backend/chromiumtest"},
 }
 
 func TestImportRules(t *testing.T) {

@@ -6,32 +6,14 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/atrium-dev/atrium/backend/chromiumtest"
 	"github.com/atrium-dev/atrium/backend/device"
 )
-
-// chromium finds the browser, or skips with the reason.
-func chromium(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("skipped in -short mode (starts Chromium)")
-	}
-	for _, p := range []string{os.Getenv("ATRIUM_CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser"} {
-		if p != "" {
-			if _, err := os.Stat(p); err == nil {
-				return p
-			}
-		}
-	}
-	t.Skip("no Chromium found (install Debian's chromium, or set ATRIUM_CHROMIUM)")
-	return ""
-}
 
 // webCryptoSign is run in the page: it makes a non-extractable key pair of
 // each algorithm the way the phone page will, computes the deviceId from the
@@ -58,7 +40,7 @@ const webCryptoSign = `(async () => {
 // (the phone page's) are read and verified by this package: raw key
 // exports, P1363 ECDSA signatures, the deviceId rule, the v2 payload.
 func TestWebCryptoInterop(t *testing.T) {
-	exe := chromium(t)
+	exe := chromiumtest.Path(t)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/html")
 		w.Write([]byte("<!doctype html><title>device</title>"))
@@ -75,12 +57,7 @@ func TestWebCryptoInterop(t *testing.T) {
 	}
 	payloadJS, _ := json.Marshal(string(msg))
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
-		chromedp.Flag("disable-gpu", true), chromedp.UserDataDir(filepath.Join(t.TempDir(), "chromium")))
-	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer acancel()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
+	ctx := chromiumtest.New(t, chromiumtest.Options{Exec: exe})
 	ctx, tcancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer tcancel()
 	if _, err := chromedp.Run(ctx, chromedp.Navigate(srv.URL)); err != nil {

@@ -25,6 +25,8 @@ import (
 
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+
+	"github.com/atrium-dev/atrium/backend/chromiumtest"
 )
 
 // repoRoot is the module root, two levels above this package.
@@ -35,20 +37,6 @@ func repoRoot(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return root
-}
-
-func chromiumPath(t *testing.T) string {
-	t.Helper()
-	for _, p := range []string{os.Getenv("ATRIUM_CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser"} {
-		if p == "" {
-			continue
-		}
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	t.Skip("e2e: no Chromium found (install Debian's chromium, or set ATRIUM_CHROMIUM); `make test` installs it")
-	return ""
 }
 
 var (
@@ -290,29 +278,19 @@ func waitForEvery(t *testing.T, ctx context.Context, what, predicate string, tim
 	}
 }
 
-// newBrowser starts headless Chromium (closed at the end of the test) and
-// returns a chromedp context for one tab. extra options come after the
-// defaults (so they may override one, e.g. the window size). Its profile
-// is tmp/chromium: two browsers need two tmp folders.
+// newBrowser starts headless Chromium (chromiumtest.New: closed at the
+// end of the test) and returns a chromedp context for one tab that fails
+// the test on a CSP violation. extra options come after the defaults (so
+// they may override one, e.g. the window size). Its profile is
+// tmp/chromium: two browsers need two tmp folders.
 func newBrowser(t *testing.T, chromium, tmp string, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium),
-		chromedp.NoSandbox,
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(filepath.Join(tmp, "chromium")),
+	opts := []chromedp.ExecAllocatorOption{
 		// The UI picks its language from the browser's (lib/i18n.svelte.ts); the tests read English.
 		chromedp.Flag("lang", "en-US"),
 		chromedp.WindowSize(1280, 900),
-	)
-	opts = append(opts, extra...)
-	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancel(); acancel() })
+	}
+	ctx := chromiumtest.New(t, chromiumtest.Options{Exec: chromium, Dir: tmp, Extra: append(opts, extra...)})
 	watchCSP(t, ctx)
 	return ctx
 }
@@ -348,7 +326,7 @@ func TestUIEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("e2e: skipped in -short mode")
 	}
-	chromium := chromiumPath(t)
+	chromium := chromiumtest.Path(t)
 	tmp := t.TempDir()
 	bin := buildAtrium(t)
 	home := filepath.Join(tmp, "home")
@@ -473,7 +451,7 @@ func openUIWith(t *testing.T, prepare func(ws string), env ...string) (context.C
 	if testing.Short() {
 		t.Skip("e2e: skipped in -short mode")
 	}
-	chromium := chromiumPath(t)
+	chromium := chromiumtest.Path(t)
 	tmp := t.TempDir()
 	bin := buildAtrium(t)
 	home, ws := filepath.Join(tmp, "home"), filepath.Join(tmp, "workspace")
@@ -598,7 +576,7 @@ func TestUIConflictsAndAudit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("e2e: skipped in -short mode")
 	}
-	chromium := chromiumPath(t)
+	chromium := chromiumtest.Path(t)
 	tmp := t.TempDir()
 	bin := buildAtrium(t)
 	home, ws := filepath.Join(tmp, "home"), filepath.Join(tmp, "workspace")

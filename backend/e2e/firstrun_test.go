@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/atrium-dev/atrium/backend/chromiumtest"
 )
 
 // openClawNotes is a small OpenClaw workspace (MEMORY.md, daily logs, a
@@ -30,7 +32,7 @@ func TestUIFirstRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("e2e: skipped in -short mode")
 	}
-	chromium := chromiumPath(t)
+	chromium := chromiumtest.Path(t)
 	bin := buildAtrium(t)
 	tmp := t.TempDir()
 	userHome, state := filepath.Join(tmp, "user"), filepath.Join(tmp, "state")

@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
+	"github.com/atrium-dev/atrium/backend/chromiumtest"
 	"github.com/atrium-dev/atrium/backend/gwid"
 )
 
@@ -84,7 +85,7 @@ func TestPhonePairsByQR(t *testing.T) {
 	if testing.Short() {
 		t.Skip("e2e: skipped in -short mode")
 	}
-	chromium := chromiumPath(t)
+	chromium := chromiumtest.Path(t)
 	zbarimg, err := exec.LookPath("zbarimg")
 	if err != nil {
 		t.Skip("e2e: zbarimg not found (Debian zbar-tools); `make deps` installs it")

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/atrium-dev/atrium/backend/chromiumtest"
 )
 
 // TestUIInstanceAfterRestart (issue 14 item 11): the app restarts while
@@ -19,7 +21,7 @@ func TestUIInstanceAfterRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("e2e: skipped in -short mode")
 	}
-	chromium := chromiumPath(t)
+	chromium := chromiumtest.Path(t)
 	tmp := t.TempDir()
 	bin := buildAtrium(t)
 	home, ws := filepath.Join(tmp, "home"), filepath.Join(tmp, "workspace")

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/atrium-dev/atrium/backend/chromiumtest"
 )
 
 // keyedServer puts an API key check and a model list in front of a
@@ -48,7 +50,7 @@ func TestUISettings(t *testing.T) {
 	if testing.Short() {
 		t.Skip("e2e: skipped in -short mode")
 	}
-	chromium := chromiumPath(t)
+	chromium := chromiumtest.Path(t)
 	bin := buildAtrium(t)
 	tmp := t.TempDir()
 	home, ws := filepath.Join(tmp, "home"), filepath.Join(tmp, "workspace")

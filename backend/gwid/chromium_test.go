@@ -7,13 +7,12 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/atrium-dev/atrium/backend/chromiumtest"
 	"github.com/atrium-dev/atrium/backend/gwid"
 )
 
@@ -22,19 +21,7 @@ import (
 // tests will play the phone) opens pages served with this certificate and
 // with its renewal (same key), and refuses a server with another key.
 func TestChromiumTrustsExactlyThePinnedKey(t *testing.T) {
-	if testing.Short() {
-		t.Skip("skipped in -short mode (starts Chromium)")
-	}
-	exe := ""
-	for _, p := range []string{os.Getenv("ATRIUM_CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser"} {
-		if _, err := os.Stat(p); p != "" && err == nil {
-			exe = p
-			break
-		}
-	}
-	if exe == "" {
-		t.Skip("no Chromium found (install Debian's chromium, or set ATRIUM_CHROMIUM)")
-	}
+	exe := chromiumtest.Path(t)
 	dir := keysDir(t)
 	cert, err := gwid.LoadCert(gwid.Options{Dir: dir, Hosts: []string{"127.0.0.2"}})
 	if err != nil {
@@ -60,14 +47,8 @@ func TestChromiumTrustsExactlyThePinnedKey(t *testing.T) {
 		return "https://" + ln.Addr().String() + "/"
 	}
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
-		chromedp.Flag("disable-gpu", true), chromedp.Flag("disable-quic", true),
-		chromedp.Flag("ignore-certificate-errors-spki-list", cert.SPKIBase64()),
-		chromedp.UserDataDir(filepath.Join(t.TempDir(), "chromium")))
-	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer acancel()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
+	ctx := chromiumtest.New(t, chromiumtest.Options{Exec: exe,
+		Extra: []chromedp.ExecAllocatorOption{chromedp.Flag("ignore-certificate-errors-spki-list", cert.SPKIBase64())}})
 	ctx, tcancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer tcancel()
 
