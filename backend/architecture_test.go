@@ -34,6 +34,7 @@ var allowed = map[string][]string{
 	"backend/discovery/netnstest": {},
 	"backend/memory/memorytest":   {},
 	"backend/chromiumtest":        {},
+	"backend/model/modeltest":     {},
 	"backend/nodehost":            {"backend/device", "backend/gwid", "backend/gateway", "backend/safefile"},
 	"backend/memory/chunk":        {},
 	"backend/memory/hanzi":        {},
@@ -96,14 +97,14 @@ var testAllowed = map[string][]string{
 	"backend/collab": {"backend/audit", "backend/memory/versions"},
 	// agent/tools' tests build the same real stack and drive the loop
 	// with the real OpenAI-compatible client against a scripted server.
-	"backend/agent/tools": {"backend/audit", "backend/memory/versions", "backend/model", "backend/gateway"},
+	"backend/agent/tools": {"backend/audit", "backend/memory/versions", "backend/model", "backend/gateway", "backend/model/modeltest"},
 	// bench/control's tests re-execute their binary as the app's workers
 	// (TestMain runs worker.Command).
 	"backend/bench/control": {"backend/worker"},
 	// discovery's and the wiring's mDNS tests run in a network namespace
 	// of their own.
 	"backend/discovery": {"backend/discovery/netnstest"},
-	"backend/atrium":    {"backend/discovery/netnstest", "backend/memory/memorytest"},
+	"backend/atrium":    {"backend/discovery/netnstest", "backend/memory/memorytest", "backend/model/modeltest"},
 	// The tests that damage an index on disk (the wiring's above too)
 	// share memory/memorytest.
 	"backend/memory":       {"backend/memory/memorytest"},
@@ -113,6 +114,10 @@ var testAllowed = map[string][]string{
 	"backend/device": {"backend/chromiumtest"},
 	"backend/gwid":   {"backend/chromiumtest"},
 	"backend/e2e":    {"backend/chromiumtest"},
+	// The scripted OpenAI-compatible server is model/modeltest (the
+	// wiring's and agent/tools' tests above too); its own tests run the
+	// real client against it.
+	"backend/model/modeltest": {"backend/model"},
 }
 
 func TestImportRules(t *testing.T) {

@@ -4,122 +4,25 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/atrium-dev/atrium/backend/chat"
 	"github.com/atrium-dev/atrium/backend/gateway"
 	"github.com/atrium-dev/atrium/backend/history"
+	"github.com/atrium-dev/atrium/backend/model/modeltest"
 )
 
-// scriptTurn is one scripted model answer: tool calls (name, argument
-// JSON), or reasoning and text.
-type scriptTurn struct {
-	calls     [][2]string
-	reasoning string
-	text      string
-}
-
-// scriptModel is an OpenAI-compatible chat-completions server that
-// answers request i with turns[i], streamed the way servers stream them
-// (tool-call arguments in pieces, text in two deltas), and keeps every
-// request body.
-type scriptModel struct {
-	srv    *httptest.Server
-	mu     sync.Mutex
-	bodies []string
-	turns  []scriptTurn
-}
-
-func newScriptModel(t *testing.T, turns ...scriptTurn) *scriptModel {
-	m := &scriptModel{turns: turns}
-	m.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		m.mu.Lock()
-		i := len(m.bodies)
-		m.bodies = append(m.bodies, string(b))
-		m.mu.Unlock()
-		if i >= len(m.turns) {
-			http.Error(w, "no more scripted turns", http.StatusInternalServerError)
-			return
-		}
-		tn := m.turns[i]
-		w.Header().Set("Content-Type", "text/event-stream")
-		chunk := func(delta any, finish string) {
-			var fr any
-			if finish != "" {
-				fr = finish
-			}
-			c, _ := json.Marshal(map[string]any{"object": "chat.completion.chunk", "model": "scripted",
-				"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": fr}}})
-			fmt.Fprintf(w, "data: %s\n\n", c)
-			w.(http.Flusher).Flush()
-		}
-		if tn.reasoning != "" {
-			chunk(map[string]any{"reasoning_content": tn.reasoning}, "")
-		}
-		if len(tn.calls) > 0 {
-			for k, c := range tn.calls {
-				chunk(map[string]any{"tool_calls": []any{map[string]any{"index": k, "id": fmt.Sprintf("call_%d_%d", i, k), "type": "function",
-					"function": map[string]any{"name": c[0], "arguments": ""}}}}, "")
-				half := len(c[1]) / 2
-				for _, part := range []string{c[1][:half], c[1][half:]} {
-					chunk(map[string]any{"tool_calls": []any{map[string]any{"index": k, "function": map[string]any{"arguments": part}}}}, "")
-				}
-			}
-			chunk(map[string]any{}, "tool_calls")
-		} else {
-			half := len(tn.text) / 2
-			chunk(map[string]any{"role": "assistant", "content": tn.text[:half]}, "")
-			chunk(map[string]any{"content": tn.text[half:]}, "")
-			chunk(map[string]any{}, "stop")
-		}
-		fmt.Fprint(w, "data: [DONE]\n\n")
-	}))
-	t.Cleanup(m.srv.Close)
-	return m
-}
-
-func (m *scriptModel) body(i int) string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if i >= len(m.bodies) {
-		return ""
-	}
-	return m.bodies[i]
-}
-
-func (m *scriptModel) count() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.bodies)
-}
-
-// toolMessages returns the tool messages of request i, by call id.
-func (m *scriptModel) toolMessages(t *testing.T, i int) map[string]string {
-	t.Helper()
-	var body struct {
-		Messages []struct {
-			Role       string `json:"role"`
-			Content    string `json:"content"`
-			ToolCallID string `json:"tool_call_id"`
-		} `json:"messages"`
-	}
-	must(t, json.Unmarshal([]byte(m.body(i)), &body))
-	out := map[string]string{}
-	for _, msg := range body.Messages {
-		if msg.Role == "tool" {
-			out[msg.ToolCallID] = msg.Content
-		}
-	}
-	return out
+// newScriptModel is an OpenAI-compatible chat-completions server that
+// answers request i with turns[i] (modeltest.Turn: tool-call arguments in
+// pieces, text in two deltas) and keeps every request body.
+func newScriptModel(t *testing.T, turns ...modeltest.Turn) *modeltest.Server {
+	return modeltest.New(t, modeltest.Options{}, modeltest.Turns(turns...)...)
 }
 
 // runEvents is what one run sent a client: the events in order, and the
@@ -242,17 +145,17 @@ func TestAgentChatOverGateway(t *testing.T) {
 	t.Cleanup(page.Close)
 	fetch := fmt.Sprintf(`{"url":%q}`, page.URL+"/status")
 	mdl := newScriptModel(t,
-		scriptTurn{calls: [][2]string{{"memory_search", `{"query":"deploy key rotation"}`}}}, // 0
-		scriptTurn{reasoning: "The note says Friday.", text: "Every Friday (MEMORY.md:3)."},  // 1
-		scriptTurn{calls: [][2]string{{"web_fetch", fetch}}},                                 // 2: asks, allowed
-		scriptTurn{text: "The status page says all systems green."},                          // 3
-		scriptTurn{calls: [][2]string{{"web_fetch", fetch}}},                                 // 4: granted, no question
-		scriptTurn{text: "Still green."},                                                     // 5
-		scriptTurn{calls: [][2]string{{"web_fetch", fetch}}},                                 // 6: asks, denied
-		scriptTurn{text: "I was not allowed to fetch the page."},                             // 7
-		scriptTurn{calls: [][2]string{{"web_fetch", fetch}}},                                 // 8: asks, run cancelled
+		modeltest.Turn{Calls: [][2]string{{"memory_search", `{"query":"deploy key rotation"}`}}}, // 0
+		modeltest.Turn{Reasoning: "The note says Friday.", Text: "Every Friday (MEMORY.md:3)."},  // 1
+		modeltest.Turn{Calls: [][2]string{{"web_fetch", fetch}}},                                 // 2: asks, allowed
+		modeltest.Turn{Text: "The status page says all systems green."},                          // 3
+		modeltest.Turn{Calls: [][2]string{{"web_fetch", fetch}}},                                 // 4: granted, no question
+		modeltest.Turn{Text: "Still green."},                                                     // 5
+		modeltest.Turn{Calls: [][2]string{{"web_fetch", fetch}}},                                 // 6: asks, denied
+		modeltest.Turn{Text: "I was not allowed to fetch the page."},                             // 7
+		modeltest.Turn{Calls: [][2]string{{"web_fetch", fetch}}},                                 // 8: asks, run cancelled
 	)
-	env := map[string]string{"OPENAI_BASE_URL": mdl.srv.URL + "/v1", "OPENAI_API_KEY": "k", "OPENAI_MODEL": "scripted"}
+	env := map[string]string{"OPENAI_BASE_URL": mdl.URL + "/v1", "OPENAI_API_KEY": "k", "OPENAI_MODEL": "scripted"}
 	a, _ := startAppWith(t, func(k string) string { return env[k] }, func(_ string, o *Options) { o.FetchAllowPrivate = true })
 	must(t, a.Memory.Sync(context.Background()))
 	cl := dial(t, a)
@@ -343,7 +246,7 @@ func TestAgentChatOverGateway(t *testing.T) {
 	if te := toolEvents(t, ev); len(te) != 2 || te[1].Status != "ok" || !strings.Contains(te[1].Summary, "HTTP 200") {
 		t.Errorf("chat.tool events %+v", te)
 	}
-	if fed := mdl.toolMessages(t, 3)["call_2_0"]; !strings.Contains(fed, "all systems green") || !strings.Contains(fed, `"status":"ok"`) {
+	if fed := mdl.Request(3).ToolMessages()["call_2_0"]; !strings.Contains(fed, "all systems green") || !strings.Contains(fed, `"status":"ok"`) {
 		t.Errorf("the fetched page did not reach the model: %s", fed)
 	}
 	if r := cl.call("agent.permission.answer", map[string]any{"id": asked.ID, "allow": false}); r.OK || r.Error.Code != "NOT_FOUND" {
@@ -371,7 +274,7 @@ func TestAgentChatOverGateway(t *testing.T) {
 	if te := toolEvents(t, ev); len(te) != 2 || te[1].Status != "denied" {
 		t.Errorf("chat.tool events %+v", te)
 	}
-	if fed := mdl.toolMessages(t, 7)["call_6_0"]; !strings.Contains(fed, `"status":"denied"`) || !strings.Contains(fed, "did not grant L3") {
+	if fed := mdl.Request(7).ToolMessages()["call_6_0"]; !strings.Contains(fed, `"status":"denied"`) || !strings.Contains(fed, "did not grant L3") {
 		t.Errorf("the denial did not reach the model: %s", fed)
 	}
 	if final := ev.named("chat.final"); len(final) != 1 || !strings.Contains(string(final[0]), "not allowed") {
@@ -397,7 +300,7 @@ func TestAgentChatOverGateway(t *testing.T) {
 	if len(open.Requests) != 0 {
 		t.Errorf("questions still open: %+v", open.Requests)
 	}
-	if n := mdl.count(); n != 9 {
+	if n := mdl.Count(); n != 9 {
 		t.Errorf("%d model calls, want 9", n)
 	}
 }
@@ -411,13 +314,13 @@ func TestAgentChatOverGateway(t *testing.T) {
 // keeps that summary.
 func TestChatCompactionLive(t *testing.T) {
 	mdl := newScriptModel(t,
-		scriptTurn{calls: [][2]string{{"memory_note", `{"text":"The person prefers green tea."}`}}}, // 0: flush turn
-		scriptTurn{text: "NO_REPLY"},                                        // 1: flush turn ends
-		scriptTurn{text: "SUMMARY-1: the person planned the Heron launch."}, // 2: compaction summary
-		scriptTurn{text: "Here is the answer."},                             // 3: the run's answer
-		scriptTurn{text: "Second answer."},                                  // 4: next run, no compaction
+		modeltest.Turn{Calls: [][2]string{{"memory_note", `{"text":"The person prefers green tea."}`}}}, // 0: flush turn
+		modeltest.Turn{Text: "NO_REPLY"},                                        // 1: flush turn ends
+		modeltest.Turn{Text: "SUMMARY-1: the person planned the Heron launch."}, // 2: compaction summary
+		modeltest.Turn{Text: "Here is the answer."},                             // 3: the run's answer
+		modeltest.Turn{Text: "Second answer."},                                  // 4: next run, no compaction
 	)
-	env := map[string]string{"OPENAI_BASE_URL": mdl.srv.URL + "/v1", "OPENAI_API_KEY": "k", "OPENAI_MODEL": "scripted"}
+	env := map[string]string{"OPENAI_BASE_URL": mdl.URL + "/v1", "OPENAI_API_KEY": "k", "OPENAI_MODEL": "scripted"}
 	// The window is sized so that the session below crosses the flush and
 	// compaction thresholds before the first run (the system prompt and the
 	// tool schemas, exec's included, count) and no longer after it.
@@ -453,7 +356,7 @@ func TestChatCompactionLive(t *testing.T) {
 		t.Fatalf("the person saw %q and %d tool events; the flush turn must be silent", text.String(), len(ev.named("chat.tool")))
 	}
 	// The flush turn: the flush prompt, offered only the memory writers.
-	flush := mdl.body(0)
+	flush := mdl.Body(0)
 	if !strings.Contains(flush, "Pre-compaction memory flush") || !strings.Contains(flush, `"memory_note"`) ||
 		!strings.Contains(flush, `"memory_write"`) || strings.Contains(flush, `"web_fetch"`) {
 		t.Fatalf("flush request: %.400s", flush)
@@ -468,10 +371,10 @@ func TestChatCompactionLive(t *testing.T) {
 		t.Fatalf("the flush turn's memory_note is not in the daily log (%v)", notes)
 	}
 	// The compaction summary, then the answer with it in place of the old turns.
-	if sum := mdl.body(2); !strings.Contains(sum, "You compact a conversation") || !strings.Contains(sum, "user turn 0:") {
+	if sum := mdl.Body(2); !strings.Contains(sum, "You compact a conversation") || !strings.Contains(sum, "user turn 0:") {
 		t.Fatalf("summary request: %.400s", sum)
 	}
-	if ans := mdl.body(3); !strings.Contains(ans, "SUMMARY-1") || strings.Contains(ans, "user turn 0:") || !strings.Contains(ans, "What did we decide?") {
+	if ans := mdl.Body(3); !strings.Contains(ans, "SUMMARY-1") || strings.Contains(ans, "user turn 0:") || !strings.Contains(ans, "What did we decide?") {
 		t.Fatalf("answer request: %.600s", ans)
 	}
 	sm, err := a.History.Summary(ctx, "s-long")
@@ -483,11 +386,11 @@ func TestChatCompactionLive(t *testing.T) {
 	var r2 struct{ RunID string }
 	cl.ok("chat.send", map[string]any{"profileId": "main", "sessionId": "s-long", "message": "Thanks."}, &r2)
 	follow(t, cl, r2.RunID, nil)
-	if n := mdl.count(); n != 5 {
-		t.Logf("request 4: %.300s", mdl.body(4))
+	if n := mdl.Count(); n != 5 {
+		t.Logf("request 4: %.300s", mdl.Body(4))
 		t.Fatalf("%d model calls, want 5", n)
 	}
-	if next := mdl.body(4); !strings.Contains(next, "SUMMARY-1") || strings.Contains(next, "Pre-compaction") {
+	if next := mdl.Body(4); !strings.Contains(next, "SUMMARY-1") || strings.Contains(next, "Pre-compaction") {
 		t.Fatalf("next request: %.400s", next)
 	}
 	if again, _ := a.History.Summary(ctx, "s-long"); again.Text != sm.Text || again.Compactions != 1 {

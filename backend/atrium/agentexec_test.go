@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/atrium-dev/atrium/backend/model/modeltest"
 )
 
 // TestAgentExecAsksTwice runs the exec tool from a chat over the real
@@ -15,12 +17,12 @@ import (
 // back to the model as "denied".
 func TestAgentExecAsksTwice(t *testing.T) {
 	mdl := newScriptModel(t,
-		scriptTurn{calls: [][2]string{{"exec", `{"argv":["echo","hello 你好"]}`}}},
-		scriptTurn{text: "It printed hello."},
-		scriptTurn{calls: [][2]string{{"exec", `{"argv":["echo","again"]}`}}},
-		scriptTurn{text: "I was not allowed."},
+		modeltest.Turn{Calls: [][2]string{{"exec", `{"argv":["echo","hello 你好"]}`}}},
+		modeltest.Turn{Text: "It printed hello."},
+		modeltest.Turn{Calls: [][2]string{{"exec", `{"argv":["echo","again"]}`}}},
+		modeltest.Turn{Text: "I was not allowed."},
 	)
-	env := map[string]string{"OPENAI_BASE_URL": mdl.srv.URL + "/v1", "OPENAI_API_KEY": "k", "OPENAI_MODEL": "scripted"}
+	env := map[string]string{"OPENAI_BASE_URL": mdl.URL + "/v1", "OPENAI_API_KEY": "k", "OPENAI_MODEL": "scripted"}
 	a, _ := startApp(t, func(k string) string { return env[k] })
 	must(t, a.Memory.Sync(context.Background()))
 	cl := dial(t, a)
@@ -41,7 +43,7 @@ func TestAgentExecAsksTwice(t *testing.T) {
 	if strings.Join(kinds, ",") != "level/L2,exec/L2" {
 		t.Fatalf("questions %v, want the L2 level then the command", kinds)
 	}
-	res := mdl.toolMessages(t, 1)
+	res := mdl.Request(1).ToolMessages()
 	if len(res) != 1 {
 		t.Fatalf("tool results %v", res)
 	}
@@ -58,7 +60,7 @@ func TestAgentExecAsksTwice(t *testing.T) {
 	if strings.Join(kinds, ",") != "exec/L2" {
 		t.Fatalf("questions %v, want only the command (L2 is granted)", kinds)
 	}
-	if c := mdl.toolMessages(t, 3)["call_2_0"]; !strings.Contains(c, `"denied"`) {
+	if c := mdl.Request(3).ToolMessages()["call_2_0"]; !strings.Contains(c, `"denied"`) {
 		t.Fatalf("refused exec result the model saw: %q", c)
 	}
 }

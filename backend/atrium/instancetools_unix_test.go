@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/atrium-dev/atrium/backend/model/modeltest"
 )
 
 // TestInstanceRunUsesAgentLoop runs a chat on a profile instance whose
@@ -21,10 +23,10 @@ import (
 // another role's.
 func TestInstanceRunUsesAgentLoop(t *testing.T) {
 	mdl := newScriptModel(t,
-		scriptTurn{calls: [][2]string{{"memory_search", `{"query":"ferry code"}`}}},
-		scriptTurn{reasoning: "The note has it.", text: "The ferry code is QK-7731 (memory/roles/alpha/ferry.md:1)."},
+		modeltest.Turn{Calls: [][2]string{{"memory_search", `{"query":"ferry code"}`}}},
+		modeltest.Turn{Reasoning: "The note has it.", Text: "The ferry code is QK-7731 (memory/roles/alpha/ferry.md:1)."},
 	)
-	env := map[string]string{"OPENAI_BASE_URL": mdl.srv.URL + "/v1", "OPENAI_API_KEY": "k", "OPENAI_MODEL": "scripted"}
+	env := map[string]string{"OPENAI_BASE_URL": mdl.URL + "/v1", "OPENAI_API_KEY": "k", "OPENAI_MODEL": "scripted"}
 	a, ws := startApp(t, func(k string) string { return env[k] })
 	writeFiles(t, ws, twoRoles())
 	must(t, a.Memory.Sync(context.Background()))
@@ -58,14 +60,14 @@ func TestInstanceRunUsesAgentLoop(t *testing.T) {
 	if len(ev.named("chat.reasoning")) == 0 {
 		t.Error("the worker's reasoning deltas did not arrive")
 	}
-	if n := mdl.count(); n != 2 {
+	if n := mdl.Count(); n != 2 {
 		t.Fatalf("%d model calls, want 2", n)
 	}
 	var first struct {
 		Messages []struct{ Role, Content string }
 		Tools    []struct{ Function struct{ Name string } }
 	}
-	must(t, json.Unmarshal([]byte(mdl.body(0)), &first))
+	must(t, json.Unmarshal([]byte(mdl.Body(0)), &first))
 	if len(first.Messages) == 0 || !strings.HasPrefix(first.Messages[0].Content, "You are Alpha, the release manager.") {
 		t.Errorf("the instance's system prompt is not its persona: %+v", first.Messages)
 	}
@@ -74,11 +76,11 @@ func TestInstanceRunUsesAgentLoop(t *testing.T) {
 		offered = offered || tl.Function.Name == "memory_search"
 	}
 	if !offered {
-		t.Errorf("memory_search not offered to the model: %s", mdl.body(0))
+		t.Errorf("memory_search not offered to the model: %s", mdl.Body(0))
 	}
-	res := mdl.toolMessages(t, 1)
+	res := mdl.Request(1).ToolMessages()
 	if len(res) != 1 {
-		t.Fatalf("second model call carries %d tool results, want 1: %s", len(res), mdl.body(1))
+		t.Fatalf("second model call carries %d tool results, want 1: %s", len(res), mdl.Body(1))
 	}
 	for _, content := range res {
 		if !strings.Contains(content, "QK-7731") || strings.Contains(content, "ZX-9904") || strings.Contains(content, "roles/beta") {

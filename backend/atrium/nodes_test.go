@@ -9,6 +9,7 @@ import (
 
 	"github.com/atrium-dev/atrium/backend/audit"
 	"github.com/atrium-dev/atrium/backend/gateway"
+	"github.com/atrium-dev/atrium/backend/model/modeltest"
 	"github.com/atrium-dev/atrium/backend/nodes"
 )
 
@@ -20,10 +21,10 @@ import (
 // decision and the invoke are both audited.
 func TestAgentNodesTool(t *testing.T) {
 	mdl := newScriptModel(t,
-		scriptTurn{calls: [][2]string{{"nodes", `{"action":"invoke","caps":["system"],"command":"system.run","params":{"command":["uname","-s"]}}`}}},
-		scriptTurn{text: "The node runs Linux."},
+		modeltest.Turn{Calls: [][2]string{{"nodes", `{"action":"invoke","caps":["system"],"command":"system.run","params":{"command":["uname","-s"]}}`}}},
+		modeltest.Turn{Text: "The node runs Linux."},
 	)
-	env := map[string]string{"OPENAI_BASE_URL": mdl.srv.URL + "/v1", "OPENAI_API_KEY": "k", "OPENAI_MODEL": "scripted"}
+	env := map[string]string{"OPENAI_BASE_URL": mdl.URL + "/v1", "OPENAI_API_KEY": "k", "OPENAI_MODEL": "scripted"}
 	a, _ := startApp(t, func(k string) string { return env[k] })
 	must(t, a.Memory.Sync(context.Background()))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -88,7 +89,7 @@ func TestAgentNodesTool(t *testing.T) {
 	if r := <-got; r.Command != "system.run" || string(r.Params) != `{"command":["uname","-s"]}` {
 		t.Fatalf("node got %+v", r)
 	}
-	for _, c := range mdl.toolMessages(t, 1) {
+	for _, c := range mdl.Request(1).ToolMessages() {
 		if !strings.Contains(c, `Linux\n`) || !strings.Contains(c, nodeID) {
 			t.Fatalf("the model saw %s", c)
 		}

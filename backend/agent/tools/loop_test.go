@@ -2,11 +2,7 @@ package tools
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -17,94 +13,8 @@ import (
 	"github.com/atrium-dev/atrium/backend/agent"
 	"github.com/atrium-dev/atrium/backend/audit"
 	"github.com/atrium-dev/atrium/backend/model"
+	"github.com/atrium-dev/atrium/backend/model/modeltest"
 )
-
-// sseServer is a scripted OpenAI-compatible chat-completions server: the
-// i-th request is answered with the i-th script (before which hooks[i],
-// if any, runs), and every request body is kept.
-type sseServer struct {
-	t      *testing.T
-	srv    *httptest.Server
-	mu     sync.Mutex
-	bodies []map[string]any
-}
-
-type turn struct {
-	calls [][2]string // name, raw arguments text
-	text  string
-	hook  func()
-}
-
-func newSSEServer(t *testing.T, turns []turn) *sseServer {
-	s := &sseServer{t: t}
-	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/v1/chat/completions" {
-			http.NotFound(w, r)
-			return
-		}
-		b, _ := io.ReadAll(r.Body)
-		var body map[string]any
-		if err := json.Unmarshal(b, &body); err != nil {
-			http.Error(w, "bad json", http.StatusBadRequest)
-			return
-		}
-		s.mu.Lock()
-		i := len(s.bodies)
-		s.bodies = append(s.bodies, body)
-		s.mu.Unlock()
-		if i >= len(turns) {
-			http.Error(w, "unexpected request", http.StatusInternalServerError)
-			return
-		}
-		tn := turns[i]
-		if tn.hook != nil {
-			tn.hook()
-		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		chunk := func(delta any, finish string) {
-			fr := any(nil)
-			if finish != "" {
-				fr = finish
-			}
-			c, _ := json.Marshal(map[string]any{"id": "x", "object": "chat.completion.chunk", "model": "scripted",
-				"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": fr}}})
-			fmt.Fprintf(w, "data: %s\n\n", c)
-		}
-		if len(tn.calls) > 0 {
-			for k, c := range tn.calls {
-				// Name first, then the arguments in two pieces, as servers stream them.
-				chunk(map[string]any{"tool_calls": []any{map[string]any{"index": k, "id": fmt.Sprintf("call_%d_%d", i, k), "type": "function",
-					"function": map[string]any{"name": c[0], "arguments": ""}}}}, "")
-				half := len(c[1]) / 2
-				for _, part := range []string{c[1][:half], c[1][half:]} {
-					chunk(map[string]any{"tool_calls": []any{map[string]any{"index": k, "function": map[string]any{"arguments": part}}}}, "")
-				}
-			}
-			chunk(map[string]any{}, "tool_calls")
-		} else {
-			chunk(map[string]any{"role": "assistant", "content": tn.text}, "")
-			chunk(map[string]any{}, "stop")
-		}
-		fmt.Fprint(w, "data: [DONE]\n\n")
-	}))
-	t.Cleanup(s.srv.Close)
-	return s
-}
-
-// toolMessages returns the tool messages of request i, by call id.
-func (s *sseServer) toolMessages(i int) map[string]string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := map[string]string{}
-	msgs, _ := s.bodies[i]["messages"].([]any)
-	for _, m := range msgs {
-		mm := m.(map[string]any)
-		if mm["role"] == "tool" {
-			out[mm["tool_call_id"].(string)], _ = mm["content"].(string)
-		}
-	}
-	return out
-}
 
 // TestLoopWithScriptedModel drives the whole loop through the real
 // OpenAI-compatible client against a scripted server, with the real tools
@@ -134,20 +44,20 @@ func TestLoopWithScriptedModel(t *testing.T) {
 	})
 	perms := agent.NewPermissions(agent.PermissionOptions{Session: "s-1", Role: "code-expert", Asker: asker, Now: e.clock.Now})
 	broken := `{"path": "memory/global/project-status.md`
-	srv := newSSEServer(t, []turn{
-		{calls: [][2]string{{MemorySearch, `{"query":"parser rewrite"}`}, {ReadFile, `{"path":"notes/todo.txt"}`}}},
-		{calls: [][2]string{{MemoryGet, broken}}},
-		{calls: [][2]string{{MemoryGet, broken}}},
-		{calls: [][2]string{{MemoryGet, `{"path":"memory/global/project-status.md"}`}}},
-		{calls: [][2]string{{MemoryGet, `{"path":"memory/roles/writer/private.md"}`}, {WebFetch, `{"url":"https://example.com/"}`}}},
-		{calls: [][2]string{{Exec, `{"argv":["echo","first"]}`}}},
-		{calls: [][2]string{{Exec, `{"argv":["echo","second"]}`}}, hook: func() { e.clock.Add(5 * time.Minute) }},
-		{calls: [][2]string{{Exec, `{"argv":["echo","third"]}`}}, hook: func() { e.clock.Add(6 * time.Minute) }},
-		{text: "All done: the parser needs a rewrite.", hook: func() {}},
-	})
+	srv := modeltest.New(t, modeltest.Options{}, modeltest.Turns([]modeltest.Turn{
+		{Calls: [][2]string{{MemorySearch, `{"query":"parser rewrite"}`}, {ReadFile, `{"path":"notes/todo.txt"}`}}},
+		{Calls: [][2]string{{MemoryGet, broken}}},
+		{Calls: [][2]string{{MemoryGet, broken}}},
+		{Calls: [][2]string{{MemoryGet, `{"path":"memory/global/project-status.md"}`}}},
+		{Calls: [][2]string{{MemoryGet, `{"path":"memory/roles/writer/private.md"}`}, {WebFetch, `{"url":"https://example.com/"}`}}},
+		{Calls: [][2]string{{Exec, `{"argv":["echo","first"]}`}}},
+		{Calls: [][2]string{{Exec, `{"argv":["echo","second"]}`}}, Hook: func() { e.clock.Add(5 * time.Minute) }},
+		{Calls: [][2]string{{Exec, `{"argv":["echo","third"]}`}}, Hook: func() { e.clock.Add(6 * time.Minute) }},
+		{Text: "All done: the parser needs a rewrite.", Hook: func() {}},
+	}...)...)
 	var trs []agent.Transition
 	a, err := agent.New(agent.Options{
-		Provider:     model.NewOpenAI(model.OpenAIOptions{BaseURL: srv.srv.URL + "/v1", Model: "scripted", Logger: quiet()}),
+		Provider:     model.NewOpenAI(model.OpenAIOptions{BaseURL: srv.BaseURL(), Model: "scripted", Logger: quiet()}),
 		Tools:        e.reg,
 		Permissions:  perms,
 		AllowedTools: []string{MemorySearch, MemoryGet, ReadFile, Exec},
@@ -193,17 +103,17 @@ func TestLoopWithScriptedModel(t *testing.T) {
 	// Broken JSON was fed back to the model each time, and the run went on.
 	for _, i := range []int{2, 3} {
 		id := fmt.Sprintf("call_%d_0", i-1)
-		if m := srv.toolMessages(i)[id]; !strings.Contains(m, "not valid JSON") || !strings.Contains(m, `"status":"error"`) {
+		if m := srv.Request(i).ToolMessages()[id]; !strings.Contains(m, "not valid JSON") || !strings.Contains(m, `"status":"error"`) {
 			t.Errorf("request %d: feedback for %s: %s", i, id, m)
 		}
 	}
 	// The denials reached the model with status denied and a reason.
-	fed := srv.toolMessages(5)
+	fed := srv.Request(5).ToolMessages()
 	if !strings.Contains(fed["call_4_0"], `"status":"denied"`) || !strings.Contains(fed["call_4_1"], "not available to this agent") {
 		t.Errorf("denials fed back: %v", fed)
 	}
-	if !strings.Contains(srv.toolMessages(8)["call_7_0"], "did not grant L2") {
-		t.Errorf("expired grant feedback: %v", srv.toolMessages(8))
+	if !strings.Contains(srv.Request(8).ToolMessages()["call_7_0"], "did not grant L2") {
+		t.Errorf("expired grant feedback: %v", srv.Request(8).ToolMessages())
 	}
 	// The person was asked twice: first exec, and again after 11 minutes.
 	if len(asked) != 2 || asked[0].Level != agent.L2 || asked[0].Tool != Exec || !strings.Contains(asked[0].ArgsSummary, "first") ||
