@@ -118,6 +118,9 @@ var testAllowed = map[string][]string{
 	// wiring's and agent/tools' tests above too); its own tests run the
 	// real client against it.
 	"backend/model/modeltest": {"backend/model"},
+	"backend/model":           {"backend/model/modeltest"},
+	"backend/chat":            {"backend/model/modeltest"},
+	"backend/worker":          {"backend/model/modeltest"},
 }
 
 func TestImportRules(t *testing.T) {

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/atrium-dev/atrium/backend/model/modeltest"
 )
 
 // heldModel streams an OpenAI-compatible answer naming the question
@@ -27,11 +29,7 @@ func heldModel(t *testing.T) (srv *httptest.Server, started <-chan struct{}, rel
 		b, _ := io.ReadAll(r.Body)
 		_ = json.Unmarshal(b, &body)
 		q := body.Messages[len(body.Messages)-1].Content
-		w.Header().Set("Content-Type", "text/event-stream")
-		chunk := func(s string) {
-			fmt.Fprintf(w, "data: {\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":%q},\"finish_reason\":null}]}\n\n", s)
-			w.(http.Flusher).Flush()
-		}
+		chunk := func(s string) { modeltest.Stream(w, modeltest.Text(s)) }
 		chunk(q + "#1 ")
 		st <- struct{}{}
 		select {
@@ -43,7 +41,7 @@ func heldModel(t *testing.T) (srv *httptest.Server, started <-chan struct{}, rel
 			chunk(fmt.Sprintf("%s#%d ", q, i))
 			time.Sleep(5 * time.Millisecond)
 		}
-		fmt.Fprint(w, "data: {\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+		modeltest.Stream(w, modeltest.Chunk(`{}`, "stop"), modeltest.Done)
 	}))
 	release = func() { once.Do(func() { close(rel) }) }
 	t.Cleanup(srv.Close)

@@ -21,6 +21,7 @@ import (
 	"github.com/atrium-dev/atrium/backend/chat"
 	"github.com/atrium-dev/atrium/backend/gateway"
 	"github.com/atrium-dev/atrium/backend/history"
+	"github.com/atrium-dev/atrium/backend/model/modeltest"
 )
 
 // workerModel is an OpenAI-compatible streaming server for runs on
@@ -46,17 +47,10 @@ func workerModel(t *testing.T) (*httptest.Server, func() []string) {
 			systems = append(systems, req.Messages[0].Content)
 			mu.Unlock()
 		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		fl := w.(http.Flusher)
 		n := 0
 		send := func(s string) bool {
 			n++
-			b, _ := json.Marshal(map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"content": s}}}})
-			if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
-				return false
-			}
-			fl.Flush()
-			return true
+			return modeltest.Stream(w, modeltest.Text(s))
 		}
 		last := req.Messages[len(req.Messages)-1].Content
 		f := strings.Fields(last)
@@ -85,9 +79,7 @@ func workerModel(t *testing.T) (*httptest.Server, func() []string) {
 		default:
 			send(last)
 		}
-		fmt.Fprintf(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":%d}}\n\n", n)
-		fmt.Fprint(w, "data: [DONE]\n\n")
-		fl.Flush()
+		modeltest.Stream(w, fmt.Sprintf(`{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":%d}}`, n), modeltest.Done)
 	}))
 	t.Cleanup(srv.Close)
 	return srv, func() []string {

@@ -18,6 +18,7 @@ import (
 	"github.com/atrium-dev/atrium/backend/gateway"
 	"github.com/atrium-dev/atrium/backend/memory"
 	"github.com/atrium-dev/atrium/backend/model"
+	"github.com/atrium-dev/atrium/backend/model/modeltest"
 )
 
 // keyedModel is a scripted OpenAI-compatible server that wants one API key
@@ -46,12 +47,7 @@ func newKeyedModel(t *testing.T, key string) *keyedModel {
 		case "/v1/models":
 			fmt.Fprint(w, `{"object":"list","data":[{"id":"qwen-7b"},{"id":"llama-3"}]}`)
 		case "/v1/chat/completions":
-			w.Header().Set("Content-Type", "text/event-stream")
-			for _, piece := range []string{keyedAnswer[:9], keyedAnswer[9:]} {
-				b, _ := json.Marshal(piece)
-				fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":%s}}]}\n\n", b)
-			}
-			fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+			modeltest.Stream(w, modeltest.Text(keyedAnswer[:9]), modeltest.Text(keyedAnswer[9:]), modeltest.Chunk(`{}`, "stop"), modeltest.Done)
 		default:
 			http.NotFound(w, r)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/atrium-dev/atrium/backend/agent"
 	"github.com/atrium-dev/atrium/backend/history"
 	"github.com/atrium-dev/atrium/backend/memory"
+	"github.com/atrium-dev/atrium/backend/model/modeltest"
 )
 
 type testClock struct {
@@ -27,8 +28,8 @@ func (c *testClock) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.U
 // callTool streams one call of tool with args.
 func callTool(id, tool, args string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		writeSSE(w, sseChunk(fmt.Sprintf(`{"role":"assistant","tool_calls":[{"index":0,"id":%q,"type":"function","function":{"name":%q,"arguments":%q}}]}`, id, tool, args), ""),
-			sseChunk(`{}`, "tool_calls"), "[DONE]")
+		modeltest.Stream(w, modeltest.Chunk(fmt.Sprintf(`{"role":"assistant","tool_calls":[{"index":0,"id":%q,"type":"function","function":{"name":%q,"arguments":%q}}]}`, id, tool, args), ""),
+			modeltest.Chunk(`{}`, "tool_calls"), "[DONE]")
 	}
 }
 
@@ -236,9 +237,9 @@ func noOrphans(t *testing.T, body map[string]any) {
 func TestAbortedToolCallThenCompaction(t *testing.T) {
 	mem := &blockingSearcher{started: make(chan struct{}, 1)}
 	ms := newModelServer(t, func(w http.ResponseWriter, r *http.Request) {
-		writeSSE(w, sseText("Let me look."),
-			sseChunk(`{"tool_calls":[{"index":0,"id":"c-aborted","type":"function","function":{"name":"memory_search","arguments":"{\"query\":\"heron\"}"}}]}`, ""),
-			sseChunk(`{}`, "tool_calls"), "[DONE]")
+		modeltest.Stream(w, modeltest.Text("Let me look."),
+			modeltest.Chunk(`{"tool_calls":[{"index":0,"id":"c-aborted","type":"function","function":{"name":"memory_search","arguments":"{\"query\":\"heron\"}"}}]}`, ""),
+			modeltest.Chunk(`{}`, "tool_calls"), "[DONE]")
 	}, answer("SUMMARY-A"), answer("Fine."))
 	e := newEnv(t, ms.provider(), &mem.fakeSearcher, func(o *Options) {
 		o.Memory = mem

@@ -15,6 +15,7 @@ import (
 	"github.com/atrium-dev/atrium/backend/history"
 	"github.com/atrium-dev/atrium/backend/memory"
 	"github.com/atrium-dev/atrium/backend/model"
+	"github.com/atrium-dev/atrium/backend/model/modeltest"
 )
 
 func TestOfflineAnswers(t *testing.T) {
@@ -88,8 +89,8 @@ func TestOfflineAnswers(t *testing.T) {
 
 func TestModelRunStreamsAndPersists(t *testing.T) {
 	ms := newModelServer(t, func(w http.ResponseWriter, r *http.Request) {
-		writeSSE(w, sseChunk(`{"reasoning_content":"The user greets me."}`, ""), sseText("Hello"), sseText(", Ada!"),
-			sseChunk(`{}`, "stop"), "[DONE]")
+		modeltest.Stream(w, modeltest.Chunk(`{"reasoning_content":"The user greets me."}`, ""), modeltest.Text("Hello"), modeltest.Text(", Ada!"),
+			modeltest.Chunk(`{}`, "stop"), "[DONE]")
 	})
 	e := newEnv(t, ms.provider(), nil)
 	if p := e.svc.Profiles()[0]; p.Provider != "openai" || p.Model != "scripted" || p.State != StateIdle {
@@ -217,9 +218,9 @@ func TestToolRoundsAreCapped(t *testing.T) {
 
 func TestTextBeforeToolCallIsSeparated(t *testing.T) {
 	ms := newModelServer(t, func(w http.ResponseWriter, r *http.Request) {
-		writeSSE(w, sseText("Let me check."),
-			sseChunk(`{"tool_calls":[{"index":0,"id":"c","type":"function","function":{"name":"memory_search","arguments":"{\"query\":\"x\"}"}}]}`, ""),
-			sseChunk(`{}`, "tool_calls"), "[DONE]")
+		modeltest.Stream(w, modeltest.Text("Let me check."),
+			modeltest.Chunk(`{"tool_calls":[{"index":0,"id":"c","type":"function","function":{"name":"memory_search","arguments":"{\"query\":\"x\"}"}}]}`, ""),
+			modeltest.Chunk(`{}`, "tool_calls"), "[DONE]")
 	}, answer("Found it."))
 	e := newEnv(t, ms.provider(), nil)
 	res := e.send(t, "", "q")
@@ -248,7 +249,7 @@ func TestModelFailures(t *testing.T) {
 			w.Write([]byte("hello, I am not a model"))
 		}, "did not answer with an event stream", "", false},
 		{"cut stream", func(w http.ResponseWriter, r *http.Request) {
-			writeSSE(w, sseText("I was about to"))
+			modeltest.Stream(w, modeltest.Text("I was about to"))
 			if conn, buf, err := http.NewResponseController(w).Hijack(); err == nil {
 				buf.Flush()
 				conn.Close()

@@ -18,6 +18,7 @@ import (
 	"github.com/atrium-dev/atrium/backend/memory"
 	"github.com/atrium-dev/atrium/backend/model"
 
+	"github.com/atrium-dev/atrium/backend/model/modeltest"
 	"github.com/atrium-dev/atrium/backend/statedb"
 )
 
@@ -292,45 +293,25 @@ func wireMessages(body map[string]any) []map[string]any {
 	return out
 }
 
-func sseChunk(delta string, finish string) string {
-	fr := "null"
-	if finish != "" {
-		fr = fmt.Sprintf("%q", finish)
-	}
-	return fmt.Sprintf(`{"object":"chat.completion.chunk","choices":[{"index":0,"delta":%s,"finish_reason":%s}]}`, delta, fr)
-}
-
-func sseText(s string) string { return sseChunk(fmt.Sprintf(`{"content":%q}`, s), "") }
-
-func writeSSE(w http.ResponseWriter, payloads ...string) {
-	if w.Header().Get("Content-Type") == "" {
-		w.Header().Set("Content-Type", "text/event-stream")
-	}
-	for _, p := range payloads {
-		fmt.Fprintf(w, "data: %s\n\n", p)
-	}
-	w.(http.Flusher).Flush()
-}
-
 // answer streams texts then stops.
 func answer(texts ...string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var ps []string
 		for _, s := range texts {
-			ps = append(ps, sseText(s))
+			ps = append(ps, modeltest.Text(s))
 		}
-		writeSSE(w, append(ps, sseChunk(`{}`, "stop"), "[DONE]")...)
+		modeltest.Stream(w, append(ps, modeltest.Chunk(`{}`, "stop"), "[DONE]")...)
 	}
 }
 
 // toolCall streams one memory_search call whose arguments arrive in pieces.
 func toolCall(id string, argPieces ...string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		ps := []string{sseChunk(fmt.Sprintf(`{"role":"assistant","tool_calls":[{"index":0,"id":%q,"type":"function","function":{"name":"memory_search","arguments":""}}]}`, id), "")}
+		ps := []string{modeltest.Chunk(fmt.Sprintf(`{"role":"assistant","tool_calls":[{"index":0,"id":%q,"type":"function","function":{"name":"memory_search","arguments":""}}]}`, id), "")}
 		for _, a := range argPieces {
-			ps = append(ps, sseChunk(fmt.Sprintf(`{"tool_calls":[{"index":0,"function":{"arguments":%q}}]}`, a), ""))
+			ps = append(ps, modeltest.Chunk(fmt.Sprintf(`{"tool_calls":[{"index":0,"function":{"arguments":%q}}]}`, a), ""))
 		}
-		writeSSE(w, append(ps, sseChunk(`{}`, "tool_calls"), "[DONE]")...)
+		modeltest.Stream(w, append(ps, modeltest.Chunk(`{}`, "tool_calls"), "[DONE]")...)
 	}
 }
 
@@ -339,9 +320,9 @@ func (m *modelServer) slow(first ...string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var ps []string
 		for _, s := range first {
-			ps = append(ps, sseText(s))
+			ps = append(ps, modeltest.Text(s))
 		}
-		writeSSE(w, ps...)
+		modeltest.Stream(w, ps...)
 		select {
 		case <-r.Context().Done():
 		case <-m.release:

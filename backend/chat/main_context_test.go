@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/atrium-dev/atrium/backend/memory"
+	"github.com/atrium-dev/atrium/backend/model/modeltest"
 )
 
 // TestMainRunsCarryTheWorkspaceContext (issue 15, item 6): in a real
@@ -33,7 +34,7 @@ func TestMainRunsCarryTheWorkspaceContext(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = m.Close() })
 	ms := newModelServer(t, func(w http.ResponseWriter, r *http.Request) {
-		writeSSE(w, sseText("ok"), sseChunk(`{}`, "stop"), "[DONE]")
+		modeltest.Stream(w, modeltest.Text("ok"), modeltest.Chunk(`{}`, "stop"), "[DONE]")
 	})
 	e := newEnv(t, ms.provider(), nil, func(o *Options) { o.MainContext = m.MainContext })
 	res := e.send(t, "s-1", "你是谁？")

@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/atrium-dev/atrium/backend/history"
+	"github.com/atrium-dev/atrium/backend/model/modeltest"
 )
 
 // gated streams first, then waits for gate to close (or the client to
 // leave) and finishes the answer with rest.
 func (m *modelServer) gated(gate <-chan struct{}, first, rest string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		writeSSE(w, sseText(first))
+		modeltest.Stream(w, modeltest.Text(first))
 		select {
 		case <-gate:
 		case <-r.Context().Done():
@@ -21,7 +22,7 @@ func (m *modelServer) gated(gate <-chan struct{}, first, rest string) http.Handl
 		case <-m.release:
 			return
 		}
-		writeSSE(w, sseText(rest), sseChunk(`{}`, "stop"), "[DONE]")
+		modeltest.Stream(w, modeltest.Text(rest), modeltest.Chunk(`{}`, "stop"), "[DONE]")
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/atrium-dev/atrium/backend/model/modeltest"
 )
 
 // gated streams first, one flushed SSE event per delta, then waits for gate
@@ -15,7 +17,7 @@ import (
 func gated(gate <-chan struct{}, first, rest []string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		for _, s := range first {
-			writeSSE(w, sseText(s))
+			modeltest.Stream(w, modeltest.Text(s))
 		}
 		select {
 		case <-gate:
@@ -23,9 +25,9 @@ func gated(gate <-chan struct{}, first, rest []string) http.HandlerFunc {
 			return
 		}
 		for _, s := range rest {
-			writeSSE(w, sseText(s))
+			modeltest.Stream(w, modeltest.Text(s))
 		}
-		writeSSE(w, sseChunk(`{}`, "stop"), "[DONE]")
+		modeltest.Stream(w, modeltest.Chunk(`{}`, "stop"), "[DONE]")
 	}
 }
 

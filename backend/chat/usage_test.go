@@ -10,6 +10,7 @@ import (
 
 	"github.com/atrium-dev/atrium/backend/history"
 	"github.com/atrium-dev/atrium/backend/model"
+	"github.com/atrium-dev/atrium/backend/model/modeltest"
 )
 
 // antEvents writes Anthropic Messages stream events ("event: <type>\ndata:
@@ -132,7 +133,7 @@ func TestUsageOfFailedRun(t *testing.T) {
 func TestUsageOpenAIRun(t *testing.T) {
 	ms := newModelServer(t,
 		func(w http.ResponseWriter, r *http.Request) {
-			writeSSE(w, sseText("Hi"), sseChunk(`{}`, "stop"),
+			modeltest.Stream(w, modeltest.Text("Hi"), modeltest.Chunk(`{}`, "stop"),
 				`{"choices":[],"usage":{"prompt_tokens":321,"completion_tokens":2,"total_tokens":323}}`, "[DONE]")
 		},
 		answer("Nothing more."))

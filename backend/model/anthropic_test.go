@@ -61,7 +61,7 @@ func newAntScripted(t *testing.T, handlers ...http.HandlerFunc) antScripted {
 
 func (s antScripted) client(opts AnthropicOptions) *Anthropic {
 	if opts.BaseURL == "" {
-		opts.BaseURL = s.srv.URL
+		opts.BaseURL = s.URL
 	}
 	if opts.Model == "" {
 		opts.Model = "claude-test"
@@ -82,8 +82,8 @@ func TestAnthropicStreamText(t *testing.T) {
 		antStop(w, 0)
 		antEnd(w, "end_turn", 15)
 	})
-	c := s.client(AnthropicOptions{APIKey: "sk-ant-test", BaseURL: s.srv.URL + "/v1/"})
-	if c.Name() != "anthropic" || c.Model() != "claude-test" || c.BaseURL() != s.srv.URL {
+	c := s.client(AnthropicOptions{APIKey: "sk-ant-test", BaseURL: s.URL + "/v1/"})
+	if c.Name() != "anthropic" || c.Model() != "claude-test" || c.BaseURL() != s.URL {
 		t.Fatalf("Name/Model/BaseURL = %s/%s/%s", c.Name(), c.Model(), c.BaseURL())
 	}
 	ds, on := collectDeltas()
@@ -520,8 +520,8 @@ func TestAnthropicErrors(t *testing.T) {
 					t.Errorf("error %q does not contain %q", err, want)
 				}
 			}
-			if !strings.Contains(err.Error(), s.srv.URL) {
-				t.Errorf("error %q does not name the server %s", err, s.srv.URL)
+			if !strings.Contains(err.Error(), s.URL) {
+				t.Errorf("error %q does not name the server %s", err, s.URL)
 			}
 			if resp.Content != tc.partial || resp.Usage.PromptTokens != tc.prompt {
 				t.Errorf("partial = %+v, want content %q and %d prompt tokens", resp, tc.partial, tc.prompt)

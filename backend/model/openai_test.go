@@ -8,100 +8,38 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/atrium-dev/atrium/backend/model/modeltest"
 )
 
-// chunk builds one OpenAI chat.completion.chunk JSON text.
-func chunk(delta string, finish string) string {
-	fr := "null"
-	if finish != "" {
-		fr = fmt.Sprintf("%q", finish)
-	}
-	return fmt.Sprintf(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":%s,"finish_reason":%s}]}`, delta, fr)
-}
-
-func text(s string) string { return chunk(fmt.Sprintf(`{"content":%q}`, s), "") }
-
-// writeSSE writes each payload as one server-sent event and flushes.
-func writeSSE(w http.ResponseWriter, payloads ...string) {
-	for _, p := range payloads {
-		fmt.Fprintf(w, "data: %s\n\n", p)
-	}
-	w.(http.Flusher).Flush()
-}
-
-func startSSE(w http.ResponseWriter) {
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.WriteHeader(http.StatusOK)
-}
-
-// recorded is one request received by a scripted server.
-type recorded struct {
-	Auth   string      // the Authorization header
-	Header http.Header // all headers
-	Raw    []byte      // the body as sent
-	Body   map[string]any
-}
-
-// scripted serves the i-th request with handlers[i] and records requests.
-type scripted struct {
-	mu       sync.Mutex
-	requests []recorded
-	srv      *httptest.Server
-}
+// scripted is an OpenAI-compatible server (modeltest.Server): the i-th
+// request is served with handlers[i], and every request is recorded.
+type scripted struct{ *modeltest.Server }
 
 // newScripted scripts an OpenAI-compatible server (POST /v1/chat/completions).
 func newScripted(t *testing.T, handlers ...http.HandlerFunc) *scripted {
 	t.Helper()
-	return newScriptedAt(t, "/v1/chat/completions", handlers...)
+	return newScriptedAt(t, modeltest.ChatPath, handlers...)
 }
 
 // newScriptedAt scripts the answers to POST path; other requests get 404.
 func newScriptedAt(t *testing.T, path string, handlers ...http.HandlerFunc) *scripted {
 	t.Helper()
-	s := &scripted{}
-	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != path || r.Method != http.MethodPost {
-			http.Error(w, "wrong path "+r.URL.Path, http.StatusNotFound)
-			return
-		}
-		var body map[string]any
-		b, _ := io.ReadAll(r.Body)
-		if err := json.Unmarshal(b, &body); err != nil {
-			http.Error(w, "bad json", http.StatusBadRequest)
-			return
-		}
-		s.mu.Lock()
-		i := len(s.requests)
-		s.requests = append(s.requests, recorded{Auth: r.Header.Get("Authorization"), Header: r.Header.Clone(), Raw: b, Body: body})
-		s.mu.Unlock()
-		if i >= len(handlers) {
-			http.Error(w, "unexpected request", http.StatusInternalServerError)
-			return
-		}
-		handlers[i](w, r)
-	}))
-	t.Cleanup(s.srv.Close)
-	return s
+	return &scripted{modeltest.New(t, modeltest.Options{Path: path}, handlers...)}
 }
 
 func (s *scripted) client(opts OpenAIOptions) *OpenAI {
-	opts.BaseURL = s.srv.URL + "/v1"
+	opts.BaseURL = s.BaseURL()
 	if opts.Model == "" {
 		opts.Model = "test-model"
 	}
 	return NewOpenAI(opts)
 }
 
-func (s *scripted) request(i int) recorded {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.requests[i]
-}
+func (s *scripted) request(i int) modeltest.Request { return s.Request(i) }
 
 func collectDeltas() (*[]Delta, func(Delta)) {
 	var ds []Delta
@@ -110,11 +48,11 @@ func collectDeltas() (*[]Delta, func(Delta)) {
 
 func TestStreamText(t *testing.T) {
 	s := newScripted(t, func(w http.ResponseWriter, r *http.Request) {
-		startSSE(w)
+		modeltest.Start(w)
 		w.Write([]byte(": keep-alive comment\n\n"))
-		writeSSE(w, chunk(`{"role":"assistant","content":""}`, ""), text("Hel"), text("lo, "))
-		writeSSE(w, text("world"), chunk(`{}`, "stop"))
-		writeSSE(w, `{"id":"x","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15}}`, "[DONE]")
+		modeltest.Stream(w, modeltest.Chunk(`{"role":"assistant","content":""}`, ""), modeltest.Text("Hel"), modeltest.Text("lo, "))
+		modeltest.Stream(w, modeltest.Text("world"), modeltest.Chunk(`{}`, "stop"))
+		modeltest.Stream(w, `{"id":"x","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15}}`, "[DONE]")
 	})
 	c := s.client(OpenAIOptions{APIKey: "sk-test", Name: "ollama"})
 	if c.Name() != "ollama" || c.Model() != "test-model" {
@@ -157,11 +95,11 @@ func TestStreamText(t *testing.T) {
 
 func TestStreamReasoning(t *testing.T) {
 	s := newScripted(t, func(w http.ResponseWriter, r *http.Request) {
-		startSSE(w)
-		writeSSE(w,
-			chunk(`{"reasoning_content":"Let me think. "}`, ""), // DeepSeek, vLLM, llama.cpp
-			chunk(`{"reasoning":"Still thinking."}`, ""),        // Ollama, OpenRouter
-			text("42"), chunk(`{}`, "stop"), "[DONE]")
+		modeltest.Start(w)
+		modeltest.Stream(w,
+			modeltest.Chunk(`{"reasoning_content":"Let me think. "}`, ""), // DeepSeek, vLLM, llama.cpp
+			modeltest.Chunk(`{"reasoning":"Still thinking."}`, ""),        // Ollama, OpenRouter
+			modeltest.Text("42"), modeltest.Chunk(`{}`, "stop"), "[DONE]")
 	})
 	ds, on := collectDeltas()
 	resp, err := s.client(OpenAIOptions{}).Stream(context.Background(), Request{Model: "override",
@@ -184,19 +122,19 @@ func TestStreamReasoning(t *testing.T) {
 func TestStreamToolCallsThenText(t *testing.T) {
 	s := newScripted(t,
 		func(w http.ResponseWriter, r *http.Request) {
-			startSSE(w)
-			writeSSE(w,
-				chunk(`{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"memory_search","arguments":""}}]}`, ""),
-				chunk(`{"tool_calls":[{"index":0,"function":{"arguments":"{\"que"}}]}`, ""),
-				chunk(`{"tool_calls":[{"index":0,"function":{"arguments":"ry\": \"QK-77"}}]}`, ""),
-				chunk(`{"tool_calls":[{"index":1,"id":"call_b","type":"function","function":{"name":"memory_search","arguments":"{\"query\":"}}]}`, ""),
-				chunk(`{"tool_calls":[{"index":0,"function":{"arguments":"31\"}"}}]}`, ""),
-				chunk(`{"tool_calls":[{"index":1,"function":{"arguments":"\"x\"}"}}]}`, ""),
-				chunk(`{}`, "tool_calls"), "[DONE]")
+			modeltest.Start(w)
+			modeltest.Stream(w,
+				modeltest.Chunk(`{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"memory_search","arguments":""}}]}`, ""),
+				modeltest.Chunk(`{"tool_calls":[{"index":0,"function":{"arguments":"{\"que"}}]}`, ""),
+				modeltest.Chunk(`{"tool_calls":[{"index":0,"function":{"arguments":"ry\": \"QK-77"}}]}`, ""),
+				modeltest.Chunk(`{"tool_calls":[{"index":1,"id":"call_b","type":"function","function":{"name":"memory_search","arguments":"{\"query\":"}}]}`, ""),
+				modeltest.Chunk(`{"tool_calls":[{"index":0,"function":{"arguments":"31\"}"}}]}`, ""),
+				modeltest.Chunk(`{"tool_calls":[{"index":1,"function":{"arguments":"\"x\"}"}}]}`, ""),
+				modeltest.Chunk(`{}`, "tool_calls"), "[DONE]")
 		},
 		func(w http.ResponseWriter, r *http.Request) {
-			startSSE(w)
-			writeSSE(w, text("QK-7731 is "), text("the launch code."), chunk(`{}`, "stop"), "[DONE]")
+			modeltest.Start(w)
+			modeltest.Stream(w, modeltest.Text("QK-7731 is "), modeltest.Text("the launch code."), modeltest.Chunk(`{}`, "stop"), "[DONE]")
 		})
 	c := s.client(OpenAIOptions{})
 	tool := Tool{Name: "memory_search", Description: "search memory",
@@ -316,8 +254,8 @@ func TestStreamErrors(t *testing.T) {
 		{
 			name: "garbage line inside the stream",
 			handler: func(w http.ResponseWriter, r *http.Request) {
-				startSSE(w)
-				writeSSE(w, text("ok "))
+				modeltest.Start(w)
+				modeltest.Stream(w, modeltest.Text("ok "))
 				io.WriteString(w, "<<<garbage>>>\n\n")
 			},
 			kind: ErrBadResponse, contains: []string{"not part of an event stream", "<<<garbage>>>"}, partial: "ok ",
@@ -325,24 +263,24 @@ func TestStreamErrors(t *testing.T) {
 		{
 			name: "chunk that is not JSON",
 			handler: func(w http.ResponseWriter, r *http.Request) {
-				startSSE(w)
-				writeSSE(w, "{not json")
+				modeltest.Start(w)
+				modeltest.Stream(w, "{not json")
 			},
 			kind: ErrBadResponse, contains: []string{"not valid JSON"},
 		},
 		{
 			name: "error object in the stream",
 			handler: func(w http.ResponseWriter, r *http.Request) {
-				startSSE(w)
-				writeSSE(w, text("par"), `{"error":{"message":"context length exceeded"}}`)
+				modeltest.Start(w)
+				modeltest.Stream(w, modeltest.Text("par"), `{"error":{"message":"context length exceeded"}}`)
 			},
 			kind: ErrBadResponse, contains: []string{"reported an error", "context length exceeded"}, partial: "par",
 		},
 		{
 			name: "stream cut before [DONE]",
 			handler: func(w http.ResponseWriter, r *http.Request) {
-				startSSE(w)
-				writeSSE(w, text("The answer is"))
+				modeltest.Start(w)
+				modeltest.Stream(w, modeltest.Text("The answer is"))
 				conn, buf, err := http.NewResponseController(w).Hijack()
 				if err == nil {
 					buf.Flush()
@@ -354,8 +292,8 @@ func TestStreamErrors(t *testing.T) {
 		{
 			name: "stream ends cleanly but without [DONE] or finish_reason",
 			handler: func(w http.ResponseWriter, r *http.Request) {
-				startSSE(w)
-				writeSSE(w, text("half"))
+				modeltest.Start(w)
+				modeltest.Stream(w, modeltest.Text("half"))
 			},
 			kind: ErrIncomplete, contains: []string{"[DONE]"}, partial: "half",
 		},
@@ -373,8 +311,8 @@ func TestStreamErrors(t *testing.T) {
 					t.Errorf("error %q does not contain %q", err, want)
 				}
 			}
-			if !strings.Contains(err.Error(), s.srv.URL) {
-				t.Errorf("error %q does not name the server %s", err, s.srv.URL)
+			if !strings.Contains(err.Error(), s.URL) {
+				t.Errorf("error %q does not name the server %s", err, s.URL)
 			}
 			if resp.Content != tc.partial {
 				t.Errorf("partial = %q, want %q", resp.Content, tc.partial)
@@ -413,8 +351,8 @@ func blockingServer(t *testing.T, beforeHeaders bool, first ...string) *scripted
 	release := make(chan struct{})
 	s := newScripted(t, func(w http.ResponseWriter, r *http.Request) {
 		if !beforeHeaders {
-			startSSE(w)
-			writeSSE(w, first...)
+			modeltest.Start(w)
+			modeltest.Stream(w, first...)
 		}
 		select {
 		case <-r.Context().Done():
@@ -426,7 +364,7 @@ func blockingServer(t *testing.T, beforeHeaders bool, first ...string) *scripted
 }
 
 func TestStreamCancelMidStream(t *testing.T) {
-	s := blockingServer(t, false, text("slow "), text("answer"))
+	s := blockingServer(t, false, modeltest.Text("slow "), modeltest.Text("answer"))
 	c := s.client(OpenAIOptions{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -457,7 +395,7 @@ func TestStreamTimeouts(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := blockingServer(t, tc.beforeHeaders, text("hi"))
+			s := blockingServer(t, tc.beforeHeaders, modeltest.Text("hi"))
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a hang fails, not stalls
 			defer cancel()
 			_, err := s.client(tc.opts).Stream(ctx, Request{Messages: []Message{{Role: "user", Content: "x"}}}, nil)

@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/atrium-dev/atrium/backend/model/modeltest"
 )
 
 // keyedServer is a scripted OpenAI-compatible server that wants key.
@@ -25,11 +27,7 @@ func keyedServer(t *testing.T, key string) *httptest.Server {
 		case "/v1/models":
 			fmt.Fprint(w, `{"object":"list","data":[{"id":"qwen-7b"},{"id":"llama-3"}]}`)
 		case "/v1/chat/completions":
-			w.Header().Set("Content-Type", "text/event-stream")
-			for _, piece := range []string{"O", "K"} {
-				fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":%q}}]}\n\n", piece)
-			}
-			fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+			modeltest.Stream(w, modeltest.Text("O"), modeltest.Text("K"), modeltest.Chunk(`{}`, "stop"), modeltest.Done)
 		default:
 			http.NotFound(w, r)
 		}

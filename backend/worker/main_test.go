@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/atrium-dev/atrium/backend/model/modeltest"
 )
 
 // envHelper turns the test binary into a worker process (the re-exec
@@ -79,16 +81,7 @@ func scriptedModel(t *testing.T) *httptest.Server {
 			http.Error(w, "bad request", http.StatusBadRequest)
 			return
 		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		fl := w.(http.Flusher)
-		send := func(s string) bool {
-			b, _ := json.Marshal(map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"content": s}}}})
-			if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
-				return false
-			}
-			fl.Flush()
-			return true
-		}
+		send := func(s string) bool { return modeltest.Stream(w, modeltest.Text(s)) }
 		f := strings.Fields(req.Messages[len(req.Messages)-1].Content)
 		n := 0
 		if len(f) == 2 {
@@ -117,8 +110,7 @@ func scriptedModel(t *testing.T) *httptest.Server {
 		default:
 			send(req.Messages[len(req.Messages)-1].Content)
 		}
-		fmt.Fprint(w, "data: [DONE]\n\n")
-		fl.Flush()
+		modeltest.Stream(w, modeltest.Done)
 	}))
 	t.Cleanup(srv.Close)
 	return srv
