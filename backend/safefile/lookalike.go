@@ -10,23 +10,24 @@ import (
 	"strings"
 	"unicode"
 
+	"go.mau.fi/util/confusable"
 	"golang.org/x/text/cases"
 	"golang.org/x/text/unicode/norm"
 )
 
-// ErrLookalike: a new name equals an existing one after Fold (see
+// ErrLookalike: a new name looks like an existing one (see Alike and
 // LookalikeError).
 var ErrLookalike = errors.New("name looks like an existing one")
 
 // LookalikeError is CheckNew's refusal: Name (the new file or folder, a
 // path relative to the root) would sit beside Existing (the existing
-// entry's path) and both Fold to the same name. It wraps ErrLookalike.
+// entry's path) and the two look alike (Alike). It wraps ErrLookalike.
 type LookalikeError struct {
 	Name, Existing string
 }
 
 func (e *LookalikeError) Error() string {
-	return fmt.Sprintf("%s looks like the existing %s (the same name after Unicode NFKC normalisation and case folding); use that one, or a name that differs in more than case or width", e.Name, e.Existing)
+	return fmt.Sprintf("%s looks like the existing %s (the same name after Unicode NFKC normalisation, case folding and the UTS #39 confusable skeleton); use that one, or a name that does not look like it", e.Name, e.Existing)
 }
 
 // Unwrap returns ErrLookalike.
@@ -59,14 +60,117 @@ func ignorable(r rune) bool {
 		unicode.Is(unicode.Variation_Selector, r)
 }
 
+// Skeleton returns the confusable skeleton of s defined by Unicode
+// Technical Standard #39 (Unicode Security Mechanisms), section 4
+// "Confusable Detection": s in NFD, each character replaced by its
+// prototype from confusables.txt, NFD again. Strings with the same
+// skeleton look alike to a reader: Cyrillic `о` and Latin `o`, `1`, `I`
+// and `l`, `rn` and `m`, `0` and `O`, katakana `カ` and the ideograph
+// `力`, `士` and `土`. The table is Unicode 17.0.0's confusables.txt as
+// generated into go.mau.fi/util/confusable, which also drops every code
+// point that is not graphic (unicode.IsGraphic: format and control
+// characters, private-use and, in Go's Unicode tables, unassigned code
+// points), where UTS #39 drops Default_Ignorable_Code_Point. A skeleton
+// is a key to compare, never a name to show.
+func Skeleton(s string) string { return confusable.Skeleton(s) }
+
+// Keys returns the two forms under which names are compared (Alike):
+//
+//   - [0] Fold(Skeleton(name)): the skeleton, then NFKC and case
+//     folding, so that a confusable in another case matches: Greek `Ν`
+//     (Nu) has the skeleton `N`, so `ΝOTES` matches `notes`;
+//   - [1] Fold(Skeleton(Fold(name))): NFKC and case folding first, so
+//     that case and width variants match whatever their skeletons:
+//     `MEMO` folds to `memo`, whose skeleton is `rnemo`'s, `rnerno`.
+//
+// Neither alone does both: Fold(Skeleton("MEMO")) is "memo" while
+// Fold(Skeleton("memo")) is "rnerno", and Fold(Skeleton(Fold("ΝOTES")))
+// is "votes" (lower-case ν looks like v). The keys of a slash-separated
+// path keep its slashes, so paths whose folders are the same and whose
+// last names look alike share a key.
+func Keys(name string) [2]string {
+	return [2]string{Fold(Skeleton(name)), Fold(Skeleton(Fold(name)))}
+}
+
+// Alike reports whether the names a and b look alike: they share a key
+// of the same kind (Keys). That covers letter case (`NOTES.md`,
+// `notes.md`, `STRASSE`, `straße`), compatibility forms (fullwidth
+// `ｎｏｔｅｓ`, ligatures, circled digits), invisible characters (zero-width
+// spaces and joiners, bidi marks, variation selectors), composed and
+// decomposed accents, and UTS #39 confusables (Cyrillic or Greek letters
+// among Latin ones, `rn`/`m`, `1`/`l`/`I`, `0`/`O`), and these combined
+// (`ΝOTES` with a Greek Nu beside `notes`). It is not transitive: `filei`
+// and `filel` are not alike though both are like `fileI`. It does not map
+// Traditional to Simplified Chinese: `筆記` and `笔记` are different names,
+// as are `记录` and `纪录`. It errs on the side of alike (`modern.md` and
+// `modem.md` are: their skeletons are both `rnodern`), which costs a
+// rename, never a file mistaken for another.
+func Alike(a, b string) bool {
+	ka, kb := Keys(a), Keys(b)
+	return ka[0] == kb[0] || ka[1] == kb[1]
+}
+
+// Names is what a folder's entries look like: their keys (Keys) and, for
+// each, the first entry in name order that has it. The zero value is an
+// empty folder.
+type Names struct {
+	byKey [2]map[string]string
+}
+
+// ReadNames lists the folder dir of root ("." for root itself).
+func ReadNames(root *os.Root, dir string) (*Names, error) {
+	d, err := root.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	ents, err := d.ReadDir(-1)
+	d.Close()
+	if err != nil {
+		return nil, err
+	}
+	n := &Names{}
+	for _, e := range ents {
+		n.Add(e.Name())
+	}
+	return n, nil
+}
+
+// Add records an entry named name.
+func (n *Names) Add(name string) {
+	for i, k := range Keys(name) {
+		if n.byKey[i] == nil {
+			n.byKey[i] = map[string]string{}
+		}
+		if old, ok := n.byKey[i][k]; !ok || name < old {
+			n.byKey[i][k] = name
+		}
+	}
+}
+
+// Lookalike returns the entry that name looks like (Alike; name itself
+// when it is an entry), the first in name order, and whether there is
+// one.
+func (n *Names) Lookalike(name string) (string, bool) {
+	var found []string
+	for i, k := range Keys(name) {
+		if e, ok := n.byKey[i][k]; ok {
+			found = append(found, e)
+		}
+	}
+	if len(found) == 0 {
+		return "", false
+	}
+	return slices.Min(found), true
+}
+
 // CheckNew checks the slash-separated path rel (relative to root) before it
 // is created: the first of its components that does not exist (the file,
-// or a folder on its way) must not Fold to the same name as an entry
-// already in its folder. It returns nil (also when rel exists: nothing new
-// is created), a *LookalikeError naming that component and the existing
-// entry (the first in name order), or the file system's error. Concurrent creations of two
-// look-alike names must be serialised by the caller (memory locks writes
-// by the folded path).
+// or a folder on its way) must not look like (Alike) an entry already in
+// its folder. It returns nil (also when rel exists: nothing new is
+// created), a *LookalikeError naming that component and the existing
+// entry (the first in name order), or the file system's error. Concurrent
+// creations of two look-alike names must be serialised by the caller
+// (memory locks writes by both of the path's Keys).
 func CheckNew(root *os.Root, rel string) error {
 	rel = path.Clean(rel)
 	parts := strings.Split(rel, "/")
@@ -80,27 +184,14 @@ func CheckNew(root *os.Root, rel string) error {
 			return err
 		}
 		dir := path.Dir(cur)
-		d, err := root.Open(dir)
+		names, err := ReadNames(root, dir)
 		if err != nil {
 			return err
 		}
-		ents, err := d.ReadDir(-1)
-		d.Close()
-		if err != nil {
-			return err
+		if existing, ok := names.Lookalike(parts[i]); ok {
+			return &LookalikeError{Name: cur, Existing: path.Join(dir, existing)}
 		}
-		want := Fold(parts[i])
-		var names []string
-		for _, e := range ents {
-			if Fold(e.Name()) == want {
-				names = append(names, e.Name())
-			}
-		}
-		if len(names) == 0 {
-			return nil
-		}
-		slices.Sort(names)
-		return &LookalikeError{Name: cur, Existing: path.Join(dir, names[0])}
+		return nil
 	}
 	return nil
 }
