@@ -191,18 +191,30 @@ func aclStatus(g *guard.Guard) *ACLStatus {
 	return out
 }
 
-// checkImport checks (and audits, operation "import") that who may write
-// the file memory.import would create for r. A name with folders is
-// refused (INVALID_REQUEST, audited); other malformed names are left to
-// memory.Import.
+// checkImport is the ACL's first word on memory.import: who must be
+// granted write on the file r names (importTarget) as given, decided on
+// the name alone before the file system is asked, so that the answer
+// cannot tell which files exist in a folder who may not write. A refusal
+// is audited (operation "import"): a name with folders or a path trick
+// (INVALID_REQUEST), the ACL (FORBIDDEN); other malformed names are left
+// to memory.Import. The name may look like an existing file's (`NOTES.md`
+// beside `notes.md`): memory.Import then picks the next free name and asks
+// the guard (its Authorize hook, ActionImport) about that one, which
+// canonicalises it and audits the decision.
 func checkImport(g *guard.Guard, who acl.Principal, r memory.ImportRequest) error {
 	st, err := os.Stat(filepath.Join(g.Workspace(), "memory", "roles"))
 	target, err := importTarget(err == nil && st.IsDir(), r)
 	if err != nil {
 		return g.DenyInvalid(who, "import", r.Name, err.Error())
 	}
-	_, err = g.Check(who, "import", acl.Write, target)
-	return err
+	if err := acl.Lexical(target); err != nil {
+		return g.DenyInvalid(who, "import", target, err.Error())
+	}
+	if d := g.Decide(who, acl.Write, target); !d.Allowed {
+		name, _ := acl.Name(target)
+		return g.Deny(who, "import", name, d.Reason)
+	}
+	return nil
 }
 
 // statusWithACL is memory.status: the engine's status plus the ACL's.

@@ -27,17 +27,24 @@ const maxImportNameLen = 200
 // (and memory/ not while the index holds notes from a memory/ folder that
 // has gone missing: ErrUnavailable). Only notes named *.md, *.markdown or
 // *.txt (any case) are accepted; they are stored as ".md". The write is atomic (temp file,
-// fsync, hard link into place, fsync of the folder) and never overwrites: an
-// existing name, or one that looks like an existing one after NFKC and case
-// folding (`ＮＯＴＥＳ.md` beside `notes.md`), becomes name-1.md, name-2.md, ...
-// The new file's mode is safefile.DefaultPerm minus the umask (0644 under
-// umask 022). The note is indexed at once
-// and OnChange fires with reason "import".
+// fsync, hard link into place, fsync of the folder) and never overwrites: a
+// name that is taken, or that looks like an existing entry of the folder
+// (safefile.Alike: NFKC, case folding and the UTS #39 confusable skeleton,
+// so `NOTES.md`, `ＮＯＴＥＳ.md` and `nоtes.md` with a Cyrillic о beside
+// `notes.md`), becomes name-1.md, name-2.md, ... (the first free one of
+// maxImportNames). Options.Authorize (ActionImport) is asked for the name
+// chosen before anything is created. The new file's mode is
+// safefile.DefaultPerm minus the umask (0644 under umask 022). The note
+// is indexed at once and OnChange fires with reason "import".
 //
 // ErrInvalidInput: an empty name, a name without one of those extensions,
 // with a path separator, "..", a leading ".", or control characters; empty
 // content; binary content (NUL bytes or invalid UTF-8); content over
-// MaxImportBytes; an unknown layer.
+// MaxImportBytes; an unknown layer. ErrExists: a folder on the way that
+// does not exist looks like an existing one (`memory/roles/Main/` beside
+// `memory/roles/main/`; folders are not renamed). ErrForbidden: Authorize
+// refused. ErrInvalidPath: a folder on the way is a symlink leaving the
+// workspace.
 func (m *Manager) Import(ctx context.Context, r ImportRequest) (ImportResult, error) {
 	if m.closed.Load() {
 		return ImportResult{}, ErrClosed
@@ -78,19 +85,10 @@ func (m *Manager) Import(ctx context.Context, r ImportRequest) (ImportResult, er
 	if err := m.importRoots(ctx); err != nil {
 		return ImportResult{}, fmt.Errorf("import %s: %w", r.Name, err)
 	}
-	dir, err := mkdirUnder(m.ws, dirRel)
+	rel, err := m.importNew(ctx, dirRel, base, []byte(r.Content))
 	if err != nil {
 		return ImportResult{}, fmt.Errorf("import %s: %w", r.Name, err)
 	}
-	// The folder must not lead out of the workspace through a symlink.
-	if real, err := filepath.EvalSymlinks(dir); err != nil || !within(m.wsReal, real) {
-		return ImportResult{}, fmt.Errorf("import %s: %w: %s leaves the workspace", r.Name, ErrInvalidPath, dirRel)
-	}
-	name, err := writeNew(dir, base, []byte(r.Content))
-	if err != nil {
-		return ImportResult{}, fmt.Errorf("import %s: %w", r.Name, err)
-	}
-	rel := path.Join(dirRel, name)
 	m.log.Info("memory note imported", "path", rel, "bytes", len(r.Content))
 
 	res := ImportResult{Path: rel, Bytes: len(r.Content)}
@@ -141,12 +139,113 @@ func importName(name string) (string, error) {
 	return n, nil
 }
 
+// maxImportNames bounds the names Import tries: <stem>.md and
+// <stem>-1.md up to <stem>-9999.md.
+const maxImportNames = 10000
+
+// numberedName is the i-th name tried for a new file: <stem>.md, then
+// <stem>-<i>.md.
+func numberedName(stem string, i int) string {
+	if i == 0 {
+		return stem + ".md"
+	}
+	return stem + "-" + strconv.Itoa(i) + ".md"
+}
+
+// importNew writes data to dirRel/<stem>.md, or to <stem>-1.md,
+// <stem>-2.md ... when that name is taken or looks like an entry of the
+// folder (safefile.Alike), atomically (package safefile) and without ever
+// replacing a file; see Import. Each name is checked, authorized and
+// linked under its write locks (pathLocks), which every Write and Import
+// of a look-alike path shares, so none can create a look-alike meanwhile.
+// It returns the workspace-relative path written.
+func (m *Manager) importNew(ctx context.Context, dirRel, stem string, data []byte) (string, error) {
+	ws, err := os.OpenRoot(m.ws)
+	if err != nil {
+		return "", err
+	}
+	defer ws.Close()
+	// The folder's names as they are now, to skip those taken without a
+	// lock; the check under the lock decides.
+	names, err := safefile.ReadNames(ws, dirRel)
+	if err != nil {
+		names = &safefile.Names{} // a folder still to create (else the checks below say why)
+	}
+	var tmp *safefile.Temp
+	defer func() {
+		if tmp != nil {
+			tmp.Close()
+		}
+	}()
+	for i := range maxImportNames {
+		name := numberedName(stem, i)
+		if _, taken := names.Lookalike(name); taken {
+			continue
+		}
+		rel := dirRel + "/" + name
+		placed, err := m.importAs(ctx, ws, rel, data, &tmp)
+		switch {
+		case err != nil:
+			return "", err
+		case placed:
+			return rel, nil
+		}
+		names.Add(name) // taken meanwhile, or alike under the lock
+	}
+	return "", fmt.Errorf("%w: no free name for %s.md in %s (tried %d)", ErrExists, stem, dirRel, maxImportNames)
+}
+
+// importAs puts data in place as rel under rel's write locks unless rel
+// looks like an existing entry (placed false, nil error: try the next
+// name): the folders on the way are checked (safefile.CheckNew), the name
+// authorized (ActionImport), the folders created and the temp file
+// written in the folder (once, kept in *tmp for the next name) and linked.
+func (m *Manager) importAs(ctx context.Context, ws *os.Root, rel string, data []byte, tmp **safefile.Temp) (placed bool, err error) {
+	unlock := m.locks.lock(rel)
+	defer unlock()
+	var le *safefile.LookalikeError
+	if err := safefile.CheckNew(ws, rel); errors.As(err, &le) {
+		if le.Name != rel {
+			return false, fmt.Errorf("%w: %w", ErrExists, err) // a folder on the way
+		}
+		return false, nil
+	}
+	// Other errors (a folder on the way that is a file or a symlink out of
+	// the workspace) are reported precisely by the checks below.
+	if err := m.authorize(ctx, AdminWriter, "", ActionImport, rel); err != nil {
+		return false, err
+	}
+	dirRel, name := path.Split(rel)
+	dirRel = strings.TrimSuffix(dirRel, "/")
+	if *tmp == nil {
+		dir, err := mkdirUnder(m.ws, dirRel)
+		if err != nil {
+			return false, err
+		}
+		// The folder must not lead out of the workspace through a symlink.
+		if real, err := filepath.EvalSymlinks(dir); err != nil || !within(m.wsReal, real) {
+			return false, fmt.Errorf("%w: %s leaves the workspace", ErrInvalidPath, dirRel)
+		}
+		if *tmp, err = safefile.NewTempIn(ws, dirRel, data, safefile.Options{}); err != nil {
+			return false, err
+		}
+	}
+	switch err := (*tmp).Link(name); {
+	case errors.Is(err, fs.ErrExist):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return true, nil
+}
+
 // writeNew writes data to dir/<stem>.md, or <stem>-1.md, <stem>-2.md ... if
 // taken, atomically (package safefile) and without ever replacing an
-// existing file. A name that looks like an existing one (the same after
-// NFKC normalisation and case folding, safefile.CheckNew: `NOTES.md` beside
-// `notes.md`) counts as taken. The file gets the mode of a new file
-// (safefile.DefaultPerm minus the umask). It returns the file name used.
+// existing file: the other side of a conflict, beside its file (the
+// caller holds that file's write locks). A name that looks like an
+// existing one (safefile.CheckNew) counts as taken. The file gets the
+// mode of a new file (safefile.DefaultPerm minus the umask). It returns
+// the file name used.
 func writeNew(dir, stem string, data []byte) (string, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
@@ -158,11 +257,8 @@ func writeNew(dir, stem string, data []byte) (string, error) {
 		return "", err
 	}
 	defer tmp.Close()
-	for i := 0; i < 10000; i++ {
-		name := stem + ".md"
-		if i > 0 {
-			name = stem + "-" + strconv.Itoa(i) + ".md"
-		}
+	for i := range maxImportNames {
+		name := numberedName(stem, i)
 		if err := safefile.CheckNew(root, name); errors.Is(err, safefile.ErrLookalike) {
 			continue
 		} else if err != nil {

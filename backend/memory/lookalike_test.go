@@ -3,8 +3,11 @@ package memory
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +27,8 @@ func TestLookalikeNames(t *testing.T) {
 	files["memory/global/笔记(一).md"] = "# 笔记\n"
 	files["memory/global/会议2026.md"] = "# 会议\n"
 	files["memory/roles/Editor/notes.md"] = "# Editor\n"
+	files["memory/global/memo.md"] = "# Memo\n"
+	files["memory/global/会议记录.md"] = "# 会议记录\n"
 	f, _ := newSessionFixture(t, files, nil)
 	exists := func(rel string) bool {
 		_, err := os.Lstat(filepath.Join(f.ws, filepath.FromSlash(rel)))
@@ -46,6 +51,11 @@ func TestLookalikeNames(t *testing.T) {
 		{"memory/global/会议２０２６.md", "memory/global/会议２０２６.md", "memory/global/会议2026.md"},
 		{"memory/ＧＬＯＢＡＬ/x.md", "memory/ＧＬＯＢＡＬ", "memory/global"},
 		{"memory/roles/Writer/x.md", "memory/roles/Writer", "memory/roles/writer"},
+		// UTS #39 confusables (issue 21 item 5).
+		{"memory/global/n\u043etes.md", "memory/global/n\u043etes.md", "memory/global/notes.md"},
+		{"memory/global/\u039dOTES.md", "memory/global/\u039dOTES.md", "memory/global/notes.md"},
+		{"memory/global/rnemo.md", "memory/global/rnemo.md", "memory/global/memo.md"},
+		{"memory/roles/wr\u0456ter/x.md", "memory/roles/wr\u0456ter", "memory/roles/writer"},
 	} {
 		_, err := f.m.Write(ctx, WriteRequest{Path: tc.path, Content: "x", Mode: WriteReplace, Writer: AdminWriter})
 		refused("write "+tc.path, err, tc.name, tc.existing)
@@ -72,6 +82,10 @@ func TestLookalikeNames(t *testing.T) {
 		{"ＮＯＴＥＳ.md", "memory/global/ＮＯＴＥＳ-1.md"},
 		{"笔记（一）.txt", "memory/global/笔记（一）-1.md"},
 		{"Notes.markdown", "memory/global/Notes-2.md"},
+		{"NOTES.md", "memory/global/NOTES-3.md"},
+		{"n\u043etes.md", "memory/global/n\u043etes-4.md"},
+		{"RNEMO.md", "memory/global/RNEMO-1.md"},
+		{"會議記錄.md", "memory/global/會議記錄.md"}, // Traditional: another name than 会议记录.md
 	} {
 		res, err := f.m.Import(ctx, ImportRequest{Name: tc.name, Content: "# imported\n", Layer: LayerGlobal})
 		if err != nil || res.Path != tc.want {
@@ -85,8 +99,10 @@ func TestLookalikeNames(t *testing.T) {
 func TestLookalikeNamesConcurrent(t *testing.T) {
 	ctx := context.Background()
 	f, _ := newSessionFixture(t, teamFiles(), nil)
-	for i := range 20 {
-		names := []string{"memory/global/plan" + string(rune('a'+i)) + ".md", "memory/global/ＰＬＡＮ" + string(rune('Ａ'+i)) + ".md"}
+	for i := range 21 {
+		// Fullwidth capitals, a Cyrillic а, Greek capitals (Rho, Alpha, Nu).
+		alike := []string{"ＰＬＡＮ%d.md", "pl\u0430n%d.md", "\u03a1L\u0391\u039d%d.md"}[i%3]
+		names := []string{fmt.Sprintf("memory/global/plan%d.md", i), fmt.Sprintf("memory/global/"+alike, i)}
 		errs := make([]error, 2)
 		var wg sync.WaitGroup
 		for k := range names {
@@ -108,6 +124,90 @@ func TestLookalikeNamesConcurrent(t *testing.T) {
 		}
 		if created != 1 {
 			t.Fatalf("round %d: %d of %v created", i, created, names)
+		}
+	}
+}
+
+// Import renames a look-alike of an existing file, but a folder on the way
+// that looks like an existing one is refused (folders are not renamed),
+// and nothing is created before Authorize has allowed the name chosen.
+func TestImportLookalikeFolderAndAuthorize(t *testing.T) {
+	ctx := context.Background()
+	var asked []string
+	deny := ""
+	f, _ := newSessionFixture(t, map[string]string{
+		"memory/GLOBAL/notes.md":       "# Notes\n",
+		"memory/roles/main/notes.md":   "# Notes\n",
+		"memory/roles/main/NOTES-1.md": "# Notes 1\n",
+	}, func(o *Options) {
+		o.Authorize = func(ctx context.Context, writer, session, action, path string) error {
+			if action == ActionImport {
+				asked = append(asked, writer+" "+path)
+				if path == deny {
+					return errors.New("no")
+				}
+			}
+			return nil
+		}
+	})
+	_, err := f.m.Import(ctx, ImportRequest{Name: "x.md", Content: "# x\n", Layer: LayerGlobal})
+	if !errors.Is(err, ErrExists) || !strings.Contains(err.Error(), "memory/global looks like the existing memory/GLOBAL") {
+		t.Errorf("import into memory/global beside memory/GLOBAL: %v, want ErrExists naming memory/GLOBAL", err)
+	}
+	if _, err := os.Lstat(filepath.Join(f.ws, "memory", "global")); err == nil {
+		t.Error("memory/global was created")
+	}
+	// notes.md and notes-1.md are taken (the second by a look-alike): the
+	// name asked for is Notes-2.md.
+	deny = "memory/roles/main/Notes-2.md"
+	_, err = f.m.Import(ctx, ImportRequest{Name: "Notes.md", Content: "# n\n"})
+	if !errors.Is(err, ErrForbidden) || !slices.Equal(asked, []string{"admin memory/roles/main/Notes-2.md"}) {
+		t.Errorf("import Notes.md: %v, asked %q; want ErrForbidden for memory/roles/main/Notes-2.md", err, asked)
+	}
+	if _, err := os.Lstat(filepath.Join(f.ws, "memory", "roles", "main", "Notes-2.md")); err == nil {
+		t.Error("the refused import was written")
+	}
+	ents, _ := os.ReadDir(filepath.Join(f.ws, "memory", "roles", "main"))
+	if len(ents) != 2 {
+		t.Errorf("the folder holds %d entries after a refused import (a temp file left?)", len(ents))
+	}
+	// A refused import into a folder that does not exist creates none.
+	deny, asked = "memory/roles/editor/x.md", nil
+	if _, err := f.m.Import(ctx, ImportRequest{Name: "x.md", Content: "# x\n", Role: "editor"}); !errors.Is(err, ErrForbidden) {
+		t.Errorf("import as editor: %v, want ErrForbidden", err)
+	}
+	if _, err := os.Lstat(filepath.Join(f.ws, "memory", "roles", "editor")); err == nil {
+		t.Error("the refused import created memory/roles/editor")
+	}
+}
+
+// Concurrent imports of look-alike names each get a name of their own, and
+// no two of the names look alike.
+func TestImportLookalikeConcurrent(t *testing.T) {
+	ctx := context.Background()
+	f, _ := newSessionFixture(t, teamFiles(), nil)
+	variants := []string{"notes.md", "NOTES.md", "ＮＯＴＥＳ.md", "n\u043etes.md", "\u039dOTES.md", "Notes.txt", "no\u200btes.md", "NОTES.markdown"}
+	paths := make([]string, len(variants))
+	errs := make([]error, len(variants))
+	var wg sync.WaitGroup
+	for i, v := range variants {
+		wg.Go(func() {
+			var res ImportResult
+			res, errs[i] = f.m.Import(ctx, ImportRequest{Name: v, Content: "# " + v + "\n", Layer: LayerGlobal})
+			paths[i] = res.Path
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("import %q: %v", variants[i], err)
+		}
+	}
+	for i := range paths {
+		for j := range i {
+			if safefile.Alike(path.Base(paths[i]), path.Base(paths[j])) {
+				t.Errorf("imports %q and %q landed as look-alikes %q and %q", variants[i], variants[j], paths[i], paths[j])
+			}
 		}
 	}
 }

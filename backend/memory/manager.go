@@ -155,10 +155,12 @@ type Options struct {
 	// hand edits are not counted.
 	Versions *versions.Store
 	// Authorize, if set, is asked before Write, Note and ResolveConflict
-	// do anything: writer is the role (or "admin"), session the caller's
-	// session ("" when none), action ActionWrite or ActionResolve, path the
-	// clean workspace-relative path. A non-nil error refuses the call
-	// (returned wrapping ErrForbidden). nil allows everything.
+	// do anything, and by Import before it creates a file or folder:
+	// writer is the role (or "admin"; Import passes AdminWriter, the
+	// principal being the one ctx carries), session the caller's session
+	// ("" when none), action ActionWrite, ActionResolve or ActionImport,
+	// path the clean workspace-relative path. A non-nil error refuses the
+	// call (returned wrapping ErrForbidden). nil allows everything.
 	Authorize func(ctx context.Context, writer, session, action, path string) error
 	// Now is the clock of the write path (conflict file names, notes) and
 	// of session expiry (sessions.go); default time.Now.

@@ -85,6 +85,9 @@ const (
 	ActionWrite = "write"
 	// ActionResolve: ResolveConflict, on the conflict's file.
 	ActionResolve = "resolve"
+	// ActionImport: Import, on the file it is about to create (the name
+	// it chose, after any renaming), before anything is created.
+	ActionImport = "import"
 	// ActionRead asks whether the caller may read a file (a conflict
 	// record holds its text; a conflict on an unreadable file is
 	// ErrNotFound to that caller, so ids cannot be probed).
@@ -241,10 +244,12 @@ func frontMatter(text string) (string, bool) {
 	}
 }
 
-// pathLocks serialises writes per file path, keyed by the path's
-// safefile.Fold form, so that look-alike names (`notes.md`, `ＮＯＴＥＳ.md`)
-// share a lock and a write cannot create one while another creates the
-// other. A lock entry lives while someone holds or waits for it.
+// pathLocks serialises writes per file path. A path takes two locks, one
+// for each of its safefile.Keys and always in that order, so that paths
+// that look alike (safefile.Alike: `notes.md`, `ＮＯＴＥＳ.md`, `nоtes.md`
+// with a Cyrillic о) share at least one and a write cannot create one
+// while another creates the other. A lock entry lives while someone holds
+// or waits for it.
 type pathLocks struct {
 	mu sync.Mutex
 	m  map[string]*pathLock
@@ -255,52 +260,77 @@ type pathLock struct {
 	refs int
 }
 
-func (p *pathLocks) entry(rel string) *pathLock {
-	rel = safefile.Fold(rel)
+// lockKeys are rel's two lock names, one per kind of safefile.Keys.
+func lockKeys(rel string) [2]string {
+	k := safefile.Keys(rel)
+	return [2]string{"0:" + k[0], "1:" + k[1]}
+}
+
+// entries returns (creating them) the lock entries of keys and counts the
+// caller in; p.mu is held.
+func (p *pathLocks) entries(keys [2]string) [2]*pathLock {
 	if p.m == nil {
 		p.m = map[string]*pathLock{}
 	}
-	l := p.m[rel]
-	if l == nil {
-		l = &pathLock{}
-		p.m[rel] = l
+	var ls [2]*pathLock
+	for i, k := range keys {
+		l := p.m[k]
+		if l == nil {
+			l = &pathLock{}
+			p.m[k] = l
+		}
+		l.refs++
+		ls[i] = l
 	}
-	return l
+	return ls
 }
 
-func (p *pathLocks) release(rel string, l *pathLock) {
-	l.mu.Unlock()
-	p.mu.Lock()
-	l.refs--
-	if l.refs == 0 {
-		delete(p.m, safefile.Fold(rel))
+// drop counts the caller out of keys' entries, deleting unused ones; p.mu
+// is held.
+func (p *pathLocks) drop(keys [2]string, ls [2]*pathLock) {
+	for i, l := range ls {
+		l.refs--
+		if l.refs == 0 {
+			delete(p.m, keys[i])
+		}
 	}
+}
+
+func (p *pathLocks) release(keys [2]string, ls [2]*pathLock) {
+	ls[1].mu.Unlock()
+	ls[0].mu.Unlock()
+	p.mu.Lock()
+	p.drop(keys, ls)
 	p.mu.Unlock()
 }
 
-// lock waits for rel's lock and returns its release func.
+// lock waits for rel's locks and returns their release func.
 func (p *pathLocks) lock(rel string) func() {
+	keys := lockKeys(rel)
 	p.mu.Lock()
-	l := p.entry(rel)
-	l.refs++
+	ls := p.entries(keys)
 	p.mu.Unlock()
-	l.mu.Lock()
-	return func() { p.release(rel, l) }
+	ls[0].mu.Lock()
+	ls[1].mu.Lock()
+	return func() { p.release(keys, ls) }
 }
 
-// tryLock takes rel's lock only if it is free.
+// tryLock takes rel's locks only if both are free.
 func (p *pathLocks) tryLock(rel string) (func(), bool) {
+	keys := lockKeys(rel)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	l := p.entry(rel)
-	if !l.mu.TryLock() {
-		if l.refs == 0 {
-			delete(p.m, safefile.Fold(rel))
-		}
+	ls := p.entries(keys)
+	if !ls[0].mu.TryLock() {
+		p.drop(keys, ls)
 		return nil, false
 	}
-	l.refs++
-	return func() { p.release(rel, l) }, true
+	if !ls[1].mu.TryLock() {
+		ls[0].mu.Unlock()
+		p.drop(keys, ls)
+		return nil, false
+	}
+	return func() { p.release(keys, ls) }, true
 }
 
 func (m *Manager) now() time.Time {
@@ -479,11 +509,12 @@ func (m *Manager) readCurrent(ctx context.Context, rel string) (current, error) 
 }
 
 // checkNewName refuses (ErrExists) to create rel, or a folder on its way,
-// under a name that looks like an existing one in the same folder: the same
-// after NFKC normalisation and case folding (safefile.CheckNew), such as
-// `memory/ＮＯＴＥＳ.md` beside `memory/notes.md` or `memory/Roles/` beside
+// under a name that looks like an existing one in the same folder
+// (safefile.CheckNew and safefile.Alike: NFKC, case folding and the UTS #39
+// confusable skeleton), such as `memory/ＮＯＴＥＳ.md` or `memory/nоtes.md`
+// (a Cyrillic о) beside `memory/notes.md`, or `memory/Roles/` beside
 // `memory/roles/`. The error names the existing file. Writes to an
-// existing rel pass. Look-alike paths share one write lock (pathLocks), so
+// existing rel pass. Look-alike paths share a write lock (pathLocks), so
 // two of them cannot both be created at once.
 func (m *Manager) checkNewName(rel string) error {
 	root, err := os.OpenRoot(m.ws)
