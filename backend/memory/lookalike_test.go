@@ -73,6 +73,12 @@ func TestLookalikeNames(t *testing.T) {
 	acl := f.read(t, "memory/.acl")
 	_, err = f.m.CreateRole(ctx, CreateRoleRequest{Role: "WRITER", Description: "Writes"})
 	refused("create role WRITER", err, "memory/roles/WRITER", "memory/roles/writer")
+	// A role whose name looks like an existing role's (a Cyrillic і; rn
+	// for m): a second principal nobody could tell from the first.
+	_, err = f.m.CreateRole(ctx, CreateRoleRequest{Role: "wr\u0456ter", Description: "Writes"})
+	refused("create role wrіter", err, "memory/roles/wr\u0456ter", "memory/roles/writer")
+	_, err = f.m.CreateRole(ctx, CreateRoleRequest{Role: "c0de-expert", Description: "Codes"})
+	refused("create role c0de-expert", err, "memory/roles/c0de-expert", "memory/roles/code-expert")
 	if f.read(t, "memory/.acl") != acl {
 		t.Error("the refused role changed the .acl")
 	}

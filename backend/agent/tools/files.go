@@ -266,8 +266,10 @@ func (e *env) writeFile(ctx context.Context, c agent.Call) (agent.Output, error)
 // safefile: a temp file in the same folder, fsync, rename), keeping the
 // mode and owner of the file it replaces; a new file gets
 // safefile.DefaultPerm minus the umask. A new file or folder whose name
-// looks like an existing one (NFKC and case folding: `ＮＯＴＥＳ.txt`
-// beside `notes.txt`) is refused, naming it. It returns the file's new size.
+// looks like an existing one (safefile.CheckNew: NFKC, case folding and the
+// UTS #39 confusable skeleton, so `ＮＯＴＥＳ.txt` or `nоtes.txt` with a
+// Cyrillic о beside `notes.txt`) is refused, naming it. It returns the
+// file's new size.
 func writeAtomic(root *os.Root, rel, content string, appendTo bool) (int, error) {
 	data := []byte(content)
 	if st, err := root.Stat(rel); err == nil {

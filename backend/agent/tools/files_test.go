@@ -233,6 +233,10 @@ func TestWriteFileModesAndLookalikes(t *testing.T) {
 		{"notes/Todo.TXT", "notes/todo.txt"},
 		{"ＮＯＴＥＳ/plan.txt", "notes"},
 		{"memory/roles/code-expert/ＩＤＥＡＳ.md", "memory/roles/code-expert/ideas.md"},
+		// UTS #39 confusables (issue 21 item 5).
+		{"notes/t\u043ed\u043e.txt", "notes/todo.txt"},                                  // Cyrillic о
+		{"n\u043etes/plan.txt", "notes"},                                                // a folder
+		{"memory/roles/code-expert/\u0456deas.md", "memory/roles/code-expert/ideas.md"}, // Cyrillic і
 	} {
 		res := e.call(WriteFile, map[string]any{"path": tc.path, "content": "x"})
 		// (A case-only variant is already refused by the ACL's path
