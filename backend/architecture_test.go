@@ -35,6 +35,7 @@ var allowed = map[string][]string{
 	"backend/memory/memorytest":   {},
 	"backend/chromiumtest":        {},
 	"backend/model/modeltest":     {},
+	"backend/device/devicetest":   {"backend/device", "backend/gateway"},
 	"backend/nodehost":            {"backend/device", "backend/gwid", "backend/gateway", "backend/safefile"},
 	"backend/memory/chunk":        {},
 	"backend/memory/hanzi":        {},
@@ -104,12 +105,11 @@ var testAllowed = map[string][]string{
 	// discovery's and the wiring's mDNS tests run in a network namespace
 	// of their own.
 	"backend/discovery": {"backend/discovery/netnstest"},
-	"backend/atrium":    {"backend/discovery/netnstest", "backend/memory/memorytest", "backend/model/modeltest"},
+	"backend/atrium":    {"backend/discovery/netnstest", "backend/memory/memorytest", "backend/model/modeltest", "backend/device/devicetest"},
 	// The tests that damage an index on disk (the wiring's above too)
 	// share memory/memorytest.
 	"backend/memory":       {"backend/memory/memorytest"},
 	"backend/memory/index": {"backend/memory/memorytest"},
-	"backend/cli":          {"backend/memory/memorytest"},
 	// The tests that run headless Chromium start it through chromiumtest.
 	"backend/device": {"backend/chromiumtest"},
 	"backend/gwid":   {"backend/chromiumtest"},
@@ -121,6 +121,10 @@ var testAllowed = map[string][]string{
 	"backend/model":           {"backend/model/modeltest"},
 	"backend/chat":            {"backend/model/modeltest"},
 	"backend/worker":          {"backend/model/modeltest"},
+	// Device keys and the signed device connect are device/devicetest's
+	// (the wiring's tests above too).
+	"backend/devices": {"backend/device/devicetest"},
+	"backend/cli":     {"backend/memory/memorytest", "backend/device/devicetest"},
 }
 
 func TestImportRules(t *testing.T) {

@@ -35,6 +35,7 @@ import (
 
 	"github.com/atrium-dev/atrium/backend/audit"
 	"github.com/atrium-dev/atrium/backend/device"
+	"github.com/atrium-dev/atrium/backend/device/devicetest"
 	"github.com/atrium-dev/atrium/backend/devices"
 	"github.com/atrium-dev/atrium/backend/gateway"
 	"github.com/atrium-dev/atrium/backend/gwid"
@@ -130,18 +131,11 @@ func (k *atk) wssURL() string { return "wss://" + k.lanAddr + "/ws" }
 
 // dev connects key over WSS from src as a device (proof for this gateway).
 func (k *atk) dev(src string, key *device.PrivateKey, o gateway.ClientOptions) (*gateway.Client, error) {
-	o.URL, o.Device, o.HTTPClient = k.wssURL(), key, k.from(src)
+	o.URL, o.HTTPClient = k.wssURL(), k.from(src)
 	if o.GatewayID == "" {
 		o.GatewayID = k.a.Identity.ID
 	}
-	if o.Client.ID == "" {
-		o.Client = gateway.ClientInfo{ID: "atrium-phone", Version: "test", Platform: "android", Mode: "node", DisplayName: "Pixel 8"}
-	}
-	c, err := gateway.Dial(k.ctx, o)
-	if err == nil {
-		k.t.Cleanup(func() { c.Close() })
-	}
-	return c, err
+	return devicetest.Dial(k.ctx, k.t, key, o)
 }
 
 func (k *atk) mustDev(src string, key *device.PrivateKey, o gateway.ClientOptions) *gateway.Client {
@@ -155,9 +149,7 @@ func (k *atk) mustDev(src string, key *device.PrivateKey, o gateway.ClientOption
 
 func newDeviceKey(t *testing.T) *device.PrivateKey {
 	t.Helper()
-	key, err := device.GenerateKey(device.Ed25519)
-	must(t, err)
-	return key
+	return devicetest.NewKey(t, device.Ed25519)
 }
 
 // code asks for a setup code as the person.

@@ -9,21 +9,15 @@ import (
 
 	"github.com/atrium-dev/atrium/backend/audit"
 	"github.com/atrium-dev/atrium/backend/device"
+	"github.com/atrium-dev/atrium/backend/device/devicetest"
 	"github.com/atrium-dev/atrium/backend/gateway"
 )
 
 // deviceDial connects key to the app as a device (no operator token).
 func deviceDial(ctx context.Context, t *testing.T, a *App, key *device.PrivateKey, o gateway.ClientOptions) (*gateway.Client, error) {
 	t.Helper()
-	o.URL, o.Device, o.GatewayID = a.WSURL(), key, a.Identity.ID
-	if o.Client.ID == "" {
-		o.Client = gateway.ClientInfo{ID: "test-device", Version: "test", Platform: "android", Mode: "node", DisplayName: "Pixel 8"}
-	}
-	c, err := gateway.Dial(ctx, o)
-	if err == nil {
-		t.Cleanup(func() { c.Close() })
-	}
-	return c, err
+	o.URL, o.GatewayID = a.WSURL(), a.Identity.ID
+	return devicetest.Dial(ctx, t, key, o)
 }
 
 // pairCode asks the app for a setup code as admin.
@@ -56,8 +50,7 @@ func waitEvent(ctx context.Context, t *testing.T, c *gateway.Client, name string
 // admin, and returns its key and tokens by role.
 func pairDevice(ctx context.Context, t *testing.T, a *App, admin *gateway.Client, roles, commands []string) (*device.PrivateKey, map[string]string) {
 	t.Helper()
-	key, err := device.GenerateKey(device.Ed25519)
-	must(t, err)
+	key := devicetest.NewKey(t, device.Ed25519)
 	pending, err := deviceDial(ctx, t, a, key, gateway.ClientOptions{SetupCode: pairCode(ctx, t, admin), Role: roles[0], Roles: roles,
 		Commands: commands, Caps: []string{"system"}})
 	must(t, err)
@@ -87,8 +80,7 @@ func devicePrincipals(ctx context.Context, t *testing.T, a *App) []principalConn
 	node, err := deviceDial(ctx, t, a, key, gateway.ClientOptions{DeviceToken: toks[gateway.RoleNode], Role: gateway.RoleNode,
 		Commands: []string{"system.run"}})
 	must(t, err)
-	other, err := device.GenerateKey(device.ECDSAP256)
-	must(t, err)
+	other := devicetest.NewKey(t, device.ECDSAP256)
 	unpaired, err := deviceDial(ctx, t, a, other, gateway.ClientOptions{SetupCode: pairCode(ctx, t, admin), Role: gateway.RoleNode})
 	must(t, err)
 	return []principalConn{
@@ -133,12 +125,10 @@ func TestDeviceConnectRefusalsAudited(t *testing.T) {
 		t.Fatalf("pairing record after a mismatch: %v", err)
 	}
 	code := pairCode(ctx, t, admin)
-	first, err := device.GenerateKey(device.Ed25519)
-	must(t, err)
+	first := devicetest.NewKey(t, device.Ed25519)
 	_, err = deviceDial(ctx, t, a, first, gateway.ClientOptions{SetupCode: code, Role: gateway.RoleNode})
 	must(t, err)
-	second, err := device.GenerateKey(device.ECDSAP256)
-	must(t, err)
+	second := devicetest.NewKey(t, device.ECDSAP256)
 	_, err = deviceDial(ctx, t, a, second, gateway.ClientOptions{SetupCode: code, Role: gateway.RoleNode})
 	if !errors.As(err, &ge) || ge.Details["reason"] != "code_used" {
 		t.Fatalf("a used code from another device: %v", err)

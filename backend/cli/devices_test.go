@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/atrium-dev/atrium/backend/device"
+	"github.com/atrium-dev/atrium/backend/device/devicetest"
 	"github.com/atrium-dev/atrium/backend/gateway"
 )
 
@@ -117,15 +118,12 @@ func TestPairAndNodesCommands(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	key, err := device.GenerateKey(device.Ed25519)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := devicetest.NewKey(t, device.Ed25519)
 	dial := func(o gateway.ClientOptions) (*gateway.Client, error) {
-		o.URL, o.Device, o.GatewayID, o.Role = "ws://127.0.0.1:"+port+"/ws", key, frag.Get("g"), gateway.RoleNode
-		o.Client = gateway.ClientInfo{ID: "node-host", Platform: "linux", Mode: "node", DisplayName: "build box"}
+		o.URL, o.GatewayID, o.Role = "ws://127.0.0.1:"+port+"/ws", frag.Get("g"), gateway.RoleNode
+		o.Client = devicetest.NodeHost()
 		o.Commands = []string{"system.run", "system.which"}
-		return gateway.Dial(ctx, o)
+		return devicetest.Dial(ctx, t, key, o)
 	}
 	pending, err := dial(gateway.ClientOptions{SetupCode: frag.Get("c")})
 	if err != nil {

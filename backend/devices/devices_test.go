@@ -21,6 +21,7 @@ import (
 
 	"github.com/atrium-dev/atrium/backend/audit"
 	"github.com/atrium-dev/atrium/backend/device"
+	"github.com/atrium-dev/atrium/backend/device/devicetest"
 	"github.com/atrium-dev/atrium/backend/devices"
 	"github.com/atrium-dev/atrium/backend/gateway"
 	"github.com/atrium-dev/atrium/backend/pairing"
@@ -122,11 +123,7 @@ func ctx(t *testing.T) context.Context {
 
 func newKey(t *testing.T) *device.PrivateKey {
 	t.Helper()
-	k, err := device.GenerateKey(device.Ed25519)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
+	return devicetest.NewKey(t, device.Ed25519)
 }
 
 // dial connects key as a device; o.URL, Device, GatewayID, Now default
@@ -138,21 +135,16 @@ func (e *env) dial(key *device.PrivateKey, o gateway.ClientOptions) (*gateway.Cl
 	if o.GatewayID == "" {
 		o.GatewayID = gatewayID
 	}
-	o.Device = key
 	if o.Now == nil {
 		o.Now = e.clock.Now
 	}
 	if o.Client.ID == "" {
-		o.Client = gateway.ClientInfo{ID: "node-host", Platform: "linux", Mode: "node", DisplayName: "build box"}
+		o.Client = devicetest.NodeHost()
 	}
 	if o.Role == "" {
 		o.Role = gateway.RoleNode
 	}
-	c, err := gateway.Dial(ctx(e.t), o)
-	if err == nil {
-		e.t.Cleanup(func() { c.Close() })
-	}
-	return c, err
+	return devicetest.Dial(ctx(e.t), e.t, key, o)
 }
 
 func (e *env) mustDial(key *device.PrivateKey, o gateway.ClientOptions) *gateway.Client {
