@@ -513,3 +513,26 @@ func TestImportanceThreshold(t *testing.T) {
 		}
 	}
 }
+
+// TestListNewestFirstWithinOneMillisecond: collaborations created in the
+// same millisecond (the test clock stands still) list in reverse order of
+// creation, every time; ordering ties by their random ids made
+// TestCollabOverGateway flaky.
+func TestListNewestFirstWithinOneMillisecond(t *testing.T) {
+	e := newEnv(t)
+	var want []string
+	for range 8 {
+		want = append([]string{e.request(0, experience).Collaboration.ID}, want...)
+	}
+	got, err := e.svc.List(context.Background(), acl.Principal{Admin: true}, ListFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, c := range got {
+		ids = append(ids, c.ID)
+	}
+	if !slices.Equal(ids, want) {
+		t.Fatalf("list order %v, want newest first %v", ids, want)
+	}
+}

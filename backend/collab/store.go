@@ -181,7 +181,9 @@ func load(ctx context.Context, db *sql.DB, id string) (row, bool, error) {
 }
 
 // list reads the newest collaborations (role "" = all; else those where
-// role is a party) with their events, newest first.
+// role is a party) with their events, newest first: by creation time, and
+// among those created in the same millisecond by insertion order (rowid;
+// ids are random, so ordering by id made such ties come out either way).
 func list(ctx context.Context, db *sql.DB, role string, limit int) ([]Collaboration, error) {
 	q := "SELECT " + selectCols + " FROM collab_collaborations"
 	var args []any
@@ -189,7 +191,7 @@ func list(ctx context.Context, db *sql.DB, role string, limit int) ([]Collaborat
 		q += " WHERE from_role = ? OR to_role = ?"
 		args = append(args, role, role)
 	}
-	q += " ORDER BY created_ms DESC, id DESC LIMIT ?"
+	q += " ORDER BY created_ms DESC, rowid DESC LIMIT ?"
 	args = append(args, limit)
 	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
