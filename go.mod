@@ -17,6 +17,7 @@ require (
 	github.com/grandcat/zeroconf v1.0.0
 	github.com/jackmordaunt/icns/v2 v2.2.7
 	github.com/mattn/go-sqlite3 v1.14.53
+	github.com/miekg/dns v1.1.27
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/skip2/go-qrcode v0.0.0-20200617195104-da1b6568686e
 	github.com/tc-hib/winres v0.2.1
@@ -31,7 +32,6 @@ require (
 
 require (
 	github.com/cenkalti/backoff v2.2.1+incompatible // indirect
-	github.com/miekg/dns v1.1.27 // indirect
 	github.com/nfnt/resize v0.0.0-20180221191011-83c6a9932646 // indirect
 	golang.org/x/image v0.12.0 // indirect
 )
@@ -90,6 +90,6 @@ require (
 	go.etcd.io/bbolt v1.4.0 // indirect
 	golang.org/x/crypto v0.51.0 // indirect
 	golang.org/x/exp v0.0.0-20251209150349-8475f28825e9 // indirect
-	golang.org/x/net v0.55.0 // indirect
+	golang.org/x/net v0.55.0
 	google.golang.org/protobuf v1.36.11 // indirect
 )

@@ -13,10 +13,16 @@
 // says, and a client that trusts none still compares the fingerprint words
 // with the desktop before it trusts anything.
 //
-// An Advertiser never stops the app: Run logs every failure (no multicast
+// An Advertiser never stops the app: Run retries every failure (no multicast
 // interface, a socket that cannot join the group, a panic inside the
-// library) and retries with capped exponential backoff until its context
-// ends.
+// library) with capped exponential backoff until its context ends. A
+// failure is logged once as a warning (again only when it changes); its
+// repetitions are debug lines, and Status says why (Reason, Interfaces)
+// for Settings.
+//
+// Browse queries over IPv4 and IPv6 (each family that can be opened on the
+// interfaces) and gives a link-local IPv6 address the zone of the
+// interface its answer arrived on (see Browse).
 //
 // Tests and the two-process end-to-end test run mDNS inside a network
 // namespace of their own with multicast on its loopback interface, never on
@@ -37,6 +43,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -60,11 +67,49 @@ const Protocol = 1
 // Sentinel errors.
 var (
 	// ErrNoInterface: no up, multicast-capable interface to advertise or
-	// browse on (Run retries: an interface may come up later).
+	// browse on (Run retries: an interface may come up later). The
+	// Advertiser's errors of this kind are *InterfaceError.
 	ErrNoInterface = errors.New("no multicast interface")
 	// ErrInvalidOptions: an option is missing or malformed.
 	ErrInvalidOptions = errors.New("invalid discovery options")
 )
+
+// Reason says why an Advertiser is not advertising (Status.Reason).
+type Reason string
+
+// Reasons of a failed attempt.
+const (
+	// ReasonNoMulticast: the interfaces that hold the served addresses
+	// are up but carry no multicast (a VPN or point-to-point link, a
+	// loopback address): mDNS cannot work there, so phones and nodes must
+	// be given the address (the pairing QR code).
+	ReasonNoMulticast Reason = "no-multicast"
+	// ReasonInterfaceDown: those interfaces are down.
+	ReasonInterfaceDown Reason = "interface-down"
+	// ReasonNoInterface: no interface holds the served addresses, or a
+	// named interface (AdvertiserOptions.Interfaces) does not exist.
+	ReasonNoInterface Reason = "no-interface"
+	// ReasonError: registering failed otherwise (a socket, the library);
+	// Status.LastError says how.
+	ReasonError Reason = "error"
+)
+
+// InterfaceError is an attempt that found no usable interface; it wraps
+// ErrNoInterface.
+type InterfaceError struct {
+	// Reason is ReasonNoMulticast, ReasonInterfaceDown or ReasonNoInterface.
+	Reason Reason
+	// Interfaces names the interfaces that could not be used (empty when
+	// no interface holds the addresses).
+	Interfaces []string
+	// Detail is the message for people and logs.
+	Detail string
+}
+
+func (e *InterfaceError) Error() string { return ErrNoInterface.Error() + ": " + e.Detail }
+
+// Unwrap makes errors.Is(err, ErrNoInterface) hold.
+func (e *InterfaceError) Unwrap() error { return ErrNoInterface }
 
 // AdvertiserOptions configures NewAdvertiser.
 type AdvertiserOptions struct {
@@ -112,8 +157,11 @@ const (
 // Status is an Advertiser's state for Settings and logs.
 type Status struct {
 	State State `json:"state"`
-	// Interfaces advertised on (when advertising).
+	// Interfaces are, when advertising, the interfaces advertised on; when
+	// retrying, the interfaces the last attempt could not use (Reason).
 	Interfaces []string `json:"interfaces,omitempty"`
+	// Reason says why the last attempt failed ("" unless retrying).
+	Reason Reason `json:"reason,omitempty"`
 	// Failures counts failed attempts since Run started; LastError is the
 	// latest one ("" when none).
 	Failures  int    `json:"failures"`
@@ -211,23 +259,44 @@ func (a *Advertiser) setStatus(f func(*Status)) {
 }
 
 // Run advertises until ctx ends, then withdraws the advertisement (a
-// goodbye packet) and returns nil. A failed attempt is logged and retried
-// after a backoff (MinRetry doubling up to MaxRetry); Run never returns
-// because mDNS failed.
+// goodbye packet) and returns nil. A failed attempt is retried after a
+// backoff (MinRetry doubling up to MaxRetry, jittered); Run never returns
+// because mDNS failed. Each distinct failure is logged once as a warning
+// (the same failure again is a debug line, at most maxWarned distinct ones
+// are remembered); Status carries the latest one.
 func (a *Advertiser) Run(ctx context.Context) error {
 	wait := a.o.MinRetry
+	warned := map[string]bool{} // failures logged as warnings
 	for {
 		srv, ifaces, err := a.attempt()
 		if err == nil {
-			a.log.Info("mdns advertising", "service", Service, "instance", a.inst, "port", a.o.Port, "interfaces", ifaces)
-			a.setStatus(func(s *Status) { s.State, s.Interfaces, s.LastError = StateAdvertising, ifaces, "" })
+			a.log.Info("mdns advertising", "service", Service, "instance", a.inst, "port", a.o.Port, "interfaces", ifaces,
+				"failed_attempts", a.Status().Failures)
+			a.setStatus(func(s *Status) { s.State, s.Interfaces, s.Reason, s.LastError = StateAdvertising, ifaces, "", "" })
 			<-ctx.Done()
 			safeShutdown(srv, a.log)
 			a.setStatus(func(s *Status) { s.State, s.Interfaces = StateStopped, nil })
 			return nil
 		}
-		a.setStatus(func(s *Status) { s.State, s.Failures, s.LastError = StateRetrying, s.Failures+1, err.Error() })
-		a.log.Warn("mdns advertise failed; retrying", "service", Service, "err", err, "retry_in", wait.Round(time.Millisecond))
+		reason, names := ReasonError, []string(nil)
+		var ie *InterfaceError
+		if errors.As(err, &ie) {
+			reason, names = ie.Reason, slices.Clone(ie.Interfaces)
+		}
+		var failures int
+		a.setStatus(func(s *Status) {
+			s.State, s.Reason, s.Interfaces, s.LastError = StateRetrying, reason, names, err.Error()
+			s.Failures++
+			failures = s.Failures
+		})
+		if msg := err.Error(); !warned[msg] && len(warned) < maxWarned {
+			warned[msg] = true
+			a.log.Warn("mdns advertise failed; retrying with backoff (logged once)", "service", Service, "reason", string(reason),
+				"interfaces", names, "err", err, "retry_in", wait.Round(time.Millisecond), "max_retry", a.o.MaxRetry)
+		} else {
+			a.log.Debug("mdns advertise failed again", "service", Service, "reason", string(reason), "err", err,
+				"failures", failures, "retry_in", wait.Round(time.Millisecond))
+		}
 		t := time.NewTimer(jitter(wait))
 		select {
 		case <-ctx.Done():
@@ -239,6 +308,10 @@ func (a *Advertiser) Run(ctx context.Context) error {
 		wait = min(2*wait, a.o.MaxRetry)
 	}
 }
+
+// maxWarned bounds the distinct failures Run logs as warnings (a failure
+// whose message keeps changing, a panic's for one, cannot flood the log).
+const maxWarned = 8
 
 // attempt registers once; a panic inside the library is an error.
 func (a *Advertiser) attempt() (srv shutdowner, names []string, err error) {
@@ -253,7 +326,7 @@ func (a *Advertiser) attempt() (srv shutdowner, names []string, err error) {
 	}
 	ips := make([]string, len(a.o.IPs))
 	for i, ip := range a.o.IPs {
-		ips[i] = ip.Unmap().String()
+		ips[i] = ip.Unmap().WithZone("").String() // the library parses A/AAAA values without a zone
 	}
 	srv, err = a.register(a.inst, a.o.Port, a.o.Host, ips, a.txt, ifaces)
 	if err != nil {
@@ -266,7 +339,8 @@ func (a *Advertiser) attempt() (srv shutdowner, names []string, err error) {
 }
 
 // interfaces resolves AdvertiserOptions.Interfaces, or picks the
-// multicast interfaces that hold one of the advertised addresses.
+// multicast interfaces that hold one of the advertised addresses. Its
+// errors are *InterfaceError.
 func (a *Advertiser) interfaces() ([]net.Interface, error) {
 	if len(a.o.Interfaces) > 0 {
 		return namedInterfaces(a.o.Interfaces)
@@ -275,37 +349,60 @@ func (a *Advertiser) interfaces() ([]net.Interface, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list interfaces: %w", err)
 	}
-	var out []net.Interface
-	var skipped []string
+	var out, skipped []net.Interface
 	for _, ifi := range all {
 		if !holdsOneOf(ifi, a.o.IPs) {
 			continue
 		}
-		if ifi.Flags&net.FlagUp == 0 || ifi.Flags&net.FlagMulticast == 0 {
-			skipped = append(skipped, ifi.Name)
+		if !usable(ifi) {
+			skipped = append(skipped, ifi)
 			continue
 		}
 		out = append(out, ifi)
 	}
-	if len(out) == 0 {
-		if len(skipped) > 0 {
-			return nil, fmt.Errorf("%w: the interfaces of %v (%s) are down or have no multicast", ErrNoInterface, a.o.IPs, strings.Join(skipped, ", "))
-		}
-		return nil, fmt.Errorf("%w: no interface holds %v", ErrNoInterface, a.o.IPs)
+	if len(out) > 0 {
+		return out, nil
 	}
-	return out, nil
+	if len(skipped) == 0 {
+		return nil, &InterfaceError{Reason: ReasonNoInterface, Detail: fmt.Sprintf("no interface holds %v", a.o.IPs)}
+	}
+	e := unusable(skipped)
+	e.Detail = fmt.Sprintf("the interfaces of %v (%s) %s", a.o.IPs, strings.Join(e.Interfaces, ", "), e.Detail)
+	return nil, e
+}
+
+// usable reports whether mDNS can run on ifi: up and multicast-capable.
+func usable(ifi net.Interface) bool {
+	return ifi.Flags&net.FlagUp != 0 && ifi.Flags&net.FlagMulticast != 0
+}
+
+// unusable describes interfaces that are down or without multicast: the
+// reason is ReasonNoMulticast when one of them is up (multicast is what
+// it lacks), else ReasonInterfaceDown.
+func unusable(ifs []net.Interface) *InterfaceError {
+	e := &InterfaceError{Reason: ReasonInterfaceDown, Detail: "are down"}
+	for _, ifi := range ifs {
+		e.Interfaces = append(e.Interfaces, ifi.Name)
+		if ifi.Flags&net.FlagUp != 0 {
+			e.Reason, e.Detail = ReasonNoMulticast, "have no multicast"
+		}
+	}
+	return e
 }
 
 // namedInterfaces looks the names up; each must be up and multicast-capable.
+// Its errors are *InterfaceError.
 func namedInterfaces(names []string) ([]net.Interface, error) {
 	out := make([]net.Interface, 0, len(names))
 	for _, n := range names {
 		ifi, err := net.InterfaceByName(n)
 		if err != nil {
-			return nil, fmt.Errorf("%w: interface %q: %v", ErrNoInterface, n, err)
+			return nil, &InterfaceError{Reason: ReasonNoInterface, Interfaces: []string{n}, Detail: fmt.Sprintf("interface %q: %v", n, err)}
 		}
-		if ifi.Flags&net.FlagUp == 0 || ifi.Flags&net.FlagMulticast == 0 {
-			return nil, fmt.Errorf("%w: interface %q is down or has no multicast (flags %v)", ErrNoInterface, n, ifi.Flags)
+		if !usable(*ifi) {
+			e := unusable([]net.Interface{*ifi})
+			e.Detail = fmt.Sprintf("interface %q is down or has no multicast (flags %v)", n, ifi.Flags)
+			return nil, e
 		}
 		out = append(out, *ifi)
 	}
@@ -375,7 +472,10 @@ type Gateway struct {
 	// Instance is the DNS-SD instance name, Host the SRV target host name.
 	Instance string `json:"instance"`
 	Host     string `json:"host"`
-	// Addrs are the advertised addresses (IPv4 first), Port the SRV port.
+	// Addrs are the advertised addresses that can be dialled from here:
+	// IPv4 first, then IPv6, then link-local IPv6 with the zone of the
+	// interface the answer arrived on ("fe80::1%eth0"); a link-local
+	// address whose interface is unknown is left out. Port is the SRV port.
 	Addrs []netip.Addr `json:"addrs"`
 	Port  int          `json:"port"`
 	// GatewayID and TLSSHA256 are lower-case hex (64 digits), "" when the
@@ -388,20 +488,27 @@ type Gateway struct {
 	Protocol int `json:"protocol"`
 }
 
-// URLs returns https://<addr>:<port> for each address.
+// URLs returns https://<addr>:<port> for each address, in Addrs' order; a
+// zone is written as RFC 6874 says ("https://[fe80::1%25eth0]:18789").
 func (g Gateway) URLs() []string {
 	out := make([]string, 0, len(g.Addrs))
 	for _, a := range g.Addrs {
-		out = append(out, "https://"+netip.AddrPortFrom(a, uint16(g.Port)).String())
+		u := url.URL{Scheme: "https", Host: netip.AddrPortFrom(a, uint16(g.Port)).String()}
+		out = append(out, u.String())
 	}
 	return out
 }
 
 // Browse looks for gateways for BrowseOptions.Wait (or until ctx ends, or
 // Max were found) and returns the distinct ones found, sorted by display
-// name then gateway id. Answers without TXT role=gateway, without an
-// address or port are dropped. An error means the query could not be sent
-// (no interface, socket failure); finding nothing is not an error.
+// name then gateway id. It queries over IPv4 and over IPv6, each family
+// that can be opened on the interfaces (a network may offer one only), and
+// listens for the answers' receiving interface itself (zeroconf v1.0.0
+// drops it) to give link-local addresses their zone; with one interface
+// browsed, that interface is the zone. Answers without TXT role=gateway,
+// or without a port or a usable address, are dropped. An error means no
+// query could be sent (no interface, neither family could be opened);
+// finding nothing is not an error.
 func Browse(ctx context.Context, o BrowseOptions) (_ []Gateway, err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -411,41 +518,59 @@ func Browse(ctx context.Context, o BrowseOptions) (_ []Gateway, err error) {
 	if o.Wait <= 0 {
 		o.Wait = 3 * time.Second
 	}
-	var opts []zeroconf.ClientOption
-	if len(o.Interfaces) > 0 {
-		ifaces, err := namedInterfaces(o.Interfaces)
-		if err != nil {
-			return nil, fmt.Errorf("browse %s: %w", Service, err)
-		}
-		opts = append(opts, zeroconf.SelectIfaces(ifaces))
-	}
-	// IPv4 only: IPv6 multicast on loopback does not work in a fresh
-	// namespace, and an IPv4 answer carries the AAAA records too.
-	opts = append(opts, zeroconf.SelectIPTraffic(zeroconf.IPv4))
-	res, err := zeroconf.NewResolver(opts...)
+	ifaces, err := browseInterfaces(o.Interfaces)
 	if err != nil {
 		return nil, fmt.Errorf("browse %s: %w", Service, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.Wait)
 	defer cancel()
-	entries := make(chan *zeroconf.ServiceEntry, 16)
-	if err := res.Browse(ctx, Service, Domain, entries); err != nil {
-		return nil, fmt.Errorf("browse %s: %w", Service, err)
+	links := watchLinks(ifaces)
+	defer links.close()
+	var chans []chan *zeroconf.ServiceEntry
+	var errs []error
+	for _, fam := range []zeroconf.IPType{zeroconf.IPv4, zeroconf.IPv6} {
+		// One resolver per family: the library's combined one fails when
+		// either family fails (and then leaks the other's socket).
+		res, err := zeroconf.NewResolver(zeroconf.SelectIfaces(ifaces), zeroconf.SelectIPTraffic(fam))
+		if err == nil {
+			ch := make(chan *zeroconf.ServiceEntry, 16)
+			if err = res.Browse(ctx, Service, Domain, ch); err == nil {
+				chans = append(chans, ch)
+				continue
+			}
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", familyName(fam), err))
 	}
-	found := map[string]Gateway{}
-	for e := range entries { // closed by the library when ctx ends
+	if len(chans) == 0 {
+		return nil, fmt.Errorf("browse %s: %w", Service, errors.Join(errs...))
+	}
+	found := map[string]*Gateway{}
+	var order []string
+	for e := range merge(chans) { // each closed by the library when ctx ends
 		g, ok := parseEntry(e)
 		if !ok {
 			continue
 		}
-		found[g.Instance+"\x00"+g.GatewayID] = g
+		key := g.Instance + "\x00" + g.GatewayID
+		if have, ok := found[key]; ok {
+			for _, a := range g.Addrs {
+				if !slices.Contains(have.Addrs, a) {
+					have.Addrs = append(have.Addrs, a)
+				}
+			}
+			continue
+		}
+		found[key], order = &g, append(order, key)
 		if o.Max > 0 && len(found) >= o.Max {
 			cancel()
 		}
 	}
 	out := make([]Gateway, 0, len(found))
-	for _, g := range found {
-		out = append(out, g)
+	for _, key := range order {
+		g := *found[key]
+		if g.Addrs = links.dialable(g.Addrs, ifaces); len(g.Addrs) > 0 {
+			out = append(out, g)
+		}
 	}
 	slices.SortFunc(out, func(a, b Gateway) int {
 		if c := strings.Compare(a.DisplayName, b.DisplayName); c != 0 {
@@ -454,6 +579,52 @@ func Browse(ctx context.Context, o BrowseOptions) (_ []Gateway, err error) {
 		return strings.Compare(a.GatewayID, b.GatewayID)
 	})
 	return out, nil
+}
+
+// browseInterfaces resolves BrowseOptions.Interfaces, or lists every up,
+// multicast-capable interface.
+func browseInterfaces(names []string) ([]net.Interface, error) {
+	if len(names) > 0 {
+		return namedInterfaces(names)
+	}
+	all, err := net.Interfaces()
+	if err != nil {
+		return nil, fmt.Errorf("list interfaces: %w", err)
+	}
+	var out []net.Interface
+	for _, ifi := range all {
+		if usable(ifi) {
+			out = append(out, ifi)
+		}
+	}
+	if len(out) == 0 {
+		return nil, &InterfaceError{Reason: ReasonNoInterface, Detail: "no interface is up with multicast"}
+	}
+	return out, nil
+}
+
+func familyName(t zeroconf.IPType) string {
+	if t == zeroconf.IPv6 {
+		return "IPv6"
+	}
+	return "IPv4"
+}
+
+// merge forwards what the channels carry until all of them are closed.
+func merge(chans []chan *zeroconf.ServiceEntry) <-chan *zeroconf.ServiceEntry {
+	out := make(chan *zeroconf.ServiceEntry)
+	var wg sync.WaitGroup
+	for _, ch := range chans {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for e := range ch {
+				out <- e
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(out) }()
+	return out
 }
 
 // parseEntry turns an answer into a Gateway; false when it is not one.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -150,15 +151,47 @@ func TestAdvertiseBrowse(t *testing.T) {
 	}
 }
 
+// logRecords is a slog.Handler that keeps every record (all levels).
+type logRecords struct {
+	mu      sync.Mutex
+	records []slog.Record
+}
+
+func (h *logRecords) Enabled(context.Context, slog.Level) bool { return true }
+func (h *logRecords) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	h.records = append(h.records, r.Clone())
+	h.mu.Unlock()
+	return nil
+}
+func (h *logRecords) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *logRecords) WithGroup(string) slog.Handler      { return h }
+
+// count returns how many records at level have a message starting with prefix.
+func (h *logRecords) count(level slog.Level, prefix string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, r := range h.records {
+		if r.Level == level && strings.HasPrefix(r.Message, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
 // TestAdvertiseRetriesUntilMulticast: while the loopback has no multicast
-// every attempt fails (logged, counted, Run keeps going); once multicast is
-// on, the next attempt advertises and a browse finds the gateway.
+// every attempt fails and is retried; the warning is logged once however
+// many attempts fail (the repetitions are debug lines), and the status
+// says why: no multicast, on lo. Once multicast is on, the next attempt
+// advertises (logged once) and a browse finds the gateway.
 func TestAdvertiseRetriesUntilMulticast(t *testing.T) {
 	if !netnstest.Run(t) {
 		return
 	}
+	logs := &logRecords{}
 	a, err := NewAdvertiser(AdvertiserOptions{Port: 18789, GatewayID: gwA, TLSSHA256: fpA, IPs: []netip.Addr{lo1},
-		MinRetry: 20 * time.Millisecond, MaxRetry: 100 * time.Millisecond, Logger: quietLog()})
+		MinRetry: time.Millisecond, MaxRetry: 4 * time.Millisecond, Logger: slog.New(logs)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,17 +205,28 @@ func TestAdvertiseRetriesUntilMulticast(t *testing.T) {
 		}
 	}()
 	deadline := time.Now().Add(30 * time.Second)
-	for a.Status().Failures < 3 {
+	for a.Status().Failures < 8 {
 		if time.Now().After(deadline) {
 			t.Fatalf("status %+v, want failures", a.Status())
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond)
 	}
-	if st := a.Status(); st.State != StateRetrying || !strings.Contains(st.LastError, "no multicast") {
-		t.Fatalf("status %+v, want retrying with a no-multicast error", st)
+	st := a.Status()
+	if st.State != StateRetrying || st.Reason != ReasonNoMulticast || !slices.Equal(st.Interfaces, []string{"lo"}) ||
+		!strings.Contains(st.LastError, "no multicast") {
+		t.Fatalf("status %+v, want retrying: no multicast on lo", st)
+	}
+	if n, again := logs.count(slog.LevelWarn, "mdns advertise failed"), logs.count(slog.LevelDebug, "mdns advertise failed"); n != 1 || again < 7 {
+		t.Fatalf("%d warnings and %d debug lines after %d failures, want 1 warning", n, again, st.Failures)
 	}
 	netnstest.MulticastOnLo(t)
-	waitState(t, a, StateAdvertising)
+	st = waitState(t, a, StateAdvertising)
+	if st.Reason != "" || st.LastError != "" || !slices.Equal(st.Interfaces, []string{"lo"}) {
+		t.Fatalf("status %+v once advertising", st)
+	}
+	if n := logs.count(slog.LevelInfo, "mdns advertising"); n != 1 {
+		t.Fatalf("advertising logged %d times", n)
+	}
 	got := browseUntil(t, 1)
 	if got[0].GatewayID != gwA || got[0].TLSSHA256 != fpA || got[0].Port != 18789 {
 		t.Fatalf("found %+v", got)
@@ -208,7 +252,7 @@ func TestRunSurvivesFailures(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	st := a.Status()
-	if st.State != StateRetrying || !strings.Contains(st.LastError, `interface "atrium-none0"`) {
+	if st.State != StateRetrying || st.Reason != ReasonNoInterface || !strings.Contains(st.LastError, `interface "atrium-none0"`) {
 		t.Fatalf("status %+v", st)
 	}
 	cancel()

@@ -64,6 +64,39 @@ func MulticastOnLo(t testing.TB) {
 	cmd(t, "ip", "route", "add", "224.0.0.0/4", "dev", "lo")
 }
 
+// Veth adds a veth pair a–b inside Run's namespace, a link of its own
+// (what one end sends, the other receives), both ends up and multicast,
+// with IPv6 duplicate address detection off so that an address added to
+// either end is usable at once (IPv6 multicast does not work on a
+// namespace's lo). It skips the test when the kernel offers no veth.
+func Veth(t testing.TB, a, b string) {
+	t.Helper()
+	if os.Getenv(Env) != "1" {
+		t.Fatal("netnstest.Veth outside a test namespace")
+	}
+	for _, f := range []string{"/proc/sys/net/ipv6/conf/default/accept_dad", "/proc/sys/net/ipv6/conf/all/accept_dad"} {
+		if err := os.WriteFile(f, []byte("0"), 0o644); err != nil {
+			t.Skipf("this test needs IPv6 in its network namespace: %v", err)
+		}
+	}
+	if out, err := exec.Command("ip", "link", "add", a, "type", "veth", "peer", "name", b).CombinedOutput(); err != nil {
+		t.Skipf("this test needs a veth pair in its network namespace (kernel veth support): %v %s", err, strings.TrimSpace(string(out)))
+	}
+	cmd(t, "ip", "link", "set", a, "up")
+	cmd(t, "ip", "link", "set", b, "up")
+}
+
+// Addr adds addr ("fe80::a/64", "fd00::a/64", "10.9.0.1/24") to the
+// interface dev inside Run's namespace, usable at once (IPv6: nodad).
+func Addr(t testing.TB, dev, addr string) {
+	t.Helper()
+	args := []string{"addr", "add", addr, "dev", dev}
+	if strings.Contains(addr, ":") {
+		args = append([]string{"-6"}, append(args, "nodad")...)
+	}
+	cmd(t, "ip", args...)
+}
+
 func cmd(t testing.TB, name string, args ...string) {
 	t.Helper()
 	if os.Getenv(Env) != "1" {
