@@ -139,20 +139,31 @@ func browseGateways(ctx context.Context, ifaces []string, wait time.Duration) ([
 	if err != nil {
 		return nil, err
 	}
+	return gatewayTargets(found), nil
+}
+
+// gatewayTargets turns browsed gateways into targets: each at the first of
+// its addresses the node can use (discovery orders them IPv4, IPv6,
+// link-local IPv6 with its zone, so an IPv6 address is used when that is
+// what the gateway offers); a gateway without an id or a usable address
+// is left out.
+func gatewayTargets(found []discovery.Gateway) []nodehost.Target {
 	var out []nodehost.Target
 	for _, g := range found {
-		urls := g.URLs()
-		if len(urls) == 0 || g.GatewayID == "" {
+		if g.GatewayID == "" {
 			continue
 		}
-		t, err := nodehost.ParseGatewayURL(urls[0])
-		if err != nil {
-			continue
+		for _, u := range g.URLs() {
+			t, err := nodehost.ParseGatewayURL(u)
+			if err != nil {
+				continue
+			}
+			t.GatewayID, t.TLSSHA256 = g.GatewayID, g.TLSSHA256
+			out = append(out, t)
+			break
 		}
-		t.GatewayID, t.TLSSHA256 = g.GatewayID, g.TLSSHA256
-		out = append(out, t)
 	}
-	return out, nil
+	return out
 }
 
 // nodeStatusPrinter tells the person what the node is doing: a line per
