@@ -80,28 +80,50 @@ func openMemory(ctx context.Context, layout paths.Layout, port int, o Options) (
 	return r, nil
 }
 
-// dialRunningApp checks the common flags, finds the workspace and connects
-// to the running app for a command that only the app can serve (what names
-// it in the error: "pair", "nodes approve").
+// dialRunningApp connects to the running app of the state dir (--home)
+// for a command that only the app can serve (what names it in the error:
+// "pair", "nodes approve"), whichever workspace that app serves: pairing
+// and devices belong to the app, not to a workspace.
 func (c common) dialRunningApp(ctx context.Context, o Options, what string) (remoteMemory, error) {
 	if err := c.validate(); err != nil {
 		return remoteMemory{}, err
 	}
-	layout, err := c.layout(o)
+	home, err := paths.ResolveHome(c.home, o.Getenv)
 	if err != nil {
 		return remoteMemory{}, err
 	}
-	r, err := dialApp(ctx, layout, c.port, o)
+	r, _, err := dialGateway(ctx, paths.Layout{Home: home}, c.port, o)
 	if err != nil {
-		return remoteMemory{}, fmt.Errorf("%s needs the running app (start atrium or atrium serve): %w", what, err)
+		return remoteMemory{}, fmt.Errorf("%s needs the running app of %s (start atrium or atrium serve): %w", what, home, err)
 	}
 	return r, nil
 }
 
-// dialApp connects to the running app's gateway — --port, else the address
-// the app wrote to $ATRIUM_HOME/gateway.json, else config.json's port, else
-// the default — and checks that it serves this workspace.
+// dialApp connects to the running app's gateway (dialGateway) and checks
+// that it serves this workspace.
 func dialApp(ctx context.Context, layout paths.Layout, port int, o Options) (remoteMemory, error) {
+	r, addr, err := dialGateway(ctx, layout, port, o)
+	if err != nil {
+		return remoteMemory{}, err
+	}
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	st, err := r.Status(sctx)
+	if err == nil && st.Workspace != layout.Workspace {
+		err = fmt.Errorf("the app at %s serves workspace %s, not %s", addr, st.Workspace, layout.Workspace)
+	}
+	if err != nil {
+		r.Close()
+		return remoteMemory{}, err
+	}
+	return r, nil
+}
+
+// dialGateway connects to the gateway of the app of layout.Home — --port,
+// else the address the app wrote to $ATRIUM_HOME/gateway.json, else
+// config.json's port, else the default — with the state dir's operator
+// token, and returns the address it reached.
+func dialGateway(ctx context.Context, layout paths.Layout, port int, o Options) (remoteMemory, string, error) {
 	addr := ""
 	switch {
 	case port != 0:
@@ -113,7 +135,7 @@ func dialApp(ctx context.Context, layout paths.Layout, port int, o Options) (rem
 		}
 		cfg, cerr := config.Load(layout.ConfigFile())
 		if cerr != nil {
-			return remoteMemory{}, cerr
+			return remoteMemory{}, "", cerr
 		}
 		if cfg.Gateway.Port == 0 {
 			cfg.Gateway.Port = config.DefaultPort
@@ -122,7 +144,7 @@ func dialApp(ctx context.Context, layout paths.Layout, port int, o Options) (rem
 	}
 	tok, err := os.ReadFile(layout.TokenFile())
 	if err != nil {
-		return remoteMemory{}, fmt.Errorf("the running app's token is unreadable: %w", err)
+		return remoteMemory{}, "", fmt.Errorf("the running app's token is unreadable: %w", err)
 	}
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -133,18 +155,9 @@ func dialApp(ctx context.Context, layout paths.Layout, port int, o Options) (rem
 			Platform: "cli", InstanceID: strconv.Itoa(os.Getpid())},
 	})
 	if err != nil {
-		return remoteMemory{}, fmt.Errorf("its gateway at %s did not answer: %w", addr, err)
+		return remoteMemory{}, "", fmt.Errorf("its gateway at %s did not answer: %w", addr, err)
 	}
-	r := remoteMemory{c}
-	st, err := r.Status(dctx)
-	if err == nil && st.Workspace != layout.Workspace {
-		err = fmt.Errorf("the app at %s serves workspace %s, not %s", addr, st.Workspace, layout.Workspace)
-	}
-	if err != nil {
-		c.Close()
-		return remoteMemory{}, err
-	}
-	return r, nil
+	return remoteMemory{c}, addr, nil
 }
 
 type localMemory struct{ m *atrium.LocalMemory }

@@ -133,6 +133,16 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.port, "port", 0, "gateway port `N` on 127.0.0.1 (default gateway.port in config.json, else 18789)")
 }
 
+// registerApp adds the flags of the commands that act on the running app
+// of a state dir whichever workspace it serves (pair, nodes): --home and
+// --port, and --workspace, accepted because scripts pass it to every
+// command, and said to be unused.
+func (c *common) registerApp(fs *flag.FlagSet) {
+	fs.StringVar(&c.home, "home", "", "state `dir`ectory of the running app (env ATRIUM_HOME, default ~/.atrium); its gateway.json says where the app listens")
+	fs.IntVar(&c.port, "port", 0, "gateway port `N` on 127.0.0.1 (default: the app's gateway.json, else gateway.port in config.json, else 18789)")
+	fs.StringVar(&c.workspace, "workspace", "", "not used: this command talks to the app of --home, whichever workspace it serves (a `dir` given is ignored)")
+}
+
 // registerJSON adds --json, for the commands that print results.
 func (c *common) registerJSON(fs *flag.FlagSet) {
 	fs.BoolVar(&c.json, "json", false, "machine-readable output (JSON)")

@@ -29,13 +29,14 @@ type pairCode struct {
 	Note             string    `json:"note"`
 }
 
-// runPair runs `atrium pair`: asks the running app for a setup code and
-// prints its QR code in the terminal with the code, the URL and the
-// fingerprint words (--png FILE also writes the QR as a PNG).
+// runPair runs `atrium pair`: asks the running app of the state dir for a
+// setup code and prints its QR code in the terminal with the code, the URL,
+// the fingerprint words, the certificate's SHA-256 and its public key's
+// SPKI hash (--png FILE also writes the QR as a PNG).
 func runPair(ctx context.Context, args []string, o Options) error {
 	var c common
 	fs := newFlagSet("pair", o)
-	c.register(fs)
+	c.registerApp(fs)
 	c.registerJSON(fs)
 	png := fs.String("png", "", "also write the QR code as a PNG to `file`")
 	light := fs.Bool("light", false, "print the QR code for a light terminal background (dark modules as blocks)")
@@ -77,6 +78,12 @@ func runPair(ctx context.Context, args []string, o Options) error {
 	}
 	if pc.FingerprintWords != "" {
 		fmt.Fprintf(o.Stdout, "Certificate fingerprint: %s\n  (the device shows these words: they must match)\n", pc.FingerprintWords)
+	}
+	if pc.Fingerprint != "" {
+		fmt.Fprintf(o.Stdout, "Certificate SHA-256: %s\n", pc.Fingerprint)
+	}
+	if pc.SPKI != "" {
+		fmt.Fprintf(o.Stdout, "Public key (SPKI SHA-256, base64): %s\n  (to pin the gateway, e.g. chromium --ignore-certificate-errors-spki-list=%s)\n", pc.SPKI, pc.SPKI)
 	}
 	if pc.Note != "" {
 		fmt.Fprintf(o.Stdout, "Note: %s\n", pc.Note)
@@ -135,7 +142,7 @@ func runNodes(ctx context.Context, args []string, o Options) error {
 	}
 	var c common
 	fs := newFlagSet("nodes "+sub, o)
-	c.register(fs)
+	c.registerApp(fs)
 	c.registerJSON(fs)
 	var roles, commands, role string
 	switch sub {

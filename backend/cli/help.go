@@ -60,13 +60,13 @@ func commands() []command {
 		{"bench scale", "[flags]", "index scale benchmark: index time, disk, RSS, search latency\n(bench reads ../shared/corpora or $ATRIUM_CORPORA)", ""},
 		{"bench control", "[flags]", "control-center benchmark: 100 profiles, 10 worker instances,\ntime to a usable UI, RSS, throughput and chunk latency with\n200 clients", ""},
 		{"pair", "[flags]", "show a pairing QR code (setup code, URL, fingerprint words)\nfrom the running app; --png FILE writes it as a PNG", pairHelp},
-		{"nodes pending", "[flags]", "pairing requests waiting for approval", ""},
-		{"nodes approve", "[flags] REQUEST_ID", "approve a request (--roles operator,node --commands a,b|none:\na subset of what the device asked for)", ""},
-		{"nodes reject", "[flags] REQUEST_ID", "reject a request", ""},
-		{"nodes list", "[flags]", "paired devices (roles, commands, connected, last seen)", ""},
-		{"nodes rotate", "[flags] DEVICE_ID --role ROLE", "issue a new device token (sent to the device if connected)", ""},
-		{"nodes revoke", "[flags] DEVICE_ID", "revoke a device's token(s) (--role ROLE; the pairing is kept\nso the device can ask for a repair)", ""},
-		{"nodes remove", "[flags] DEVICE_ID", "delete a device's pairing", ""},
+		{"nodes pending", "[flags]", "pairing requests waiting for approval", appHelp},
+		{"nodes approve", "[flags] REQUEST_ID", "approve a request (--roles operator,node --commands a,b|none:\na subset of what the device asked for)", appHelp},
+		{"nodes reject", "[flags] REQUEST_ID", "reject a request", appHelp},
+		{"nodes list", "[flags]", "paired devices (roles, commands, connected, last seen)", appHelp},
+		{"nodes rotate", "[flags] DEVICE_ID --role ROLE", "issue a new device token (sent to the device if connected)", appHelp},
+		{"nodes revoke", "[flags] DEVICE_ID", "revoke a device's token(s) (--role ROLE; the pairing is kept\nso the device can ask for a repair)", appHelp},
+		{"nodes remove", "[flags] DEVICE_ID", "delete a device's pairing", appHelp},
 		{"node", "[flags]", "run this computer as a node of an Atrium gateway (pair once,\nthen serve system.run, system.which, system.notify)", nodeHelp},
 		{"version", "", "print the version", ""},
 		{"help", "[COMMAND [SUBCOMMAND]]", "this overview, or a command's usage", ""},
@@ -88,9 +88,15 @@ const (
 		"announced by mDNS (_atrium-gw._tcp)."
 	pairHelp = "The QR code holds the URL of the gateway's pairing page with a one-time setup\n" +
 		"code (10 minutes, single use), the gateway id and the TLS certificate's\n" +
-		"fingerprint. --light prints it for a light terminal background.\n" +
+		"fingerprint. Below it: the fingerprint words (the device shows the same), the\n" +
+		"certificate's SHA-256 and its public key's SPKI hash (base64 SHA-256, what a\n" +
+		"browser's --ignore-certificate-errors-spki-list or a pin takes). --light prints\n" +
+		"the QR code for a light terminal background.\n" +
 		"With the gateway on loopback only, no phone can reach the URL: start it with\n" +
-		"--bind lan."
+		"--bind lan.\n\n" + appHelp
+	appHelp = "This command talks to the running app of the state dir (--home, ATRIUM_HOME):\n" +
+		"its gateway.json says where the app listens (--port overrides it). Pairing and\n" +
+		"devices belong to the app, whichever workspace it serves: --workspace is not used."
 	asHelp = "\n\n--as ROLE acts as that role (one of the workspace's roles, or main), checked\n" +
 		"and audited exactly as that role (SPEC §5.1); without it you act as admin."
 )
@@ -106,11 +112,12 @@ func overview() string {
 	b.WriteString(`
 Run 'atrium COMMAND --help' or 'atrium help COMMAND' for a command's usage and flags.
 
-Flags of every command but bench, version and help (before or after the command):
-  --workspace DIR   Markdown memory (env ATRIUM_WORKSPACE, default ~/Atrium)
+Flags of every command but bench, node, version and help (before or after the command):
+  --workspace DIR   Markdown memory (env ATRIUM_WORKSPACE, default ~/Atrium); pair and
+                    nodes do not use it: they talk to the app of --home, whatever it serves
   --home DIR        state dir (env ATRIUM_HOME, default ~/.atrium)
   --port N          gateway port on 127.0.0.1 (default gateway.port in config.json, else 18789)
-  --json            machine-readable output (memory, agents and audit commands)
+  --json            machine-readable output (memory, agents, audit, pair and nodes; node too)
 
 Environment: ATRIUM_LOG=debug|info|warn|error; OPENAI_API_KEY, OPENAI_BASE_URL,
 OPENAI_MODEL select an OpenAI-compatible model (see README).

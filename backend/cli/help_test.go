@@ -63,6 +63,30 @@ func TestHelp(t *testing.T) {
 			t.Errorf("memory index --help lists %s, which it does not take:\n%s", f, out)
 		}
 	}
+	// pair and nodes talk to the app of --home whichever workspace it
+	// serves: their usage lists --home, --port and --json, and says that
+	// --workspace (accepted: scripts pass it to every command) is not
+	// used; node has a state dir of its own and takes none of the three.
+	for _, args := range [][]string{{"pair"}, {"nodes", "pending"}, {"nodes", "approve"}, {"nodes", "revoke"}} {
+		_, out, _ := runCLI(t, nil, append(args, "--help")...)
+		for _, f := range []string{"-home dir", "-port N", "-json", "-workspace dir\n    \tnot used", "whichever workspace it serves"} {
+			if !strings.Contains(out, f) {
+				t.Errorf("%v --help lacks %q:\n%s", args, f, out)
+			}
+		}
+	}
+	_, out, _ = runCLI(t, nil, "pair", "--help")
+	for _, f := range []string{"-png file", "-light", "SPKI"} {
+		if !strings.Contains(out, f) {
+			t.Errorf("pair --help lacks %q:\n%s", f, out)
+		}
+	}
+	_, out, _ = runCLI(t, nil, "node", "--help")
+	for _, f := range []string{"-home", "-port", "-workspace"} {
+		if strings.Contains(out, "  "+f+" ") {
+			t.Errorf("node --help lists %s, which it does not use:\n%s", f, out)
+		}
+	}
 	// Usage errors point at the command's own usage.
 	for _, tc := range []struct {
 		args []string

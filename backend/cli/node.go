@@ -36,8 +36,7 @@ type nodeFlags struct {
 func runNode(ctx context.Context, args []string, o Options) error {
 	fs := newFlagSet("node", o)
 	var f nodeFlags
-	var c common
-	c.register(fs)
+	var c common // --json only: the node's own state is --state
 	c.registerJSON(fs)
 	fs.StringVar(&f.state, "state", "", "node state `dir`ectory (env ATRIUM_NODE_HOME, default ~/.atrium-node)")
 	fs.StringVar(&f.gateway, "gateway", "", "the gateway's `URL` (https://HOST:PORT, or the pairing URL)")

@@ -28,36 +28,46 @@ type Layout struct {
 // command-line flag), the environment variable, the default under the user's
 // home directory. getenv defaults to os.Getenv.
 func Resolve(home, workspace string, getenv func(string) string) (Layout, error) {
-	if getenv == nil {
-		getenv = os.Getenv
-	}
-	pick := func(flag, env, def string) (string, error) {
-		v := flag
-		if v == "" {
-			v = getenv(env)
-		}
-		if v == "" {
-			userHome, err := os.UserHomeDir()
-			if err != nil {
-				return "", fmt.Errorf("no %s set and no user home directory: %w", env, err)
-			}
-			v = filepath.Join(userHome, def)
-		}
-		abs, err := filepath.Abs(v)
-		if err != nil {
-			return "", fmt.Errorf("resolve %s: %w", v, err)
-		}
-		return abs, nil
-	}
-	h, err := pick(home, EnvHome, ".atrium")
+	h, err := ResolveHome(home, getenv)
 	if err != nil {
 		return Layout{}, err
 	}
-	w, err := pick(workspace, EnvWorkspace, "Atrium")
+	w, err := pick(workspace, EnvWorkspace, "Atrium", getenv)
 	if err != nil {
 		return Layout{}, err
 	}
 	return Layout{Home: h, Workspace: w}, nil
+}
+
+// ResolveHome picks the state dir alone, as Resolve does (home, else
+// $ATRIUM_HOME, else ~/.atrium): for commands that talk to the app of a
+// state dir whatever workspace it serves.
+func ResolveHome(home string, getenv func(string) string) (string, error) {
+	return pick(home, EnvHome, ".atrium", getenv)
+}
+
+// pick is flag, else the environment variable env, else def under the
+// user's home directory, made absolute.
+func pick(flag, env, def string, getenv func(string) string) (string, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	v := flag
+	if v == "" {
+		v = getenv(env)
+	}
+	if v == "" {
+		userHome, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("no %s set and no user home directory: %w", env, err)
+		}
+		v = filepath.Join(userHome, def)
+	}
+	abs, err := filepath.Abs(v)
+	if err != nil {
+		return "", fmt.Errorf("resolve %s: %w", v, err)
+	}
+	return abs, nil
 }
 
 // DefaultWorkspace is ~/Atrium, the workspace when none is chosen.
