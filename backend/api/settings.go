@@ -61,8 +61,13 @@ type ModelInUse struct {
 // GatewayInUse is where the gateway listens now and how clients
 // recognise it (issue 16): the plain 127.0.0.1 listener (Addr), the bind in
 // force, the HTTPS/WSS listeners with their URLs, the TLS certificate's
-// fingerprint (hex SHA-256 of its DER, and as words), the gateway id and
-// the mDNS advertisement's state. A changed gateway.bind shows in
+// fingerprint (hex SHA-256 of its DER, and as words) and its public key's
+// SPKI hash (base64 SHA-256 of the SubjectPublicKeyInfo: what a browser's
+// --ignore-certificate-errors-spki-list or a pin takes), the gateway id and
+// the mDNS advertisement's state: MDNS ("advertising", "retrying", …),
+// the interfaces advertised on or, when retrying, those that could not be
+// used, why (MDNSReason: "no-multicast", "interface-down", "no-interface",
+// "error") and the last error. A changed gateway.bind shows in
 // restartRequired until the next start.
 type GatewayInUse struct {
 	Addr                string   `json:"addr"`
@@ -71,8 +76,12 @@ type GatewayInUse struct {
 	URLs                []string `json:"urls"`
 	TLSFingerprint      string   `json:"tlsFingerprint,omitempty"`
 	TLSFingerprintWords string   `json:"tlsFingerprintWords,omitempty"`
+	TLSSPKI             string   `json:"tlsSpki,omitempty"`
 	GatewayID           string   `json:"gatewayId"`
 	MDNS                string   `json:"mdns,omitempty"`
+	MDNSInterfaces      []string `json:"mdnsInterfaces,omitempty"`
+	MDNSReason          string   `json:"mdnsReason,omitempty"`
+	MDNSError           string   `json:"mdnsError,omitempty"`
 }
 
 // EmbeddingInUse is the embedder in use and the size of the index it built.

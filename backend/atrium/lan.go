@@ -53,8 +53,15 @@ type LANInfo struct {
 	// GatewayID is the gateway's id (hex SHA-256 of its identity key).
 	GatewayID string `json:"gatewayId"`
 	// MDNS is the advertisement's state ("advertising", "retrying", …;
-	// "" when there is none: loopback bind).
-	MDNS discovery.State `json:"mdns,omitempty"`
+	// "" when there is none: loopback bind). MDNSInterfaces are the
+	// interfaces advertised on, or, when retrying, those that could not be
+	// used; MDNSReason says why it is retrying (discovery.Reason:
+	// "no-multicast", "interface-down", "no-interface", "error") and
+	// MDNSError how the last attempt failed.
+	MDNS           discovery.State  `json:"mdns,omitempty"`
+	MDNSInterfaces []string         `json:"mdnsInterfaces,omitempty"`
+	MDNSReason     discovery.Reason `json:"mdnsReason,omitempty"`
+	MDNSError      string           `json:"mdnsError,omitempty"`
 }
 
 // lan is the state of the LAN listeners; set by Listen, read after.
@@ -330,7 +337,8 @@ func (a *App) LAN() LANInfo {
 		info.TLSFingerprint, info.TLSFingerprintWords, info.TLSSPKI = c.Hex(), c.Words(), c.SPKIBase64()
 	}
 	if a.lan.adv != nil {
-		info.MDNS = a.lan.adv.Status().State
+		st := a.lan.adv.Status()
+		info.MDNS, info.MDNSInterfaces, info.MDNSReason, info.MDNSError = st.State, st.Interfaces, st.Reason, st.LastError
 	}
 	return info
 }
@@ -339,7 +347,8 @@ func (a *App) LAN() LANInfo {
 func (a *App) gatewayInUse() api.GatewayInUse {
 	l := a.LAN()
 	return api.GatewayInUse{Addr: a.Gateway.Addr(), Bind: l.Bind, Addresses: l.Addresses, URLs: l.URLs,
-		TLSFingerprint: l.TLSFingerprint, TLSFingerprintWords: l.TLSFingerprintWords, GatewayID: l.GatewayID, MDNS: string(l.MDNS)}
+		TLSFingerprint: l.TLSFingerprint, TLSFingerprintWords: l.TLSFingerprintWords, TLSSPKI: l.TLSSPKI, GatewayID: l.GatewayID,
+		MDNS: string(l.MDNS), MDNSInterfaces: l.MDNSInterfaces, MDNSReason: string(l.MDNSReason), MDNSError: l.MDNSError}
 }
 
 // lanPairInfo is where devices on the LAN reach the gateway, for
