@@ -1,14 +1,16 @@
 // The desktop's pairing UI against a scripted gateway: a request shows a banner at once, the
 // Nodes panel approves it with the commands left ticked, the QR code and words of device.pair.code.
-import { beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { fireEvent, render, screen, waitFor } from '@testing-library/svelte';
 import App from '../App.svelte';
 import { GatewayClient } from '../lib/gateway';
 import { FakeWebSocket } from '../lib/testing/fakeWebSocket';
+import { resetLang, setLang } from '../lib/i18n.svelte';
 
 beforeEach(() => {
   FakeWebSocket.reset();
   localStorage.clear();
+  resetLang();
 });
 
 describe('Nodes', () => {
@@ -54,6 +56,41 @@ describe('Nodes', () => {
     expect(screen.getByTestId('pair-words').textContent).toBe('lusab babad gutih tugad');
     expect((screen.getByTestId('pair-qr') as HTMLImageElement).src).toBe('data:image/png;base64,iVBORw0KGgo=');
     expect(screen.getByTestId('pair-expiry').textContent).toMatch(/expires in (9|10):\d\d/);
+  });
+
+  it('the pair code\'s certificate details: SHA-256 and SPKI hash with copy buttons (zh)', async () => {
+    const writeText = vi.fn(async (_: string) => {});
+    Object.defineProperty(navigator, 'clipboard', { value: { writeText }, configurable: true });
+    const gw = new GatewayClient({ url: 'ws://test/ws', token: 't', instanceId: 'i', WebSocket: FakeWebSocket, random: () => 0.5 });
+    render(App, { props: { gw } });
+    gw.start();
+    const ws = FakeWebSocket.last();
+    ws.handshake();
+    await waitFor(() => expect(screen.getByTestId('conn-state').textContent).toBe('connected'));
+    setLang('zh');
+    ws.serverEvent('device.pair.requested', { request: { requestId: 'r1', deviceId: 'd'.repeat(64), displayName: 'phone', roles: ['node'], commands: [] } });
+    await fireEvent.click(await screen.findByTestId('pair-banner-open'));
+    await fireEvent.click(screen.getByTestId('pair-start'));
+    await waitFor(() => expect(ws.lastRequest('device.pair.code')).toBeDefined());
+    const spki = 'JHnwE0X/JtOmc1rRdN3Uw2MNwjt7LxMMM8xEhgm4cKE=';
+    ws.reply(ws.lastRequest('device.pair.code'), {
+      code: 'ABCD2345',
+      display: 'ABCD-2345',
+      expiresAt: Date.now() + 600_000,
+      url: 'https://127.0.0.2:4000/pair#c=ABCD2345&g=x&f=y',
+      fingerprintWords: 'lusab babad gutih tugad',
+      fingerprint: 'f'.repeat(64),
+      spki,
+    });
+    const details = await screen.findByTestId('pair-cert');
+    expect(details.textContent).toContain('证书详情');
+    expect(screen.getByTestId('pair-fingerprint').textContent).toBe('f'.repeat(64));
+    expect(screen.getByTestId('pair-spki').textContent).toBe(spki);
+    await fireEvent.click(screen.getByTestId('pair-copy-spki'));
+    await waitFor(() => expect(screen.getByTestId('pair-copy-spki').textContent).toBe('已复制'));
+    expect(writeText).toHaveBeenCalledWith(spki);
+    await fireEvent.click(screen.getByTestId('pair-copy-fingerprint'));
+    await waitFor(() => expect(writeText).toHaveBeenLastCalledWith('f'.repeat(64)));
   });
 
   it('an exec ask from `atrium node`: banner, then allow once / always / deny through exec.ask.answer', async () => {

@@ -1,7 +1,7 @@
 // The Settings panel's gateway section against a scripted gateway: the LAN listeners, the TLS
 // fingerprint (words and hex), the gateway id and mDNS as config.get reports them; a bind change
 // is sent with config.patch and said to need a restart.
-import { beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { fireEvent, render, screen, waitFor } from '@testing-library/svelte';
 import SettingsPanel from './SettingsPanel.svelte';
 import { GatewayClient } from '../lib/gateway';
@@ -30,6 +30,7 @@ function answer(ws: FakeWebSocket, method: string, payload: unknown, done: Set<s
 
 const fp = '6a8309c8eba05acf121fda093cc677736243d5e3690f041e48550edccffac2b6';
 const gwid = 'ab'.repeat(32);
+const spki = 'JHnwE0X/JtOmc1rRdN3Uw2MNwjt7LxMMM8xEhgm4cKE=';
 const view = (restart: string[] = []) => ({
   path: '/h/config.json',
   config: { gateway: { bind: '127.0.0.2' } },
@@ -41,6 +42,7 @@ const view = (restart: string[] = []) => ({
     urls: ['https://127.0.0.2:18789/'],
     tlsFingerprint: fp,
     tlsFingerprintWords: 'kopag bolam vovob joraz',
+    tlsSpki: spki,
     gatewayId: gwid,
     mdns: 'retrying',
   },
@@ -79,6 +81,31 @@ describe('settings: gateway', () => {
     });
     expect(sent[0].patch).toEqual({ gateway: { port: null, bind: 'lan' } });
     await waitFor(() => expect(screen.getByTestId('settings-restart').textContent).toContain('网关端口/绑定'));
+  });
+
+  it('shows the SPKI hash with a copy button, and why mDNS cannot advertise (en, zh)', async () => {
+    const writeText = vi.fn(async (_: string) => {});
+    Object.defineProperty(navigator, 'clipboard', { value: { writeText }, configurable: true });
+    const { gw, ws } = connect();
+    render(SettingsPanel, { gw, connected: true });
+    const done = new Set<string>();
+    const v = view();
+    Object.assign(v.gateway, { mdnsReason: 'no-multicast', mdnsInterfaces: ['lo'], mdnsError: 'no multicast interface: the interfaces of [127.0.0.2] (lo) have no multicast' });
+    await waitFor(() => expect(answer(ws, 'config.get', v, done)).toHaveLength(1));
+    await waitFor(() => expect(screen.getByTestId('gateway-spki').textContent).toBe(spki));
+    expect(screen.getByTestId('gateway-lan').textContent).toContain('--ignore-certificate-errors-spki-list');
+    expect(screen.getByTestId('gateway-mdns').textContent).toBe('not possible on lo: no multicast (phones must scan the QR code)');
+    expect(screen.getByTestId('gateway-mdns').title).toContain('have no multicast');
+    await fireEvent.click(screen.getByTestId('copy-spki'));
+    await waitFor(() => expect(screen.getByTestId('copy-spki').textContent).toBe('Copied'));
+    expect(writeText).toHaveBeenCalledWith(spki);
+    setLang('zh');
+    await waitFor(() => expect(screen.getByTestId('gateway-mdns').textContent).toBe('无法在 lo 上广播：该接口不支持多播（手机须扫描二维码）'));
+    expect(screen.getByTestId('gateway-lan').textContent).toContain('公钥（SPKI SHA-256）');
+    // A page that may not write the clipboard asks to select and copy instead.
+    writeText.mockRejectedValueOnce(new Error('denied'));
+    await fireEvent.click(screen.getByTestId('copy-fingerprint'));
+    await waitFor(() => expect(screen.getByRole('status').textContent).toBe('无法复制：请选中文字后复制'));
   });
 
   it('says when the gateway is not on the LAN', async () => {

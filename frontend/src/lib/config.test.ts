@@ -31,11 +31,21 @@ describe('settings forms', () => {
     expect(restartText(['memory.embedding'])).toContain('embedding provider');
     setLang('zh');
     expect(restartText(['memory.embedding', 'gateway'])).toBe('重启后生效：嵌入模型, 网关端口/绑定');
-    expect(mdnsText('retrying')).toBe('失败，正在重试（见日志）');
+    expect(mdnsText({ mdns: 'retrying' })).toBe('失败，正在重试（见日志）');
+    expect(mdnsText({ mdns: 'retrying', mdnsReason: 'no-multicast', mdnsInterfaces: ['lo'] })).toBe('无法在 lo 上广播：该接口不支持多播（手机须扫描二维码）');
+    expect(mdnsText({ mdns: 'advertising', mdnsInterfaces: ['eth0', 'wlan0'] })).toBe('正在通过 eth0, wlan0 广播');
     expect(reindexCost(1, 3)).toContain('1 个文件（3 个分块）');
     resetLang();
     expect(reindexCost(1, 1)).toContain('all 1 file (1 chunk)');
-    expect(mdnsText('advertising')).toBe('yes');
+    expect(mdnsText({ mdns: 'advertising' })).toBe('advertising');
+    expect(mdnsText({ mdns: 'advertising', mdnsInterfaces: ['eth0'] })).toBe('advertising on eth0');
+    expect(mdnsText({ mdns: 'retrying', mdnsReason: 'no-multicast', mdnsInterfaces: ['tun0'] })).toBe(
+      'not possible on tun0: no multicast (phones must scan the QR code)',
+    );
+    expect(mdnsText({ mdns: 'retrying', mdnsReason: 'interface-down', mdnsInterfaces: ['eth0'] })).toBe('not possible on eth0: the interface is down (retrying)');
+    expect(mdnsText({ mdns: 'retrying', mdnsReason: 'no-interface' })).toContain('no network interface holds');
+    expect(mdnsText({ mdns: 'retrying', mdnsReason: 'error', mdnsInterfaces: ['eth0'] })).toBe('failing, retrying (see the log)');
+    expect(mdnsText({ mdns: '' })).toBe('');
     expect(mdnsText(undefined)).toBe('');
   });
 });

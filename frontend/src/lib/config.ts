@@ -30,7 +30,9 @@ export interface ConfigShape {
 }
 
 /** Where the gateway listens now (config.get "gateway"): the plain 127.0.0.1 listener, the bind in
- *  force, the HTTPS/WSS listeners, the TLS certificate's fingerprint, the gateway id, mDNS. */
+ *  force, the HTTPS/WSS listeners, the TLS certificate's fingerprint (hex SHA-256, words) and its
+ *  public key's SPKI hash (base64), the gateway id, and the mDNS advertisement: its state, the
+ *  interfaces it is on (or, when retrying, could not use) and why it is retrying. */
 export interface GatewayInUse {
   addr: string;
   bind?: string;
@@ -38,8 +40,12 @@ export interface GatewayInUse {
   urls?: string[];
   tlsFingerprint?: string;
   tlsFingerprintWords?: string;
+  tlsSpki?: string;
   gatewayId?: string;
   mdns?: string;
+  mdnsInterfaces?: string[];
+  mdnsReason?: string;
+  mdnsError?: string;
 }
 
 export interface SettingsView {
@@ -159,9 +165,25 @@ const MDNS_LABELS: Record<string, MessageKey> = {
   stopped: 'settings.mdns.stopped',
 };
 
-/** The mDNS advertisement's state (config.get gateway.mdns) in words; '' when there is none. */
-export function mdnsText(state: string | undefined): string {
+/** Why the advertisement is retrying (config.get gateway.mdnsReason; backend discovery.Reason), with
+ *  the interfaces concerned as {on}. "error" and unknown reasons keep the generic retrying text. */
+const MDNS_REASONS: Record<string, MessageKey> = {
+  'no-multicast': 'settings.mdns.noMulticast',
+  'interface-down': 'settings.mdns.down',
+  'no-interface': 'settings.mdns.noInterface',
+};
+
+/** The mDNS advertisement (config.get gateway.mdns, mdnsInterfaces, mdnsReason) in words —
+ *  "advertising on eth0", "not possible on tun0: no multicast (phones must scan the QR code)";
+ *  '' when there is none (loopback bind). */
+export function mdnsText(g: Pick<GatewayInUse, 'mdns' | 'mdnsInterfaces' | 'mdnsReason'> | undefined): string {
+  const state = g?.mdns;
   if (!state) return '';
+  const on = (g.mdnsInterfaces ?? []).join(', ');
+  if (state === 'advertising' && on) return t('settings.mdns.advertisingOn', { on });
+  if (state === 'retrying' && g.mdnsReason && MDNS_REASONS[g.mdnsReason] && (on || g.mdnsReason === 'no-interface')) {
+    return t(MDNS_REASONS[g.mdnsReason], { on });
+  }
   return MDNS_LABELS[state] ? t(MDNS_LABELS[state]) : state;
 }
 

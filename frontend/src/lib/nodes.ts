@@ -15,6 +15,8 @@ export interface PairCode {
   gatewayId: string;
   fingerprint: string;
   fingerprintWords: string;
+  /** Base64 SHA-256 of the certificate's public key (SPKI): what a browser flag or a pin takes. */
+  spki: string;
   note?: string;
 }
 
@@ -117,6 +119,7 @@ export function toPairCode(v: unknown): PairCode | null {
     gatewayId: str(o.gatewayId),
     fingerprint: str(o.fingerprint),
     fingerprintWords: str(o.fingerprintWords),
+    spki: str(o.spki),
     note: str(o.note) || undefined,
   };
 }

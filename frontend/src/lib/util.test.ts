@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { GatewayError } from './gateway';
-import { errorCode, errorText, errorTitle, plainMessage, throttle } from './util';
+import { copyText, errorCode, errorText, errorTitle, plainMessage, throttle } from './util';
 
 describe('error text for people (tester defect: codes and layered prefixes in the UI)', () => {
   const e = new GatewayError('INVALID_REQUEST', 'import empty.md: memory: invalid input: empty content');
@@ -45,5 +45,27 @@ describe('throttle', () => {
     t.cancel();
     vi.advanceTimersByTime(2000);
     expect(calls).toEqual([10, 20, 25]);
+  });
+});
+
+describe('copyText', () => {
+  it('writes the clipboard, else falls back to the copy command, else says it could not', async () => {
+    const writeText = vi.fn(async (_: string) => {});
+    expect(await copyText('abc', { clipboard: { writeText }, document })).toBe(true);
+    expect(writeText).toHaveBeenCalledWith('abc');
+    let selected = '';
+    const exec = vi.fn(() => {
+      selected = (document.activeElement as HTMLTextAreaElement | null)?.value ?? document.querySelector('textarea')?.value ?? '';
+      return true;
+    });
+    Object.defineProperty(document, 'execCommand', { value: exec, configurable: true });
+    writeText.mockRejectedValueOnce(new Error('not allowed'));
+    expect(await copyText('def', { clipboard: { writeText }, document })).toBe(true);
+    expect(exec).toHaveBeenCalledWith('copy');
+    expect(selected).toBe('def');
+    expect(document.querySelector('textarea')).toBeNull(); // the helper textarea is gone
+    exec.mockReturnValueOnce(false);
+    expect(await copyText('ghi', { clipboard: null, document })).toBe(false);
+    expect(await copyText('jkl', { clipboard: null, document: null })).toBe(false);
   });
 });

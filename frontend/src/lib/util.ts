@@ -119,3 +119,41 @@ export function errorTitle(err: unknown): string {
   }
   return typeof err === 'string' ? err : '';
 }
+
+/** What copyText needs of the page (tests pass their own). */
+export interface CopyEnv {
+  clipboard?: { writeText(text: string): Promise<void> } | null;
+  document?: Document | null;
+}
+
+/**
+ * Puts text on the clipboard: the Clipboard API, else (no API, not a secure context, refused) a
+ * selected hidden textarea and the copy command, which desktop webviews still honour. false when
+ * both fail; the caller then asks the person to select and copy the text.
+ */
+export async function copyText(text: string, env: CopyEnv = { clipboard: globalThis.navigator?.clipboard, document: globalThis.document }): Promise<boolean> {
+  try {
+    if (env.clipboard?.writeText) {
+      await env.clipboard.writeText(text);
+      return true;
+    }
+  } catch {
+    // fall through to the copy command
+  }
+  const doc = env.document;
+  if (!doc?.body) return false;
+  const ta = doc.createElement('textarea');
+  ta.value = text;
+  ta.setAttribute('readonly', '');
+  ta.style.position = 'fixed';
+  ta.style.opacity = '0';
+  doc.body.appendChild(ta);
+  try {
+    ta.select();
+    return typeof doc.execCommand === 'function' && doc.execCommand('copy');
+  } catch {
+    return false;
+  } finally {
+    ta.remove();
+  }
+}
