@@ -29,6 +29,7 @@ var allowed = map[string][]string{
 	"backend/statedb":             {},
 	"backend/device":              {},
 	"backend/gwid":                {"backend/safefile"},
+	"backend/media":               {"backend/safefile"},
 	"backend/pairing":             {},
 	"backend/discovery":           {},
 	"backend/discovery/netnstest": {},

@@ -164,6 +164,11 @@ func (l Layout) AuditDir() string { return filepath.Join(l.Home, "audit") }
 // its TLS certificate (package gwid), files of mode 0600.
 func (l Layout) KeysDir() string { return filepath.Join(l.Home, "keys") }
 
+// MediaDir is $ATRIUM_HOME/media (mode 0700): photos, clips and screen
+// recordings from nodes, each beside its JSON sidecar, and the transfers
+// still under way in media/.partial (package media, SPEC §7, issue 22).
+func (l Layout) MediaDir() string { return filepath.Join(l.Home, "media") }
+
 // IndexRoot is $ATRIUM_HOME/index.
 func (l Layout) IndexRoot() string { return filepath.Join(l.Home, "index") }
 

@@ -77,6 +77,9 @@ func TestEnsureAndIndexDir(t *testing.T) {
 	if l.AuditDir() != filepath.Join(l.Home, "audit") {
 		t.Fatalf("audit dir %s, want %s/audit", l.AuditDir(), l.Home)
 	}
+	if l.MediaDir() != filepath.Join(l.Home, "media") {
+		t.Fatalf("media dir %s, want %s/media", l.MediaDir(), l.Home)
+	}
 }
 
 func TestEnsureReadOnlyHome(t *testing.T) {
