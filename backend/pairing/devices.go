@@ -45,6 +45,9 @@ type Device struct {
 	CreatedAt   time.Time        `json:"createdAt"`   // first approval
 	LastSeenAt  time.Time        `json:"lastSeenAt"`  // last admitted connect or Touch
 	Tokens      map[string]Token `json:"tokens"`      // by role
+	// Scope is what the device reaches in memory when it connects as an
+	// operator (scope.go); never "" in a stored record.
+	Scope Scope `json:"scope"`
 }
 
 // HasRole reports whether role is approved for d.
@@ -83,11 +86,17 @@ func subset(what string, want, of []string) ([]string, error) {
 
 // Approve takes the pending request id and pairs its device with roles
 // and commands (each a subset of what it requested; nil means all of them;
-// a role list may not be empty). A known device keeps its CreatedAt. It
-// returns the record and the new plaintext tokens by role (the only time
-// they exist). Errors: ErrNotFound, ErrExpired, ErrNotRequested (the
-// request stays pending), ErrBadRequest (no role), the store's.
-func (s *Service) Approve(ctx context.Context, id string, roles, commands []string) (Device, map[string]string, error) {
+// a role list may not be empty) and the memory scope ("" is
+// ScopeAuthenticated, also for a repair: an approval never keeps a wider
+// scope by default). A known device keeps its CreatedAt. It returns the
+// record and the new plaintext tokens by role (the only time they exist).
+// Errors: ErrNotFound, ErrExpired, ErrNotRequested (the request stays
+// pending), ErrBadRequest (no role), ErrBadScope, the store's.
+func (s *Service) Approve(ctx context.Context, id string, roles, commands []string, scope Scope) (Device, map[string]string, error) {
+	scope, err := ParseScope(string(scope))
+	if err != nil {
+		return Device{}, nil, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.o.Now()
@@ -115,7 +124,7 @@ func (s *Service) Approve(ctx context.Context, id string, roles, commands []stri
 		d = Device{DeviceID: r.DeviceID, CreatedAt: now, Tokens: map[string]Token{}}
 	}
 	d.Algorithm, d.PublicKey, d.DisplayName, d.Platform = r.Algorithm, r.PublicKey, r.DisplayName, r.Platform
-	d.Roles, d.Commands, d.Caps, d.LastSeenAt = roles, commands, slices.Clone(r.Caps), now
+	d.Roles, d.Commands, d.Caps, d.LastSeenAt, d.Scope = roles, commands, slices.Clone(r.Caps), now, scope
 	if d.Tokens == nil {
 		d.Tokens = map[string]Token{}
 	}
@@ -179,7 +188,7 @@ func (s *Service) device(ctx context.Context, id string) (Device, error) {
 	if !found {
 		return Device{}, fmt.Errorf("%w: %s", ErrNotPaired, id)
 	}
-	return d, nil
+	return withScope(d), nil
 }
 
 // Devices lists the paired devices, oldest CreatedAt first.
@@ -189,6 +198,9 @@ func (s *Service) Devices(ctx context.Context) ([]Device, error) {
 	ds, err := s.o.Store.Devices(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read paired devices: %w", err)
+	}
+	for i := range ds {
+		ds[i] = withScope(ds[i])
 	}
 	return ds, nil
 }

@@ -33,17 +33,17 @@ func TestApproveAndTokens(t *testing.T) {
 		c := newClock()
 		s := service(t, newStore(), c)
 		r := submit(t, s, "dev1")
-		if _, _, err := s.Approve(ctx, r.ID, []string{"admin"}, nil); !errors.Is(err, pairing.ErrNotRequested) {
+		if _, _, err := s.Approve(ctx, r.ID, []string{"admin"}, nil, ""); !errors.Is(err, pairing.ErrNotRequested) {
 			t.Fatalf("approve a role not asked for: %v", err)
 		}
-		if _, _, err := s.Approve(ctx, r.ID, nil, []string{"system.run"}); !errors.Is(err, pairing.ErrNotRequested) {
+		if _, _, err := s.Approve(ctx, r.ID, nil, []string{"system.run"}, ""); !errors.Is(err, pairing.ErrNotRequested) {
 			t.Fatalf("approve a command not asked for: %v", err)
 		}
-		if _, _, err := s.Approve(ctx, r.ID, []string{}, nil); !errors.Is(err, pairing.ErrBadRequest) {
+		if _, _, err := s.Approve(ctx, r.ID, []string{}, nil, ""); !errors.Is(err, pairing.ErrBadRequest) {
 			t.Fatalf("approve no role: %v", err)
 		}
 		c.Add(time.Minute)
-		d, toks, err := s.Approve(ctx, r.ID, nil, []string{"location.get"})
+		d, toks, err := s.Approve(ctx, r.ID, nil, []string{"location.get"}, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +81,7 @@ func TestApproveAndTokens(t *testing.T) {
 		r2 := submit(t, s, "dev1")
 		created := got.CreatedAt
 		c.Add(time.Minute)
-		d2, toks2, err := s.Approve(ctx, r2.ID, []string{"node"}, nil)
+		d2, toks2, err := s.Approve(ctx, r2.ID, []string{"node"}, nil, "")
 		if err != nil || !d2.CreatedAt.Equal(created) || !slices.Equal(d2.Roles, []string{"node"}) || len(d2.Tokens) != 1 {
 			t.Fatalf("repair approval: %+v %v", d2, err)
 		}
@@ -104,7 +104,7 @@ func TestTokenMismatchKeepsRecord(t *testing.T) {
 	stores(t, func(t *testing.T, newStore func() pairing.Store) {
 		c := newClock()
 		s := service(t, newStore(), c)
-		_, toks, err := s.Approve(ctx, submit(t, s, "dev1").ID, nil, nil)
+		_, toks, err := s.Approve(ctx, submit(t, s, "dev1").ID, nil, nil, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -180,7 +180,7 @@ func TestDevicesSurviveRestartOnlyHashes(t *testing.T) {
 		return service(t, st, newClock()), func() { db.Close() }
 	}
 	s, closeDB := open()
-	_, toks, err := s.Approve(ctx, submit(t, s, "dev1").ID, nil, nil)
+	_, toks, err := s.Approve(ctx, submit(t, s, "dev1").ID, nil, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}

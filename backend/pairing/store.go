@@ -182,6 +182,9 @@ func OpenSQLStore(ctx context.Context, db *sql.DB) (*SQLStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create pairing tables: %w", err)
 	}
+	if err := migrateScopes(ctx, db); err != nil {
+		return nil, err
+	}
 	return &SQLStore{db: db}, nil
 }
 
@@ -286,7 +289,7 @@ func decodeDevice(body string) (Device, error) {
 	if d.Tokens == nil {
 		d.Tokens = map[string]Token{}
 	}
-	return d, nil
+	return withScope(d), nil
 }
 
 // Device implements Store.
