@@ -141,6 +141,23 @@ func (s *Server) BroadcastTo(who Callers, event string, payload any) {
 	s.broadcast(func(c *conn) bool { return who.Has(c.principal.Class()) }, event, payload)
 }
 
+// DeviceEventFilter decides what of a broadcast event a paired operator
+// device's connections get: body (the payload's JSON) as is, a narrowed
+// copy, or nothing (ok false). It runs under the gateway's broadcast lock,
+// once per device and event: it must be quick and must not broadcast.
+type DeviceEventFilter func(p Principal, event string, body []byte) (out []byte, ok bool)
+
+// OnDeviceEvent sets f, applied to every [Server.Broadcast] and
+// [Server.BroadcastTo] event bound for connections of class
+// [OperatorDevice] (a paired device's scope may not cover every run or
+// file the person's connections see; package api). Events sent with
+// [Server.Send] are not filtered. Set it before serving.
+func (s *Server) OnDeviceEvent(f DeviceEventFilter) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deviceEvents = f
+}
+
 // refuse reports a refused connect to the OnForbidden hook (audit): call
 // Method "connect", the principal as far as known.
 func (c *conn) refuse(p ConnectParams, reason string) {

@@ -201,6 +201,7 @@ type Server struct {
 	preAuth      int                // connections before hello-ok
 	preAuthByIP  map[string]int
 	forbidden    func(call *Call, reason string)
+	deviceEvents DeviceEventFilter // see OnDeviceEvent
 	shuttingDown bool
 	connWG       sync.WaitGroup
 
@@ -415,9 +416,32 @@ func (s *Server) broadcast(keep func(*conn) bool, event string, payload any) {
 			targets = append(targets, c)
 		}
 	}
+	filter := s.deviceEvents
 	s.mu.RUnlock()
+	var perDevice map[string][]byte // the filter's answer per device, once per broadcast (nil: withheld)
 	for _, c := range targets {
-		c.sendEventRaw(nameJSON, body)
+		out := body
+		if filter != nil && c.principal.Class() == OperatorDevice {
+			got, seen := perDevice[c.principal.Device]
+			if !seen {
+				var ok bool
+				switch got, ok = filter(c.principal, event, body); {
+				case !ok:
+					got = nil
+				case got == nil:
+					got = body
+				}
+				if perDevice == nil {
+					perDevice = map[string][]byte{}
+				}
+				perDevice[c.principal.Device] = got
+			}
+			if got == nil {
+				continue
+			}
+			out = got
+		}
+		c.sendEventRaw(nameJSON, out)
 	}
 }
 
