@@ -31,21 +31,39 @@ type asParam struct {
 	As string `json:"as"`
 }
 
+// access is what resolving a caller needs: the guard (nil: no ACL) and
+// the paired devices' memory scopes (Options.DeviceScope).
+type access struct {
+	g     *guard.Guard
+	scope DeviceScope
+}
+
 // principal returns who call acts as (SPEC §5.1 principals; issue 4 item
-// 3): an operator connection is the person at the desktop (admin) unless it
-// names a role with `as`, when it is exactly that role (no admin rights);
-// a node connection (a paired device) is `authenticated` and may not use
-// `as` (FORBIDDEN, audited). A malformed `as` is INVALID_REQUEST, audited.
-// The returned ctx carries the principal for the memory engine's
-// Authorize hook.
-func principal(ctx context.Context, g *guard.Guard, c *gateway.Call) (context.Context, acl.Principal, error) {
+// 3, issue 21 item 4): an operator token connection is the person at the
+// desktop (admin) unless it names a role with `as`, when it is exactly
+// that role (no admin rights); a paired operator device acts as its
+// memory scope (authenticated, one role, or admin) and its `as` may only
+// narrow that scope, never widen it (scopeAs); a node connection is
+// `authenticated` and may not use `as` (FORBIDDEN, audited). A malformed
+// `as` is INVALID_REQUEST, audited. The returned ctx carries the
+// principal for the memory engine's Authorize hook.
+func principal(ctx context.Context, ac *access, c *gateway.Call) (context.Context, acl.Principal, error) {
 	var a asParam
 	if err := decode(c, &a); err != nil {
 		return ctx, acl.Principal{}, err
 	}
+	g := ac.g
 	var p acl.Principal
-	switch {
-	case c.Role != gateway.RoleOperator:
+	switch cls := c.Principal.Class(); {
+	case cls == gateway.OperatorDevice:
+		base, err := ac.device(ctx, c)
+		if err != nil {
+			return ctx, base, err
+		}
+		if p, err = ac.scopeAs(c, base, a.As); err != nil {
+			return ctx, p, err
+		}
+	case cls != gateway.Admin:
 		p = acl.Principal{Authenticated: true, IP: c.RemoteIP}
 		if a.As != "" {
 			if g == nil {
@@ -56,24 +74,38 @@ func principal(ctx context.Context, g *guard.Guard, c *gateway.Call) (context.Co
 	case a.As == "":
 		p = acl.Principal{Admin: true, IP: c.RemoteIP}
 	default:
-		if g == nil {
-			return ctx, p, gateway.Errorf(gateway.CodeUnavailable, "%s: as needs the ACL, which this app does not run", c.Method)
-		}
-		if err := acl.ValidateRole(a.As); err != nil {
-			admin := acl.Principal{Admin: true, IP: c.RemoteIP}
-			return ctx, admin, mapErr(g.DenyInvalid(admin, c.Method, "as "+a.As, err.Error()))
+		admin := acl.Principal{Admin: true, IP: c.RemoteIP}
+		if err := checkAs(g, admin, c, a.As); err != nil {
+			return ctx, admin, err
 		}
 		p = acl.Principal{Role: a.As, IP: c.RemoteIP}
 	}
 	return guard.WithPrincipal(ctx, p), p, nil
 }
 
-// writerOf is the memory writer name of p: its role, or admin.
-func writerOf(p acl.Principal) string {
-	if p.Role != "" {
-		return p.Role
+// checkAs checks the role named by `as` for who: the ACL must run
+// (UNAVAILABLE) and the name must be a valid role name (INVALID_REQUEST,
+// audited as who).
+func checkAs(g *guard.Guard, who acl.Principal, c *gateway.Call, as string) error {
+	if g == nil {
+		return gateway.Errorf(gateway.CodeUnavailable, "%s: as needs the ACL, which this app does not run", c.Method)
 	}
-	return memory.AdminWriter
+	if err := acl.ValidateRole(as); err != nil {
+		return mapErr(g.DenyInvalid(who, c.Method, "as "+as, err.Error()))
+	}
+	return nil
+}
+
+// writerOf is the memory writer name of p: its role, admin, or
+// DeviceWriter for a device scoped `authenticated`.
+func writerOf(p acl.Principal) string {
+	switch {
+	case p.Role != "":
+		return p.Role
+	case p.Admin:
+		return memory.AdminWriter
+	}
+	return DeviceWriter
 }
 
 // deviceWrite refuses a memory write by a device (node connection):

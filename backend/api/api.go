@@ -45,7 +45,16 @@ type Options struct {
 	// access.go). nil: no ACL checks, `as` and audit.tail are refused
 	// (tests of the bare bindings only; the app always sets it).
 	Guard *guard.Guard
-	Chat  *chat.Service
+	// DeviceScope resolves a paired operator device's memory scope on
+	// each of its calls and events (scope.go; the app reads the device's
+	// record through package devices). nil: every paired operator device
+	// is `authenticated` (never admin).
+	DeviceScope DeviceScope
+	// Messages finds a chat message's profile for message.delete by a
+	// device scoped below admin (the app: its history store). nil: such a
+	// device may not delete messages.
+	Messages Messages
+	Chat     *chat.Service
 	// Collab runs collaborations (SPEC §5.4; collab.go); nil: the collab.*
 	// methods are not registered.
 	Collab *collab.Service
@@ -94,6 +103,10 @@ func Register(o Options) {
 	// Anonymous refusals (refused connects, unpaired devices) cost the
 	// caller nothing: past anonBudget they are summarised, not recorded
 	// one by one (access.go).
+	ac := &access{g: o.Guard, scope: o.DeviceScope}
+	// A paired operator device's connections get of each event what its
+	// memory scope covers (scope.go).
+	g.OnDeviceEvent(ac.deviceEvent)
 	if o.Guard != nil {
 		anon := newAnonBudget()
 		g.OnForbidden(func(c *gateway.Call, reason string) {
@@ -143,7 +156,7 @@ func Register(o Options) {
 		if err := memory.CheckQuery(p.Query); err != nil {
 			return nil, mapErr(fmt.Errorf("memory.search: %w", err))
 		}
-		ctx, who, err := principal(ctx, o.Guard, c)
+		ctx, who, err := principal(ctx, ac, c)
 		if err != nil {
 			return nil, err
 		}
@@ -164,7 +177,7 @@ func Register(o Options) {
 		if err := decode(c, &p); err != nil {
 			return nil, err
 		}
-		ctx, who, err := principal(ctx, o.Guard, c)
+		ctx, who, err := principal(ctx, ac, c)
 		if err != nil {
 			return nil, err
 		}
@@ -180,7 +193,7 @@ func Register(o Options) {
 		if err := decode(c, &p); err != nil {
 			return nil, err
 		}
-		ctx, who, err := principal(ctx, o.Guard, c)
+		ctx, who, err := principal(ctx, ac, c)
 		if err != nil {
 			return nil, err
 		}
@@ -205,7 +218,7 @@ func Register(o Options) {
 		return o.Memory.Status(), nil
 	})
 	g.Handle("memory.files", gateway.Read(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
-		ctx, who, err := principal(ctx, o.Guard, c)
+		ctx, who, err := principal(ctx, ac, c)
 		if err != nil {
 			return nil, err
 		}
@@ -225,20 +238,20 @@ func Register(o Options) {
 		return auditTail(ctx, o.Guard, c)
 	})
 
-	registerWrites(g, o.Memory, o.Guard)
+	registerWrites(g, o.Memory, ac)
 	if o.Layers == nil {
 		o.Layers, _ = o.Memory.(Layers)
 	}
 	if o.Layers != nil {
-		registerLayers(g, o.Layers, o.Guard)
+		registerLayers(g, o.Layers, ac)
 		registerRoute(g, o.Layers, o.Embedder, o.RouteThreshold)
 	}
 	if o.Collab != nil {
-		registerCollab(g, o.Collab, o.Guard)
+		registerCollab(g, o.Collab, ac)
 	}
 
 	if o.Instances != nil {
-		registerInstances(g, o.Instances, o.Guard)
+		registerInstances(g, o.Instances, ac)
 	}
 	if o.Settings != nil {
 		registerSettings(g, o.Settings)
@@ -253,6 +266,9 @@ func Register(o Options) {
 	g.Handle("chat.send", gateway.Write(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p chat.SendRequest
 		if err := decode(c, &p); err != nil {
+			return nil, err
+		}
+		if err := ac.chatScope(ctx, c, p.ProfileID); err != nil {
 			return nil, err
 		}
 		// The service remembers keys too (per profile): scope them by
@@ -271,6 +287,9 @@ func Register(o Options) {
 		if err := decode(c, &p); err != nil {
 			return nil, err
 		}
+		if err := ac.chatScope(ctx, c, p.ProfileID); err != nil {
+			return nil, err
+		}
 		ok, err := o.Chat.Cancel(p)
 		if err != nil {
 			return nil, mapErr(err)
@@ -280,6 +299,9 @@ func Register(o Options) {
 	// The agent loop's questions to the person (SPEC §6): open ones, and
 	// the y/n answer. Only the person answers: node connections may not.
 	g.Handle("agent.permissions", gateway.Read(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
+		if err := ac.personOnly(ctx, c, "permissions"); err != nil {
+			return nil, err
+		}
 		return map[string]any{"requests": o.Chat.Permissions()}, nil
 	})
 	g.Handle("agent.permission.answer", gateway.Write(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
@@ -292,6 +314,9 @@ func Register(o Options) {
 		}
 		if !gateway.Operators.Has(c.Principal.Class()) {
 			return nil, gateway.Errorf(gateway.CodeForbidden, "agent.permission.answer: only the person (operator connections) answers permission questions")
+		}
+		if err := ac.personOnly(ctx, c, "permission "+p.ID); err != nil {
+			return nil, err
 		}
 		if p.Allow == nil {
 			return nil, gateway.Errorf(gateway.CodeInvalidRequest, "agent.permission.answer: allow (true or false) is required")
@@ -311,6 +336,9 @@ func Register(o Options) {
 		if p.ProfileID == "" {
 			return nil, gateway.Errorf(gateway.CodeInvalidRequest, "history.profile: profileId is required")
 		}
+		if err := ac.chatScope(ctx, c, p.ProfileID); err != nil {
+			return nil, err
+		}
 		page, err := o.Chat.History(ctx, p.ProfileID, p.Before, p.Limit)
 		return page, mapErr(err)
 	})
@@ -324,7 +352,14 @@ func Register(o Options) {
 			return nil, err
 		}
 		page, err := o.Chat.ConversationHistory(ctx, p.ConversationID, p.Before, p.Limit)
-		return page, mapErr(err)
+		if err != nil {
+			return nil, mapErr(err)
+		}
+		// A conversation is one profile's: all of it, or nothing.
+		if err := ac.pageScope(ctx, c, page); err != nil {
+			return nil, err
+		}
+		return page, nil
 	})
 	g.Handle("message.delete", gateway.Write(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p struct {
@@ -335,6 +370,9 @@ func Register(o Options) {
 		}
 		if !gateway.Operators.Has(c.Principal.Class()) {
 			return nil, gateway.Errorf(gateway.CodeForbidden, "message.delete: devices (node connections) do not delete history")
+		}
+		if err := ac.messageScope(ctx, c, o.Messages, p.MessageID); err != nil {
+			return nil, err
 		}
 		deleted, err := o.Chat.Delete(ctx, p.MessageID)
 		if err != nil {

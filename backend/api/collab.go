@@ -8,7 +8,6 @@ import (
 	"github.com/atrium-dev/atrium/backend/acl"
 	"github.com/atrium-dev/atrium/backend/collab"
 	"github.com/atrium-dev/atrium/backend/gateway"
-	"github.com/atrium-dev/atrium/backend/guard"
 	"github.com/atrium-dev/atrium/backend/memory"
 	"github.com/atrium-dev/atrium/backend/memory/embed"
 	"github.com/atrium-dev/atrium/backend/route"
@@ -46,7 +45,7 @@ func (a collabAuth) check(method string) error {
 // asCaller registers method of kind: decode its params P, check them (when P has a
 // check method, e.g. through collabAuth), resolve who the call acts as, call
 // fn and map its error to a gateway code.
-func asCaller[P any](g *gateway.Server, gd *guard.Guard, method string, kind gateway.Kind, fn func(ctx context.Context, who acl.Principal, p *P) (any, error)) {
+func asCaller[P any](g *gateway.Server, ac *access, method string, kind gateway.Kind, fn func(ctx context.Context, who acl.Principal, p *P) (any, error)) {
 	g.Handle(method, kind, func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p P
 		if err := decode(c, &p); err != nil {
@@ -57,7 +56,7 @@ func asCaller[P any](g *gateway.Server, gd *guard.Guard, method string, kind gat
 				return nil, err
 			}
 		}
-		ctx, who, err := principal(ctx, gd, c)
+		ctx, who, err := principal(ctx, ac, c)
 		if err != nil {
 			return nil, err
 		}
@@ -69,24 +68,24 @@ func asCaller[P any](g *gateway.Server, gd *guard.Guard, method string, kind gat
 	})
 }
 
-func registerCollab(g *gateway.Server, svc *collab.Service, gd *guard.Guard) {
-	asCaller(g, gd, "collab.request", gateway.Write(gateway.Operators), func(ctx context.Context, who acl.Principal, p *collab.Request) (any, error) {
+func registerCollab(g *gateway.Server, svc *collab.Service, ac *access) {
+	asCaller(g, ac, "collab.request", gateway.Write(gateway.Operators), func(ctx context.Context, who acl.Principal, p *collab.Request) (any, error) {
 		return svc.Request(ctx, who, *p)
 	})
-	asCaller(g, gd, "collab.accept", gateway.Write(gateway.Operators), func(ctx context.Context, who acl.Principal, p *collabAuth) (any, error) {
+	asCaller(g, ac, "collab.accept", gateway.Write(gateway.Operators), func(ctx context.Context, who acl.Principal, p *collabAuth) (any, error) {
 		return svc.Accept(ctx, who, p.ID, p.Token)
 	})
 	type completeParams struct {
 		collabAuth
 		Result *collab.Result `json:"result"`
 	}
-	asCaller(g, gd, "collab.complete", gateway.Write(gateway.Operators), func(ctx context.Context, who acl.Principal, p *completeParams) (any, error) {
+	asCaller(g, ac, "collab.complete", gateway.Write(gateway.Operators), func(ctx context.Context, who acl.Principal, p *completeParams) (any, error) {
 		if p.Result == nil {
 			return nil, gateway.Errorf(gateway.CodeInvalidRequest, "collab.complete: result {output, importance, artifacts} is required")
 		}
 		return svc.Complete(ctx, who, p.ID, p.Token, *p.Result)
 	})
-	asCaller(g, gd, "collab.list", gateway.Read(gateway.Operators), func(ctx context.Context, who acl.Principal, p *collab.ListFilter) (any, error) {
+	asCaller(g, ac, "collab.list", gateway.Read(gateway.Operators), func(ctx context.Context, who acl.Principal, p *collab.ListFilter) (any, error) {
 		list, err := svc.List(ctx, who, *p)
 		if err != nil {
 			return nil, err
@@ -97,7 +96,7 @@ func registerCollab(g *gateway.Server, svc *collab.Service, gd *guard.Guard) {
 		collabAuth
 		collab.WriteRequest
 	}
-	asCaller(g, gd, "collab.write", gateway.Write(gateway.Operators), func(ctx context.Context, who acl.Principal, p *writeParams) (any, error) {
+	asCaller(g, ac, "collab.write", gateway.Write(gateway.Operators), func(ctx context.Context, who acl.Principal, p *writeParams) (any, error) {
 		return svc.Write(ctx, who, p.ID, p.Token, p.WriteRequest)
 	})
 	type viewParams struct {
@@ -105,7 +104,7 @@ func registerCollab(g *gateway.Server, svc *collab.Service, gd *guard.Guard) {
 		Query      string `json:"query"`
 		MaxResults int    `json:"maxResults"`
 	}
-	asCaller(g, gd, "collab.view", gateway.Read(gateway.Operators), func(ctx context.Context, who acl.Principal, p *viewParams) (any, error) {
+	asCaller(g, ac, "collab.view", gateway.Read(gateway.Operators), func(ctx context.Context, who acl.Principal, p *viewParams) (any, error) {
 		return svc.View(ctx, who, p.ID, p.Token, p.Query, p.MaxResults)
 	})
 }

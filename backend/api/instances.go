@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/atrium-dev/atrium/backend/gateway"
-	"github.com/atrium-dev/atrium/backend/guard"
 	"github.com/atrium-dev/atrium/backend/worker"
 )
 
@@ -34,7 +33,7 @@ var (
 // stopWait bounds profiles.stop's wait for the process to be gone.
 const stopWait = 15 * time.Second
 
-func registerInstances(g *gateway.Server, in Instances, gd *guard.Guard) {
+func registerInstances(g *gateway.Server, in Instances, ac *access) {
 	g.DeclareEvents(InstanceEvent)
 	g.Handle("profiles.spawn", gateway.Write(gateway.Admin), func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p struct {
@@ -43,7 +42,7 @@ func registerInstances(g *gateway.Server, in Instances, gd *guard.Guard) {
 		if err := decode(c, &p); err != nil {
 			return nil, err
 		}
-		if err := adminOnly(ctx, gd, c); err != nil {
+		if err := adminOnly(ctx, ac, c); err != nil {
 			return nil, err
 		}
 		if p.ProfileID == "" {
@@ -65,7 +64,7 @@ func registerInstances(g *gateway.Server, in Instances, gd *guard.Guard) {
 		if err := decode(c, &p); err != nil {
 			return nil, err
 		}
-		if err := adminOnly(ctx, gd, c); err != nil {
+		if err := adminOnly(ctx, ac, c); err != nil {
 			return nil, err
 		}
 		if p.InstanceID == "" {
@@ -83,8 +82,8 @@ func registerInstances(g *gateway.Server, in Instances, gd *guard.Guard) {
 // adminOnly refuses the call unless it comes from an operator connection
 // acting as itself (no `as`): starting and stopping processes is the
 // person's decision.
-func adminOnly(ctx context.Context, gd *guard.Guard, c *gateway.Call) error {
-	_, who, err := principal(ctx, gd, c)
+func adminOnly(ctx context.Context, ac *access, c *gateway.Call) error {
+	_, who, err := principal(ctx, ac, c)
 	if err != nil {
 		return err
 	}

@@ -28,7 +28,8 @@ type Layers interface {
 // LayerMethods lists the methods registerLayers adds.
 var LayerMethods = []string{"profiles.create", "roles.list", "sessions.create", "sessions.list", "sessions.archive", "memory.promote"}
 
-func registerLayers(g *gateway.Server, l Layers, gd *guard.Guard) {
+func registerLayers(g *gateway.Server, l Layers, ac *access) {
+	gd := ac.g
 	g.Handle("profiles.create", gateway.Write(gateway.Admin), func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p struct {
 			Role         string   `json:"role"`
@@ -38,7 +39,7 @@ func registerLayers(g *gateway.Server, l Layers, gd *guard.Guard) {
 		if err := decode(c, &p); err != nil {
 			return nil, err
 		}
-		_, w, err := writer(ctx, gd, c, "profiles.create "+p.Role)
+		_, w, err := writer(ctx, ac, c, "profiles.create "+p.Role)
 		if err != nil {
 			return nil, err
 		}
@@ -63,7 +64,7 @@ func registerLayers(g *gateway.Server, l Layers, gd *guard.Guard) {
 		if err := decode(c, &p); err != nil {
 			return nil, err
 		}
-		ctx, w, err := writer(ctx, gd, c, "sessions.create")
+		ctx, w, err := writer(ctx, ac, c, "sessions.create")
 		if err != nil {
 			return nil, err
 		}
@@ -78,7 +79,7 @@ func registerLayers(g *gateway.Server, l Layers, gd *guard.Guard) {
 		if err := decode(c, &p); err != nil {
 			return nil, err
 		}
-		_, who, err := principal(ctx, gd, c)
+		_, who, err := principal(ctx, ac, c)
 		if err != nil {
 			return nil, err
 		}
@@ -100,7 +101,7 @@ func registerLayers(g *gateway.Server, l Layers, gd *guard.Guard) {
 		if err := decode(c, &p); err != nil {
 			return nil, err
 		}
-		if _, w, err := writer(ctx, gd, c, "sessions.archive "+p.ID); err != nil {
+		if _, w, err := writer(ctx, ac, c, "sessions.archive "+p.ID); err != nil {
 			return nil, err
 		} else if w != memory.AdminWriter {
 			return nil, gateway.Errorf(gateway.CodeForbidden, "sessions.archive: only admin archives sessions")
@@ -116,7 +117,7 @@ func registerLayers(g *gateway.Server, l Layers, gd *guard.Guard) {
 		if err := decode(c, &p); err != nil {
 			return nil, err
 		}
-		ctx, w, err := writer(ctx, gd, c, "promote "+p.Path)
+		ctx, w, err := writer(ctx, ac, c, "promote "+p.Path)
 		if err != nil {
 			return nil, err
 		}

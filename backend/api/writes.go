@@ -20,12 +20,12 @@ import (
 // the role named by `as`; node connections do not write memory
 // (FORBIDDEN, audited). target names the file for the audit entry of a
 // refused device.
-func writer(ctx context.Context, g *guard.Guard, c *gateway.Call, target string) (context.Context, string, error) {
-	ctx, p, err := principal(ctx, g, c)
+func writer(ctx context.Context, ac *access, c *gateway.Call, target string) (context.Context, string, error) {
+	ctx, p, err := principal(ctx, ac, c)
 	if err != nil {
 		return ctx, "", err
 	}
-	if err := deviceWrite(g, c, p, target); err != nil {
+	if err := deviceWrite(ac.g, c, p, target); err != nil {
 		return ctx, "", err
 	}
 	return ctx, writerOf(p), nil
@@ -48,7 +48,8 @@ func writePath(ctx context.Context, g *guard.Guard, raw string) (context.Context
 	return guard.WithChecked(ctx, rel), rel, nil
 }
 
-func registerWrites(g *gateway.Server, mem Memory, gd *guard.Guard) {
+func registerWrites(g *gateway.Server, mem Memory, ac *access) {
+	gd := ac.g
 	g.Handle("memory.write", gateway.Write(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p struct {
 			Path        string `json:"path"`
@@ -59,7 +60,7 @@ func registerWrites(g *gateway.Server, mem Memory, gd *guard.Guard) {
 		if err := decode(c, &p); err != nil {
 			return nil, err
 		}
-		ctx, w, err := writer(ctx, gd, c, p.Path)
+		ctx, w, err := writer(ctx, ac, c, p.Path)
 		if err != nil {
 			return nil, err
 		}
@@ -77,7 +78,7 @@ func registerWrites(g *gateway.Server, mem Memory, gd *guard.Guard) {
 		if err := decode(c, &p); err != nil {
 			return nil, err
 		}
-		ctx, w, err := writer(ctx, gd, c, "note "+p.Role)
+		ctx, w, err := writer(ctx, ac, c, "note "+p.Role)
 		if err != nil {
 			return nil, err
 		}
@@ -100,7 +101,7 @@ func registerWrites(g *gateway.Server, mem Memory, gd *guard.Guard) {
 		if err := decode(c, &p); err != nil {
 			return nil, err
 		}
-		ctx, who, err := principal(ctx, gd, c)
+		ctx, who, err := principal(ctx, ac, c)
 		if err != nil {
 			return nil, err
 		}
@@ -140,7 +141,7 @@ func registerWrites(g *gateway.Server, mem Memory, gd *guard.Guard) {
 		if p.ID <= 0 {
 			return nil, gateway.Errorf(gateway.CodeInvalidRequest, "conflicts.resolve: id is required")
 		}
-		ctx, _, err := writer(ctx, gd, c, fmt.Sprintf("conflict %d", p.ID))
+		ctx, _, err := writer(ctx, ac, c, fmt.Sprintf("conflict %d", p.ID))
 		if err != nil {
 			return nil, err
 		}

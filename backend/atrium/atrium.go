@@ -459,18 +459,20 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 		return nil, err
 	}
 	api.Register(api.Options{
-		Gateway:   a.Gateway,
-		Instances: a.Pool,
-		Memory:    a.Memory,
-		Guard:     a.Guard,
-		Chat:      a.Chat,
-		Collab:    a.Collab,
-		Embedder:  emb,
-		Settings:  &settings{a: a, store: store, local: o.LocalModelServers},
-		Focus:     o.Focus,
-		Setup:     a.setup,
-		Version:   o.Version,
-		Started:   time.Now(),
+		Gateway:     a.Gateway,
+		Instances:   a.Pool,
+		Memory:      a.Memory,
+		Guard:       a.Guard,
+		DeviceScope: a.deviceScope,
+		Messages:    a.History,
+		Chat:        a.Chat,
+		Collab:      a.Collab,
+		Embedder:    emb,
+		Settings:    &settings{a: a, store: store, local: o.LocalModelServers},
+		Focus:       o.Focus,
+		Setup:       a.setup,
+		Version:     o.Version,
+		Started:     time.Now(),
 	})
 	return a, nil
 }

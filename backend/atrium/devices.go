@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 
+	"github.com/atrium-dev/atrium/backend/acl"
 	"github.com/atrium-dev/atrium/backend/devices"
 	"github.com/atrium-dev/atrium/backend/gateway"
 	"github.com/atrium-dev/atrium/backend/gwid"
@@ -47,7 +49,7 @@ func (a *App) openDevices(ctx context.Context) error {
 		return fmt.Errorf("pairing: %w", err)
 	}
 	svc, err := devices.New(devices.Options{Pairing: a.Pairing, Gateway: a.Gateway, GatewayID: a.Identity.ID,
-		PairInfo: a.pairInfo, Audit: a.Audit, Logger: a.log})
+		PairInfo: a.pairInfo, Audit: a.Audit, Logger: a.log, Roles: a.scopeRoles})
 	if err != nil {
 		return err
 	}
@@ -55,6 +57,44 @@ func (a *App) openDevices(ctx context.Context) error {
 	a.Devices = svc
 	a.onClosed(svc.ConnClosed)
 	return nil
+}
+
+// scopeRoles lists the roles a device may be scoped to: the workspace's
+// roles (roles.list) and main, the chat's own profile.
+func (a *App) scopeRoles(ctx context.Context) ([]string, error) {
+	out := []string{acl.MainRole}
+	if a.Memory == nil {
+		return out, nil
+	}
+	infos, err := a.Memory.ListRoles(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list roles: %w", err)
+	}
+	for _, ri := range infos {
+		if !slices.Contains(out, ri.Role) {
+			out = append(out, ri.Role)
+		}
+	}
+	return out, nil
+}
+
+// deviceScope is api.Options.DeviceScope: the memory principal of a
+// paired operator device, from its scope as stored now (issue 21 item 4).
+func (a *App) deviceScope(ctx context.Context, id string) (acl.Principal, error) {
+	if a.Devices == nil {
+		return acl.Principal{}, fmt.Errorf("device %s: the devices service is not running", id)
+	}
+	sc, err := a.Devices.Scope(ctx, id)
+	if err != nil {
+		return acl.Principal{}, err
+	}
+	switch {
+	case sc == pairing.ScopeAdmin:
+		return acl.Principal{Admin: true}, nil
+	case sc.Role() != "":
+		return acl.Principal{Role: sc.Role()}, nil
+	}
+	return acl.Principal{Authenticated: true}, nil
 }
 
 // pairInfo is where devices reach the gateway, for device.pair.code. With

@@ -131,7 +131,12 @@ func printQR(w io.Writer, text string, dark bool) error {
 var nodesMethods = map[string]string{
 	"pending": "device.pair.list", "approve": "device.pair.approve", "reject": "device.pair.reject",
 	"list": "device.list", "rotate": "device.token.rotate", "revoke": "device.token.revoke", "remove": "device.remove",
+	"scope": "device.scope.set",
 }
+
+// scopeHelp says what a device's memory scope is (approve --scope, nodes scope).
+const scopeHelp = "what the device reaches in memory as an operator: authenticated (what the ACL grants `authenticated`), " +
+	"role:NAME (acting as that role), admin (everything, like this computer)"
 
 // runNodes runs `atrium nodes pending|approve|reject|list|rotate|revoke|remove`
 // against the running app (device.* methods, as admin).
@@ -144,11 +149,12 @@ func runNodes(ctx context.Context, args []string, o Options) error {
 	fs := newFlagSet("nodes "+sub, o)
 	c.registerApp(fs)
 	c.registerJSON(fs)
-	var roles, commands, role string
+	var roles, commands, role, scope string
 	switch sub {
 	case "approve":
 		fs.StringVar(&roles, "roles", "", "comma-separated roles to approve (default: every role requested)")
 		fs.StringVar(&commands, "commands", "", "comma-separated commands to approve (default: every command declared; \"none\" for none)")
+		fs.StringVar(&scope, "scope", "authenticated", scopeHelp)
 	case "rotate", "revoke":
 		fs.StringVar(&role, "role", "", "the role's token (operator or node; revoke: default every role)")
 	}
@@ -157,8 +163,11 @@ func runNodes(ctx context.Context, args []string, o Options) error {
 		return err
 	}
 	want := 1
-	if sub == "pending" || sub == "list" {
+	switch sub {
+	case "pending", "list":
 		want = 0
+	case "scope":
+		want = 2
 	}
 	if len(pos) != want {
 		c, _ := lookup("nodes " + sub)
@@ -176,6 +185,7 @@ func runNodes(ctx context.Context, args []string, o Options) error {
 	switch sub {
 	case "approve":
 		params["requestId"] = pos[0]
+		params["scope"] = scope
 		if roles != "" {
 			params["roles"] = splitList(roles)
 		}
@@ -188,6 +198,8 @@ func runNodes(ctx context.Context, args []string, o Options) error {
 		}
 	case "reject":
 		params["requestId"] = pos[0]
+	case "scope":
+		params["deviceId"], params["scope"] = pos[0], pos[1]
 	case "rotate", "revoke", "remove":
 		params["deviceId"] = pos[0]
 		if role != "" {
@@ -243,10 +255,10 @@ func printNodes(w io.Writer, sub string, pos []string, res map[string]any) error
 			fmt.Fprintln(w, "No pairing requests are waiting.")
 			return nil
 		}
-		fmt.Fprintln(tw, "REQUEST\tKIND\tNAME\tPLATFORM\tROLES\tCOMMANDS\tFROM\tEXPIRES")
+		fmt.Fprintln(tw, "REQUEST\tKIND\tNAME\tPLATFORM\tROLES\tCOMMANDS\tSCOPE NOW\tFROM\tEXPIRES")
 		for _, q := range reqs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", str(q, "requestId"), str(q, "kind"), str(q, "displayName"), str(q, "platform"),
-				str(q, "roles"), str(q, "commands"), str(q, "remoteIp"), str(q, "expiresAt"))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", str(q, "requestId"), str(q, "kind"), str(q, "displayName"), str(q, "platform"),
+				str(q, "roles"), str(q, "commands"), str(q, "scope"), str(q, "remoteIp"), str(q, "expiresAt"))
 		}
 	case "list":
 		ds := rows("devices")
@@ -254,14 +266,18 @@ func printNodes(w io.Writer, sub string, pos []string, res map[string]any) error
 			fmt.Fprintln(w, "No paired devices.")
 			return nil
 		}
-		fmt.Fprintln(tw, "DEVICE\tNAME\tPLATFORM\tROLES\tCOMMANDS\tCONNECTED\tLAST SEEN")
+		fmt.Fprintln(tw, "DEVICE\tNAME\tPLATFORM\tROLES\tCOMMANDS\tSCOPE\tCONNECTED\tLAST SEEN")
 		for _, d := range ds {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", str(d, "deviceId"), str(d, "displayName"), str(d, "platform"),
-				str(d, "roles"), str(d, "commands"), str(d, "connected"), str(d, "lastSeenAt"))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", str(d, "deviceId"), str(d, "displayName"), str(d, "platform"),
+				str(d, "roles"), str(d, "commands"), str(d, "scope"), str(d, "connected"), str(d, "lastSeenAt"))
 		}
 	case "approve":
 		d, _ := res["device"].(map[string]any)
-		fmt.Fprintf(w, "Approved %s (%s): roles %s, commands %s.\n", str(d, "displayName"), str(d, "deviceId"), str(d, "roles"), str(d, "commands"))
+		fmt.Fprintf(w, "Approved %s (%s): roles %s, commands %s, memory scope %s.\n", str(d, "displayName"), str(d, "deviceId"),
+			str(d, "roles"), str(d, "commands"), str(d, "scope"))
+	case "scope":
+		d, _ := res["device"].(map[string]any)
+		fmt.Fprintf(w, "%s (%s) now has memory scope %s; its live connections use it at once.\n", str(d, "displayName"), pos[0], str(d, "scope"))
 	case "reject":
 		fmt.Fprintf(w, "Rejected request %s.\n", pos[0])
 	case "rotate":

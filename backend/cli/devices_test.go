@@ -141,8 +141,11 @@ func TestPairAndNodesCommands(t *testing.T) {
 	if code, _, errOut := runCLI(t, nil, append([]string{"nodes", "approve", reqID, "--commands", "rm"}, common...)...); code != 1 || !strings.Contains(errOut, "not requested") {
 		t.Fatalf("approving a command not declared: exit %d %s", code, errOut)
 	}
+	if code, _, errOut := runCLI(t, nil, append([]string{"nodes", "approve", reqID, "--scope", "role:nosuch"}, common...)...); code != 1 || !strings.Contains(errOut, `unknown role "nosuch"`) {
+		t.Fatalf("approving a scope of an unknown role: exit %d %s", code, errOut)
+	}
 	code, out, errOut = runCLI(t, nil, append([]string{"nodes", "approve", reqID, "--commands", "system.which"}, common...)...)
-	if code != 0 || !strings.Contains(out, "Approved build box") {
+	if code != 0 || !strings.Contains(out, "Approved build box") || !strings.Contains(out, "memory scope authenticated") {
 		t.Fatalf("nodes approve: exit %d\n%s\n%s", code, out, errOut)
 	}
 	var tok string
@@ -164,8 +167,19 @@ func TestPairAndNodesCommands(t *testing.T) {
 	}
 	dev := key.Public().ID()
 	code, out, _ = runCLI(t, nil, append([]string{"nodes", "list"}, common...)...)
-	if code != 0 || !strings.Contains(out, dev) || !strings.Contains(out, "true") || !strings.Contains(out, "system.which") {
+	if code != 0 || !strings.Contains(out, dev) || !strings.Contains(out, "true") || !strings.Contains(out, "system.which") ||
+		!strings.Contains(out, "SCOPE") || !strings.Contains(out, "authenticated") {
 		t.Fatalf("nodes list:\n%s", out)
+	}
+	code, out, errOut = runCLI(t, nil, append([]string{"nodes", "scope", dev, "role:main"}, common...)...)
+	if code != 0 || !strings.Contains(out, "now has memory scope role:main") {
+		t.Fatalf("nodes scope: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if code, _, errOut := runCLI(t, nil, append([]string{"nodes", "scope", dev, "everything"}, common...)...); code != 1 || !strings.Contains(errOut, "bad device scope") {
+		t.Fatalf("nodes scope everything: exit %d %s", code, errOut)
+	}
+	if code, out, _ := runCLI(t, nil, append([]string{"nodes", "list"}, common...)...); code != 0 || !strings.Contains(out, "role:main") {
+		t.Fatalf("nodes list after nodes scope:\n%s", out)
 	}
 	code, out, errOut = runCLI(t, nil, append([]string{"nodes", "rotate", dev, "--role", "node"}, common...)...)
 	if code != 0 || !strings.Contains(out, "sent to 1 live") {

@@ -50,7 +50,7 @@ const (
 )
 
 // Events lists the events for gateway.DeclareEvents.
-var Events = []string{EventPairRequested, EventPairResolved, EventDevicesChanged, EventTokenRotated}
+var Events = []string{EventPairRequested, EventPairResolved, EventDevicesChanged, EventTokenRotated, EventScopeChanged}
 
 // Close codes and reasons for connections the service ends.
 const (
@@ -85,6 +85,10 @@ type Options struct {
 	PairInfo func() PairInfo
 	// Audit records refusals and changes; nil records nothing (tests).
 	Audit *audit.Log
+	// Roles lists the roles a device may be scoped to (role:<name>; the
+	// workspace's roles). nil: only the scopes authenticated and admin are
+	// accepted.
+	Roles func(ctx context.Context) ([]string, error)
 	// TokenHold: default DefaultTokenHold.
 	TokenHold time.Duration
 	Logger    *slog.Logger     // default slog.Default()
@@ -99,6 +103,9 @@ type Service struct {
 	mu   sync.Mutex
 	held map[string]heldTokens // deviceId → tokens approved but not yet fetched
 	live map[string]string     // requestId → deviceId of requests submitted and not yet resolved
+
+	scopeMu sync.Mutex               // held across a scope's store write and its cache update (scope.go)
+	scopes  map[string]pairing.Scope // deviceId → memory scope, as stored
 
 	afterTokenCheck func(deviceID string) // tests: runs after a device token matched, before registration
 }
@@ -122,7 +129,7 @@ func New(o Options) (*Service, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Service{o: o, log: o.Logger, held: map[string]heldTokens{}, live: map[string]string{}}, nil
+	return &Service{o: o, log: o.Logger, held: map[string]heldTokens{}, live: map[string]string{}, scopes: map[string]pairing.Scope{}}, nil
 }
 
 // record writes an audit entry (errors are logged: the decision stands).
@@ -291,7 +298,7 @@ func (s *Service) Authenticate(ctx context.Context, r *gateway.AuthRequest) (*ga
 	if req.DisplayName == "" {
 		req.DisplayName = p.Client.ID
 	}
-	_, pairedErr := s.o.Pairing.Device(ctx, id)
+	was, pairedErr := s.o.Pairing.Device(ctx, id)
 	known := pairedErr == nil
 	if pairedErr != nil && !errors.Is(pairedErr, pairing.ErrNotPaired) {
 		return nil, fmt.Errorf("read paired device: %w", pairedErr)
@@ -323,7 +330,7 @@ func (s *Service) Authenticate(ctx context.Context, r *gateway.AuthRequest) (*ga
 			fmt.Sprintf("pairing request %s (%s) for roles %v from %q", stored.ID, kindOf(stored), roles, stored.DisplayName))
 	}
 	s.closeOldPending(id)
-	s.o.Gateway.BroadcastTo(gateway.Admin, EventPairRequested, map[string]any{"request": requestView(stored)})
+	s.o.Gateway.BroadcastTo(gateway.Admin, EventPairRequested, map[string]any{"request": requestView(stored, was.Scope)})
 	return &gateway.AuthResult{Principal: gateway.Principal{Role: gateway.RoleUnpaired, Device: id},
 		Status: gateway.AuthPending, RequestID: stored.ID}, nil
 }

@@ -33,6 +33,7 @@ func (s *Service) Register() {
 	g.Handle("device.token.rotate", gateway.Write(gateway.Admin|gateway.OperatorDevice|gateway.NodeDevice), s.rotate)
 	g.Handle("device.token.revoke", gateway.Write(gateway.Admin), s.revoke)
 	g.Handle("device.remove", gateway.Write(gateway.Admin), s.remove)
+	g.Handle("device.scope.set", gateway.Write(gateway.Admin), s.scopeSet)
 }
 
 // PairCode is device.pair.code's result.
@@ -107,6 +108,10 @@ type RequestView struct {
 	RemoteIP    string    `json:"remoteIp"`
 	CreatedAt   time.Time `json:"createdAt"`
 	ExpiresAt   time.Time `json:"expiresAt"`
+	// Scope is the memory scope the device has now, for a repair (a new
+	// device has none until approved; an approval without a scope gives
+	// authenticated either way).
+	Scope pairing.Scope `json:"scope,omitempty"`
 }
 
 func nonNil(v []string) []string {
@@ -116,10 +121,16 @@ func nonNil(v []string) []string {
 	return v
 }
 
-func requestView(r pairing.Request) RequestView {
-	return RequestView{RequestID: r.ID, DeviceID: r.DeviceID, DisplayName: r.DisplayName, Platform: r.Platform, Algorithm: r.Algorithm,
+// requestView shows r; current is the device's scope when it is paired
+// already ("" for a new device).
+func requestView(r pairing.Request, current pairing.Scope) RequestView {
+	v := RequestView{RequestID: r.ID, DeviceID: r.DeviceID, DisplayName: r.DisplayName, Platform: r.Platform, Algorithm: r.Algorithm,
 		Roles: nonNil(r.Roles), Commands: nonNil(r.Commands), Caps: nonNil(r.Caps), Kind: kindOf(r), RemoteIP: r.RemoteIP,
 		CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt}
+	if r.Repair {
+		v.Scope = current
+	}
+	return v
 }
 
 func (s *Service) pairList(ctx context.Context, _ *gateway.Call) (any, error) {
@@ -128,8 +139,9 @@ func (s *Service) pairList(ctx context.Context, _ *gateway.Call) (any, error) {
 		return nil, fmt.Errorf("device.pair.list: %w", err)
 	}
 	out := make([]RequestView, 0, len(pend))
+	scopes := s.currentScopes(ctx)
 	for _, r := range pend {
-		out = append(out, requestView(r))
+		out = append(out, requestView(r, scopes[r.DeviceID]))
 	}
 	return map[string]any{"pending": out}, nil
 }
@@ -147,12 +159,15 @@ type DeviceView struct {
 	LastSeenAt  time.Time         `json:"lastSeenAt"`
 	Connected   bool              `json:"connected"`
 	Tokens      map[string]string `json:"tokens"` // by role: "active" or "revoked"
+	// Scope is what the device reaches in memory as an operator:
+	// "authenticated", "role:<name>" or "admin" (package pairing).
+	Scope pairing.Scope `json:"scope"`
 }
 
 func (s *Service) deviceView(d pairing.Device) DeviceView {
 	v := DeviceView{DeviceID: d.DeviceID, DisplayName: d.DisplayName, Platform: d.Platform, Algorithm: d.Algorithm,
 		Roles: nonNil(d.Roles), Commands: nonNil(d.Commands), Caps: nonNil(d.Caps), CreatedAt: d.CreatedAt, LastSeenAt: d.LastSeenAt,
-		Tokens: map[string]string{}}
+		Tokens: map[string]string{}, Scope: d.Scope}
 	for _, r := range d.Roles {
 		v.Tokens[r] = "revoked"
 		if d.Tokens[r].Hash != "" {
@@ -212,6 +227,7 @@ func (s *Service) pairApprove(ctx context.Context, c *gateway.Call) (any, error)
 		RequestID string   `json:"requestId"`
 		Roles     []string `json:"roles"`
 		Commands  []string `json:"commands"`
+		Scope     string   `json:"scope"`
 	}
 	if err := gateway.DecodeParams(c, &p); err != nil {
 		return nil, err
@@ -221,7 +237,19 @@ func (s *Service) pairApprove(ctx context.Context, c *gateway.Call) (any, error)
 	}
 	pend, _ := s.o.Pairing.Pending(ctx)
 	i := slices.IndexFunc(pend, func(r pairing.Request) bool { return r.ID == p.RequestID })
-	d, tokens, err := s.o.Pairing.Approve(ctx, p.RequestID, p.Roles, p.Commands)
+	scope, err := s.checkScope(ctx, "device.pair.approve", p.Scope)
+	if err != nil {
+		if i >= 0 {
+			s.record("device.pair.approve", "admin", "device:"+pend[i].DeviceID, c.RemoteIP, false, err.Error())
+		}
+		return nil, err
+	}
+	s.scopeMu.Lock()
+	d, tokens, err := s.o.Pairing.Approve(ctx, p.RequestID, p.Roles, p.Commands, scope)
+	if err == nil {
+		s.setCached(d.DeviceID, d.Scope)
+	}
+	s.scopeMu.Unlock()
 	if err != nil {
 		if i >= 0 {
 			s.record("device.pair.approve", "admin", "device:"+pend[i].DeviceID, c.RemoteIP, false, err.Error())
@@ -231,7 +259,7 @@ func (s *Service) pairApprove(ctx context.Context, c *gateway.Call) (any, error)
 	s.hold(d.DeviceID, tokens)
 	s.untrack(p.RequestID)
 	s.record("device.pair.approve", "admin", "device:"+d.DeviceID, c.RemoteIP, true,
-		fmt.Sprintf("request %s approved: roles %v, commands %v", p.RequestID, d.Roles, d.Commands))
+		fmt.Sprintf("request %s approved: roles %v, commands %v, memory scope %s", p.RequestID, d.Roles, d.Commands, d.Scope))
 	s.sendTo(d.DeviceID, gateway.RoleUnpaired, EventPairResolved, map[string]any{"requestId": p.RequestID, "deviceId": d.DeviceID,
 		"decision": "approved", "deviceTokens": tokens})
 	s.o.Gateway.BroadcastTo(gateway.Admin, EventPairResolved, map[string]any{"requestId": p.RequestID, "deviceId": d.DeviceID, "decision": "approved"})
@@ -358,6 +386,9 @@ func (s *Service) remove(ctx context.Context, c *gateway.Call) (any, error) {
 	if err := s.o.Pairing.RemoveDevice(ctx, p.DeviceID); err != nil {
 		return nil, pairingErr("device.remove", err)
 	}
+	s.scopeMu.Lock()
+	s.setCached(p.DeviceID, "")
+	s.scopeMu.Unlock()
 	s.hold(p.DeviceID, nil)
 	s.mu.Lock()
 	for id, dev := range s.live {
