@@ -76,9 +76,11 @@ func TestChatStartsInstanceOnDemand(t *testing.T) {
 	if code := errCode(err); code != gateway.CodeForbidden {
 		t.Fatalf("a node's send to an instance that is not running: %v", err)
 	}
-	// A paired operator device chats, but does not start processes.
+	// A paired operator device scoped to the role chats, but does not
+	// start processes.
 	admin := gwDial(ctx, t, a, gateway.RoleOperator, "start-admin")
 	key, toks := pairDevice(ctx, t, a, admin, []string{gateway.RoleOperator}, nil)
+	must(t, admin.Call(ctx, "device.scope.set", map[string]any{"deviceId": key.Public().ID(), "scope": "role:code-expert"}, nil))
 	phone, err := deviceDial(ctx, t, a, key, gateway.ClientOptions{DeviceToken: toks[gateway.RoleOperator], Role: gateway.RoleOperator})
 	if err != nil {
 		t.Fatal(err)
