@@ -36,7 +36,8 @@ describe('Nodes', () => {
     await fireEvent.click(boxes[1]); // untick system.notify
     await fireEvent.click(screen.getByTestId('request-approve'));
     await waitFor(() => expect(ws.lastRequest('device.pair.approve')).toBeDefined());
-    expect(ws.lastRequest('device.pair.approve').params).toMatchObject({ requestId: 'r1', roles: ['operator', 'node'], commands: ['location.get'] });
+    // What it may read was left alone: the safe default.
+    expect(ws.lastRequest('device.pair.approve').params).toMatchObject({ requestId: 'r1', roles: ['operator', 'node'], commands: ['location.get'], scope: 'authenticated' });
     ws.reply(ws.lastRequest('device.pair.approve'), { device: {} });
     await waitFor(() => expect(screen.queryByTestId('pair-banner')).toBeNull());
 
@@ -114,5 +115,80 @@ describe('Nodes', () => {
     ws.serverEvent('exec.ask.resolved', { id: 'x2', decision: 'deny', by: 'timeout' });
     await waitFor(() => expect(screen.queryByTestId('exec-ask')).toBeNull());
     expect(screen.queryByTestId('pair-banner')).toBeNull();
+  });
+
+  it('what a device may read: shared notes by default, a role, or everything only when ticked (with a warning); shown and changed in the device list', async () => {
+    const gw = new GatewayClient({ url: 'ws://test/ws', token: 't', instanceId: 'i', WebSocket: FakeWebSocket, random: () => 0.5 });
+    render(App, { props: { gw } });
+    gw.start();
+    const ws = FakeWebSocket.last();
+    ws.handshake();
+    await waitFor(() => expect(screen.getByTestId('conn-state').textContent).toBe('connected'));
+    ws.serverEvent('device.pair.requested', {
+      request: { requestId: 'r1', deviceId: 'd'.repeat(64), displayName: 'Pixel', platform: 'Android', roles: ['operator'], commands: [], remoteIp: '127.0.0.2', createdAt: Date.now() },
+    });
+    await fireEvent.click(await screen.findByTestId('pair-banner-open'));
+    await waitFor(() => expect(ws.lastRequest('roles.list')).toBeDefined());
+    ws.reply(ws.lastRequest('roles.list'), { roles: [{ role: 'writer' }, { role: 'analyst' }] });
+    const select = (await screen.findByTestId('scope-select')) as HTMLSelectElement;
+    await waitFor(() => expect([...select.options].map((o) => o.value)).toEqual(['authenticated', 'role:main', 'role:writer', 'role:analyst']));
+    expect(select.value).toBe('authenticated');
+    expect([...select.options].map((o) => o.textContent)).toEqual(['Shared notes only (authenticated)', 'As role main', 'As role writer', 'As role analyst']);
+    expect(screen.queryByTestId('scope-warning')).toBeNull();
+
+    // Everything needs the box ticked, and says what it means; the select then does not count.
+    await fireEvent.change(select, { target: { value: 'role:writer' } });
+    const everything = screen.getByTestId('scope-everything') as HTMLInputElement;
+    expect(everything.checked).toBe(false);
+    await fireEvent.click(everything);
+    expect(screen.getByTestId('scope-warning').textContent).toContain('If it is lost');
+    expect(select.disabled).toBe(true);
+    await fireEvent.click(everything); // changed their mind
+    expect(screen.queryByTestId('scope-warning')).toBeNull();
+    await fireEvent.click(screen.getByTestId('request-approve'));
+    await waitFor(() => expect(ws.lastRequest('device.pair.approve')).toBeDefined());
+    expect(ws.lastRequest('device.pair.approve').params).toMatchObject({ requestId: 'r1', scope: 'role:writer' });
+    ws.reply(ws.lastRequest('device.pair.approve'), { device: {} });
+
+    // The device list shows each device's scope; changing it asks device.scope.set.
+    await waitFor(() => expect(ws.lastRequest('device.list')).toBeDefined());
+    ws.reply(ws.lastRequest('device.list'), {
+      devices: [
+        { deviceId: 'd'.repeat(64), displayName: 'Pixel', roles: ['operator'], commands: [], connected: true, tokens: { operator: 'active' }, scope: 'role:writer' },
+        { deviceId: 'e'.repeat(64), displayName: 'Build box', roles: ['node'], commands: ['system.run'], connected: true, tokens: { node: 'active' }, scope: 'authenticated' },
+      ],
+    });
+    const shown = await screen.findAllByTestId('device-scope');
+    expect(shown.map((e) => [e.dataset.scope, e.textContent])).toEqual([['role:writer', 'as role writer']]); // a node reads no memory
+    await fireEvent.click(screen.getByTestId('device-scope-change'));
+    const devSelect = screen.getAllByTestId('scope-select').at(-1) as HTMLSelectElement;
+    expect(devSelect.value).toBe('role:writer'); // starts from the device's scope
+    await fireEvent.click(screen.getAllByTestId('scope-everything').at(-1)!);
+    await fireEvent.click(screen.getByTestId('device-scope-apply'));
+    await waitFor(() => expect(ws.lastRequest('device.scope.set')?.params).toMatchObject({ deviceId: 'd'.repeat(64), scope: 'admin' }));
+  });
+
+  it('shows the scope in Chinese', async () => {
+    setLang('zh');
+    try {
+      const gw = new GatewayClient({ url: 'ws://test/ws', token: 't', instanceId: 'i', WebSocket: FakeWebSocket, random: () => 0.5 });
+      render(App, { props: { gw } });
+      gw.start();
+      const ws = FakeWebSocket.last();
+      ws.handshake();
+      await waitFor(() => expect(ws.lastRequest('device.list')).toBeDefined());
+      ws.serverEvent('device.pair.requested', {
+        request: { requestId: 'r2', deviceId: 'f'.repeat(64), displayName: 'iPhone', platform: 'iOS', roles: ['operator'], commands: [], remoteIp: '127.0.0.3', createdAt: Date.now(), kind: 'repair', scope: 'admin' },
+      });
+      await fireEvent.click(await screen.findByTestId('pair-banner-open'));
+      const select = (await screen.findByTestId('scope-select')) as HTMLSelectElement;
+      expect(select.options[0].textContent).toBe('仅共享笔记（authenticated）');
+      // A repair of a device that had everything: the box is not ticked for the person.
+      expect((screen.getByTestId('scope-everything') as HTMLInputElement).checked).toBe(false);
+      await fireEvent.click(screen.getByTestId('scope-everything'));
+      expect(screen.getByTestId('scope-warning').textContent).toContain('设备一旦丢失');
+    } finally {
+      resetLang();
+    }
   });
 });

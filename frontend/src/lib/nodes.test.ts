@@ -1,6 +1,19 @@
 // The Nodes panel's state: requests, devices, presence, exec asks, and the invoke form's params.
 import { describe, expect, it } from 'vitest';
-import { approveParams, initialNodes, parseInvokeParams, reduceNodes, toPairCode, toPairRequest, type NodesAction } from './nodes';
+import {
+  approveParams,
+  chosenScope,
+  initialChoice,
+  initialNodes,
+  parseInvokeParams,
+  reduceNodes,
+  scopeRole,
+  scopeRoles,
+  toPairCode,
+  toPairedDevice,
+  toPairRequest,
+  type NodesAction,
+} from './nodes';
 
 const req = (id: string, deviceId: string, extra: Record<string, unknown> = {}) => ({
   requestId: id,
@@ -50,8 +63,26 @@ describe('reduceNodes', () => {
 
   it('approves the ticked commands only', () => {
     const r = toPairRequest(req('r1', 'd1'))!;
-    expect(approveParams(r, new Set(['system.notify']))).toEqual({ requestId: 'r1', roles: ['operator', 'node'], commands: ['system.notify'] });
-    expect(approveParams(r, new Set())).toEqual({ requestId: 'r1', roles: ['operator', 'node'], commands: [] });
+    expect(approveParams(r, new Set(['system.notify']))).toEqual({ requestId: 'r1', roles: ['operator', 'node'], commands: ['system.notify'], scope: 'authenticated' });
+    expect(approveParams(r, new Set(), 'role:main')).toEqual({ requestId: 'r1', roles: ['operator', 'node'], commands: [], scope: 'role:main' });
+  });
+
+  it('memory scopes: roles to choose, the first choice, what is sent', () => {
+    expect(scopeRoles({ roles: [{ role: 'writer' }, { role: 'main' }, {}, { role: 'writer' }] })).toEqual(['main', 'writer']);
+    expect(scopeRoles(null)).toEqual(['main']);
+    expect(scopeRole('role:writer')).toBe('writer');
+    expect(scopeRole('role:')).toBeNull();
+    expect(scopeRole('admin')).toBeNull();
+    const roles = ['main', 'writer'];
+    expect(initialChoice('', roles)).toEqual({ pick: 'authenticated', everything: false });
+    expect(initialChoice('role:writer', roles)).toEqual({ pick: 'role:writer', everything: false });
+    expect(initialChoice('role:gone', roles)).toEqual({ pick: 'authenticated', everything: false });
+    expect(initialChoice('admin', roles)).toEqual({ pick: 'authenticated', everything: false }); // never pre-ticked
+    expect(chosenScope({ pick: 'role:writer', everything: false })).toBe('role:writer');
+    expect(chosenScope({ pick: 'role:writer', everything: true })).toBe('admin');
+    expect(toPairedDevice({ deviceId: 'd1' })?.scope).toBe('authenticated');
+    expect(toPairedDevice({ deviceId: 'd1', scope: 'admin' })?.scope).toBe('admin');
+    expect(toPairRequest(req('r1', 'd1', { kind: 'repair', scope: 'role:main' }))?.scope).toBe('role:main');
   });
 
   it('reads device.pair.code', () => {

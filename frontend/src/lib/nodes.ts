@@ -34,6 +34,8 @@ export interface PairRequest {
   createdAt: number;
   /** "repair": the key is already paired (it lost its token). */
   kind: 'new' | 'repair';
+  /** A repair's device's memory scope now ("" for a new device). */
+  scope: string;
 }
 
 /** A paired device (device.list). */
@@ -50,6 +52,8 @@ export interface PairedDevice {
   connected: boolean;
   /** Token state per role: "active" or "revoked" (a revoked device may ask to repair). */
   tokens: Record<string, string>;
+  /** What it reaches in memory as an operator: "authenticated", "role:<name>" or "admin". */
+  scope: string;
 }
 
 /** A presence entry (SPEC §7). */
@@ -139,6 +143,7 @@ export function toPairRequest(v: unknown): PairRequest | null {
     remoteIp: str(o.remoteIp) || str(o.remoteIP) || str(o.ip),
     createdAt: time(o.createdAt) || time(o.submittedAt) || time(o.ts),
     kind: o.kind === 'repair' || o.repair === true ? 'repair' : 'new',
+    scope: str(o.scope),
   };
 }
 
@@ -158,6 +163,8 @@ export function toPairedDevice(v: unknown): PairedDevice | null {
     lastSeenAt: time(o.lastSeenAt),
     connected: o.connected === true,
     tokens: Object.fromEntries(Object.entries(obj(o.tokens)).filter((e): e is [string, string] => typeof e[1] === 'string')),
+    // A device listed without one (an older gateway) is shown as the safe default.
+    scope: str(o.scope) || SCOPE_AUTHENTICATED,
   };
 }
 
@@ -261,10 +268,57 @@ export function reduceNodes(s: NodesState, a: NodesAction): NodesState {
   }
 }
 
-/** device.pair.approve's params: the roles and the commands the person left ticked. */
-export function approveParams(r: PairRequest, ticked: ReadonlySet<string>): { requestId: string; roles: string[]; commands: string[] } {
-  return { requestId: r.requestId, roles: [...r.roles], commands: r.commands.filter((c) => ticked.has(c)) };
+/** device.pair.approve's params: the roles, the commands the person left ticked, and the memory scope chosen. */
+export function approveParams(
+  r: PairRequest,
+  ticked: ReadonlySet<string>,
+  scope: string = SCOPE_AUTHENTICATED,
+): { requestId: string; roles: string[]; commands: string[]; scope: string } {
+  return { requestId: r.requestId, roles: [...r.roles], commands: r.commands.filter((c) => ticked.has(c)), scope };
 }
+
+// Memory scopes of paired devices (issue 21; docs/PROTOCOL.md "Device scope"): what a phone reaches
+// in memory. The default is what the ACL grants `authenticated`; a role scope acts as that role;
+// admin ("everything, like this computer") only when the person ticks it.
+export const SCOPE_AUTHENTICATED = 'authenticated';
+export const SCOPE_ADMIN = 'admin';
+const ROLE_PREFIX = 'role:';
+
+/** The scope acting as role. */
+export const roleScope = (role: string): string => ROLE_PREFIX + role;
+
+/** The role of a role scope, else null. */
+export function scopeRole(scope: string): string | null {
+  return scope.startsWith(ROLE_PREFIX) && scope.length > ROLE_PREFIX.length ? scope.slice(ROLE_PREFIX.length) : null;
+}
+
+/** The roles a device may be scoped to, from roles.list: main first (the chat's own profile), each once. */
+export function scopeRoles(rolesList: unknown): string[] {
+  const out = ['main'];
+  for (const r of Array.isArray(obj(rolesList).roles) ? obj(rolesList).roles : []) {
+    const name = str(obj(r).role);
+    if (name && !out.includes(name)) out.push(name);
+  }
+  return out;
+}
+
+/** What the scope picker shows: the select's value (never admin) and whether "everything" is ticked. */
+export interface ScopeChoice {
+  pick: string;
+  everything: boolean;
+}
+
+/**
+ * The picker's first state for a scope the device has (a repair, a paired device): its role or
+ * "authenticated" in the select; admin is never pre-ticked — the person ticks it again.
+ */
+export function initialChoice(scope: string, roles: readonly string[]): ScopeChoice {
+  const role = scopeRole(scope);
+  return { pick: role !== null && roles.includes(role) ? scope : SCOPE_AUTHENTICATED, everything: false };
+}
+
+/** The scope a choice sends. */
+export const chosenScope = (c: ScopeChoice): string => (c.everything ? SCOPE_ADMIN : c.pick);
 
 export type ParsedParams = { ok: true; value: Record<string, unknown> } | { ok: false; error: string };
 
