@@ -189,6 +189,14 @@ func TestPhonePairsByQR(t *testing.T) {
 		t.Errorf("the request does not name the phone: %q", text(t, desk, reqSel))
 	}
 
+	// What the phone may read: shared notes by default; the person picks role main, whose agent it
+	// chats with below.
+	if got := js[string](t, desk, `document.querySelector('`+reqSel+` [data-testid=scope-select]').value`); got != "authenticated" {
+		t.Errorf("the approval's scope starts at %q, want authenticated", got)
+	}
+	waitFor(t, desk, "role main among the scopes", `!!document.querySelector('`+reqSel+` [data-testid=scope-select] option[value="role:main"]')`, 10*time.Second)
+	js[bool](t, desk, `(() => { const s = document.querySelector('`+reqSel+` [data-testid=scope-select]'); s.value = 'role:main'; s.dispatchEvent(new Event('change', {bubbles: true})); return true; })()`)
+
 	// Approve with a click: the phone gets its tokens and connects as operator and node.
 	approveAt := time.Now()
 	click(t, desk, reqSel+` [data-testid=request-approve]`)
@@ -198,6 +206,7 @@ func TestPhonePairsByQR(t *testing.T) {
 	waitFor(t, desk, "the banner to go", `!document.querySelector('[data-testid=pair-banner]')`, 10*time.Second)
 	devSel := fmt.Sprintf(`[data-testid=paired-device][data-device="%s"]`, deviceID)
 	waitFor(t, desk, "the phone among the paired devices, connected", `document.querySelector('`+devSel+`')?.dataset.connected === 'true'`, 20*time.Second)
+	waitFor(t, desk, "the phone's scope in the device list", `document.querySelector('`+devSel+` [data-testid=device-scope]')?.dataset.scope === 'role:main'`, 10*time.Second)
 	waitFor(t, desk, "the phone in the presence list", fmt.Sprintf(`[...document.querySelectorAll('[data-testid=presence-entry][data-device="%s"]')].some(e => e.dataset.connected === 'true')`, deviceID), 20*time.Second)
 
 	// The desktop's invoke form: location.get on the phone.
@@ -259,8 +268,12 @@ func TestPhonePairsByQR(t *testing.T) {
 		t.Fatal("the phone lost its key on a token mismatch")
 	}
 	waitFor(t, desk, "the pairing record kept", `!!document.querySelector('`+devSel+`')`, 10*time.Second)
+	waitFor(t, desk, "the repair's scope choice", `document.querySelector('`+repairSel+` [data-testid=scope-select]')?.value === 'role:main'`, 10*time.Second)
 	click(t, desk, repairSel+` [data-testid=request-approve]`)
 	waitFor(t, phone, "the phone paired again", phoneReady, 30*time.Second)
+	// The repair's approval started from the phone's scope (a role; "everything" is never
+	// pre-ticked) and the person kept it.
+	waitFor(t, desk, "the repaired phone's scope", `document.querySelector('`+devSel+` [data-testid=device-scope]')?.dataset.scope === 'role:main'`, 20*time.Second)
 	shot(t, desk, "nodes-desktop.png")
 	shot(t, phone, "nodes-phone.png")
 }
