@@ -92,6 +92,11 @@ var Events = []string{
 func Register(o Options) {
 	g := o.Gateway
 	g.DeclareEvents(Events...)
+	// Who a call acts as (access.go); a paired operator device acts as
+	// its memory scope, and its connections get of each event what that
+	// scope covers (scope.go).
+	ac := &access{g: o.Guard, scope: o.DeviceScope}
+	g.OnDeviceEvent(ac.deviceEvent)
 	// Every method states its kind (gateway.Read or gateway.Write of the
 	// principals that may call it; docs/PROTOCOL.md "Who may call"):
 	// methods with side effects require an idempotencyKey, and the gateway
@@ -103,10 +108,6 @@ func Register(o Options) {
 	// Anonymous refusals (refused connects, unpaired devices) cost the
 	// caller nothing: past anonBudget they are summarised, not recorded
 	// one by one (access.go).
-	ac := &access{g: o.Guard, scope: o.DeviceScope}
-	// A paired operator device's connections get of each event what its
-	// memory scope covers (scope.go).
-	g.OnDeviceEvent(ac.deviceEvent)
 	if o.Guard != nil {
 		anon := newAnonBudget()
 		g.OnForbidden(func(c *gateway.Call, reason string) {
