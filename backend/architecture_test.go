@@ -30,6 +30,7 @@ var allowed = map[string][]string{
 	"backend/device":              {},
 	"backend/gwid":                {"backend/safefile"},
 	"backend/media":               {"backend/safefile"},
+	"backend/rtc":                 {"backend/media"},
 	"backend/pairing":             {},
 	"backend/discovery":           {},
 	"backend/discovery/netnstest": {},

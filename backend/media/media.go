@@ -222,6 +222,9 @@ func Open(dir string, o Options) (*Store, error) {
 // Close closes the folder. Partials still open keep their own files.
 func (s *Store) Close() error { return s.root.Close() }
 
+// MaxFileSize is the largest file the store accepts, in bytes.
+func (s *Store) MaxFileSize() int64 { return s.o.MaxFileSize }
+
 // Dir is the media folder.
 func (s *Store) Dir() string { return s.dir }
 
