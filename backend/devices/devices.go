@@ -47,10 +47,13 @@ const (
 	EventPairResolved   = "device.pair.resolved"  // {requestId, deviceId, decision, deviceTokens?}
 	EventDevicesChanged = "devices.changed"       // {}: to admin connections
 	EventTokenRotated   = "device.token.rotated"  // {role, deviceToken}: to the device's connections
+	// EventCodeLocked {codeId, wrongTries}: to admin connections, when a
+	// setup code is locked after wrong tries (package pairing).
+	EventCodeLocked = "device.pair.code.locked"
 )
 
 // Events lists the events for gateway.DeclareEvents.
-var Events = []string{EventPairRequested, EventPairResolved, EventDevicesChanged, EventTokenRotated, EventScopeChanged}
+var Events = []string{EventPairRequested, EventPairResolved, EventDevicesChanged, EventTokenRotated, EventScopeChanged, EventCodeLocked}
 
 // Close codes and reasons for connections the service ends.
 const (
@@ -306,7 +309,9 @@ func (s *Service) Authenticate(ctx context.Context, r *gateway.AuthRequest) (*ga
 	req.Repair = known
 	switch {
 	case p.Auth.SetupCode != "":
-		if err := s.o.Pairing.Redeem(ctx, p.Auth.SetupCode, id, r.RemoteIP); err != nil {
+		red, err := s.o.Pairing.Redeem(ctx, p.Auth.SetupCode, id, r.RemoteIP)
+		s.announceLocked(red.Locked, r.RemoteIP)
+		if err != nil {
 			return nil, codeError(err)
 		}
 	case known || s.hasPending(ctx, id):
@@ -350,10 +355,26 @@ func (s *Service) hasPending(ctx context.Context, id string) bool {
 	return slices.ContainsFunc(pend, func(r pairing.Request) bool { return r.DeviceID == id })
 }
 
+// announceLocked tells admin connections (EventCodeLocked), the audit log
+// and the log that the codes ids were locked by a wrong try from ip.
+func (s *Service) announceLocked(ids []string, ip string) {
+	for _, id := range ids {
+		s.log.Warn("setup code locked", "codeId", id, "wrongTries", s.o.Pairing.MaxWrongTries(), "ip", ip)
+		s.record("device.pair.code.locked", "anonymous", "setup code "+id, ip, false,
+			fmt.Sprintf("setup code locked after %d wrong tries on the network (the last from this address)", s.o.Pairing.MaxWrongTries()))
+		s.o.Gateway.BroadcastTo(gateway.Admin, EventCodeLocked, map[string]any{"codeId": id, "wrongTries": s.o.Pairing.MaxWrongTries()})
+	}
+}
+
 // codeError maps a setup-code refusal to a connect error.
 func codeError(err error) error {
 	var rl *pairing.RateLimitError
+	var le *pairing.LockedError
 	switch {
+	case errors.As(err, &le):
+		e := unauthorized("this setup code was locked after %d wrong tries; make a new one (Nodes → Pair a phone or computer, or atrium pair)", le.WrongTries)
+		e.Details = map[string]any{"reason": "code_locked", "wrongTries": le.WrongTries}
+		return e
 	case errors.As(err, &rl):
 		e := unauthorized("too many wrong setup codes; try again in %s", rl.RetryAfter.Round(time.Second))
 		e.Details = map[string]any{"reason": "rate_limited", "retryAfterMs": rl.RetryAfter.Milliseconds()}

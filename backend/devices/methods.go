@@ -40,6 +40,8 @@ func (s *Service) Register() {
 type PairCode struct {
 	Code             string    `json:"code"`    // 8 characters, no dash (what the URL carries)
 	Display          string    `json:"display"` // "XXXX-XXXX"
+	CodeID           string    `json:"codeId"`  // names the code in device.pair.code.locked
+	MaxWrongTries    int       `json:"maxWrongTries"`
 	ExpiresAt        time.Time `json:"expiresAt"`
 	URL              string    `json:"url"`  // the QR code's URL
 	URLs             []string  `json:"urls"` // one per address
@@ -71,12 +73,13 @@ func (s *Service) pairCode(ctx context.Context, c *gateway.Call) (any, error) {
 	if len(info.BaseURLs) == 0 {
 		return nil, gateway.Errorf(gateway.CodeUnavailable, "device.pair.code: the gateway is not listening yet")
 	}
-	display, exp, err := s.o.Pairing.NewCode(ctx)
+	is, err := s.o.Pairing.NewCode(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("device.pair.code: %w", err)
 	}
-	code, _ := pairing.NormalizeCode(display)
-	out := PairCode{Code: code, Display: display, ExpiresAt: exp, GatewayID: s.o.GatewayID,
+	exp := is.ExpiresAt
+	code, _ := pairing.NormalizeCode(is.Code)
+	out := PairCode{Code: code, Display: is.Code, CodeID: is.ID, MaxWrongTries: is.MaxWrongTries, ExpiresAt: exp, GatewayID: s.o.GatewayID,
 		Fingerprint: info.Fingerprint, FingerprintWords: info.FingerprintWords, SPKI: info.SPKI, LoopbackOnly: info.LoopbackOnly}
 	for _, b := range info.BaseURLs {
 		out.URLs = append(out.URLs, PairURL(b, code, s.o.GatewayID, info.Fingerprint))
@@ -90,7 +93,7 @@ func (s *Service) pairCode(ctx context.Context, c *gateway.Call) (any, error) {
 		return nil, fmt.Errorf("device.pair.code: QR code: %w", err)
 	}
 	out.QRPNG = base64.StdEncoding.EncodeToString(png)
-	s.record("device.pair.code", "admin", "setup code", c.RemoteIP, true, "setup code issued, expires "+exp.UTC().Format(time.RFC3339))
+	s.record("device.pair.code", "admin", "setup code "+is.ID, c.RemoteIP, true, "setup code issued, expires "+exp.UTC().Format(time.RFC3339))
 	return out, nil
 }
 

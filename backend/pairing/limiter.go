@@ -2,18 +2,20 @@ package pairing
 
 import "time"
 
-// maxKeys bounds the addresses the limiter remembers; beyond it the oldest
-// failures are forgotten per address, while the global budget still counts
-// every failure.
+// maxKeys bounds the addresses the limiter remembers; beyond it an address
+// with failures in the window is forgotten. The guessing bound does not
+// rest on this limiter (a code locks after Options.MaxWrongTries, however
+// many addresses try), so forgetting one only lets it try again sooner.
 const maxKeys = 10000
 
-// limiter counts failed setup codes per address key and in all, over a
-// sliding window. Not safe for concurrent use (Service holds its lock).
+// limiter counts failed setup codes per address key over a sliding window.
+// There is deliberately no budget shared by all addresses: one would let
+// anyone on the network block everyone (issue 21 item 3). Not safe for
+// concurrent use (Service holds its lock).
 type limiter struct {
-	window         time.Duration
-	perKey, global int
-	byKey          map[string][]time.Time
-	all            []time.Time
+	window time.Duration
+	perKey int
+	byKey  map[string][]time.Time
 }
 
 // prune drops the failures older than the window from ts.
@@ -28,23 +30,16 @@ func (l *limiter) prune(ts []time.Time, now time.Time) []time.Time {
 // blocked returns how long key must wait before its next try (0: it may
 // try now).
 func (l *limiter) blocked(key string, now time.Time) time.Duration {
-	l.all = l.prune(l.all, now)
 	ts := l.prune(l.byKey[key], now)
 	if len(ts) == 0 {
 		delete(l.byKey, key)
-	} else {
-		l.byKey[key] = ts
+		return 0
 	}
-	var wait time.Duration
-	if len(ts) >= l.perKey {
-		wait = ts[len(ts)-l.perKey].Add(l.window).Sub(now)
+	l.byKey[key] = ts
+	if len(ts) < l.perKey {
+		return 0
 	}
-	if len(l.all) >= l.global {
-		if w := l.all[len(l.all)-l.global].Add(l.window).Sub(now); w > wait {
-			wait = w
-		}
-	}
-	return wait
+	return ts[len(ts)-l.perKey].Add(l.window).Sub(now)
 }
 
 // fail records a failure of key at now.
@@ -56,17 +51,13 @@ func (l *limiter) fail(key string, now time.Time) {
 			}
 		}
 		if len(l.byKey) >= maxKeys {
-			for k := range l.byKey { // forget one address; the global budget still holds
+			for k := range l.byKey { // forget one address (see maxKeys)
 				delete(l.byKey, k)
 				break
 			}
 		}
 	}
 	l.byKey[key] = append(l.byKey[key], now)
-	l.all = append(l.all, now)
-	if len(l.all) > 2*l.global {
-		l.all = append([]time.Time(nil), l.all[len(l.all)-l.global:]...)
-	}
 	if ts := l.byKey[key]; len(ts) > 2*l.perKey {
 		l.byKey[key] = append([]time.Time(nil), ts[len(ts)-l.perKey:]...)
 	}

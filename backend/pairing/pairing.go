@@ -5,21 +5,40 @@
 //
 // Setup codes. NewCode makes a code of 8 characters from Crockford's base32
 // alphabet (0-9, A-Z without I, L, O, U; 40 bits from crypto/rand), shown
-// as "XXXX-XXXX". Typing is forgiving: case, spaces and dashes are ignored,
-// O reads as 0 and I or L as 1. Only the SHA-256 of the normalised code is
-// kept (Store); the code itself is returned once, to be shown in the QR code
-// and never logged. A code lives Options.CodeTTL (10 minutes) and is single
-// use: the first Redeem binds it to the device's id; a Redeem of the same
-// code by the same device within Options.RetryWindow (1 minute) of that
-// first use succeeds again (a retry, a second socket), any other is ErrUsed.
+// as "XXXX-XXXX", and a random id that names it in events and the UI. Typing
+// is forgiving: case, spaces and dashes are ignored, O reads as 0 and I or
+// L as 1. Only the SHA-256 of the normalised code is kept (Store); the code
+// itself is returned once, to be shown in the QR code and never logged. A
+// code lives Options.CodeTTL (10 minutes) and is single use: the first
+// Redeem binds it to the device's id; a Redeem of the same code by the same
+// device within Options.RetryWindow (1 minute) of that first use succeeds
+// again (a retry, a second socket), any other is ErrUsed.
 //
-// Guessing. Every failed Redeem (unknown, malformed, used or expired code)
-// counts against the caller's address (an IPv6 address by its /64) and
-// against a global budget; once either reaches its limit within
-// Options.FailureWindow, Redeem answers ErrRateLimited before looking at the
-// code, right or wrong, until the window has moved on. With the defaults (5
-// per address, 50 in all, per 10 minutes) the chance of guessing a live
-// code in its lifetime is about 50/2^40.
+// Guessing (issue 21 item 3). A wrong guess names no code, so it cannot be
+// charged to the code it was aimed at; instead every failed Redeem of a
+// well-formed code (unknown, used, expired or locked) is a wrong try
+// against every live code (issued, unused, unexpired, not locked). After
+// Options.MaxWrongTries (10) wrong tries a code is locked: dead for good
+// (ErrLocked, a *LockedError), and the person makes a new one in one click.
+// Each address (an IPv6 address by its /64) may fail Options.PerIPFailures
+// (5) times per Options.FailureWindow (10 minutes); past that its tries are
+// ErrRateLimited before the code is looked at, and count against nothing.
+// There is no limit shared by all addresses, so no one can stop the person
+// pairing with a fresh code.
+//
+// The bound. A try names one of 2^40 values. While a code c is live, each
+// failed try is one of its at most MaxWrongTries wrong tries, and the try
+// that names c ends the game, so an attacker who knows nothing of c gets at
+// most MaxWrongTries tries at it, however many addresses it uses and
+// however long c lives: P(c is guessed before it locks or expires) ≤
+// MaxWrongTries / (2^40 − MaxWrongTries) ≈ 10 / 2^40 ≈ 9.1·10⁻¹² with the
+// defaults; over m codes ever issued, at most m times that (a million codes:
+// 9.1·10⁻⁶). A guessed code yields only a pending request that the person
+// must still approve. The per-address limit is what bounds locking: A
+// addresses make at most A·PerIPFailures wrong tries per FailureWindow, so
+// they lock at most A·PerIPFailures/MaxWrongTries codes (A/2 with the
+// defaults), and only codes live while they still have tries left; a code
+// made after their tries are spent is not touched until the window moves.
 //
 // Pending requests. Submit records a device's request (5 minutes,
 // Options.PendingTTL); a second Submit from the same device id updates the
@@ -47,13 +66,13 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultCodeTTL        = 10 * time.Minute
-	DefaultRetryWindow    = time.Minute
-	DefaultPendingTTL     = 5 * time.Minute
-	DefaultFailureWindow  = 10 * time.Minute
-	DefaultPerIPFailures  = 5
-	DefaultGlobalFailures = 50
-	DefaultMaxPending     = 50
+	DefaultCodeTTL       = 10 * time.Minute
+	DefaultRetryWindow   = time.Minute
+	DefaultPendingTTL    = 5 * time.Minute
+	DefaultFailureWindow = 10 * time.Minute
+	DefaultPerIPFailures = 5
+	DefaultMaxWrongTries = 10
+	DefaultMaxPending    = 50
 )
 
 // Errors (test with errors.Is).
@@ -65,9 +84,12 @@ var (
 	ErrUsed = errors.New("setup code already used")
 	// ErrExpired: the code or the request outlived its time.
 	ErrExpired = errors.New("setup code or pairing request expired")
-	// ErrRateLimited: too many failed codes from this address or in all;
+	// ErrRateLimited: too many failed codes from this address;
 	// RateLimitError says when to try again.
 	ErrRateLimited = errors.New("too many failed setup codes, try again later")
+	// ErrLocked: the code was locked after Options.MaxWrongTries wrong tries
+	// on the network (LockedError says how many); it never works again.
+	ErrLocked = errors.New("setup code locked after too many wrong tries")
 	// ErrNotFound: no pending request has this id.
 	ErrNotFound = errors.New("pairing request not found")
 	// ErrTooManyPending: MaxPending requests are already waiting.
@@ -100,18 +122,29 @@ func (e *RateLimitError) Error() string {
 // Unwrap makes errors.Is(err, ErrRateLimited) true.
 func (e *RateLimitError) Unwrap() error { return ErrRateLimited }
 
+// LockedError is the ErrLocked error with the wrong tries that locked the
+// code.
+type LockedError struct{ WrongTries int }
+
+func (e *LockedError) Error() string {
+	return fmt.Sprintf("setup code locked after %d wrong tries", e.WrongTries)
+}
+
+// Unwrap makes errors.Is(err, ErrLocked) true.
+func (e *LockedError) Unwrap() error { return ErrLocked }
+
 // Options configure a Service. Store is required; zero fields take the
-// defaults above.
+// defaults above (the package comment says what each limit bounds).
 type Options struct {
-	Store          Store
-	Now            func() time.Time // default time.Now
-	CodeTTL        time.Duration
-	RetryWindow    time.Duration
-	PendingTTL     time.Duration
-	FailureWindow  time.Duration
-	PerIPFailures  int
-	GlobalFailures int
-	MaxPending     int
+	Store         Store
+	Now           func() time.Time // default time.Now
+	CodeTTL       time.Duration    // life of a setup code
+	RetryWindow   time.Duration    // the same device may redeem its code again this long
+	PendingTTL    time.Duration    // a pending request lives this long after its last Submit
+	FailureWindow time.Duration    // the window of PerIPFailures
+	PerIPFailures int              // failed Redeems per address (IPv6 /64) per FailureWindow
+	MaxWrongTries int              // wrong tries that lock a live code
+	MaxPending    int              // pending requests at a time
 }
 
 // Service issues and redeems setup codes and keeps pending requests.
@@ -141,13 +174,17 @@ func New(o Options) (*Service, error) {
 	for _, p := range []struct {
 		n *int
 		v int
-	}{{&o.PerIPFailures, DefaultPerIPFailures}, {&o.GlobalFailures, DefaultGlobalFailures}, {&o.MaxPending, DefaultMaxPending}} {
+	}{{&o.PerIPFailures, DefaultPerIPFailures}, {&o.MaxWrongTries, DefaultMaxWrongTries}, {&o.MaxPending, DefaultMaxPending}} {
 		if *p.n <= 0 {
 			*p.n = p.v
 		}
 	}
-	return &Service{o: o, lim: limiter{window: o.FailureWindow, perKey: o.PerIPFailures, global: o.GlobalFailures, byKey: map[string][]time.Time{}}}, nil
+	return &Service{o: o, lim: limiter{window: o.FailureWindow, perKey: o.PerIPFailures, byKey: map[string][]time.Time{}}}, nil
 }
+
+// MaxWrongTries is the number of wrong tries that lock a live code
+// (Options.MaxWrongTries).
+func (s *Service) MaxWrongTries() int { return s.o.MaxWrongTries }
 
 // codeAlphabet is Crockford's base32 alphabet.
 const codeAlphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
@@ -155,12 +192,24 @@ const codeAlphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 // CodeLen is the number of characters of a setup code (without the dash).
 const CodeLen = 8
 
-// NewCode makes a setup code, stores its hash, and returns the code
-// ("XXXX-XXXX") and when it expires. Expired codes are purged here.
-func (s *Service) NewCode(ctx context.Context) (string, time.Time, error) {
+// Issued is a new setup code.
+type Issued struct {
+	Code          string    // "XXXX-XXXX"; returned once, never stored or logged
+	ID            string    // random, 16 hex characters: names the code in events (never derived from it)
+	ExpiresAt     time.Time // CreatedAt + Options.CodeTTL
+	MaxWrongTries int       // wrong tries on the network that lock it (Options.MaxWrongTries)
+}
+
+// NewCode makes a setup code and stores its hash. Expired codes are purged
+// here.
+func (s *Service) NewCode(ctx context.Context) (Issued, error) {
 	var b [5]byte // 40 bits = 8 × 5
 	if _, err := rand.Read(b[:]); err != nil {
-		return "", time.Time{}, fmt.Errorf("setup code: %w", err)
+		return Issued{}, fmt.Errorf("setup code: %w", err)
+	}
+	var idb [8]byte
+	if _, err := rand.Read(idb[:]); err != nil {
+		return Issued{}, fmt.Errorf("setup code id: %w", err)
 	}
 	v := uint64(b[0])<<32 | uint64(b[1])<<24 | uint64(b[2])<<16 | uint64(b[3])<<8 | uint64(b[4])
 	code := make([]byte, CodeLen)
@@ -172,13 +221,13 @@ func (s *Service) NewCode(ctx context.Context) (string, time.Time, error) {
 	defer s.mu.Unlock()
 	now := s.o.Now()
 	if err := s.o.Store.DeleteCodesExpired(ctx, now.Add(-s.o.RetryWindow)); err != nil {
-		return "", time.Time{}, fmt.Errorf("purge setup codes: %w", err)
+		return Issued{}, fmt.Errorf("purge setup codes: %w", err)
 	}
-	c := Code{Hash: hashCode(string(code)), CreatedAt: now, ExpiresAt: now.Add(s.o.CodeTTL)}
+	c := Code{Hash: hashCode(string(code)), ID: hex.EncodeToString(idb[:]), CreatedAt: now, ExpiresAt: now.Add(s.o.CodeTTL)}
 	if err := s.o.Store.PutCode(ctx, c); err != nil {
-		return "", time.Time{}, fmt.Errorf("store setup code: %w", err)
+		return Issued{}, fmt.Errorf("store setup code: %w", err)
 	}
-	return string(code[:4]) + "-" + string(code[4:]), c.ExpiresAt, nil
+	return Issued{Code: string(code[:4]) + "-" + string(code[4:]), ID: c.ID, ExpiresAt: c.ExpiresAt, MaxWrongTries: s.o.MaxWrongTries}, nil
 }
 
 // NormalizeCode turns what a person typed into the canonical 8 characters,
@@ -210,27 +259,50 @@ func hashCode(norm string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// Redemption is what a Redeem did besides its answer.
+type Redemption struct {
+	// CodeID names the code redeemed (success only).
+	CodeID string
+	// Locked names the codes this failed try locked (MaxWrongTries
+	// reached), for the caller to announce; set with the try's error.
+	Locked []string
+}
+
 // Redeem spends the setup code for deviceID (the verified deviceId of the
 // connecting device) calling from remoteIP (an IP literal; "" counts as one
-// unknown address). Errors: ErrRateLimited (a *RateLimitError), ErrInvalidCode,
-// ErrUsed, ErrExpired, or the store's. See the package comment for the
-// rules.
-func (s *Service) Redeem(ctx context.Context, code, deviceID, remoteIP string) error {
+// unknown address). Errors: ErrRateLimited (a *RateLimitError), ErrLocked
+// (a *LockedError), ErrInvalidCode, ErrUsed, ErrExpired, or the store's.
+// A failed try of a well-formed code is a wrong try against every live
+// code; the Redemption names those it locked (see the package comment).
+func (s *Service) Redeem(ctx context.Context, code, deviceID, remoteIP string) (Redemption, error) {
 	if deviceID == "" {
-		return fmt.Errorf("%w: no device id", ErrBadRequest)
+		return Redemption{}, fmt.Errorf("%w: no device id", ErrBadRequest)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.o.Now()
 	key := ipKey(remoteIP)
 	if wait := s.lim.blocked(key, now); wait > 0 {
-		return &RateLimitError{RetryAfter: wait}
+		return Redemption{}, &RateLimitError{RetryAfter: wait}
 	}
-	err := s.redeem(ctx, code, deviceID, now)
-	if err != nil && !isStoreErr(err) {
-		s.lim.fail(key, now)
+	norm, ok := NormalizeCode(code)
+	if !ok {
+		s.lim.fail(key, now) // names no code: a typo, not a guess at one
+		return Redemption{}, ErrInvalidCode
 	}
-	return err
+	id, err := s.redeem(ctx, norm, deviceID, now)
+	if err == nil {
+		return Redemption{CodeID: id}, nil
+	}
+	if isStoreErr(err) {
+		return Redemption{}, err
+	}
+	s.lim.fail(key, now)
+	locked, serr := s.wrongTry(ctx, now)
+	if serr != nil {
+		return Redemption{Locked: locked}, serr
+	}
+	return Redemption{Locked: locked}, err
 }
 
 type storeErr struct{ error }
@@ -239,31 +311,56 @@ func (e storeErr) Unwrap() error { return e.error }
 
 func isStoreErr(err error) bool { var se storeErr; return errors.As(err, &se) }
 
-func (s *Service) redeem(ctx context.Context, code, deviceID string, now time.Time) error {
-	norm, ok := NormalizeCode(code)
-	if !ok {
-		return ErrInvalidCode
-	}
+// redeem spends the normalised code norm and returns its id.
+func (s *Service) redeem(ctx context.Context, norm, deviceID string, now time.Time) (string, error) {
 	c, found, err := s.o.Store.Code(ctx, hashCode(norm))
 	if err != nil {
-		return storeErr{fmt.Errorf("read setup code: %w", err)}
+		return "", storeErr{fmt.Errorf("read setup code: %w", err)}
 	}
 	switch {
 	case !found:
-		return ErrInvalidCode
+		return "", ErrInvalidCode
 	case c.UsedBy != "":
 		if c.UsedBy == deviceID && now.Sub(c.UsedAt) <= s.o.RetryWindow {
-			return nil
+			return c.ID, nil
 		}
-		return ErrUsed
+		return "", ErrUsed
+	case !c.LockedAt.IsZero():
+		return "", &LockedError{WrongTries: c.WrongTries}
 	case !now.Before(c.ExpiresAt):
-		return ErrExpired
+		return "", ErrExpired
 	}
 	c.UsedBy, c.UsedAt = deviceID, now
 	if err := s.o.Store.PutCode(ctx, c); err != nil {
-		return storeErr{fmt.Errorf("store setup code: %w", err)}
+		return "", storeErr{fmt.Errorf("store setup code: %w", err)}
 	}
-	return nil
+	return c.ID, nil
+}
+
+// wrongTry counts a failed try against every live code and returns the ids
+// of those it locked.
+func (s *Service) wrongTry(ctx context.Context, now time.Time) ([]string, error) {
+	all, err := s.o.Store.Codes(ctx)
+	if err != nil {
+		return nil, storeErr{fmt.Errorf("read setup codes: %w", err)}
+	}
+	var locked []string
+	for _, c := range all {
+		if c.UsedBy != "" || !c.LockedAt.IsZero() || !now.Before(c.ExpiresAt) {
+			continue
+		}
+		c.WrongTries++
+		if c.WrongTries >= s.o.MaxWrongTries {
+			c.LockedAt = now
+		}
+		if err := s.o.Store.PutCode(ctx, c); err != nil {
+			return locked, storeErr{fmt.Errorf("store setup code: %w", err)}
+		}
+		if !c.LockedAt.IsZero() {
+			locked = append(locked, c.ID)
+		}
+	}
+	return locked, nil
 }
 
 // ipKey is the rate-limit key of an address: IPv4 as is, IPv6 by its /64

@@ -3,11 +3,14 @@ package pairing_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -59,7 +62,26 @@ func service(t *testing.T, st pairing.Store, c *clock) *pairing.Service {
 
 func newClock() *clock { return &clock{t: time.Date(2026, 12, 1, 23, 0, 0, 0, time.UTC)} }
 
-var codeRE = regexp.MustCompile(`^[0-9A-HJKMNP-TV-Z]{4}-[0-9A-HJKMNP-TV-Z]{4}$`)
+var (
+	codeRE = regexp.MustCompile(`^[0-9A-HJKMNP-TV-Z]{4}-[0-9A-HJKMNP-TV-Z]{4}$`)
+	idRE   = regexp.MustCompile(`^[0-9a-f]{16}$`)
+)
+
+// newCode issues a code and returns it ("XXXX-XXXX").
+func newCode(t *testing.T, s *pairing.Service) string {
+	t.Helper()
+	is, err := s.NewCode(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return is.Code
+}
+
+// redeem is Redeem's error alone.
+func redeem(s *pairing.Service, code, device, ip string) error {
+	_, err := s.Redeem(ctx, code, device, ip)
+	return err
+}
 
 func TestCodeFormatAndOnlyHashStored(t *testing.T) {
 	stores(t, func(t *testing.T, newStore func() pairing.Store) {
@@ -67,16 +89,16 @@ func TestCodeFormatAndOnlyHashStored(t *testing.T) {
 		s := service(t, newStore(), c)
 		seen := map[string]bool{}
 		for range 20 {
-			code, exp, err := s.NewCode(ctx)
+			is, err := s.NewCode(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !codeRE.MatchString(code) || seen[code] {
-				t.Fatalf("code %q (seen before: %v)", code, seen[code])
+			if !codeRE.MatchString(is.Code) || seen[is.Code] || !idRE.MatchString(is.ID) || seen[is.ID] || is.MaxWrongTries != pairing.DefaultMaxWrongTries {
+				t.Fatalf("code %+v (seen before: %v)", is, seen[is.Code] || seen[is.ID])
 			}
-			seen[code] = true
-			if !exp.Equal(c.Now().Add(10 * time.Minute)) {
-				t.Fatalf("expires %v", exp)
+			seen[is.Code], seen[is.ID] = true, true
+			if !is.ExpiresAt.Equal(c.Now().Add(10 * time.Minute)) {
+				t.Fatalf("expires %v", is.ExpiresAt)
 			}
 		}
 	})
@@ -85,7 +107,7 @@ func TestCodeFormatAndOnlyHashStored(t *testing.T) {
 	db, _ := statedb.Open(path)
 	st, _ := pairing.OpenSQLStore(ctx, db)
 	s := service(t, st, newClock())
-	code, _, _ := s.NewCode(ctx)
+	code := newCode(t, s)
 	db.Close()
 	raw := []byte{}
 	for _, f := range []string{path, path + "-wal"} {
@@ -154,10 +176,7 @@ func TestRedeem(t *testing.T) {
 			t.Run(c.name, func(t *testing.T) {
 				clk := newClock()
 				s := service(t, newStore(), clk)
-				code, _, err := s.NewCode(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
+				code := newCode(t, s)
 				for i, st := range c.steps {
 					clk.Add(st.after)
 					in := st.code
@@ -167,7 +186,7 @@ func TestRedeem(t *testing.T) {
 					case "typed":
 						in = strings.ToLower(strings.ReplaceAll(code, "-", " "))
 					}
-					if err := s.Redeem(ctx, in, st.device, st.ip); !errors.Is(err, st.err) || (st.err == nil) != (err == nil) {
+					if err := redeem(s, in, st.device, st.ip); !errors.Is(err, st.err) || (st.err == nil) != (err == nil) {
 						t.Fatalf("step %d: err = %v, want %v", i, err, st.err)
 					}
 				}
@@ -194,17 +213,16 @@ func TestRedeemSurvivesRestart(t *testing.T) {
 	}
 	clk := newClock()
 	a := service(t, open(), clk)
-	code1, _, _ := a.NewCode(ctx)
-	code2, _, _ := a.NewCode(ctx)
-	if err := a.Redeem(ctx, code2, "devA", "10.0.0.1"); err != nil {
+	code1, code2 := newCode(t, a), newCode(t, a)
+	if err := redeem(a, code2, "devA", "10.0.0.1"); err != nil {
 		t.Fatal(err)
 	}
 	restarted := service(t, open(), clk)
 	clk.Add(2 * time.Minute)
-	if err := restarted.Redeem(ctx, code1, "devA", "10.0.0.1"); err != nil {
+	if err := redeem(restarted, code1, "devA", "10.0.0.1"); err != nil {
 		t.Fatalf("code issued before the restart: %v", err)
 	}
-	if err := restarted.Redeem(ctx, code2, "devB", "10.0.0.2"); !errors.Is(err, pairing.ErrUsed) {
+	if err := redeem(restarted, code2, "devB", "10.0.0.2"); !errors.Is(err, pairing.ErrUsed) {
 		t.Fatalf("code used before the restart: %v", err)
 	}
 }
@@ -212,11 +230,11 @@ func TestRedeemSurvivesRestart(t *testing.T) {
 func TestRedeemConcurrentOneWinner(t *testing.T) {
 	stores(t, func(t *testing.T, newStore func() pairing.Store) {
 		s := service(t, newStore(), newClock())
-		code, _, _ := s.NewCode(ctx)
+		code := newCode(t, s)
 		errs := make([]error, 8)
 		var wg sync.WaitGroup
 		for i := range errs {
-			wg.Go(func() { errs[i] = s.Redeem(ctx, code, fmt.Sprintf("dev%d", i), fmt.Sprintf("10.0.1.%d", i)) })
+			wg.Go(func() { errs[i] = redeem(s, code, fmt.Sprintf("dev%d", i), fmt.Sprintf("10.0.1.%d", i)) })
 		}
 		wg.Wait()
 		wins := 0
@@ -233,35 +251,44 @@ func TestRedeemConcurrentOneWinner(t *testing.T) {
 	})
 }
 
-func TestGuessingIsRateLimited(t *testing.T) {
+// TestPerAddressLimit: an address (an IPv6 address by its /64) that failed
+// PerIPFailures times in the window is refused before its code is looked
+// at, even a right one, and told when to come back; its refused tries are
+// not counted; other addresses are not affected.
+func TestPerAddressLimit(t *testing.T) {
 	clk := newClock()
 	s := service(t, pairing.NewMemStore(), clk)
-	code, _, _ := s.NewCode(ctx)
-	guess := func(ip string) error { return s.Redeem(ctx, "ZZZZ-ZZZ0", "attacker", ip) }
+	code := newCode(t, s)
+	guess := func(ip string) error { return redeem(s, "ZZZZ-ZZZ0", "attacker", ip) }
 	for i := range pairing.DefaultPerIPFailures {
 		if err := guess("10.0.0.66"); !errors.Is(err, pairing.ErrInvalidCode) {
 			t.Fatalf("guess %d: %v", i, err)
 		}
 	}
-	// Blocked now, even with the right code, and told when to come back.
-	err := s.Redeem(ctx, code, "attacker", "10.0.0.66")
+	err := redeem(s, code, "attacker", "10.0.0.66")
 	var rl *pairing.RateLimitError
 	if !errors.As(err, &rl) || !errors.Is(err, pairing.ErrRateLimited) || rl.RetryAfter <= 0 || rl.RetryAfter > 10*time.Minute {
 		t.Fatalf("after %d failures: %v", pairing.DefaultPerIPFailures, err)
 	}
-	// Another address is not affected, and a blocked try is not a new failure.
 	clk.Add(time.Minute)
-	for range pairing.DefaultPerIPFailures {
+	for range 3 * pairing.DefaultMaxWrongTries { // refused tries count against no code either
 		if err := guess("10.0.0.66"); !errors.Is(err, pairing.ErrRateLimited) {
 			t.Fatalf("still blocked: %v", err)
 		}
 	}
-	if err := s.Redeem(ctx, code, "devA", "10.0.0.7"); err != nil {
+	if err := redeem(s, code, "devA", "10.0.0.7"); err != nil {
 		t.Fatalf("another address: %v", err)
 	}
-	clk.Add(pairing.DefaultFailureWindow - time.Minute) // the first failures leave the window; the blocked tries were never counted
+	clk.Add(pairing.DefaultFailureWindow - time.Minute) // the first failures leave the window
 	if err := guess("10.0.0.66"); !errors.Is(err, pairing.ErrInvalidCode) {
 		t.Fatalf("after the window: %v", err)
+	}
+	// Malformed codes count against the address too.
+	for range pairing.DefaultPerIPFailures {
+		redeem(s, "hello", "attacker", "10.0.0.67")
+	}
+	if err := guess("10.0.0.67"); !errors.Is(err, pairing.ErrRateLimited) {
+		t.Fatalf("after malformed codes: %v", err)
 	}
 
 	// IPv6: one /64 is one address.
@@ -275,21 +302,135 @@ func TestGuessingIsRateLimited(t *testing.T) {
 	if err := guess("2001:db8:0:1::1"); !errors.Is(err, pairing.ErrInvalidCode) {
 		t.Fatalf("another /64: %v", err)
 	}
+}
 
-	// Global: many addresses together exhaust the budget for everyone.
-	s = service(t, pairing.NewMemStore(), clk)
-	code, _, _ = s.NewCode(ctx)
-	for i := range pairing.DefaultGlobalFailures {
-		if err := guess(fmt.Sprintf("10.1.%d.%d", i/200, i%200)); !errors.Is(err, pairing.ErrInvalidCode) {
-			t.Fatalf("distributed guess %d: %v", i, err)
+// TestFloodDoesNotBlockAFreshCode (issue 21 item 3): wrong codes from many
+// addresses, each up to its own limit, lock the code that was live during
+// the flood but never block a fresh code from a new address (on the old
+// main, 15 addresses filled a global cap and every code was refused for 10
+// minutes).
+func TestFloodDoesNotBlockAFreshCode(t *testing.T) {
+	stores(t, func(t *testing.T, newStore func() pairing.Store) {
+		clk := newClock()
+		s := service(t, newStore(), clk)
+		during := newCode(t, s)
+		var locked []string
+		for a := range 20 {
+			for g := range pairing.DefaultPerIPFailures {
+				r, err := s.Redeem(ctx, fmt.Sprintf("ZZZZ-%04d", a*10+g), "attacker", fmt.Sprintf("10.9.%d.%d", a/200, a%200+1))
+				if !errors.Is(err, pairing.ErrInvalidCode) {
+					t.Fatalf("address %d guess %d: %v", a, g, err)
+				}
+				locked = append(locked, r.Locked...)
+			}
+		}
+		if len(locked) != 1 {
+			t.Fatalf("the flood locked %v, want the one live code once", locked)
+		}
+		var le *pairing.LockedError
+		if err := redeem(s, during, "devA", "192.168.1.5"); !errors.As(err, &le) || le.WrongTries != pairing.DefaultMaxWrongTries {
+			t.Fatalf("the code live during the flood: %v, want locked after %d", err, pairing.DefaultMaxWrongTries)
+		}
+		fresh := newCode(t, s)
+		r, err := s.Redeem(ctx, fresh, "devB", "192.168.1.6")
+		if err != nil || r.CodeID == "" {
+			t.Fatalf("a fresh code from a new address after the flood: %+v %v", r, err)
+		}
+	})
+}
+
+// TestCodeLocksAfterWrongTries: every failed try of a well-formed code is
+// a wrong try against every live code; the MaxWrongTries-th locks it (named
+// once in Redemption.Locked), after which even the right code is refused
+// from any address, also after a restart; codes issued later, used codes
+// and malformed tries are not counted.
+func TestCodeLocksAfterWrongTries(t *testing.T) {
+	stores(t, func(t *testing.T, newStore func() pairing.Store) {
+		clk := newClock()
+		st := newStore()
+		s := service(t, st, clk)
+		spare, used := newCode(t, s), newCode(t, s)
+		if err := redeem(s, used, "devU", "10.5.0.1"); err != nil {
+			t.Fatal(err)
+		}
+		is, err := s.NewCode(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ip := func(i int) string { return fmt.Sprintf("10.0.%d.1", i/pairing.DefaultPerIPFailures) } // each address up to its limit
+		for range 2 * pairing.DefaultPerIPFailures {
+			redeem(s, "not a code!", "attacker", "10.1.0.1") // malformed: names no code
+		}
+		for i := range pairing.DefaultMaxWrongTries - 1 {
+			wrong := []string{"ZZZZ-ZZZZ", used}[i%2] // unknown, or a used code's value
+			if r, err := s.Redeem(ctx, wrong, "attacker", ip(i)); err == nil || len(r.Locked) != 0 {
+				t.Fatalf("wrong try %d: %+v %v", i+1, r, err)
+			}
+		}
+		r, err := s.Redeem(ctx, "ZZZZ-ZZZZ", "attacker", ip(pairing.DefaultMaxWrongTries-1))
+		if !errors.Is(err, pairing.ErrInvalidCode) || len(r.Locked) != 2 || !slices.Contains(r.Locked, is.ID) {
+			t.Fatalf("the %dth wrong try: %+v %v, want both live codes locked", pairing.DefaultMaxWrongTries, r, err)
+		}
+		if r, err := s.Redeem(ctx, "ZZZZ-ZZZZ", "attacker", "10.2.0.1"); len(r.Locked) != 0 || err == nil {
+			t.Fatalf("a try after the lock: %+v %v (a locked code is named once)", r, err)
+		}
+		var le *pairing.LockedError
+		for _, from := range []string{"192.168.1.5", "192.168.1.6"} {
+			if err := redeem(s, is.Code, "devA", from); !errors.As(err, &le) || !errors.Is(err, pairing.ErrLocked) || le.WrongTries != pairing.DefaultMaxWrongTries {
+				t.Fatalf("the right code after the lock, from %s: %v", from, err)
+			}
+		}
+		if err := redeem(s, spare, "devS", "192.168.1.7"); !errors.Is(err, pairing.ErrLocked) {
+			t.Fatalf("the other live code: %v", err)
+		}
+		if err := redeem(s, used, "devU", "10.5.0.1"); err != nil {
+			t.Fatalf("the used code's retry by its device: %v (used codes are not counted)", err)
+		}
+		later := newCode(t, s)
+		again := service(t, st, clk) // a restart keeps the lock
+		if err := redeem(again, is.Code, "devA", "192.168.1.8"); !errors.Is(err, pairing.ErrLocked) {
+			t.Fatalf("after a restart: %v", err)
+		}
+		for i := range pairing.DefaultMaxWrongTries - 2 { // the try above counted against it
+			redeem(again, "ZZZZ-ZZZZ", "attacker", fmt.Sprintf("10.3.%d.1", i))
+		}
+		if err := redeem(again, later, "devL", "192.168.1.9"); err != nil {
+			t.Fatalf("a code issued after the lock, %d wrong tries later: %v", pairing.DefaultMaxWrongTries-1, err)
+		}
+	})
+}
+
+// TestOldCodesTableMigrates: a pairing_codes table from before code ids
+// and locking gets the new columns; its codes still redeem.
+func TestOldCodesTableMigrates(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	db, err := statedb.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	clk := newClock()
+	norm := "0123ABCD"
+	sum := sha256.Sum256([]byte(norm))
+	if _, err := db.ExecContext(ctx, `CREATE TABLE pairing_codes (
+		hash TEXT PRIMARY KEY, created_ms INTEGER NOT NULL, expires_ms INTEGER NOT NULL,
+		used_by TEXT NOT NULL DEFAULT '', used_ms INTEGER NOT NULL DEFAULT 0);
+		INSERT INTO pairing_codes (hash, created_ms, expires_ms) VALUES (?, ?, ?)`,
+		hex.EncodeToString(sum[:]), clk.Now().UnixMilli(), clk.Now().Add(time.Minute).UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // twice: the second open finds the columns there
+		st, err := pairing.OpenSQLStore(ctx, db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cs, err := st.Codes(ctx); err != nil || len(cs) != 1 || cs[0].WrongTries != 0 || !cs[0].LockedAt.IsZero() {
+			t.Fatalf("codes after the migration: %+v %v", cs, err)
 		}
 	}
-	if err := s.Redeem(ctx, code, "devA", "192.168.1.5"); !errors.Is(err, pairing.ErrRateLimited) {
-		t.Fatalf("after the global budget: %v", err)
-	}
-	clk.Add(pairing.DefaultFailureWindow)
-	if err := s.Redeem(ctx, code, "devA", "192.168.1.5"); !errors.Is(err, pairing.ErrExpired) {
-		t.Fatalf("after the window the code is checked again (expired by now): %v", err)
+	st, _ := pairing.OpenSQLStore(ctx, db)
+	if err := redeem(service(t, st, clk), norm, "devA", "10.0.0.1"); err != nil {
+		t.Fatalf("a code stored before the migration: %v", err)
 	}
 }
 

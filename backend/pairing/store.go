@@ -14,11 +14,14 @@ import (
 
 // Code is a stored setup code: its hash, never the code.
 type Code struct {
-	Hash      string    // hex SHA-256 of the normalised code
-	CreatedAt time.Time //
-	ExpiresAt time.Time // CreatedAt + CodeTTL
-	UsedBy    string    // deviceId of the first device that redeemed it ("" unused)
-	UsedAt    time.Time // when it was first redeemed
+	Hash       string    // hex SHA-256 of the normalised code
+	ID         string    // random, 16 hex characters ("" for a code stored before ids existed)
+	CreatedAt  time.Time //
+	ExpiresAt  time.Time // CreatedAt + CodeTTL
+	UsedBy     string    // deviceId of the first device that redeemed it ("" unused)
+	UsedAt     time.Time // when it was first redeemed
+	WrongTries int       // failed tries on the network while it was live
+	LockedAt   time.Time // when WrongTries reached MaxWrongTries (zero: not locked)
 }
 
 // Store keeps codes and pending requests. The Service serialises its calls.
@@ -27,6 +30,8 @@ type Store interface {
 	PutCode(ctx context.Context, c Code) error
 	// Code returns the code with this hash, found=false when there is none.
 	Code(ctx context.Context, hash string) (c Code, found bool, err error)
+	// Codes lists every stored code, oldest CreatedAt first.
+	Codes(ctx context.Context) ([]Code, error)
 	// DeleteCodesExpired removes codes that expired before t.
 	DeleteCodesExpired(ctx context.Context, t time.Time) error
 	// PutRequest inserts or replaces the request with r.ID.
@@ -122,6 +127,23 @@ func (m *MemStore) Code(_ context.Context, hash string) (Code, bool, error) {
 	return c, ok, nil
 }
 
+// Codes implements Store.
+func (m *MemStore) Codes(_ context.Context) ([]Code, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Code, 0, len(m.codes))
+	for _, c := range m.codes {
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b Code) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Hash, b.Hash)
+	})
+	return out, nil
+}
+
 // DeleteCodesExpired implements Store.
 func (m *MemStore) DeleteCodesExpired(_ context.Context, t time.Time) error {
 	m.mu.Lock()
@@ -164,12 +186,22 @@ func (m *MemStore) DeleteRequest(_ context.Context, id string) error {
 }
 
 // SQLStore is a Store in state.db (tables pairing_codes, pairing_requests
-// and pairing_devices; times in Unix milliseconds), so codes, pending
-// requests and paired devices survive a restart of the app. A device's
-// token hashes are in its row's JSON body (never a token).
+// and pairing_devices; times in Unix milliseconds), so codes (with their
+// wrong tries), pending requests and paired devices survive a restart of
+// the app. A device's token hashes are in its row's JSON body (never a
+// token).
 type SQLStore struct{ db *sql.DB }
 
-// OpenSQLStore creates the tables if needed. db is state.db (statedb.Open).
+// codeColumnsAdded are the pairing_codes columns added after the table
+// first shipped (issue 21: code ids and locking), with their definitions.
+var codeColumnsAdded = [][2]string{
+	{"id", "TEXT NOT NULL DEFAULT ''"},
+	{"wrong_tries", "INTEGER NOT NULL DEFAULT 0"},
+	{"locked_ms", "INTEGER NOT NULL DEFAULT 0"},
+}
+
+// OpenSQLStore creates the tables if needed and adds the columns an older
+// pairing_codes lacks. db is state.db (statedb.Open).
 func OpenSQLStore(ctx context.Context, db *sql.DB) (*SQLStore, error) {
 	_, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS pairing_codes (
 		hash TEXT PRIMARY KEY, created_ms INTEGER NOT NULL, expires_ms INTEGER NOT NULL,
@@ -185,7 +217,39 @@ func OpenSQLStore(ctx context.Context, db *sql.DB) (*SQLStore, error) {
 	if err := migrateScopes(ctx, db); err != nil {
 		return nil, err
 	}
+	if err := addColumns(ctx, db, "pairing_codes", codeColumnsAdded); err != nil {
+		return nil, fmt.Errorf("migrate pairing_codes: %w", err)
+	}
 	return &SQLStore{db: db}, nil
+}
+
+// addColumns adds to table each of cols ({name, definition}) it lacks.
+func addColumns(ctx context.Context, db *sql.DB, table string, cols [][2]string) error {
+	rows, err := db.QueryContext(ctx, "SELECT name FROM pragma_table_info(?)", table)
+	if err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			rows.Close()
+			return err
+		}
+		have[name] = true
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	for _, c := range cols {
+		if have[c[0]] {
+			continue
+		}
+		if _, err := db.ExecContext(ctx, "ALTER TABLE "+table+" ADD COLUMN "+c[0]+" "+c[1]); err != nil {
+			return fmt.Errorf("add column %s: %w", c[0], err)
+		}
+	}
+	return nil
 }
 
 func ms(t time.Time) int64 {
@@ -204,25 +268,53 @@ func fromMs(v int64) time.Time {
 
 // PutCode implements Store.
 func (s *SQLStore) PutCode(ctx context.Context, c Code) error {
-	_, err := s.db.ExecContext(ctx, `INSERT OR REPLACE INTO pairing_codes (hash, created_ms, expires_ms, used_by, used_ms)
-		VALUES (?, ?, ?, ?, ?)`, c.Hash, ms(c.CreatedAt), ms(c.ExpiresAt), c.UsedBy, ms(c.UsedAt))
+	_, err := s.db.ExecContext(ctx, `INSERT OR REPLACE INTO pairing_codes
+		(hash, id, created_ms, expires_ms, used_by, used_ms, wrong_tries, locked_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		c.Hash, c.ID, ms(c.CreatedAt), ms(c.ExpiresAt), c.UsedBy, ms(c.UsedAt), c.WrongTries, ms(c.LockedAt))
 	return err
+}
+
+const codeColumns = `hash, id, created_ms, expires_ms, used_by, used_ms, wrong_tries, locked_ms`
+
+// scanCode reads a row of codeColumns.
+func scanCode(scan func(...any) error) (Code, error) {
+	var c Code
+	var created, expires, used, locked int64
+	if err := scan(&c.Hash, &c.ID, &created, &expires, &c.UsedBy, &used, &c.WrongTries, &locked); err != nil {
+		return Code{}, err
+	}
+	c.CreatedAt, c.ExpiresAt, c.UsedAt, c.LockedAt = fromMs(created), fromMs(expires), fromMs(used), fromMs(locked)
+	return c, nil
 }
 
 // Code implements Store.
 func (s *SQLStore) Code(ctx context.Context, hash string) (Code, bool, error) {
-	var c Code
-	var created, expires, used int64
-	err := s.db.QueryRowContext(ctx, `SELECT hash, created_ms, expires_ms, used_by, used_ms FROM pairing_codes WHERE hash = ?`, hash).
-		Scan(&c.Hash, &created, &expires, &c.UsedBy, &used)
+	c, err := scanCode(s.db.QueryRowContext(ctx, `SELECT `+codeColumns+` FROM pairing_codes WHERE hash = ?`, hash).Scan)
 	if err == sql.ErrNoRows {
 		return Code{}, false, nil
 	}
 	if err != nil {
 		return Code{}, false, err
 	}
-	c.CreatedAt, c.ExpiresAt, c.UsedAt = fromMs(created), fromMs(expires), fromMs(used)
 	return c, true, nil
+}
+
+// Codes implements Store.
+func (s *SQLStore) Codes(ctx context.Context) ([]Code, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+codeColumns+` FROM pairing_codes ORDER BY created_ms, hash`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Code
+	for rows.Next() {
+		c, err := scanCode(rows.Scan)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
 }
 
 // DeleteCodesExpired implements Store.
