@@ -103,6 +103,12 @@ type Service struct {
 	o   Options
 	log *slog.Logger
 
+	// resMu orders the ends of requests (resolve) against the submission
+	// and the confirmation of pending connections (resolve.go); taken
+	// before mu, never after it.
+	resMu    sync.Mutex
+	resolved map[string]*resolution // requestId → how it ended, for resolvedMemory
+
 	mu   sync.Mutex
 	held map[string]heldTokens // deviceId → tokens approved but not yet fetched
 	live map[string]string     // requestId → deviceId of requests submitted and not yet resolved
@@ -110,7 +116,8 @@ type Service struct {
 	scopeMu sync.Mutex               // held across a scope's store write and its cache update (scope.go)
 	scopes  map[string]pairing.Scope // deviceId → memory scope, as stored
 
-	afterTokenCheck func(deviceID string) // tests: runs after a device token matched, before registration
+	afterTokenCheck func(deviceID string)  // tests: runs after a device token matched, before registration
+	afterRequest    func(requestID string) // tests: runs after a request was submitted, before registration
 }
 
 type heldTokens struct {
@@ -132,7 +139,8 @@ func New(o Options) (*Service, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Service{o: o, log: o.Logger, held: map[string]heldTokens{}, live: map[string]string{}, scopes: map[string]pairing.Scope{}}, nil
+	return &Service{o: o, log: o.Logger, held: map[string]heldTokens{}, live: map[string]string{}, scopes: map[string]pairing.Scope{},
+		resolved: map[string]*resolution{}}, nil
 }
 
 // record writes an audit entry (errors are logged: the decision stands).
@@ -318,7 +326,10 @@ func (s *Service) Authenticate(ctx context.Context, r *gateway.AuthRequest) (*ga
 	default:
 		return nil, gateway.Errorf(gateway.CodeNotPaired, "device %s is not paired with this gateway; scan a pairing QR code or enter a setup code", short(id))
 	}
+	s.resMu.Lock() // the request is tracked before anyone can resolve it (resolve.go)
 	stored, err := s.o.Pairing.Submit(ctx, req)
+	refresh := err == nil && s.track(stored.ID, id)
+	s.resMu.Unlock()
 	if errors.Is(err, pairing.ErrWidened) {
 		e := gateway.Errorf(gateway.CodeConflict, "this device's pending pairing request cannot ask for more while it waits (%v); "+
 			"connect with what it asked for, or ask again after the decision", err)
@@ -330,14 +341,17 @@ func (s *Service) Authenticate(ctx context.Context, r *gateway.AuthRequest) (*ga
 	if err != nil {
 		return nil, fmt.Errorf("pairing request: %w", err)
 	}
-	if !s.track(stored.ID, id) { // a refresh is not a new request: audited once
+	if !refresh { // a refresh is not a new request: audited once
 		s.record("device.pair.request", "anonymous", "device:"+id, r.RemoteIP, true,
 			fmt.Sprintf("pairing request %s (%s) for roles %v from %q", stored.ID, kindOf(stored), roles, stored.DisplayName))
 	}
 	s.closeOldPending(id)
 	s.o.Gateway.BroadcastTo(gateway.Admin, EventPairRequested, map[string]any{"request": requestView(stored, was.Scope)})
+	if s.afterRequest != nil {
+		s.afterRequest(stored.ID)
+	}
 	return &gateway.AuthResult{Principal: gateway.Principal{Role: gateway.RoleUnpaired, Device: id},
-		Status: gateway.AuthPending, RequestID: stored.ID}, nil
+		Status: gateway.AuthPending, RequestID: stored.ID, Confirm: s.pendingConfirm(stored.ID, r.ConnID)}, nil
 }
 
 func kindOf(r pairing.Request) string {
@@ -497,28 +511,27 @@ func (s *Service) Run(ctx context.Context) error {
 // device's pending connections, which are then closed (4001 "pairing
 // request expired").
 func (s *Service) Sweep(ctx context.Context) {
+	s.resMu.Lock()
 	pend, err := s.o.Pairing.Pending(ctx) // deletes the expired ones
 	if err != nil {
+		s.resMu.Unlock()
 		s.log.Warn("pairing sweep failed", "err", err)
 		return
 	}
 	s.mu.Lock()
-	var gone map[string]string
+	gone := map[string]string{}
 	for id, dev := range s.live {
 		if !slices.ContainsFunc(pend, func(r pairing.Request) bool { return r.ID == id }) {
-			if gone == nil {
-				gone = map[string]string{}
-			}
 			gone[id] = dev
-			delete(s.live, id)
 		}
 	}
 	s.mu.Unlock()
 	for id, dev := range gone {
-		ev := map[string]any{"requestId": id, "deviceId": dev, "decision": "expired"}
-		s.sendTo(dev, gateway.RoleUnpaired, EventPairResolved, ev)
-		s.o.Gateway.CloseWhere(deviceConns(dev, gateway.RoleUnpaired), gateway.CloseUnauthorized, ReasonExpired)
-		s.o.Gateway.BroadcastTo(gateway.Admin, EventPairResolved, ev)
+		s.resolveLocked(id, dev, decisionExpired, nil)
+	}
+	s.resMu.Unlock()
+	for id, dev := range gone {
+		s.o.Gateway.BroadcastTo(gateway.Admin, EventPairResolved, map[string]any{"requestId": id, "deviceId": dev, "decision": decisionExpired})
 	}
 }
 

@@ -744,3 +744,133 @@ func TestRevokeDuringConnect(t *testing.T) {
 		})
 	}
 }
+
+// TestResolvedDuringConnect: a request approved, rejected, expired or
+// removed after it was submitted and before its connection is registered
+// (so its resolution finds no connection to tell) still reaches that
+// connection, once: approved → device.pair.resolved with the tokens after
+// hello-ok; otherwise 4001 with the reason and no hello-ok (on the old
+// main the connection stayed open, pending a request that was gone).
+func TestResolvedDuringConnect(t *testing.T) {
+	for _, tc := range []struct {
+		name, reason string // reason "": admitted and told
+		paired       bool
+		resolve      func(e *env, requestID, deviceID string)
+	}{
+		{"approve", "", false, func(e *env, req, _ string) {
+			if err := e.admin.Call(ctx(e.t), "device.pair.approve", map[string]any{"requestId": req}, nil); err != nil {
+				e.t.Fatal(err)
+			}
+		}},
+		{"reject", devices.ReasonRejected, false, func(e *env, req, _ string) {
+			if err := e.admin.Call(ctx(e.t), "device.pair.reject", map[string]any{"requestId": req}, nil); err != nil {
+				e.t.Fatal(err)
+			}
+		}},
+		{"expire", devices.ReasonExpired, false, func(e *env, _, _ string) {
+			e.clock.Add(pairing.DefaultPendingTTL + time.Second)
+			e.svc.Sweep(ctx(e.t))
+		}},
+		{"remove", devices.ReasonRemoved, true, func(e *env, _, dev string) {
+			if err := e.admin.Call(ctx(e.t), "device.remove", map[string]any{"deviceId": dev}, nil); err != nil {
+				e.t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			key := newKey(t)
+			id := key.Public().ID()
+			o := gateway.ClientOptions{SetupCode: e.code().Display}
+			if tc.paired {
+				tok := e.pairKey(key, []string{gateway.RoleNode}, nil)[gateway.RoleNode]
+				e.mustDial(key, gateway.ClientOptions{DeviceToken: tok}).Close() // fetches the held tokens
+				o = gateway.ClientOptions{}                                      // the proof alone: a repair request
+				e.waitGone(id)                                                   // the connections above are closed
+			}
+			submitted, resume := make(chan string, 1), make(chan struct{})
+			devices.SetAfterRequest(e.svc, func(req string) {
+				submitted <- req
+				<-resume
+			})
+			type dialed struct {
+				c   *gateway.Client
+				err error
+			}
+			done := make(chan dialed, 1)
+			go func() {
+				c, err := e.dial(key, o)
+				done <- dialed{c, err}
+			}()
+			req := recv(t, submitted)
+			if n := len(e.gw.Conns(deviceConns(id))); n != 0 {
+				t.Fatalf("%d connections of the device registered before the %s", n, tc.name)
+			}
+			tc.resolve(e, req, id)
+			close(resume)
+			d := recv(t, done)
+			if tc.reason == "" {
+				if d.err != nil {
+					t.Fatalf("connect after an approval mid-connect: %v", d.err)
+				}
+				var res struct {
+					RequestID, Decision string
+					DeviceTokens        map[string]string
+				}
+				event(t, d.c, devices.EventPairResolved, &res)
+				if res.RequestID != req || res.Decision != "approved" || res.DeviceTokens[gateway.RoleNode] == "" {
+					t.Fatalf("device.pair.resolved %+v", res)
+				}
+				e.mustDial(key, gateway.ClientOptions{DeviceToken: res.DeviceTokens[gateway.RoleNode]})
+				if err := d.c.Call(ctx(t), "device.pair.status", nil, nil); err != nil {
+					t.Fatalf("the pending connection after its approval: %v", err)
+				}
+				select {
+				case ev := <-d.c.Events():
+					t.Fatalf("a second event after the approval: %s %s", ev.Event, ev.Payload)
+				default:
+				}
+				return
+			}
+			if d.err == nil {
+				err := d.c.Call(ctx(t), "health", nil, nil)
+				t.Fatalf("connection left open after a %s mid-connect (health: %v)", tc.name, err)
+			}
+			var ce websocket.CloseError
+			if !errors.As(d.err, &ce) || ce.Code != gateway.CloseUnauthorized || ce.Reason != tc.reason {
+				t.Errorf("connect after %s mid-connect: %v, want close 4001 %q", tc.name, d.err, tc.reason)
+			}
+		})
+	}
+}
+
+// waitGone waits (within testTimeout) until the gateway has no connection
+// of device id registered.
+func (e *env) waitGone(id string) {
+	e.t.Helper()
+	deadline := time.Now().Add(testTimeout)
+	for len(e.gw.Conns(deviceConns(id))) > 0 {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("connections of device %s still registered", id)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// recv receives from ch within testTimeout.
+func recv[T any](t *testing.T, ch <-chan T) T {
+	t.Helper()
+	tm := time.NewTimer(testTimeout)
+	defer tm.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-tm.C:
+		t.Fatal("nothing received in time")
+		panic("unreachable")
+	}
+}
+
+func deviceConns(id string) func(gateway.ConnInfo) bool {
+	return func(ci gateway.ConnInfo) bool { return ci.Principal.Device == id }
+}

@@ -260,11 +260,9 @@ func (s *Service) pairApprove(ctx context.Context, c *gateway.Call) (any, error)
 		return nil, pairingErr("device.pair.approve", err)
 	}
 	s.hold(d.DeviceID, tokens)
-	s.untrack(p.RequestID)
 	s.record("device.pair.approve", "admin", "device:"+d.DeviceID, c.RemoteIP, true,
 		fmt.Sprintf("request %s approved: roles %v, commands %v, memory scope %s", p.RequestID, d.Roles, d.Commands, d.Scope))
-	s.sendTo(d.DeviceID, gateway.RoleUnpaired, EventPairResolved, map[string]any{"requestId": p.RequestID, "deviceId": d.DeviceID,
-		"decision": "approved", "deviceTokens": tokens})
+	s.resolve(p.RequestID, d.DeviceID, decisionApproved, tokens)
 	s.o.Gateway.BroadcastTo(gateway.Admin, EventPairResolved, map[string]any{"requestId": p.RequestID, "deviceId": d.DeviceID, "decision": "approved"})
 	s.o.Gateway.BroadcastTo(gateway.Admin, EventDevicesChanged, struct{}{})
 	return map[string]any{"device": s.deviceView(d)}, nil
@@ -281,12 +279,9 @@ func (s *Service) pairReject(ctx context.Context, c *gateway.Call) (any, error) 
 	if err != nil {
 		return nil, pairingErr("device.pair.reject", err)
 	}
-	s.untrack(r.ID)
 	s.record("device.pair.reject", "admin", "device:"+r.DeviceID, c.RemoteIP, true, "request "+r.ID+" rejected")
-	ev := map[string]any{"requestId": r.ID, "deviceId": r.DeviceID, "decision": "rejected"}
-	s.sendTo(r.DeviceID, gateway.RoleUnpaired, EventPairResolved, ev)
-	s.o.Gateway.CloseWhere(deviceConns(r.DeviceID, gateway.RoleUnpaired), gateway.CloseUnauthorized, ReasonRejected)
-	s.o.Gateway.BroadcastTo(gateway.Admin, EventPairResolved, ev)
+	s.resolve(r.ID, r.DeviceID, decisionRejected, nil)
+	s.o.Gateway.BroadcastTo(gateway.Admin, EventPairResolved, map[string]any{"requestId": r.ID, "deviceId": r.DeviceID, "decision": decisionRejected})
 	return map[string]any{"rejected": true, "requestId": r.ID}, nil
 }
 
@@ -394,12 +389,16 @@ func (s *Service) remove(ctx context.Context, c *gateway.Call) (any, error) {
 	s.scopeMu.Unlock()
 	s.hold(p.DeviceID, nil)
 	s.mu.Lock()
+	var reqs []string
 	for id, dev := range s.live {
 		if dev == p.DeviceID {
-			delete(s.live, id) // RemoveDevice deleted its request too
+			reqs = append(reqs, id) // RemoveDevice deleted its request too
 		}
 	}
 	s.mu.Unlock()
+	for _, id := range reqs {
+		s.resolve(id, p.DeviceID, decisionRemoved, nil)
+	}
 	s.record("device.remove", "admin", "device:"+p.DeviceID, c.RemoteIP, true, "pairing removed")
 	n := s.o.Gateway.CloseWhere(deviceConns(p.DeviceID, ""), gateway.CloseUnauthorized, ReasonRemoved)
 	s.o.Gateway.BroadcastTo(gateway.Admin, EventDevicesChanged, struct{}{})
