@@ -94,6 +94,32 @@ describe('Nodes', () => {
     await waitFor(() => expect(writeText).toHaveBeenLastCalledWith('f'.repeat(64)));
   });
 
+  it('a code locked after wrong tries on the network says so and offers a new one', async () => {
+    const gw = new GatewayClient({ url: 'ws://test/ws', token: 't', instanceId: 'i', WebSocket: FakeWebSocket, random: () => 0.5 });
+    render(App, { props: { gw } });
+    gw.start();
+    const ws = FakeWebSocket.last();
+    ws.handshake();
+    await waitFor(() => expect(screen.getByTestId('conn-state').textContent).toBe('connected'));
+    await fireEvent.click(await screen.findByTestId('open-nodes'));
+    await fireEvent.click(screen.getByTestId('pair-start'));
+    await waitFor(() => expect(ws.lastRequest('device.pair.code')).toBeDefined());
+    const code = (c: string, id: string) => ({ code: c, display: `${c.slice(0, 4)}-${c.slice(4)}`, codeId: id, maxWrongTries: 10, expiresAt: Date.now() + 600_000, url: 'https://x/pair', urls: ['https://x/pair'], qrPng: 'iVBORw0KGgo=', fingerprintWords: 'w', fingerprint: 'f'.repeat(64) });
+    const first = ws.lastRequest('device.pair.code');
+    ws.reply(first, code('ABCD2345', 'c1'));
+    await waitFor(() => expect(screen.getByTestId('pair-code').textContent).toBe('ABCD-2345'));
+    expect(screen.getByTestId('pair-lock-note').textContent).toContain('10 wrong codes');
+    ws.serverEvent('device.pair.code.locked', { codeId: 'other', wrongTries: 10 }); // another code (the CLI's): nothing changes
+    ws.serverEvent('device.pair.code.locked', { codeId: 'c1', wrongTries: 10 });
+    await waitFor(() => expect(screen.getByTestId('pair-locked').textContent).toContain('ABCD-2345 was locked after 10 wrong tries'));
+    expect(screen.queryByTestId('pair-qr')).toBeNull();
+    await fireEvent.click(screen.getByTestId('pair-new'));
+    await waitFor(() => expect(ws.lastRequest('device.pair.code').id).not.toBe(first.id));
+    ws.reply(ws.lastRequest('device.pair.code'), code('WXYZ6789', 'c2'));
+    await waitFor(() => expect(screen.getByTestId('pair-code').textContent).toBe('WXYZ-6789'));
+    expect(screen.queryByTestId('pair-locked')).toBeNull();
+  });
+
   it('an exec ask from `atrium node`: banner, then allow once / always / deny through exec.ask.answer', async () => {
     const gw = new GatewayClient({ url: 'ws://test/ws', token: 't', instanceId: 'i', WebSocket: FakeWebSocket, random: () => 0.5 });
     render(App, { props: { gw } });

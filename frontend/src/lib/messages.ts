@@ -393,6 +393,12 @@ export const MESSAGES = {
   'nodes.pair.expired': ['The code has expired: make a new one.', '配对码已过期，请重新生成。'],
   'nodes.pair.fingerprint': ['Certificate SHA-256', '证书 SHA-256'],
   'nodes.pair.details': ['Certificate details (to compare or pin)', '证书详情（用于核对或固定）'],
+  'nodes.pair.lockNote': ['It locks after {n} wrong codes tried on the network.', '网络上有人输错 {n} 次后，此配对码即被锁定。'],
+  'nodes.pair.locked': [
+    'Code {code} was locked after {n} wrong tries on the network (someone may be guessing codes). It no longer works: make a new one.',
+    '配对码 {code} 在网络上被错误尝试 {n} 次后已锁定（可能有人在猜配对码），不能再用，请生成新的配对码。',
+  ],
+  'nodes.pair.newCode': ['Make a new code', '生成新配对码'],
   'nodes.pending.title': ['Waiting for approval', '等待批准'],
   'nodes.pending.none': ['No device is asking to pair.', '没有设备请求配对。'],
   'nodes.pending.repair': ['repair: a known key lost its token', '修复：已知设备丢失了令牌'],
@@ -475,6 +481,10 @@ export const MESSAGES = {
   'phone.rejected': ['The request was rejected on the computer.', '请求已在电脑上被拒绝。'],
   'phone.expired': ['The request expired before anyone approved it.', '请求在批准前已过期。'],
   'phone.failed': ['The gateway refused: {error}', '网关拒绝了请求：{error}'],
+  'phone.codeLocked': [
+    'This setup code was locked after too many wrong tries on the network. Make a new one on your computer (Nodes → Pair a phone or computer) and scan it.',
+    '此配对码在网络上被错误尝试太多次，已锁定。请在电脑上重新生成（设备 → 配对手机或电脑）并扫描。',
+  ],
   'phone.retry': ['Ask again', '重新请求'],
   'phone.deviceId': ['This device: {id} ({alg})', '本设备：{id}（{alg}）'],
   'phone.node': ['Node connection: {state}', '节点连接：{state}'],

@@ -8,6 +8,10 @@ export type Role = 'operator' | 'node';
 export interface PairCode {
   code: string;
   display: string;
+  /** Names the code in device.pair.code.locked ("" from an older gateway). */
+  codeId: string;
+  /** Wrong tries on the network that lock it (0: not said). */
+  maxWrongTries: number;
   expiresAt: number;
   url: string;
   urls: string[];
@@ -116,6 +120,8 @@ export function toPairCode(v: unknown): PairCode | null {
   return {
     code,
     display: str(o.display) || code,
+    codeId: str(o.codeId),
+    maxWrongTries: num(o.maxWrongTries),
     expiresAt: time(o.expiresAt),
     url,
     urls: urls.length ? urls : url ? [url] : [],
@@ -126,6 +132,13 @@ export function toPairCode(v: unknown): PairCode | null {
     spki: str(o.spki),
     note: str(o.note) || undefined,
   };
+}
+
+/** device.pair.code.locked: a setup code locked after wrong tries on the network (it never works again). */
+export function toCodeLocked(v: unknown): { codeId: string; wrongTries: number } | null {
+  const o = obj(v);
+  const codeId = str(o.codeId);
+  return codeId ? { codeId, wrongTries: num(o.wrongTries) } : null;
 }
 
 export function toPairRequest(v: unknown): PairRequest | null {

@@ -160,6 +160,10 @@ describe('pairStep', () => {
     expect(spent[2].effects).toEqual([{ type: 'connect-pair', setupCode: null }]);
     const used = run(loadedWithCode, { type: 'refused', code: 'UNAUTHORIZED', message: 'setup code already used', reason: 'code_used' }, { type: 'retry' });
     expect(used[2].effects).toEqual([{ type: 'connect-pair', setupCode: null }]);
+    // A code locked after wrong tries on the network is dead: the reason stays for the page to explain.
+    const locked = run(loadedWithCode, { type: 'refused', code: 'UNAUTHORIZED', message: 'locked after 10 wrong tries', reason: 'code_locked' }, { type: 'retry' });
+    expect(locked[1].state.phase).toEqual({ phase: 'failed', code: 'UNAUTHORIZED', message: 'locked after 10 wrong tries', reason: 'code_locked' });
+    expect(locked[2].effects).toEqual([{ type: 'connect-pair', setupCode: null }]);
     // A refusal that is not about the code itself (the guessing limit) keeps it for a retry.
     const limited = run(loadedWithCode, { type: 'refused', code: 'UNAUTHORIZED', message: 'too many attempts', reason: 'rate_limited' }, { type: 'retry' });
     expect(limited[2].effects).toEqual([{ type: 'connect-pair', setupCode: 'ABCD2345' }]);

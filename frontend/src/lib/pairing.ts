@@ -109,8 +109,8 @@ export type PairPhase =
   | { phase: 'paired'; roles: Role[] }
   | { phase: 'rejected' }
   | { phase: 'expired' }
-  /** The gateway refused (a used or expired code, guessing limit, another gateway …). */
-  | { phase: 'failed'; code: string; message: string };
+  /** The gateway refused (a used, expired or locked code, guessing limit, another gateway …); reason: error.details.reason. */
+  | { phase: 'failed'; code: string; message: string; reason?: string };
 
 export interface PairState {
   phase: PairPhase;
@@ -241,11 +241,12 @@ export function pairStep(s: PairState, ev: PairEvent): Step {
         const next: PairState = { ...s, tokens, phase: { phase: 'connecting', via: 'repair' } };
         return { state: next, effects: [save(next), { type: 'connect-pair', setupCode: null }] };
       }
-      // A spent, expired or wrong code is not offered again (retry then asks with the proof alone);
-      // after a guessing limit (rate_limited) the same code may be tried later.
-      const spent = ev.code === 'NOT_PAIRED' || ev.reason === 'code_used' || ev.reason === 'code_expired' || ev.reason === 'code_invalid';
+      // A spent, expired, locked or wrong code is not offered again (retry then asks with the proof
+      // alone); after a guessing limit (rate_limited) the same code may be tried later.
+      const spent = ev.code === 'NOT_PAIRED' || ['code_used', 'code_expired', 'code_invalid', 'code_locked'].includes(ev.reason ?? '');
       const code = s.phase.phase === 'connecting' && s.phase.via === 'code' && spent ? null : s.code;
-      return { state: { ...s, code, phase: { phase: 'failed', code: ev.code, message: ev.message } }, effects: [{ type: 'disconnect' }] };
+      const failed: PairPhase = { phase: 'failed', code: ev.code, message: ev.message, ...(ev.reason ? { reason: ev.reason } : {}) };
+      return { state: { ...s, code, phase: failed }, effects: [{ type: 'disconnect' }] };
     }
     case 'rotated': {
       const next: PairState = { ...s, tokens: { ...s.tokens, [ev.role]: ev.deviceToken } };
