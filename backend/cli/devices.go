@@ -17,6 +17,8 @@ import (
 type pairCode struct {
 	Code             string    `json:"code"`
 	Display          string    `json:"display"`
+	CodeID           string    `json:"codeId"`
+	MaxWrongTries    int       `json:"maxWrongTries"`
 	ExpiresAt        time.Time `json:"expiresAt"`
 	URL              string    `json:"url"`
 	URLs             []string  `json:"urls"`
@@ -72,6 +74,9 @@ func runPair(ctx context.Context, args []string, o Options) error {
 		return err
 	}
 	fmt.Fprintf(o.Stdout, "\nSetup code: %s (valid until %s, single use)\n", pc.Display, pc.ExpiresAt.Local().Format("15:04:05"))
+	if pc.MaxWrongTries > 0 {
+		fmt.Fprintf(o.Stdout, "It is locked after %d wrong codes tried on the network (someone guessing); the device then says so: run atrium pair again for a new one.\n", pc.MaxWrongTries)
+	}
 	fmt.Fprintf(o.Stdout, "Open on the device: %s\n", pc.URL)
 	for _, u := range pc.URLs[min(1, len(pc.URLs)):] {
 		fmt.Fprintf(o.Stdout, "  or: %s\n", u)

@@ -95,7 +95,7 @@ func TestPairAndNodesCommands(t *testing.T) {
 		t.Fatalf("pair: exit %d\n%s\n%s", code, out, errOut)
 	}
 	m := regexp.MustCompile(`Open on the device: (\S+)`).FindStringSubmatch(out)
-	if m == nil || !strings.Contains(out, "Setup code: ") || !strings.Contains(out, "Note: ") {
+	if m == nil || !strings.Contains(out, "Setup code: ") || !strings.Contains(out, "Note: ") || !strings.Contains(out, "locked after 10 wrong codes") {
 		t.Fatalf("pair output:\n%s", out)
 	}
 	pairURL := m[1]
