@@ -45,8 +45,9 @@ type access struct {
 // memory scope (authenticated, one role, or admin) and its `as` may only
 // narrow that scope, never widen it (scopeAs); a node connection is
 // `authenticated` and may not use `as` (FORBIDDEN, audited). A malformed
-// `as` is INVALID_REQUEST, audited. The returned ctx carries the
-// principal for the memory engine's Authorize hook.
+// `as`, or one that names no role of the workspace, is INVALID_REQUEST,
+// audited (checkAs). The returned ctx carries the principal for the
+// memory engine's Authorize hook.
 func principal(ctx context.Context, ac *access, c *gateway.Call) (context.Context, acl.Principal, error) {
 	var a asParam
 	if err := decode(c, &a); err != nil {
@@ -84,13 +85,17 @@ func principal(ctx context.Context, ac *access, c *gateway.Call) (context.Contex
 }
 
 // checkAs checks the role named by `as` for who: the ACL must run
-// (UNAVAILABLE) and the name must be a valid role name (INVALID_REQUEST,
-// audited as who).
+// (UNAVAILABLE) and the name must be a valid role name and a role of the
+// workspace (knownRole) (INVALID_REQUEST, audited as who).
 func checkAs(g *guard.Guard, who acl.Principal, c *gateway.Call, as string) error {
 	if g == nil {
 		return gateway.Errorf(gateway.CodeUnavailable, "%s: as needs the ACL, which this app does not run", c.Method)
 	}
-	if err := acl.ValidateRole(as); err != nil {
+	err := acl.ValidateRole(as)
+	if err == nil {
+		err = knownRole(g.Workspace(), as)
+	}
+	if err != nil {
 		return mapErr(g.DenyInvalid(who, c.Method, "as "+as, err.Error()))
 	}
 	return nil

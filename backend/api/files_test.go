@@ -41,13 +41,16 @@ rules:
 
 // startFiles runs a real gateway with memory.files bound to files, behind
 // a guard whose .acl is rules ("" = no .acl: the defaults) and whose
-// session s1 is owned by writer; it returns an operator client.
-func startFiles(t *testing.T, rules string, files []memory.FileInfo) (*gateway.Client, *audit.Log) {
+// session s1 is owned by writer, in a workspace with the roles writer and
+// code-expert (and main); it returns an operator client and the workspace.
+func startFiles(t *testing.T, rules string, files []memory.FileInfo) (*gateway.Client, *audit.Log, string) {
 	t.Helper()
 	dir := t.TempDir()
 	ws := filepath.Join(dir, "ws")
-	if err := os.MkdirAll(filepath.Join(ws, "memory"), 0o755); err != nil {
-		t.Fatal(err)
+	for _, role := range []string{"writer", "code-expert"} { // the roles `as` may name
+		if err := os.MkdirAll(filepath.Join(ws, "memory", "roles", role), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	aclPath := filepath.Join(ws, "memory", ".acl")
 	if rules != "" {
@@ -88,7 +91,7 @@ func startFiles(t *testing.T, rules string, files []memory.FileInfo) (*gateway.C
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cl.Close() })
-	return cl, alog
+	return cl, alog, ws
 }
 
 // TestMemoryFilesAccess: memory.files lists only the files the caller may
@@ -191,7 +194,7 @@ func TestMemoryFilesAccess(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cl, alog := startFiles(t, tc.rules, files)
+			cl, alog, _ := startFiles(t, tc.rules, files)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			params := map[string]any{}
