@@ -292,14 +292,17 @@ func (s *Service) Authenticate(ctx context.Context, r *gateway.AuthRequest) (*ga
 			s.hold(id, held) // not for this role: keep them for the next connect
 		}
 	}
-	roles := p.Roles
-	if len(roles) == 0 {
-		roles = []string{role}
-	}
-	for _, r := range roles {
+	roles := []string{} // what it asks for: operator and/or node, each once
+	for _, r := range p.Roles {
 		if r != gateway.RoleOperator && r != gateway.RoleNode {
 			return nil, gateway.Errorf(gateway.CodeInvalidRequest, "roles: unknown role %q (operator or node)", r)
 		}
+		if !slices.Contains(roles, r) {
+			roles = append(roles, r)
+		}
+	}
+	if len(roles) == 0 {
+		roles = []string{role}
 	}
 	if !slices.Contains(roles, role) {
 		return nil, gateway.Errorf(gateway.CodeInvalidRequest, "roles %v do not include the connection's role %s", roles, role)

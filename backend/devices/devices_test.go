@@ -416,6 +416,45 @@ func TestSetupCodeLocks(t *testing.T) {
 	}
 }
 
+// TestPairingRoles: a pairing request's roles (params.roles, default
+// [role]) are operator and/or node; anything else in roles or role is
+// INVALID_REQUEST, audited, before the setup code is looked at (it is not
+// spent, and no request waits); a role asked twice is asked once.
+func TestPairingRoles(t *testing.T) {
+	e := newEnv(t)
+	code := e.code().Display
+	for _, tc := range []struct {
+		role  string
+		roles []string
+	}{
+		{gateway.RoleNode, []string{"admin"}},
+		{gateway.RoleNode, []string{gateway.RoleNode, "root"}},
+		{gateway.RoleOperator, []string{""}},
+		{gateway.RoleOperator, []string{"Operator"}},
+		{"admin", nil},
+		{gateway.RoleNode, []string{gateway.RoleOperator}}, // not the connection's role
+	} {
+		k := newKey(t)
+		_, err := e.dial(k, gateway.ClientOptions{SetupCode: code, Role: tc.role, Roles: tc.roles})
+		if ge := gwErr(err); ge == nil || ge.Code != gateway.CodeInvalidRequest {
+			t.Errorf("role %q, roles %q: %v, want INVALID_REQUEST", tc.role, tc.roles, err)
+		}
+		if ge := gwErr(err); ge != nil && tc.role != "admin" { // an unknown role is refused by the gateway itself, before the device is known
+			e.refusedAndAudited(fmt.Sprintf("roles %q", tc.roles), err, gateway.CodeInvalidRequest, "", "connect", k.Public().ID())
+		}
+	}
+	var list struct{ Pending []devices.RequestView }
+	if err := e.admin.Call(ctx(t), "device.pair.list", nil, &list); err != nil || len(list.Pending) != 0 {
+		t.Fatalf("pending after refused roles: %+v %v", list, err)
+	}
+	p := e.mustDial(newKey(t), gateway.ClientOptions{SetupCode: code, Role: gateway.RoleNode, Roles: []string{"node", "operator", "node"}})
+	var req struct{ Request devices.RequestView }
+	event(t, e.admin, devices.EventPairRequested, &req)
+	if p.Auth().Status != gateway.AuthPending || !slices.Equal(req.Request.Roles, []string{"node", "operator"}) {
+		t.Fatalf("the code after the refusals: %+v, request roles %v", p.Auth(), req.Request.Roles)
+	}
+}
+
 // rawConnect sends a connect request with the given device proof on a new
 // connection and returns the response and the challenge it got.
 func (e *env) rawConnect(makeParams func(gateway.Challenge) gateway.ConnectParams) (gateway.ResponseFrame, gateway.Challenge) {
