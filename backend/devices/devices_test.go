@@ -752,15 +752,7 @@ func TestRevokeDuringConnect(t *testing.T) {
 				close(checked)
 				<-resume
 			})
-			type dialed struct {
-				c   *gateway.Client
-				err error
-			}
-			done := make(chan dialed, 1)
-			go func() {
-				c, err := e.dial(key, gateway.ClientOptions{DeviceToken: tok})
-				done <- dialed{c, err}
-			}()
+			done := e.dialAsync(key, gateway.ClientOptions{DeviceToken: tok})
 			<-checked
 			if n := len(e.gw.Conns(func(ci gateway.ConnInfo) bool {
 				return ci.Principal.Device == id && ci.Principal.Role == gateway.RoleNode
@@ -771,15 +763,7 @@ func TestRevokeDuringConnect(t *testing.T) {
 				t.Fatalf("%s: %v", tc.method, err)
 			}
 			close(resume)
-			d := <-done
-			if d.err == nil {
-				err := d.c.Call(ctx(t), "health", nil, nil)
-				t.Fatalf("connection admitted after %s landed mid-connect (health: %v)", tc.method, err)
-			}
-			var ce websocket.CloseError
-			if !errors.As(d.err, &ce) || ce.Code != gateway.CloseUnauthorized || ce.Reason != tc.reason {
-				t.Errorf("connect after %s mid-connect: %v, want close 4001 %q", tc.method, d.err, tc.reason)
-			}
+			recv(t, done).closedWith(t, tc.method, tc.reason)
 		})
 	}
 }
@@ -832,15 +816,7 @@ func TestResolvedDuringConnect(t *testing.T) {
 				submitted <- req
 				<-resume
 			})
-			type dialed struct {
-				c   *gateway.Client
-				err error
-			}
-			done := make(chan dialed, 1)
-			go func() {
-				c, err := e.dial(key, o)
-				done <- dialed{c, err}
-			}()
+			done := e.dialAsync(key, o)
 			req := recv(t, submitted)
 			if n := len(e.gw.Conns(deviceConns(id))); n != 0 {
 				t.Fatalf("%d connections of the device registered before the %s", n, tc.name)
@@ -871,15 +847,39 @@ func TestResolvedDuringConnect(t *testing.T) {
 				}
 				return
 			}
-			if d.err == nil {
-				err := d.c.Call(ctx(t), "health", nil, nil)
-				t.Fatalf("connection left open after a %s mid-connect (health: %v)", tc.name, err)
-			}
-			var ce websocket.CloseError
-			if !errors.As(d.err, &ce) || ce.Code != gateway.CloseUnauthorized || ce.Reason != tc.reason {
-				t.Errorf("connect after %s mid-connect: %v, want close 4001 %q", tc.name, d.err, tc.reason)
-			}
+			d.closedWith(t, tc.name, tc.reason)
 		})
+	}
+}
+
+// dialed is the outcome of a dial.
+type dialed struct {
+	c   *gateway.Client
+	err error
+}
+
+// dialAsync dials key with o on a goroutine of its own (for tests that
+// hold the connect in a hook) and delivers the outcome.
+func (e *env) dialAsync(key *device.PrivateKey, o gateway.ClientOptions) <-chan dialed {
+	done := make(chan dialed, 1)
+	go func() {
+		c, err := e.dial(key, o)
+		done <- dialed{c, err}
+	}()
+	return done
+}
+
+// closedWith checks that the connect was ended with 4001 reason and no
+// hello-ok, after what landed mid-connect.
+func (d dialed) closedWith(t *testing.T, what, reason string) {
+	t.Helper()
+	if d.err == nil {
+		err := d.c.Call(ctx(t), "health", nil, nil)
+		t.Fatalf("connection admitted after a %s mid-connect (health: %v)", what, err)
+	}
+	var ce websocket.CloseError
+	if !errors.As(d.err, &ce) || ce.Code != gateway.CloseUnauthorized || ce.Reason != reason {
+		t.Errorf("connect after a %s mid-connect: %v, want close 4001 %q", what, d.err, reason)
 	}
 }
 

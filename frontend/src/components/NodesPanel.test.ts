@@ -13,14 +13,20 @@ beforeEach(() => {
   resetLang();
 });
 
+/** The App on a scripted gateway, connected; returns the gateway's socket. */
+async function connectedApp(): Promise<FakeWebSocket> {
+  const gw = new GatewayClient({ url: 'ws://test/ws', token: 't', instanceId: 'i', WebSocket: FakeWebSocket, random: () => 0.5 });
+  render(App, { props: { gw } });
+  gw.start();
+  const ws = FakeWebSocket.last();
+  ws.handshake();
+  await waitFor(() => expect(screen.getByTestId('conn-state').textContent).toBe('connected'));
+  return ws;
+}
+
 describe('Nodes', () => {
   it('banner on a pairing request, approve with a command unticked, pair code shown', async () => {
-    const gw = new GatewayClient({ url: 'ws://test/ws', token: 't', instanceId: 'i', WebSocket: FakeWebSocket, random: () => 0.5 });
-    render(App, { props: { gw } });
-    gw.start();
-    const ws = FakeWebSocket.last();
-    ws.handshake();
-    await waitFor(() => expect(screen.getByTestId('conn-state').textContent).toBe('connected'));
+    const ws = await connectedApp();
     expect(screen.queryByTestId('pair-banner')).toBeNull();
 
     ws.serverEvent('device.pair.requested', {
@@ -62,12 +68,7 @@ describe('Nodes', () => {
   it('the pair code\'s certificate details: SHA-256 and SPKI hash with copy buttons (zh)', async () => {
     const writeText = vi.fn(async (_: string) => {});
     Object.defineProperty(navigator, 'clipboard', { value: { writeText }, configurable: true });
-    const gw = new GatewayClient({ url: 'ws://test/ws', token: 't', instanceId: 'i', WebSocket: FakeWebSocket, random: () => 0.5 });
-    render(App, { props: { gw } });
-    gw.start();
-    const ws = FakeWebSocket.last();
-    ws.handshake();
-    await waitFor(() => expect(screen.getByTestId('conn-state').textContent).toBe('connected'));
+    const ws = await connectedApp();
     setLang('zh');
     ws.serverEvent('device.pair.requested', { request: { requestId: 'r1', deviceId: 'd'.repeat(64), displayName: 'phone', roles: ['node'], commands: [] } });
     await fireEvent.click(await screen.findByTestId('pair-banner-open'));
@@ -95,12 +96,7 @@ describe('Nodes', () => {
   });
 
   it('a code locked after wrong tries on the network says so and offers a new one', async () => {
-    const gw = new GatewayClient({ url: 'ws://test/ws', token: 't', instanceId: 'i', WebSocket: FakeWebSocket, random: () => 0.5 });
-    render(App, { props: { gw } });
-    gw.start();
-    const ws = FakeWebSocket.last();
-    ws.handshake();
-    await waitFor(() => expect(screen.getByTestId('conn-state').textContent).toBe('connected'));
+    const ws = await connectedApp();
     await fireEvent.click(await screen.findByTestId('open-nodes'));
     await fireEvent.click(screen.getByTestId('pair-start'));
     await waitFor(() => expect(ws.lastRequest('device.pair.code')).toBeDefined());
@@ -121,12 +117,7 @@ describe('Nodes', () => {
   });
 
   it('an exec ask from `atrium node`: banner, then allow once / always / deny through exec.ask.answer', async () => {
-    const gw = new GatewayClient({ url: 'ws://test/ws', token: 't', instanceId: 'i', WebSocket: FakeWebSocket, random: () => 0.5 });
-    render(App, { props: { gw } });
-    gw.start();
-    const ws = FakeWebSocket.last();
-    ws.handshake();
-    await waitFor(() => expect(screen.getByTestId('conn-state').textContent).toBe('connected'));
+    const ws = await connectedApp();
     ws.serverEvent('exec.ask.requested', { id: 'x1', nodeId: 'n1', displayName: 'build-box', command: ['make', 'test'], cwd: '/src', at: 1, expiresAt: 2 });
     ws.serverEvent('exec.ask.requested', { id: 'x2', nodeId: 'n1', displayName: 'build-box', command: ['rm', '-rf', 'out'], cwd: '/src' });
     await waitFor(() => expect(screen.getByTestId('pair-banner').textContent).toContain('build-box asks to run a command'));
@@ -144,12 +135,7 @@ describe('Nodes', () => {
   });
 
   it('what a device may read: shared notes by default, a role, or everything only when ticked (with a warning); shown and changed in the device list', async () => {
-    const gw = new GatewayClient({ url: 'ws://test/ws', token: 't', instanceId: 'i', WebSocket: FakeWebSocket, random: () => 0.5 });
-    render(App, { props: { gw } });
-    gw.start();
-    const ws = FakeWebSocket.last();
-    ws.handshake();
-    await waitFor(() => expect(screen.getByTestId('conn-state').textContent).toBe('connected'));
+    const ws = await connectedApp();
     ws.serverEvent('device.pair.requested', {
       request: { requestId: 'r1', deviceId: 'd'.repeat(64), displayName: 'Pixel', platform: 'Android', roles: ['operator'], commands: [], remoteIp: '127.0.0.2', createdAt: Date.now() },
     });
