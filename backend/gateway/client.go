@@ -55,34 +55,115 @@ type ClientOptions struct {
 	Now func() time.Time
 	// MaxMessage caps inbound frames in bytes (default 64 MiB).
 	MaxMessage int64
-	// EventBuffer is the capacity of Events (default 256). Events that
-	// arrive while it is full are dropped and counted (Client.Dropped), so a
-	// caller that ignores events never stalls its own requests.
-	EventBuffer int
+	// OnEvent, when set, receives every event, in order, on the
+	// connection's reader goroutine before the next frame is read; Events
+	// is then closed from the start. It must return quickly and must not
+	// wait for a Call on this client (the same goroutine reads the
+	// responses): hand longer work to another goroutine. Nothing is
+	// dropped or reordered on this path.
+	OnEvent func(EventFrame)
+	// MaxEventBacklog bounds, in bytes (frame sizes as received), the
+	// events received but not yet taken from Events (default 64 MiB, twice
+	// the gateway's DefaultMaxBufferedBytes). Below it events wait in order
+	// however many they are, so a caller busy with its requests never loses
+	// one; an event that would take the backlog over it closes the
+	// connection and Err reports ErrEventBacklog: an event is never
+	// dropped silently. Not used with OnEvent.
+	MaxEventBacklog int64
 
 	// beforeWait is a test hook: it runs after a request was sent, before
 	// Call waits for the response (done is the read loop's end).
 	beforeWait func(done <-chan struct{})
 }
 
+// DefaultMaxEventBacklog is ClientOptions.MaxEventBacklog's default.
+const DefaultMaxEventBacklog = 64 << 20 // bytes
+
+// ErrEventBacklog ends a connection whose reader of Events fell behind by
+// more than ClientOptions.MaxEventBacklog bytes (Client.Err wraps it).
+var ErrEventBacklog = errors.New("gateway client: events not taken from Events, backlog over its limit")
+
+// UpgradeError is a WebSocket upgrade the server answered with an HTTP
+// status instead of 101, e.g. 503 when its cap of connections waiting for
+// a handshake is full. RetryAfter is its Retry-After header (delay
+// seconds or an HTTP date), 0 when absent or unreadable.
+type UpgradeError struct {
+	StatusCode int
+	RetryAfter time.Duration
+	Err        error
+}
+
+func (e *UpgradeError) Error() string {
+	return fmt.Sprintf("HTTP %d %s: %v", e.StatusCode, http.StatusText(e.StatusCode), e.Err)
+}
+
+func (e *UpgradeError) Unwrap() error { return e.Err }
+
+// RetryAfter reports how long the server asked the client to wait before
+// trying again: an *UpgradeError's Retry-After, or a refusal's
+// error.details.retryAfterMs (e.g. reason "rate_limited" of a setup code,
+// docs/PROTOCOL.md). False when err carries neither.
+func RetryAfter(err error) (time.Duration, bool) {
+	var ue *UpgradeError
+	if errors.As(err, &ue) && ue.RetryAfter > 0 {
+		return ue.RetryAfter, true
+	}
+	var ge *Error
+	if errors.As(err, &ge) {
+		if ms, ok := ge.Details["retryAfterMs"].(float64); ok && ms > 0 {
+			return time.Duration(ms * float64(time.Millisecond)), true
+		}
+	}
+	return 0, false
+}
+
+// parseRetryAfter reads a Retry-After header: delay seconds or an HTTP
+// date (RFC 9110 §10.2.3).
+func parseRetryAfter(h string, now time.Time) time.Duration {
+	if h == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(h); err == nil && n > 0 {
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(h); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
 // Client is a gateway client over a real WebSocket: it performs the SPEC §3
 // handshake, sends requests and matches responses by id, and delivers events
-// in order. The CLI uses it to reach a running app; tests use it to drive the
-// real server. Safe for concurrent use.
+// in order without ever dropping one (ClientOptions.OnEvent,
+// MaxEventBacklog). The CLI uses it to reach a running app; tests use it to
+// drive the real server. Safe for concurrent use.
 type Client struct {
 	ws          *websocket.Conn
 	hello       Hello
 	sideEffects map[string]bool // hello-ok features.sideEffects
-	events      chan EventFrame
+	events      chan EventFrame // unbuffered, fed by pump (closed at once with onEvent)
+	onEvent     func(EventFrame)
+	maxBacklog  int64
 
-	mu      sync.Mutex
-	nextID  uint64
-	pending map[string]chan ResponseFrame
-	dropped uint64        // events dropped because Events was full
-	err     error         // set when the read loop ends
-	done    chan struct{} // closed when the read loop ends
+	mu       sync.Mutex
+	nextID   uint64
+	pending  map[string]chan ResponseFrame
+	backlog  []queuedEvent // events received, not yet handed to Events
+	backlogN int64         // their bytes
+	overflow error         // ErrEventBacklog once the backlog went over maxBacklog
+	err      error         // set when the read loop ends
+	done     chan struct{} // closed when the read loop ends
+
+	wake      chan struct{} // the pump: backlog grew (capacity 1)
+	closed    chan struct{} // Close or CloseNow was called
+	closeOnce sync.Once
 
 	beforeWait func(done <-chan struct{}) // tests: runs between sending a request and waiting for its response
+}
+
+type queuedEvent struct {
+	ev EventFrame
+	n  int64 // frame bytes
 }
 
 // Dial connects and completes the handshake. A refused connect returns
@@ -104,21 +185,33 @@ func Dial(ctx context.Context, o ClientOptions) (*Client, error) {
 	if o.MaxMessage <= 0 {
 		o.MaxMessage = 64 << 20
 	}
-	if o.EventBuffer <= 0 {
-		o.EventBuffer = 256
+	if o.MaxEventBacklog <= 0 {
+		o.MaxEventBacklog = DefaultMaxEventBacklog
 	}
-	ws, _, err := websocket.Dial(ctx, o.URL, &websocket.DialOptions{HTTPClient: o.HTTPClient})
+	ws, resp, err := websocket.Dial(ctx, o.URL, &websocket.DialOptions{HTTPClient: o.HTTPClient})
 	if err != nil {
+		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
+			err = &UpgradeError{StatusCode: resp.StatusCode, RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), o.Now()), Err: err}
+		}
 		return nil, fmt.Errorf("gateway dial %s: %w", o.URL, err)
 	}
 	ws.SetReadLimit(o.MaxMessage)
 	c := &Client{
-		ws:      ws,
-		events:  make(chan EventFrame, o.EventBuffer),
-		pending: map[string]chan ResponseFrame{},
-		done:    make(chan struct{}),
+		ws:         ws,
+		events:     make(chan EventFrame),
+		onEvent:    o.OnEvent,
+		maxBacklog: o.MaxEventBacklog,
+		pending:    map[string]chan ResponseFrame{},
+		done:       make(chan struct{}),
+		wake:       make(chan struct{}, 1),
+		closed:     make(chan struct{}),
 
 		beforeWait: o.beforeWait,
+	}
+	if c.onEvent != nil {
+		close(c.events)
+	} else {
+		go c.pump()
 	}
 	_, data, err := ws.Read(ctx)
 	if err != nil {
@@ -192,7 +285,10 @@ func (c *Client) Done() <-chan struct{} { return c.done }
 // Err is the error that ended the connection, nil while it is open.
 func (c *Client) Err() error { return c.closeErr() }
 
-// Events delivers server events in order; it is closed when the connection ends.
+// Events delivers server events in order, every one of them (see
+// ClientOptions.MaxEventBacklog); it is closed once the connection has
+// ended and the events received before were taken, or at Close. With
+// ClientOptions.OnEvent it is closed from the start.
 func (c *Client) Events() <-chan EventFrame { return c.events }
 
 // Call sends a request and waits for its response. On ok:false it returns
@@ -282,11 +378,13 @@ func (c *Client) closeErr() error {
 }
 
 func (c *Client) readLoop() {
-	defer close(c.events)
 	for {
 		_, data, err := c.ws.Read(context.Background())
 		if err != nil {
 			c.mu.Lock()
+			if c.overflow != nil {
+				err = c.overflow
+			}
 			c.err = err
 			c.mu.Unlock()
 			close(c.done)
@@ -315,32 +413,86 @@ func (c *Client) readLoop() {
 			if json.Unmarshal(data, &ev) != nil {
 				continue
 			}
-			select {
-			case c.events <- ev:
-			default:
-				c.mu.Lock()
-				c.dropped++
-				c.mu.Unlock()
+			if c.onEvent != nil {
+				c.onEvent(ev)
+				continue
 			}
+			c.queue(ev, int64(len(data)))
 		}
 	}
 }
 
-// Dropped is the number of events dropped because Events was full.
-func (c *Client) Dropped() uint64 {
+// queue appends ev to the backlog for the pump, or, when that would take
+// the backlog over maxBacklog, ends the connection with ErrEventBacklog
+// (one event larger than the limit is taken when the backlog is empty).
+func (c *Client) queue(ev EventFrame, n int64) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.dropped
+	if c.overflow != nil {
+		c.mu.Unlock()
+		return // closing: the read fails next
+	}
+	if len(c.backlog) > 0 && c.backlogN+n > c.maxBacklog {
+		c.overflow = fmt.Errorf("%w (%d events, %d bytes waiting; limit %d bytes)", ErrEventBacklog, len(c.backlog), c.backlogN, c.maxBacklog)
+		c.mu.Unlock()
+		c.ws.CloseNow()
+		return
+	}
+	c.backlog = append(c.backlog, queuedEvent{ev: ev, n: n})
+	c.backlogN += n
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
 }
 
-// Close closes the connection normally.
+// pump hands the backlog to Events in order until the connection has
+// ended and the backlog is empty, or Close was called.
+func (c *Client) pump() {
+	defer close(c.events)
+	for {
+		c.mu.Lock()
+		if len(c.backlog) == 0 {
+			c.mu.Unlock()
+			select {
+			case <-c.wake:
+				continue
+			case <-c.closed:
+				return
+			case <-c.done:
+				c.mu.Lock()
+				empty := len(c.backlog) == 0
+				c.mu.Unlock()
+				if empty {
+					return
+				}
+				continue
+			}
+		}
+		q := c.backlog[0]
+		c.backlog[0] = queuedEvent{}
+		c.backlog = c.backlog[1:]
+		c.backlogN -= q.n
+		c.mu.Unlock()
+		select {
+		case c.events <- q.ev:
+		case <-c.closed:
+			return
+		}
+	}
+}
+
+// Close closes the connection normally; Events is closed too (events not
+// yet taken are discarded).
 func (c *Client) Close() error {
+	c.closeOnce.Do(func() { close(c.closed) })
 	return c.ws.Close(websocket.StatusNormalClosure, "")
 }
 
 // CloseNow closes the socket without the close handshake, for a connection
 // whose peer no longer answers (Close would wait for its close frame).
 func (c *Client) CloseNow() error {
+	c.closeOnce.Do(func() { close(c.closed) })
 	return c.ws.CloseNow()
 }
 

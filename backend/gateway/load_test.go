@@ -341,7 +341,7 @@ func TestLoadSlowConsumers(t *testing.T) {
 		slow = append(slow, ws) // never read again until the end
 	}
 	// The reading client drains its events.
-	reader, err := Dial(ctx, ClientOptions{URL: url, Token: testToken, Client: ClientInfo{ID: "reader"}, EventBuffer: 1 << 16})
+	reader, err := Dial(ctx, ClientOptions{URL: url, Token: testToken, Client: ClientInfo{ID: "reader"}})
 	if err != nil {
 		t.Fatal(err)
 	}

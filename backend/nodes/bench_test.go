@@ -81,12 +81,10 @@ func rssKB(b *testing.B) float64 {
 }
 
 // BenchmarkPresence200Nodes: 200 real node connections over loopback
-// WebSockets (client and server in this process, the clients with a small
-// event buffer): RSS and heap growth, the presence event an operator
+// WebSockets (client and server in this process): RSS and heap growth, the presence event an operator
 // receives, and building + encoding the snapshot for hello-ok.
 func BenchmarkPresence200Nodes(b *testing.B) {
 	f := newFixture(b, Options{})
-	f.eventBuffer = 8
 	runtime.GC()
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
@@ -99,7 +97,6 @@ func BenchmarkPresence200Nodes(b *testing.B) {
 	runtime.GC()
 	runtime.ReadMemStats(&m1)
 	rss1 := rssKB(b)
-	f.eventBuffer = 4096
 	op := f.operator("bench-ui")
 	if n := len(op.Hello().Snapshot.Presence); n != DefaultPresenceMax {
 		b.Fatalf("snapshot has %d entries", n)

@@ -26,8 +26,6 @@ type fixture struct {
 	al    *audit.Log
 	clock *clock
 	url   string
-	// eventBuffer is the clients' event channel size (0: 4096).
-	eventBuffer int
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -80,9 +78,6 @@ func newFixture(t testing.TB, o Options) *fixture {
 func (f *fixture) dial(o gateway.ClientOptions) *gateway.Client {
 	f.t.Helper()
 	o.URL, o.Token = f.url, testToken
-	if o.EventBuffer = f.eventBuffer; o.EventBuffer == 0 {
-		o.EventBuffer = 4096
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := gateway.Dial(ctx, o)

@@ -292,8 +292,8 @@ func makeWorkspace(ws string, n int) ([]string, error) {
 }
 
 // dial opens one operator connection to the app.
-func dial(ctx context.Context, a *atrium.App, id string, buffer int) (*gateway.Client, error) {
-	return gateway.Dial(ctx, gateway.ClientOptions{URL: a.WSURL(), Token: a.Token, EventBuffer: buffer,
+func dial(ctx context.Context, a *atrium.App, id string) (*gateway.Client, error) {
+	return gateway.Dial(ctx, gateway.ClientOptions{URL: a.WSURL(), Token: a.Token,
 		Client: gateway.ClientInfo{ID: "bench-" + id, Version: "bench", Platform: runtime.GOOS, Mode: "bench", InstanceID: id}})
 }
 
@@ -302,7 +302,7 @@ func dial(ctx context.Context, a *atrium.App, id string, buffer int) (*gateway.C
 func waitUsable(ctx context.Context, a *atrium.App, profiles int) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	cl, err := dial(ctx, a, "usable", 0)
+	cl, err := dial(ctx, a, "usable")
 	if err != nil {
 		return fmt.Errorf("bench control: hello: %w", err)
 	}
@@ -400,7 +400,7 @@ func load(ctx context.Context, a *atrium.App, instances []string, o Options, rep
 	// The drivers: one connection per instance asks it again as soon as an
 	// answer ends.
 	for i, id := range instances {
-		drv, err := dial(dctx, a, "driver"+strconv.Itoa(i), 1<<14)
+		drv, err := dial(dctx, a, "driver"+strconv.Itoa(i))
 		if err != nil {
 			return fmt.Errorf("bench control: driver %s: %w", id, err)
 		}
