@@ -51,6 +51,11 @@ type testGW struct {
 	srv      *gateway.Server
 	hs       *http.Server
 	tick     time.Duration // the gateway's tick interval (default 1 h: none in a test)
+	// limited setup-code connects are refused rate_limited with
+	// retryAfter (retryAfterMs); codeTries are the times of all of them.
+	limited    int
+	retryAfter time.Duration
+	codeTries  []time.Time
 }
 
 type pendingReq struct {
@@ -209,6 +214,13 @@ func (g *testGW) authenticate(_ context.Context, r *gateway.AuthRequest) (*gatew
 		return &gateway.AuthResult{Principal: gateway.Principal{Role: gateway.RoleNode, Device: id}, Status: gateway.AuthPaired,
 			Caps: p.Caps, Commands: p.Commands}, nil
 	case p.Auth.SetupCode != "":
+		g.codeTries = append(g.codeTries, time.Now())
+		if g.limited > 0 {
+			g.limited--
+			e := gateway.Errorf(gateway.CodeUnauthorized, "too many wrong setup codes; try again in %s", g.retryAfter)
+			e.Details = map[string]any{"reason": "rate_limited", "retryAfterMs": g.retryAfter.Milliseconds()}
+			return nil, e
+		}
 		if tok != strings.ReplaceAll(g.code, "-", "") {
 			return nil, gateway.Errorf(gateway.CodeUnauthorized, "setup code is wrong, used or expired")
 		}

@@ -31,11 +31,18 @@ const (
 	MethodInvokeResult   = "node.invoke.result"
 	MethodExecAsk        = "node.exec.ask"
 	MethodPairStatus     = "device.pair.status"
+	MethodPresenceUpdate = "presence.update"
 	reasonTokenMismatch  = "device_token_mismatch"
+	reasonRateLimited    = "rate_limited"
 	decisionApproved     = "approved"
 	decisionRejected     = "rejected"
 	decisionExpired      = "expired"
 	defaultInvokeTimeout = 30 * time.Second
+	// MaxRetryAfter caps the wait a gateway may ask for before the next
+	// connect (a refusal's retryAfterMs, an HTTP Retry-After).
+	MaxRetryAfter = 15 * time.Minute
+	// refusers answer requests beyond MaxConcurrent in parallel.
+	refusers = 4
 )
 
 // Sentinel errors that end Host.Run: the person has to act.
@@ -89,8 +96,11 @@ type Options struct {
 	// and 30 s); each failed attempt doubles it, with jitter (half fixed,
 	// half random).
 	MinBackoff, MaxBackoff time.Duration
-	// MaxConcurrent caps invocations running at once (default 8); more are
-	// answered UNAVAILABLE.
+	// MaxConcurrent caps invocations running at once (default 8). A
+	// request beyond it is answered at once with node.invoke.result error
+	// UNAVAILABLE, retryable (nothing waits in a queue on the host); the
+	// gateway then fails that node.invoke with UNAVAILABLE. Other events
+	// (token rotations, pairing decisions) never wait behind requests.
 	MaxConcurrent int
 	// DialTimeout bounds one connect attempt (default 20 s).
 	DialTimeout time.Duration
@@ -100,6 +110,16 @@ type Options struct {
 	// case a decision event was missed or the request ended without one
 	// (default 30 s).
 	StatusPoll time.Duration
+	// LastInput reports how long ago the person last gave this computer
+	// input (keyboard, mouse), and false when the platform cannot say
+	// (default: LastInput, see idle_*.go). A paired host sends it as
+	// presence.update {lastInputSeconds} on connect and every
+	// PresenceInterval; while it is unknown nothing is sent (after a known
+	// value: null, which clears it).
+	LastInput func() (time.Duration, bool)
+	// PresenceInterval is how often the host reports LastInput (default
+	// 60 s).
+	PresenceInterval time.Duration
 }
 
 // Status is the host's situation, for people.
@@ -163,6 +183,12 @@ func New(o Options) (*Host, error) {
 	if o.StatusPoll <= 0 {
 		o.StatusPoll = 30 * time.Second
 	}
+	if o.LastInput == nil {
+		o.LastInput = LastInput
+	}
+	if o.PresenceInterval <= 0 {
+		o.PresenceInterval = 60 * time.Second
+	}
 	h := &Host{o: o, log: o.Log}
 	h.cmd = &Commander{Runner: &Runner{Approvals: o.Approvals, Log: o.Log}, Notifier: o.Notifier, Log: o.Log}
 	return h, nil
@@ -188,9 +214,10 @@ func (h *Host) status(s Status) {
 
 // outcome is what one connection attempt led to.
 type outcome struct {
-	helloOK   bool // the handshake succeeded (reset the backoff)
-	again     bool // reconnect at once (a token arrived or was dropped)
-	unreached bool // the gateway could not be reached (network)
+	helloOK    bool          // the handshake succeeded (reset the backoff)
+	again      bool          // reconnect at once (a token arrived or was dropped)
+	unreached  bool          // the gateway could not be reached (network)
+	retryAfter time.Duration // the gateway asked to wait this long before the next try
 }
 
 // Run connects, pairs if needed, serves commands and reconnects until ctx
@@ -228,6 +255,11 @@ func (h *Host) Run(ctx context.Context) error {
 		quick = 0
 		wait := Backoff(attempt, h.o.MinBackoff, h.o.MaxBackoff, rand.Float64())
 		attempt++
+		if out.retryAfter > 0 {
+			// The gateway said when: wait that long (never less), plus a
+			// little jitter so that hosts it refused together spread out.
+			wait = min(out.retryAfter, MaxRetryAfter) + time.Duration(rand.Float64()*float64(h.o.MinBackoff))
+		}
 		h.log.Info("node disconnected; reconnecting", "in", wait.Round(time.Millisecond), "err", err)
 		h.status(Status{State: "disconnected", Retry: wait, Err: err})
 		select {
@@ -377,6 +409,7 @@ func (h *Host) httpClient(seen *peerCert) (*http.Client, error) {
 func (h *Host) session(ctx context.Context, code string) (outcome, error) {
 	cfg := h.o.State.Config()
 	token := cfg.Tokens[gateway.RoleNode]
+	in := newInbox(h.o.MaxConcurrent, h.log)
 	var seen peerCert
 	hc, err := h.httpClient(&seen)
 	if err != nil {
@@ -388,7 +421,7 @@ func (h *Host) session(ctx context.Context, code string) (outcome, error) {
 	opts := gateway.ClientOptions{
 		URL: h.target.URL, Device: h.o.State.Key(), GatewayID: h.target.GatewayID,
 		DeviceToken: token, HTTPClient: hc, Role: gateway.RoleNode,
-		Caps: Caps(), Commands: Commands(),
+		Caps: Caps(), Commands: Commands(), OnEvent: in.handle,
 		Client: gateway.ClientInfo{ID: "atrium-node", Version: h.o.Version, Platform: runtime.GOOS + "/" + runtime.GOARCH,
 			Mode: "node", InstanceID: h.o.State.DeviceID(), DisplayName: h.o.DisplayName},
 	}
@@ -418,9 +451,9 @@ func (h *Host) session(ctx context.Context, code string) (outcome, error) {
 	case gateway.AuthPaired:
 		h.log.Info("node connected", "gatewayId", short(h.target.GatewayID), "deviceId", short(h.o.State.DeviceID()))
 		h.status(Status{State: "paired"})
-		return outcome{helloOK: true}, h.serve(ctx, c)
+		return outcome{helloOK: true}, h.serve(ctx, c, in)
 	case gateway.AuthPending:
-		return h.waitApproval(ctx, c, a.RequestID, token == "" && cfg.PairedAt == "")
+		return h.waitApproval(ctx, c, in, a.RequestID, token == "" && cfg.PairedAt == "")
 	}
 	return outcome{helloOK: true}, fmt.Errorf("gateway admitted this node as %q, status %q; expected a paired node", a.Role, a.Status)
 }
@@ -429,7 +462,16 @@ func (h *Host) session(ctx context.Context, code string) (outcome, error) {
 func (h *Host) dialFailed(err error, token, code string, cfg Config) (outcome, error) {
 	var ge *gateway.Error
 	if errors.As(err, &ge) {
-		if reason, _ := ge.Details["reason"].(string); reason == reasonTokenMismatch && token != "" {
+		reason, _ := ge.Details["reason"].(string)
+		if reason == reasonRateLimited {
+			// Too many tries from here (setup codes): not the person's
+			// mistake. Wait as long as the gateway says and try again
+			// with the same code.
+			wait, _ := gateway.RetryAfter(err)
+			h.log.Warn("the gateway limits connects from here; waiting", "retryAfter", wait)
+			return outcome{retryAfter: wait}, fmt.Errorf("connect refused (rate limited): %w", err)
+		}
+		if reason == reasonTokenMismatch && token != "" {
 			// The gateway no longer accepts our token (rotated or revoked
 			// elsewhere, or it lost it). Drop only the token and ask again
 			// with the proof: a repair request. The key stays.
@@ -461,6 +503,13 @@ func (h *Host) dialFailed(err error, token, code string, cfg Config) (outcome, e
 	var ce websocket.CloseError
 	if errors.As(err, &ce) {
 		return outcome{}, err
+	}
+	var ue *gateway.UpgradeError
+	if errors.As(err, &ue) {
+		// The gateway answered, but not with a WebSocket (e.g. 503 while
+		// its connection caps are full): try again when it says.
+		wait, _ := gateway.RetryAfter(err)
+		return outcome{retryAfter: wait}, err
 	}
 	return outcome{unreached: true}, err
 }
@@ -517,7 +566,7 @@ type pairResolved struct {
 // waitApproval waits on a pending connection for the person's decision:
 // the device.pair.resolved event, or (every StatusPoll, for an event
 // missed or a request that ended without one) device.pair.status.
-func (h *Host) waitApproval(ctx context.Context, c *gateway.Client, requestID string, first bool) (outcome, error) {
+func (h *Host) waitApproval(ctx context.Context, c *gateway.Client, in *inbox, requestID string, first bool) (outcome, error) {
 	h.log.Info("waiting for approval on the gateway", "requestId", requestID, "deviceId", short(h.o.State.DeviceID()))
 	h.status(Status{State: "pending", RequestID: requestID})
 	poll := time.NewTicker(h.o.StatusPoll)
@@ -551,19 +600,18 @@ func (h *Host) waitApproval(ctx context.Context, c *gateway.Client, requestID st
 			default:
 				continue
 			}
-		case ev, ok := <-c.Events():
-			if !ok {
+		case <-in.controlWake:
+			var ok bool
+			if r, ok = h.pairDecision(in); !ok {
+				continue
+			}
+		case <-c.Done():
+			// The reader took every event before the close: a decision
+			// sent just before it (a rejection is followed by 4001) is
+			// in the inbox.
+			var ok bool
+			if r, ok = h.pairDecision(in); !ok {
 				return outcome{helloOK: true}, fmt.Errorf("connection closed while waiting for approval: %w", c.Err())
-			}
-			if ev.Event != EventPairResolved {
-				continue
-			}
-			if err := json.Unmarshal(ev.Payload, &r); err != nil {
-				h.log.Warn("bad device.pair.resolved event", "err", err)
-				continue
-			}
-			if r.DeviceID != "" && r.DeviceID != h.o.State.DeviceID() {
-				continue
 			}
 		}
 		switch r.Decision {
@@ -589,6 +637,26 @@ func (h *Host) waitApproval(ctx context.Context, c *gateway.Client, requestID st
 	}
 }
 
+// pairDecision returns the first device.pair.resolved for this device
+// among the control events received so far.
+func (h *Host) pairDecision(in *inbox) (pairResolved, bool) {
+	for _, ev := range in.takeControl() {
+		if ev.Event != EventPairResolved {
+			continue
+		}
+		var r pairResolved
+		if err := json.Unmarshal(ev.Payload, &r); err != nil {
+			h.log.Warn("bad device.pair.resolved event", "err", err)
+			continue
+		}
+		if r.DeviceID != "" && r.DeviceID != h.o.State.DeviceID() {
+			continue
+		}
+		return r, true
+	}
+	return pairResolved{}, false
+}
+
 // invokeRequest is node.invoke.request's payload.
 type invokeRequest struct {
 	ID        string          `json:"id"`
@@ -610,67 +678,138 @@ type tokenRotated struct {
 	DeviceToken string `json:"deviceToken"`
 }
 
-// serve answers invocations until the connection ends or ctx does.
-func (h *Host) serve(ctx context.Context, c *gateway.Client) error {
+// serve answers invocations until the connection ends or ctx does:
+// MaxConcurrent workers run the admitted requests, the refusers answer
+// the others UNAVAILABLE at once, and this loop applies the control events
+// and watches for a silent connection.
+func (h *Host) serve(ctx context.Context, c *gateway.Client, in *inbox) error {
 	sctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	// Runs still going when the connection ends are stopped: their results
 	// can no longer be delivered (the caller was told the node went).
 	defer func() { cancel(); wg.Wait() }()
-	slots := make(chan struct{}, h.o.MaxConcurrent)
+	for range h.o.MaxConcurrent {
+		wg.Go(func() {
+			for {
+				select {
+				case <-sctx.Done():
+					return
+				case req := <-in.runs:
+					h.invoke(sctx, c, req)
+					in.done()
+				}
+			}
+		})
+	}
+	for range refusers {
+		wg.Go(func() {
+			for {
+				id, ok := in.takeRefusal()
+				if !ok {
+					select {
+					case <-sctx.Done():
+						return
+					case <-in.refuseWake:
+						continue
+					}
+				}
+				signal(in.refuseWake) // more may wait: let another refuser take them
+				h.reply(sctx, c, invokeResult{ID: id, Error: &CommandError{Code: CodeUnavailable, Retryable: true,
+					Message: fmt.Sprintf("node busy: %d commands running, try again later", h.o.MaxConcurrent)}})
+			}
+		})
+	}
+	wg.Go(func() { h.reportInput(sctx, c) })
 	silence := h.maxSilence(c)
 	quiet := time.NewTimer(silence)
 	defer quiet.Stop()
 	for {
 		select {
 		case <-ctx.Done():
+			h.applyControl(in)
 			return nil
 		case <-quiet.C:
 			// No tick: the network went away without closing the socket.
+			h.applyControl(in)
 			h.log.Warn("the gateway went silent; reconnecting", "silentFor", silence)
 			c.CloseNow()
 			return fmt.Errorf("no frame from the gateway for %s", silence)
-		case ev, ok := <-c.Events():
-			if !ok {
-				return fmt.Errorf("connection closed: %w", c.Err())
-			}
+		case <-c.Done():
+			// Every event read before the close is in the inbox: a token
+			// rotated just before a close is kept.
+			h.applyControl(in)
+			return fmt.Errorf("connection closed: %w", c.Err())
+		case <-in.alive:
 			quiet.Reset(silence)
-			switch ev.Event {
-			case EventInvokeRequest:
-				var req invokeRequest
-				if err := json.Unmarshal(ev.Payload, &req); err != nil || req.ID == "" {
-					h.log.Warn("bad node.invoke.request event", "err", err)
-					continue
-				}
-				select {
-				case slots <- struct{}{}:
-				default:
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						h.reply(sctx, c, invokeResult{ID: req.ID, Error: cmdErr(CodeUnavailable, "node busy: %d commands running", h.o.MaxConcurrent)})
-					}()
-					continue
-				}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					defer func() { <-slots }()
-					h.invoke(sctx, c, req)
-				}()
-			case EventTokenRotated:
-				var r tokenRotated
-				if err := json.Unmarshal(ev.Payload, &r); err != nil || r.Role != gateway.RoleNode || r.DeviceToken == "" {
-					continue
-				}
-				if err := h.storeToken(r.DeviceToken); err != nil {
-					h.log.Error("rotated device token not saved", "err", err)
-					continue
-				}
-				h.log.Info("device token rotated")
-			}
+		case <-in.controlWake:
+			h.applyControl(in)
 		}
 	}
+}
+
+// applyControl applies the control events received so far: a rotated
+// node token is saved.
+func (h *Host) applyControl(in *inbox) {
+	for _, ev := range in.takeControl() {
+		if ev.Event != EventTokenRotated {
+			continue
+		}
+		var r tokenRotated
+		if err := json.Unmarshal(ev.Payload, &r); err != nil || r.Role != gateway.RoleNode || r.DeviceToken == "" {
+			continue
+		}
+		if err := h.storeToken(r.DeviceToken); err != nil {
+			h.log.Error("rotated device token not saved", "err", err)
+			continue
+		}
+		h.log.Info("device token rotated")
+	}
+}
+
+// reportInput sends presence.update {lastInputSeconds} now and every
+// PresenceInterval while ctx lasts: the value of Options.LastInput, or
+// null once after a known value when it becomes unknown; nothing while it
+// was never known. A gateway that does not take it (an older one) is not
+// asked again on this connection.
+func (h *Host) reportInput(ctx context.Context, c *gateway.Client) {
+	t := time.NewTicker(h.o.PresenceInterval)
+	defer t.Stop()
+	known := false
+	for {
+		if d, ok := h.o.LastInput(); ok || known {
+			var secs *float64
+			if ok {
+				v := d.Seconds()
+				secs = &v
+			}
+			known = ok
+			if !h.sendInput(ctx, c, secs) {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// sendInput sends one presence.update (secs nil: null, unknown); false
+// when the gateway refuses the method itself.
+func (h *Host) sendInput(ctx context.Context, c *gateway.Client, secs *float64) bool {
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err := c.Call(rctx, MethodPresenceUpdate, map[string]*float64{"lastInputSeconds": secs}, nil)
+	var ge *gateway.Error
+	if errors.As(err, &ge) && (ge.Code == gateway.CodeNotFound || ge.Code == gateway.CodeForbidden || ge.Code == gateway.CodeInvalidRequest) {
+		h.log.Warn("the gateway does not take presence.update; not reporting input", "err", err)
+		return false
+	}
+	if err != nil && ctx.Err() == nil {
+		h.log.Debug("presence.update failed", "err", err)
+	}
+	return true
 }
 
 // maxSilence is how long a connection may go without any frame from the

@@ -27,9 +27,13 @@ const (
 )
 
 // CommandError is a command's failure as node.invoke.result reports it.
+// Retryable marks a request the node could not take now (busy: more than
+// Options.MaxConcurrent at once); the same request later may succeed, and
+// the gateway answers that node.invoke UNAVAILABLE, retryable.
 type CommandError struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	Code      string `json:"code"`
+	Message   string `json:"message"`
+	Retryable bool   `json:"retryable,omitempty"`
 }
 
 func (e *CommandError) Error() string { return e.Code + ": " + e.Message }
