@@ -32,18 +32,28 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 
 func newFixture(t testing.TB, o Options) *fixture {
 	t.Helper()
+	return newFixtureGW(t, o, nil)
+}
+
+// newFixtureGW is newFixture with gw changing the gateway's options.
+func newFixtureGW(t testing.TB, o Options, gw func(*gateway.Options)) *fixture {
+	t.Helper()
 	f := &fixture{t: t, clock: newClock()}
 	var err error
 	if f.al, err = audit.New(audit.Options{Dir: filepath.Join(t.TempDir(), "audit"), Logger: quiet()}); err != nil {
 		t.Fatal(err)
 	}
 	var svc *Service
-	f.gw, err = gateway.New(gateway.Options{
+	gwo := gateway.Options{
 		Addr: "127.0.0.1:0", Token: testToken, Logger: quiet(),
 		Snapshot:        func() gateway.Snapshot { return gateway.Snapshot{Presence: svc.PresenceSnapshot()} },
 		OnAuthenticated: func(ci gateway.ConnInfo) { svc.Connected(ci) },
 		OnClosed:        func(ci gateway.ConnInfo) { svc.Disconnected(ci) },
-	})
+	}
+	if gw != nil {
+		gw(&gwo)
+	}
+	f.gw, err = gateway.New(gwo)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,11 +27,15 @@ const (
 
 // Node is one node in the registry (node.list, node.describe). NodeID is
 // its deviceId, or "local:<connId>" for a node on the local operator
-// token. Commands are the commands it may run (declared ∩ approved),
-// Caps its declared capabilities, both sorted. LastSeen and ConnectedAt
-// are Unix milliseconds: LastSeen is the last time the node connected,
-// answered or disconnected; ConnectedAt when its newest connection opened.
-// A disconnected node stays listed (Connected false) for the presence TTL.
+// token. A device may hold several node connections at once (two browser
+// tabs, an old and a new `atrium node`): Connections lists the open ones,
+// newest first, each with what it declared and may run (declared ∩
+// approved); Commands and Caps are their union (sorted), and while the node
+// is disconnected what its last connection had. The other fields describe
+// its newest connection. LastSeen and ConnectedAt are Unix milliseconds:
+// LastSeen is the last time the node connected, answered or disconnected;
+// ConnectedAt when its newest connection opened. A disconnected node stays
+// listed (Connected false, no Connections) for the presence TTL.
 type Node struct {
 	NodeID      string   `json:"nodeId"`
 	DisplayName string   `json:"displayName"`
@@ -46,11 +50,26 @@ type Node struct {
 	Connected   bool     `json:"connected"`
 	LastSeen    int64    `json:"lastSeen"`
 	ConnectedAt int64    `json:"connectedAt"`
+	// Connections are the node's open connections, newest first.
+	Connections []NodeConnection `json:"connections"`
+}
+
+// NodeConnection is one open connection of a node: the client it says it
+// is and the caps and commands it may use (declared ∩ approved, sorted);
+// ConnectedAt in Unix milliseconds.
+type NodeConnection struct {
+	InstanceID  string   `json:"instanceId,omitempty"`
+	Platform    string   `json:"platform"`
+	Version     string   `json:"version"`
+	IP          string   `json:"ip"`
+	Caps        []string `json:"caps"`
+	Commands    []string `json:"commands"`
+	ConnectedAt int64    `json:"connectedAt"`
 }
 
 type nodeState struct {
 	node  Node
-	conns []string  // open node connections, oldest first; invokes go to the newest
+	conns []peer    // open node connections that take invokes, oldest first
 	gone  time.Time // when the last connection ended
 }
 
@@ -61,35 +80,52 @@ func (s *Service) nodeConnectedLocked(p peer) {
 		ns = &nodeState{}
 		s.nodes[id] = ns
 	}
-	now := s.o.Now().UnixMilli()
-	ns.conns = append(ns.conns, p.ConnID)
-	ns.node = nodeOf(p, now)
+	ns.conns = append(ns.conns, p)
+	ns.refresh(s.o.Now().UnixMilli())
 	s.capNodesLocked()
 }
 
-func nodeOf(p peer, lastSeen int64) Node {
-	return Node{
+// refresh rebuilds ns.node from its open connections (there is one at
+// least): the newest describes the node, the caps and commands are the
+// union of all of theirs.
+func (ns *nodeState) refresh(lastSeen int64) {
+	p := ns.conns[len(ns.conns)-1]
+	n := Node{
 		NodeID: p.nodeID(), DisplayName: p.name(), Platform: p.Client.Platform, Version: p.Client.Version,
 		Mode: p.Client.Mode, DeviceID: p.Principal.Device, InstanceID: p.Client.InstanceID, IP: p.RemoteIP,
-		Caps: slices.Clone(p.Caps), Commands: slices.Clone(p.Commands), Connected: true,
-		LastSeen: lastSeen, ConnectedAt: p.ConnectedAt.UnixMilli(),
+		Connected: true, LastSeen: lastSeen, ConnectedAt: p.ConnectedAt.UnixMilli(),
 	}
+	var caps, cmds []string
+	for i := len(ns.conns) - 1; i >= 0; i-- {
+		c := ns.conns[i]
+		caps, cmds = append(caps, c.Caps...), append(cmds, c.Commands...)
+		n.Connections = append(n.Connections, NodeConnection{InstanceID: c.Client.InstanceID, Platform: c.Client.Platform,
+			Version: c.Client.Version, IP: c.RemoteIP, Caps: slices.Clone(c.Caps), Commands: slices.Clone(c.Commands),
+			ConnectedAt: c.ConnectedAt.UnixMilli()})
+	}
+	n.Caps, n.Commands = sortedSet(caps), sortedSet(cmds)
+	ns.node = n
 }
 
-func (s *Service) nodeDisconnectedLocked(p peer) {
-	ns := s.nodes[p.nodeID()]
+// nodeConnGoneLocked takes connection connID off node id's open
+// connections; false when it was not among them.
+func (s *Service) nodeConnGoneLocked(id, connID string) bool {
+	ns := s.nodes[id]
 	if ns == nil {
-		return
+		return false
 	}
-	ns.conns = slices.DeleteFunc(ns.conns, func(c string) bool { return c == p.ConnID })
+	n := len(ns.conns)
+	ns.conns = slices.DeleteFunc(ns.conns, func(c peer) bool { return c.ConnID == connID })
+	if len(ns.conns) == n {
+		return false
+	}
 	now := s.o.Now()
 	if len(ns.conns) > 0 {
-		if ps := s.peers[ns.conns[len(ns.conns)-1]]; ps != nil {
-			ns.node = nodeOf(ps.p, now.UnixMilli())
-		}
-		return
+		ns.refresh(now.UnixMilli())
+		return true
 	}
-	ns.node.Connected, ns.node.LastSeen, ns.gone = false, now.UnixMilli(), now
+	ns.node.Connected, ns.node.LastSeen, ns.node.Connections, ns.gone = false, now.UnixMilli(), []NodeConnection{}, now
+	return true
 }
 
 // capNodesLocked keeps at most PresenceMax disconnected nodes (the ones
@@ -157,6 +193,14 @@ func (s *Service) Describe(id string) (Node, error) {
 
 func cloneNode(n Node) Node {
 	n.Caps, n.Commands = slices.Clone(n.Caps), slices.Clone(n.Commands)
+	n.Connections = slices.Clone(n.Connections)
+	for i := range n.Connections {
+		c := &n.Connections[i]
+		c.Caps, c.Commands = slices.Clone(c.Caps), slices.Clone(c.Commands)
+	}
+	if n.Connections == nil {
+		n.Connections = []NodeConnection{}
+	}
 	return n
 }
 
@@ -177,10 +221,13 @@ type InvokeRequest struct {
 	TimeoutMs int64           `json:"timeoutMs,omitempty"`
 }
 
-// NodeError is a failure the node reported: {code, message}.
+// NodeError is a failure the node reported: {code, message}. Retryable
+// with code UNAVAILABLE means the node could not take the request now
+// (busy); node.invoke then fails with UNAVAILABLE itself.
 type NodeError struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	Code      string `json:"code"`
+	Message   string `json:"message"`
+	Retryable bool   `json:"retryable,omitempty"`
 }
 
 // InvokeResult is node.invoke's answer: which node ran Command, whether it
@@ -239,10 +286,15 @@ func (p *pendingInvoke) finish(o invokeOutcome) {
 	}
 }
 
-// Invoke runs one command on a node and waits for its answer. Errors are
+// Invoke runs one command on a node and waits for its answer. It goes to
+// the newest of the node's connections that may run the command and has
+// fewer than MaxPendingInvokes invokes waiting. Errors are
 // *gateway.Error: INVALID_REQUEST (bad params), NOT_FOUND (no such node, or
-// no connected node with the selector's caps), UNAVAILABLE (the node is
-// not connected, or disconnected before answering), FORBIDDEN (the node may
+// no connected node with the selector's caps), UNAVAILABLE, retryable (the
+// node is not connected, its connections that may run the command have
+// MaxPendingInvokes invokes waiting each, it disconnected or its
+// connection started closing before answering, or it answered busy: a
+// retryable UNAVAILABLE), FORBIDDEN (the node may
 // not run the command; audited), TIMEOUT (no answer in time),
 // PAYLOAD_TOO_LARGE (the node's result is over MaxResultBytes); ctx ending
 // returns ctx's error. A result in which the node reports a failure is not
@@ -264,8 +316,11 @@ func (s *Service) Invoke(ctx context.Context, who Caller, req InvokeRequest) (In
 	err := s.gw.Send(inv.connID, EventInvokeRequest, InvokeRequestEvent{
 		ID: inv.id, Command: req.Command, Params: params, TimeoutMs: timeout.Milliseconds()})
 	if err != nil {
-		s.dropInvoke(inv.id)
-		return InvokeResult{}, gateway.Errorf(gateway.CodeUnavailable, "node %s disconnected", inv.name)
+		// The connection is closing (e.g. its send buffer is full, a slow
+		// consumer) or gone: nothing more it was sent can be answered.
+		// Its waiting invokes fail now rather than at their timeouts.
+		s.connClosing(inv.connID, inv.nodeID)
+		return InvokeResult{}, gateway.Errorf(gateway.CodeUnavailable, "node %s disconnected (its connection is closing)", inv.name)
 	}
 	// The node is told timeoutMs; its answer may take a moment to arrive.
 	t := time.NewTimer(timeout + min(timeout/10, 2*time.Second))
@@ -288,6 +343,11 @@ func (s *Service) Invoke(ctx context.Context, who Caller, req InvokeRequest) (In
 	}
 	if out.err != nil {
 		return InvokeResult{}, out.err
+	}
+	if e := out.res.Error; !out.res.OK && e != nil && e.Code == gateway.CodeUnavailable && e.Retryable {
+		// The node could not take it now: a retryable protocol error (not
+		// a result the idempotency cache would keep).
+		return InvokeResult{}, gateway.Errorf(gateway.CodeUnavailable, "node %s: %s", inv.name, e.Message)
 	}
 	return InvokeResult{NodeID: inv.nodeID, Command: req.Command, OK: out.res.OK, Payload: out.res.Payload,
 		Error: out.res.Error, Media: out.res.Media}, nil
@@ -325,12 +385,14 @@ func checkInvoke(req *InvokeRequest) (time.Duration, json.RawMessage, *gateway.E
 	return timeout, params, nil
 }
 
-// target resolves the node and registers the pending invoke under one
-// lock, so that a disconnection after it fails the invoke.
+// target resolves the node and its connection and registers the pending
+// invoke under one lock, so that a disconnection after it fails the
+// invoke.
 func (s *Service) target(req InvokeRequest) (*pendingInvoke, *gateway.Error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var ns *nodeState
+	var conns []peer // connections that may run the command, best first
 	if req.NodeID != "" {
 		ns = s.nodes[req.NodeID]
 		switch {
@@ -338,43 +400,73 @@ func (s *Service) target(req InvokeRequest) (*pendingInvoke, *gateway.Error) {
 			return &pendingInvoke{nodeID: req.NodeID}, gateway.Errorf(gateway.CodeNotFound, "no node %q", req.NodeID)
 		case len(ns.conns) == 0:
 			return &pendingInvoke{nodeID: req.NodeID}, gateway.Errorf(gateway.CodeUnavailable, "node %s is not connected", ns.node.DisplayName)
-		case !slices.Contains(ns.node.Commands, req.Command):
+		}
+		for i := len(ns.conns) - 1; i >= 0; i-- {
+			if slices.Contains(ns.conns[i].Commands, req.Command) {
+				conns = append(conns, ns.conns[i])
+			}
+		}
+		if len(conns) == 0 {
 			return &pendingInvoke{nodeID: req.NodeID}, gateway.Errorf(gateway.CodeForbidden,
 				"node %s may not run %s (allowed: %s)", ns.node.DisplayName, req.Command, listOrNone(ns.node.Commands))
 		}
 	} else {
 		caps := sortedSet(req.Selector.Caps)
-		var offered, allowed []*nodeState
-		for _, c := range s.nodes {
-			if len(c.conns) > 0 && hasAll(c.node.Caps, caps) {
-				offered = append(offered, c)
-				if slices.Contains(c.node.Commands, req.Command) {
-					allowed = append(allowed, c)
+		offered := false
+		for _, n := range s.nodes {
+			for _, c := range n.conns {
+				if hasAll(c.Caps, caps) {
+					offered = true
+					if slices.Contains(c.Commands, req.Command) {
+						conns = append(conns, c)
+					}
 				}
 			}
 		}
 		sel := "caps:" + strings.Join(caps, ",")
 		switch {
-		case len(offered) == 0:
+		case !offered:
 			return &pendingInvoke{nodeID: sel}, gateway.Errorf(gateway.CodeNotFound, "no connected node has caps %s", strings.Join(caps, ", "))
-		case len(allowed) == 0:
+		case len(conns) == 0:
 			return &pendingInvoke{nodeID: sel}, gateway.Errorf(gateway.CodeForbidden,
 				"no connected node with caps %s may run %s", strings.Join(caps, ", "), req.Command)
 		}
-		// The node connected most recently (ties: the smallest id).
-		sort.Slice(allowed, func(i, j int) bool {
-			a, b := allowed[i].node, allowed[j].node
-			if a.ConnectedAt != b.ConnectedAt {
-				return a.ConnectedAt > b.ConnectedAt
+		// The connection opened most recently (ties: the smallest node id).
+		sort.SliceStable(conns, func(i, j int) bool {
+			a, b := conns[i], conns[j]
+			if !a.ConnectedAt.Equal(b.ConnectedAt) {
+				return a.ConnectedAt.After(b.ConnectedAt)
 			}
-			return a.NodeID < b.NodeID
+			return a.nodeID() < b.nodeID()
 		})
-		ns = allowed[0]
 	}
-	inv := &pendingInvoke{id: uuid.NewString(), connID: ns.conns[len(ns.conns)-1], nodeID: ns.node.NodeID,
+	i := slices.IndexFunc(conns, func(c peer) bool { return s.pendingByConn[c.ConnID] < s.o.MaxPendingInvokes })
+	if i < 0 {
+		c := conns[0]
+		return &pendingInvoke{nodeID: c.nodeID()}, gateway.Errorf(gateway.CodeUnavailable,
+			"node %s is busy: %d invokes wait for it already; try again later", s.nodes[c.nodeID()].node.DisplayName, s.o.MaxPendingInvokes)
+	}
+	c := conns[i]
+	ns = s.nodes[c.nodeID()]
+	inv := &pendingInvoke{id: uuid.NewString(), connID: c.ConnID, nodeID: ns.node.NodeID,
 		name: ns.node.DisplayName, command: req.Command, done: make(chan invokeOutcome, 1)}
 	s.invokes[inv.id] = inv
+	s.pendingByConn[c.ConnID]++
 	return inv, nil
+}
+
+// takeInvokeLocked removes pending invoke id and returns it; nil when it
+// was already finished (its outcome is then in its channel).
+func (s *Service) takeInvokeLocked(id string) *pendingInvoke {
+	inv := s.invokes[id]
+	if inv == nil {
+		return nil
+	}
+	delete(s.invokes, id)
+	if s.pendingByConn[inv.connID]--; s.pendingByConn[inv.connID] <= 0 {
+		delete(s.pendingByConn, inv.connID)
+	}
+	return inv
 }
 
 // dropInvoke removes a pending invoke; false when it was already finished
@@ -382,11 +474,34 @@ func (s *Service) target(req InvokeRequest) (*pendingInvoke, *gateway.Error) {
 func (s *Service) dropInvoke(id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.invokes[id]; !ok {
-		return false
+	return s.takeInvokeLocked(id) != nil
+}
+
+// connClosing takes node connection connID out of service when the
+// gateway can no longer send to it (it is closing, or gone): it stops
+// taking invokes and the invokes waiting for it fail at once with
+// UNAVAILABLE; Disconnected finishes the rest when the connection has
+// ended.
+func (s *Service) connClosing(connID, nodeID string) {
+	s.mu.Lock()
+	s.nodeConnGoneLocked(nodeID, connID)
+	gone := s.failConnLocked(connID)
+	s.mu.Unlock()
+	for _, inv := range gone {
+		inv.finish(invokeOutcome{err: gateway.Errorf(gateway.CodeUnavailable, "node %s disconnected (its connection is closing)", inv.name)})
 	}
-	delete(s.invokes, id)
-	return true
+	s.changed()
+}
+
+// failConnLocked removes and returns the pending invokes sent to connID.
+func (s *Service) failConnLocked(connID string) []*pendingInvoke {
+	var gone []*pendingInvoke
+	for id, inv := range s.invokes {
+		if inv.connID == connID {
+			gone = append(gone, s.takeInvokeLocked(id))
+		}
+	}
+	return gone
 }
 
 // Result delivers node.invoke.result from connection connID. Errors
@@ -411,7 +526,7 @@ func (s *Service) Result(connID string, who Caller, r ResultParams) error {
 		s.auditAs("node.invoke.result", who, r.ID, false, reason)
 		return gateway.Errorf(gateway.CodeForbidden, "node.invoke.result: %s", reason)
 	}
-	delete(s.invokes, r.ID)
+	s.takeInvokeLocked(r.ID)
 	if ns := s.nodes[inv.nodeID]; ns != nil {
 		ns.node.LastSeen = s.o.Now().UnixMilli()
 	}

@@ -2,6 +2,7 @@ package nodes
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/atrium-dev/atrium/backend/gateway"
 )
@@ -88,15 +89,16 @@ func (s *Service) Register() {
 	})
 	g.Handle(MethodPresenceUpdate, gateway.Write(gateway.Operators|gateway.Nodes), func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p struct {
-			LastInputSeconds *float64 `json:"lastInputSeconds"`
+			LastInputSeconds json.RawMessage `json:"lastInputSeconds"`
 		}
 		if err := gateway.DecodeParams(c, &p); err != nil {
 			return nil, err
 		}
-		if p.LastInputSeconds == nil || *p.LastInputSeconds < 0 {
-			return nil, gateway.Errorf(gateway.CodeInvalidRequest, "presence.update: lastInputSeconds (a number ≥ 0) is required")
+		var secs *float64 // null: the client cannot tell (any more)
+		if len(p.LastInputSeconds) == 0 || json.Unmarshal(p.LastInputSeconds, &secs) != nil || secs != nil && *secs < 0 {
+			return nil, gateway.Errorf(gateway.CodeInvalidRequest, "presence.update: lastInputSeconds (a number ≥ 0, or null for unknown) is required")
 		}
-		if !s.Input(c.ConnID, *p.LastInputSeconds) {
+		if !s.Input(c.ConnID, secs) {
 			return nil, gateway.Errorf(gateway.CodeUnavailable, "presence.update: this connection is not registered yet")
 		}
 		return nil, nil
@@ -104,10 +106,10 @@ func (s *Service) Register() {
 }
 
 // Input records lastInputSeconds for connection connID's presence entry
-// (re-creating the entry when it was dropped for space; a node's lastSeen
-// becomes now) and announces the change. False when connID is not an open
-// connection.
-func (s *Service) Input(connID string, lastInputSeconds float64) bool {
+// (nil: unknown, the entry then has none; re-creating the entry when it
+// was dropped for space; a node's lastSeen becomes now) and announces the
+// change. False when connID is not an open connection.
+func (s *Service) Input(connID string, lastInputSeconds *float64) bool {
 	s.mu.Lock()
 	ps := s.peers[connID]
 	var p peer
@@ -123,8 +125,7 @@ func (s *Service) Input(connID string, lastInputSeconds float64) bool {
 	}
 	if !s.presence.Input(ps.key, connID, lastInputSeconds) {
 		e := presenceOf(p)
-		v := lastInputSeconds
-		e.LastInputSeconds = &v
+		e.LastInputSeconds = lastInputSeconds
 		s.presence.Seen(connID, e)
 	}
 	s.changed()

@@ -131,9 +131,10 @@ func (p *Presence) Seen(connID string, e PresenceEntry) string {
 }
 
 // Input records lastInputSeconds for the entry of instance key carried by
-// connID. It reports false when there is no such entry (it expired, was
-// dropped for space, or connID does not carry it).
-func (p *Presence) Input(key, connID string, lastInputSeconds float64) bool {
+// connID (nil: unknown, the entry has none). It reports false when there
+// is no such entry (it expired, was dropped for space, or connID does not
+// carry it).
+func (p *Presence) Input(key, connID string, lastInputSeconds *float64) bool {
 	now := p.now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -145,8 +146,12 @@ func (p *Presence) Input(key, connID string, lastInputSeconds float64) bool {
 	if _, ok := it.conns[connID]; !ok {
 		return false
 	}
-	v := lastInputSeconds
-	it.e.LastInputSeconds, it.e.TS, it.at = &v, now.UnixMilli(), now
+	var v *float64
+	if lastInputSeconds != nil {
+		x := *lastInputSeconds
+		v = &x
+	}
+	it.e.LastInputSeconds, it.e.TS, it.at = v, now.UnixMilli(), now
 	return true
 }
 

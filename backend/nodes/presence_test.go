@@ -75,7 +75,7 @@ func TestPresenceReconnectKeepsOneEntry(t *testing.T) {
 	c := newClock()
 	p := NewPresence(PresenceOptions{Now: c.Now})
 	k := p.Seen("a", PresenceEntry{InstanceID: "laptop", Host: "old name"})
-	if !p.Input(k, "a", 42) {
+	if !p.Input(k, "a", secs(42)) {
 		t.Fatal("Input on a live entry failed")
 	}
 	// A second connection of the same instance (a reconnect overlapping
@@ -88,8 +88,15 @@ func TestPresenceReconnectKeepsOneEntry(t *testing.T) {
 	if len(l) != 1 || !l[0].Connected || l[0].Host != "new name" || l[0].LastInputSeconds == nil || *l[0].LastInputSeconds != 42 {
 		t.Fatalf("list %+v", l)
 	}
-	if p.Input(k, "a", 1) {
+	if p.Input(k, "a", secs(1)) {
 		t.Fatal("a closed connection updated the entry")
+	}
+	// null: the client no longer knows; the entry says nothing.
+	if !p.Input(k, "b", nil) {
+		t.Fatal("Input(nil) on a live entry failed")
+	}
+	if l := p.List(); l[0].LastInputSeconds != nil {
+		t.Fatalf("after an unknown input time: %v", *l[0].LastInputSeconds)
 	}
 	p.Gone(k, "b")
 	if l := p.List(); len(l) != 1 || l[0].Connected {
@@ -159,7 +166,9 @@ func TestPresenceKeyedByPrincipal(t *testing.T) {
 	if len(hosts) != 3 || hosts["dev-a"] != "phone A" || hosts["dev-b"] != "phone B" || hosts[""] != "desk" {
 		t.Fatalf("entries by device %v", hosts)
 	}
-	if p.Input(ka, "b", 1) || !p.Gone(kb, "b") || p.Gone(ka, "b") {
+	if p.Input(ka, "b", secs(1)) || !p.Gone(kb, "b") || p.Gone(ka, "b") {
 		t.Fatal("device B's connection reached device A's entry")
 	}
 }
+
+func secs(v float64) *float64 { return &v }

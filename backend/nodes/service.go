@@ -34,6 +34,9 @@ const (
 	DefaultMaxResultBytes = 5 << 20 // bytes of a result's payload (JSON) carried inline
 	DefaultAskTimeout     = 2 * time.Minute
 	MaxAskTimeout         = 10 * time.Minute
+	// DefaultMaxPendingInvokes caps the invokes waiting for one node
+	// connection (sent, not yet answered); see Options.MaxPendingInvokes.
+	DefaultMaxPendingInvokes = 64
 )
 
 // ErrNoGateway: [New] was called without Options.Gateway.
@@ -64,6 +67,13 @@ type Options struct {
 	// default 5 MiB. A larger one is refused (PAYLOAD_TOO_LARGE) and the
 	// invoke fails with that code.
 	MaxResultBytes int
+	// MaxPendingInvokes caps the invokes waiting for the answer of one
+	// node connection; default DefaultMaxPendingInvokes (64). One more is
+	// answered UNAVAILABLE (retryable) at once, without being sent: a
+	// burst never piles up in a node's send queue, and its caller never
+	// waits for a timeout. (`atrium node` runs 8 at once and answers the
+	// rest busy at once too.)
+	MaxPendingInvokes int
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Now is the clock of presence and node timestamps and expiry
@@ -104,11 +114,12 @@ type Service struct {
 	log      *slog.Logger
 	presence *Presence
 
-	mu      sync.Mutex
-	peers   map[string]*peerState // open connections by connId
-	nodes   map[string]*nodeState // by nodeId
-	invokes map[string]*pendingInvoke
-	asks    map[string]*pendingAsk
+	mu            sync.Mutex
+	peers         map[string]*peerState // open connections by connId
+	nodes         map[string]*nodeState // by nodeId
+	invokes       map[string]*pendingInvoke
+	pendingByConn map[string]int // invokes waiting per node connection
+	asks          map[string]*pendingAsk
 
 	flushMu   sync.Mutex
 	scheduled bool
@@ -134,6 +145,9 @@ func New(o Options) (*Service, error) {
 	if o.MaxResultBytes <= 0 {
 		o.MaxResultBytes = DefaultMaxResultBytes
 	}
+	if o.MaxPendingInvokes <= 0 {
+		o.MaxPendingInvokes = DefaultMaxPendingInvokes
+	}
 	if o.PresenceTTL <= 0 {
 		o.PresenceTTL = DefaultPresenceTTL
 	}
@@ -155,6 +169,8 @@ func New(o Options) (*Service, error) {
 		nodes:    map[string]*nodeState{},
 		invokes:  map[string]*pendingInvoke{},
 		asks:     map[string]*pendingAsk{},
+
+		pendingByConn: map[string]int{},
 	}, nil
 }
 
@@ -196,13 +212,8 @@ func (s *Service) Disconnected(ci gateway.ConnInfo) {
 	delete(s.peers, connID)
 	var gone []*pendingInvoke
 	if ps != nil && ps.p.isNode() {
-		s.nodeDisconnectedLocked(ps.p)
-		for id, inv := range s.invokes {
-			if inv.connID == connID {
-				delete(s.invokes, id)
-				gone = append(gone, inv)
-			}
-		}
+		s.nodeConnGoneLocked(ps.p.nodeID(), connID)
+		gone = s.failConnLocked(connID)
 	}
 	s.mu.Unlock()
 	if ps == nil {
