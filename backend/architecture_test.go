@@ -107,7 +107,10 @@ var testAllowed = map[string][]string{
 	// discovery's and the wiring's mDNS tests run in a network namespace
 	// of their own.
 	"backend/discovery": {"backend/discovery/netnstest"},
-	"backend/atrium":    {"backend/discovery/netnstest", "backend/memory/memorytest", "backend/model/modeltest", "backend/device/devicetest"},
+	// The wiring's tests also run a real `atrium node` host (nodehost)
+	// against the real app.
+	"backend/atrium": {"backend/discovery/netnstest", "backend/memory/memorytest", "backend/model/modeltest", "backend/device/devicetest",
+		"backend/nodehost"},
 	// The tests that damage an index on disk (the wiring's above too)
 	// share memory/memorytest.
 	"backend/memory":       {"backend/memory/memorytest"},
