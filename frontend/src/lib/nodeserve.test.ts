@@ -2,7 +2,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { GatewayClient } from './gateway';
 import { FakeWebSocket } from './testing/fakeWebSocket';
-import { locationHandler, notifyHandler, serveNode, type InvokeRecord } from './nodeserve';
+import { CommandError, locationHandler, notifyHandler, serveNode, type InvokeRecord } from './nodeserve';
 
 let gw: GatewayClient;
 let ws: FakeWebSocket;
@@ -81,5 +81,38 @@ describe('serveNode', () => {
     expect(shown).toEqual(['T|B']);
     FakeNotification.permission = 'default';
     await expect(h({ title: 'T', body: 'B' }, 1000)).resolves.toEqual({ delivered: true, via: 'page' });
+  });
+
+  it('a burst: at most maxRunning run, the rest are answered UNAVAILABLE (retryable) at once, every request once', async () => {
+    const finish: (() => void)[] = [];
+    let started = 0;
+    serveNode(
+      gw,
+      {
+        'system.notify': () =>
+          new Promise((resolve) => {
+            started++;
+            finish.push(() => resolve({ delivered: true, via: 'page' }));
+          }),
+        'location.get': () => {
+          throw new CommandError('UNAVAILABLE', 'no geolocation'); // a handler that throws is still answered
+        },
+      },
+      undefined,
+      3,
+    );
+    for (let i = 0; i < 50; i++) ws.serverEvent('node.invoke.request', { id: `r${i}`, command: 'system.notify', params: { title: 't' } });
+    await vi.waitFor(() => expect(results()).toHaveLength(47));
+    expect(started).toBe(3);
+    for (const r of results()) expect(r).toMatchObject({ ok: false, error: { code: 'UNAVAILABLE', retryable: true } });
+    finish.forEach((f) => f());
+    await vi.waitFor(() => expect(results()).toHaveLength(50));
+    const ids = new Set(results().map((r) => r.id));
+    expect(ids.size).toBe(50);
+    // Places are free again.
+    ws.serverEvent('node.invoke.request', { id: 'after', command: 'location.get', params: {} });
+    await vi.waitFor(() => expect(results()).toHaveLength(51));
+    expect(results()[50]).toMatchObject({ id: 'after', ok: false, error: { code: 'UNAVAILABLE', message: 'no geolocation' } });
+    expect(results()[50].error.retryable).toBeUndefined();
   });
 });

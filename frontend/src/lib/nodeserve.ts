@@ -6,6 +6,8 @@ import type { GatewayClient } from './gateway';
 
 export const PHONE_CAPS = ['location', 'system'] as const;
 export const PHONE_COMMANDS = ['location.get', 'system.notify'] as const;
+/** At most this many requests run at once; one more is answered at once UNAVAILABLE, retryable (node busy). */
+export const MAX_RUNNING = 8;
 
 /** A command's failure, sent back as node.invoke.result.error. */
 export class CommandError extends Error {
@@ -96,18 +98,39 @@ export interface InvokeRecord {
 /**
  * Serves handlers on gw: every node.invoke.request gets exactly one node.invoke.result. An unknown
  * command is answered INVALID_REQUEST (the gateway already refuses commands that were not approved).
- * Returns the function that stops serving.
+ * At most maxRunning (MAX_RUNNING) run at once: a request beyond that is answered at once with
+ * {code: UNAVAILABLE, retryable: true}, which the gateway turns into node.invoke's UNAVAILABLE (the
+ * caller retries; nothing waits on the phone). Returns the function that stops serving.
  */
-export function serveNode(gw: GatewayClient, handlers: Record<string, CommandHandler>, onInvoke?: (r: InvokeRecord) => void): () => void {
+export function serveNode(
+  gw: GatewayClient,
+  handlers: Record<string, CommandHandler>,
+  onInvoke?: (r: InvokeRecord) => void,
+  maxRunning = MAX_RUNNING,
+): () => void {
+  let running = 0;
   return gw.on('node.invoke.request', (p) => {
     const id = typeof p?.id === 'string' ? p.id : '';
     const command = typeof p?.command === 'string' ? p.command : '';
     if (!id) return;
     const params = p?.params && typeof p.params === 'object' && !Array.isArray(p.params) ? (p.params as Record<string, unknown>) : {};
     const timeoutMs = typeof p?.timeoutMs === 'number' && p.timeoutMs > 0 ? p.timeoutMs : 30_000;
+    if (running >= maxRunning) {
+      const error = { code: 'UNAVAILABLE', message: `node busy: ${maxRunning} commands running, try again later`, retryable: true };
+      onInvoke?.({ id, command, ok: false, at: Date.now(), error: error.message });
+      gw.request('node.invoke.result', { id, ok: false, error }).catch((e) => console.warn('atrium node: result not delivered', e));
+      return;
+    }
+    running++;
     const handler = Object.prototype.hasOwnProperty.call(handlers, command) ? handlers[command] : undefined;
-    const run = handler ? handler(params, timeoutMs) : Promise.reject(new CommandError('INVALID_REQUEST', `this node has no command ${command}`));
+    let run: Promise<unknown>;
+    try {
+      run = handler ? handler(params, timeoutMs) : Promise.reject(new CommandError('INVALID_REQUEST', `this node has no command ${command}`));
+    } catch (e) {
+      run = Promise.reject(e);
+    }
     run
+      .finally(() => running--)
       .then(
         (payload) => ({ id, ok: true, payload: payload ?? {} }),
         (e) => ({
