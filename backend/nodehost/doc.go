@@ -26,5 +26,13 @@
 //
 // It serves node.invoke.request events with node.invoke.result:
 // system.run (Runner, under the exec approvals; "ask" asks the person
-// through node.exec.ask), system.which and system.notify.
+// through node.exec.ask), system.which and system.notify. Events are taken
+// on the gateway client's reader (inbox.go) and never dropped: at most
+// Options.MaxConcurrent requests run, one more is answered at once
+// UNAVAILABLE (retryable), and the other events (a rotated token, a
+// pairing decision) wait apart from the requests. A connect refused
+// rate_limited, or an upgrade answered 503, is retried after the wait the
+// gateway gives. A paired host reports the person's last input
+// (presence.update, Options.LastInput: Windows and macOS; unknown
+// elsewhere).
 package nodehost

@@ -12,15 +12,20 @@
 //
 // The registry lists node connections with their caps and the commands they
 // may run (declared at connect ∩ approved at pairing; the gateway computes
-// them). A node's id is its deviceId, or "local:<connId>" for a node that
+// them), each connection its own: a device with several keeps them apart.
+// A node's id is its deviceId, or "local:<connId>" for a node that
 // connected with the local operator token.
 //
-// node.invoke sends the node the event "node.invoke.request" {id, command,
+// node.invoke picks the newest connection that may run the command and has
+// fewer than [Options.MaxPendingInvokes] invokes waiting (none: UNAVAILABLE
+// at once), sends it the event "node.invoke.request" {id, command,
 // params, timeoutMs} and waits for "node.invoke.result" {id, ok, payload?,
 // error?, media?} from that same connection; another connection's result for
 // the id is refused (FORBIDDEN, audited). No answer within timeoutMs is
-// TIMEOUT; the node's connection ending is UNAVAILABLE ("node <name>
-// disconnected"). A command the node may not run is FORBIDDEN before anything
+// TIMEOUT; the node's connection ending, or closing (the gateway can no
+// longer send to it), is UNAVAILABLE ("node <name> disconnected") for every
+// invoke waiting for it at once; a node's retryable UNAVAILABLE answer
+// (busy) is UNAVAILABLE too. A command the node may not run is FORBIDDEN before anything
 // is sent, and audited; every invoke is audited. Results up to
 // [DefaultMaxResultBytes] travel inline; a result may carry a "media"
 // object (reserved for transfers that do not fit a frame: camera, screen).
