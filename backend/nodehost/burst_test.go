@@ -19,13 +19,7 @@ import (
 // drop the rest silently: their callers waited for a timeout, and a
 // rotation in a burst could be lost.
 func TestHostBurstEveryRequestAnswered(t *testing.T) {
-	g := newTestGW(t)
-	st := openState(t)
-	a := DefaultApprovals()
-	a.Mode = ModeFull
-	writeApprovals(t, st.Dir, a)
-	_, _ = runHost(t, Options{State: st, Target: mustTarget(t, g.pairingURL())})
-	old := g.resolve(g.nextRequest(), "approved")
+	g, st, old := pairedFullHost(t, Options{})
 	waitToken(t, st.Dir, "")
 	ci := g.nodeConn(st.DeviceID(), "")
 

@@ -389,13 +389,7 @@ func TestHostKeepsPinnedFingerprint(t *testing.T) {
 // invocation is answered UNAVAILABLE at once; a run still going when the
 // connection ends is stopped (its process group killed).
 func TestHostBusyAndRunsStoppedWithTheConnection(t *testing.T) {
-	g := newTestGW(t)
-	st := openState(t)
-	a := DefaultApprovals()
-	a.Mode = ModeFull
-	writeApprovals(t, st.Dir, a)
-	_, _ = runHost(t, Options{State: st, Target: mustTarget(t, g.pairingURL()), MaxConcurrent: 1})
-	g.resolve(g.nextRequest(), "approved")
+	g, st, _ := pairedFullHost(t, Options{MaxConcurrent: 1})
 	ci := g.nodeConn(st.DeviceID(), "")
 
 	pidFile := filepath.Join(t.TempDir(), "pid")
@@ -420,6 +414,22 @@ func TestHostBusyAndRunsStoppedWithTheConnection(t *testing.T) {
 	if r := g.invoke(ci.ConnID, CmdWhich, WhichParams{Name: "sh"}); !r.OK {
 		t.Fatalf("after reconnecting: %+v", r)
 	}
+}
+
+// pairedFullHost runs a host with exec approvals "full" (o's State and
+// Target are filled in) against a new test gateway, approves its pairing
+// and returns the gateway, the host's state and its token.
+func pairedFullHost(t *testing.T, o Options) (*testGW, *State, string) {
+	t.Helper()
+	g := newTestGW(t)
+	st := openState(t)
+	a := DefaultApprovals()
+	a.Mode = ModeFull
+	writeApprovals(t, st.Dir, a)
+	o.State, o.Target = st, mustTarget(t, g.pairingURL())
+	_, _ = runHost(t, o)
+	tok := g.resolve(g.nextRequest(), "approved")
+	return g, st, tok
 }
 
 func waitUntil(t *testing.T, cond func() bool) {
