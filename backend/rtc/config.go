@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/pion/ice/v4"
+	"github.com/pion/transport/v5"
+	"github.com/pion/transport/v5/stdnet"
 	"github.com/pion/webrtc/v4"
 )
 
@@ -15,12 +17,13 @@ import (
 const (
 	DefaultConnectTimeout = 15 * time.Second
 	DefaultIdleTimeout    = 30 * time.Second
-	DefaultBlockSize      = 128 << 10 // fits Chromium's 262144-byte maxMessageSize
+	DefaultBlockSize      = 64 << 10  // the fastest on loopback (docs/BENCHMARKS.md); fits Chromium's 262144-byte maxMessageSize
 	DefaultMaxMessageSize = 256 << 10 // what this side accepts, like Chromium
-	DefaultReceiveBuffer  = 4 << 20   // SCTP receive buffer
-	DefaultLowWater       = 1 << 20
-	DefaultHighWater      = 4 << 20
+	DefaultReceiveBuffer  = 2 << 20   // SCTP receive buffer; 4 MiB and more were slower on loopback
+	DefaultLowWater       = 512 << 10
+	DefaultHighWater      = 2 << 20
 	DefaultMaxRounds      = 8
+	DefaultUDPBuffer      = 4 << 20 // socket buffers; the kernel caps them (net.core.rmem_max)
 )
 
 // Config is what both sides of a transfer share. Zero values take the
@@ -39,19 +42,25 @@ type Config struct {
 	// (0: DefaultIdleTimeout, 30 s).
 	IdleTimeout time.Duration
 	// BlockSize is the largest block the sender cuts (0: DefaultBlockSize,
-	// 128 KiB); the peer's maxMessageSize minus 5 lowers it.
+	// 64 KiB); the peer's maxMessageSize minus 5 lowers it.
 	BlockSize int
 	// MaxMessageSize is the largest message this side accepts, announced in
 	// its SDP (0: DefaultMaxMessageSize, 256 KiB).
 	MaxMessageSize uint32
-	// ReceiveBuffer is the SCTP receive buffer in bytes (0: DefaultReceiveBuffer, 4 MiB).
+	// ReceiveBuffer is the SCTP receive buffer in bytes (0: DefaultReceiveBuffer, 2 MiB).
 	ReceiveBuffer uint32
 	// LowWater and HighWater bound the sender's queue on the channel: it
 	// stops above HighWater and resumes when OnBufferedAmountLow fires at
-	// LowWater (0: DefaultLowWater 1 MiB, DefaultHighWater 4 MiB).
+	// LowWater (0: DefaultLowWater 512 KiB, DefaultHighWater 2 MiB).
 	LowWater, HighWater int
 	// MaxRounds bounds the need/end rounds of one connection (0: DefaultMaxRounds, 8).
 	MaxRounds int
+	// UDPBuffer is the receive and send buffer asked for each ICE UDP
+	// socket, in bytes (0: DefaultUDPBuffer, 4 MiB; Linux caps it at
+	// net.core.rmem_max / wmem_max). The default 208 KiB dropped ~1.5 % of
+	// the datagrams of a loopback transfer, and SCTP slowed down for each
+	// loss (docs/BENCHMARKS.md "Media over a data channel").
+	UDPBuffer int
 }
 
 func (c Config) withDefaults() Config {
@@ -82,6 +91,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxRounds <= 0 {
 		c.MaxRounds = DefaultMaxRounds
 	}
+	if c.UDPBuffer <= 0 {
+		c.UDPBuffer = DefaultUDPBuffer
+	}
 	return c
 }
 
@@ -100,8 +112,13 @@ func (c Config) allowIP(ip net.IP) bool {
 
 // api builds the pion API of one peer connection: host candidates on the
 // bound addresses only, no mDNS, bounded ICE, this side's SCTP limits.
-func (c Config) api() *webrtc.API {
+func (c Config) api() (*webrtc.API, error) {
 	var se webrtc.SettingEngine
+	n, err := stdnet.NewNet()
+	if err != nil {
+		return nil, fmt.Errorf("rtc: network: %w", err)
+	}
+	se.SetNet(bufNet{Net: n, size: c.UDPBuffer})
 	se.SetIPFilter(c.allowIP)
 	se.SetIncludeLoopbackCandidate(slices.ContainsFunc(c.BindIPs, net.IP.IsLoopback))
 	se.SetNetworkTypes([]webrtc.NetworkType{webrtc.NetworkTypeUDP4, webrtc.NetworkTypeUDP6})
@@ -109,12 +126,33 @@ func (c Config) api() *webrtc.API {
 	se.SetICETimeouts(c.ConnectTimeout/3, c.ConnectTimeout, time.Second)
 	se.SetSCTPMaxMessageSize(c.MaxMessageSize)
 	se.SetSCTPMaxReceiveBufferSize(c.ReceiveBuffer)
-	return webrtc.NewAPI(webrtc.WithSettingEngine(se))
+	return webrtc.NewAPI(webrtc.WithSettingEngine(se)), nil
+}
+
+// bufNet is the standard network whose UDP sockets get larger buffers.
+type bufNet struct {
+	*stdnet.Net
+	size int
+}
+
+func (n bufNet) ListenUDP(network string, addr *net.UDPAddr) (transport.UDPConn, error) {
+	c, err := n.Net.ListenUDP(network, addr)
+	if err != nil {
+		return nil, err
+	}
+	// Best effort: the kernel caps the sizes, and a refusal leaves its defaults.
+	_ = c.SetReadBuffer(n.size)
+	_ = c.SetWriteBuffer(n.size)
+	return c, nil
 }
 
 // newPC makes a peer connection with no ICE servers (no STUN, no TURN).
 func (c Config) newPC() (*webrtc.PeerConnection, error) {
-	pc, err := c.api().NewPeerConnection(webrtc.Configuration{})
+	api, err := c.api()
+	if err != nil {
+		return nil, err
+	}
+	pc, err := api.NewPeerConnection(webrtc.Configuration{})
 	if err != nil {
 		return nil, fmt.Errorf("rtc: new peer connection: %w", err)
 	}
