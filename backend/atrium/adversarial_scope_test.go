@@ -206,4 +206,24 @@ func TestAdversarialScope(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("node_commands_need_the_admin_scope", func(t *testing.T) {
+		// A node command (system.run on a computer holding the workspace, a
+		// camera, a location) reaches past any memory scope but admin.
+		for i, scope := range []string{"", "role:main"} {
+			phone, _, _ := k.scopedOverTLS("127.0.0.3"+string(rune('0'+i)), scope, gateway.ClientOptions{})
+			before := len(k.denied())
+			var res json.RawMessage
+			err := phone.Call(k.ctx, "node.invoke", map[string]any{"nodeId": "any-node", "command": "system.run",
+				"params": map[string]any{"command": []string{"cat", "MEMORY.md"}}}, &res)
+			refused(t, "node.invoke by scope "+scope, err, gateway.CodeForbidden, "", "scope admin")
+			k.audited("node.invoke by scope "+scope, before, "node.invoke", "any-node system.run")
+		}
+		everything, _, _ := k.scopedOverTLS("127.0.0.32", "admin", gateway.ClientOptions{})
+		err := everything.Call(k.ctx, "node.invoke", map[string]any{"nodeId": "any-node", "command": "system.run",
+			"params": map[string]any{"command": []string{"true"}}}, nil)
+		if ge := gwError(err); ge == nil || ge.Code == gateway.CodeForbidden {
+			t.Errorf("node.invoke by scope admin: %v, want past the scope check (no such node)", err)
+		}
+	})
 }

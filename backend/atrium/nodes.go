@@ -1,6 +1,8 @@
 package atrium
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -14,7 +16,7 @@ import (
 // registers its methods and listens to the gateway's connection hooks
 // (devices.go fans them out); the hello-ok snapshot reads its presence.
 func (a *App) newNodes(log *slog.Logger) error {
-	svc, err := nodes.New(nodes.Options{Gateway: a.Gateway, Audit: a.Audit, Logger: log})
+	svc, err := nodes.New(nodes.Options{Gateway: a.Gateway, Audit: a.Audit, MayInvoke: a.deviceMayInvoke, Logger: log})
 	if err != nil {
 		return fmt.Errorf("nodes: %w", err)
 	}
@@ -45,4 +47,19 @@ func (a *App) nodesTool(sc chat.ToolScope) *tools.NodesOptions {
 		o.Permissions = sc.Permissions
 	}
 	return o
+}
+
+// deviceMayInvoke is nodes.Options.MayInvoke: a paired operator device may
+// invoke node commands only with the memory scope admin ("everything, like
+// this computer"): system.run on a node that holds the workspace, a camera
+// or a location reach further than shared notes or one role's memory.
+func (a *App) deviceMayInvoke(ctx context.Context, deviceID string) error {
+	p, err := a.deviceScope(ctx, deviceID)
+	if err != nil {
+		return err
+	}
+	if !p.Admin {
+		return errors.New("only a device approved to read everything (scope admin) may run node commands; change its scope in the device list")
+	}
+	return nil
 }

@@ -36,6 +36,8 @@ type conn struct {
 	loopback bool
 	ctx      context.Context // cancelled when the connection ends
 	cancel   context.CancelFunc
+	// inFlight holds one token per request being served (Options.MaxInFlight).
+	inFlight chan struct{}
 
 	// Set during the handshake, read-only afterwards.
 	nonce     string
@@ -113,6 +115,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		cancel:     cancel,
 		wake:       make(chan struct{}, 1),
 		writerDone: make(chan struct{}),
+		inFlight:   make(chan struct{}, s.opts.MaxInFlight),
 	}
 	if !s.addConn(c) {
 		cancel()
@@ -368,7 +371,17 @@ func (c *conn) readLoop() {
 			c.reject(req.ID, req.Method, Errorf(CodeInvalidRequest, "already connected: connect is only valid as the first frame"))
 			continue
 		}
-		go c.dispatch(req)
+		select {
+		case c.inFlight <- struct{}{}:
+			go func() {
+				defer func() { <-c.inFlight }()
+				c.dispatch(req)
+			}()
+		default:
+			c.reject(req.ID, req.Method, &Error{Code: CodeUnavailable, Retryable: true, Message: fmt.Sprintf(
+				"%d requests of this connection are being served (the most at once); send this one again when one has been answered",
+				cap(c.inFlight))})
+		}
 	}
 }
 

@@ -246,3 +246,58 @@ func TestCloseReasonsFitTheFrame(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxInFlight: a connection has at most MaxInFlight requests being
+// served; one more is answered UNAVAILABLE (retryable) at once and not
+// run, the ones being served are answered when they finish, and the
+// connection takes requests again afterwards.
+func TestMaxInFlight(t *testing.T) {
+	const max = 4
+	release := make(chan struct{})
+	var started sync.WaitGroup
+	started.Add(max)
+	var calls sync.Mutex
+	n := 0
+	_, url := newTestServer(t, Options{MaxInFlight: max}, func(s *Server) {
+		s.Handle("test.block", Read(Operators), func(ctx context.Context, c *Call) (any, error) {
+			calls.Lock()
+			n++
+			calls.Unlock()
+			started.Done()
+			<-release
+			return map[string]string{"id": string(c.Params)}, nil
+		})
+		s.Handle("test.echo", Read(Operators), echo)
+	})
+	c, _ := connect(t, url)
+	for i := range max {
+		c.request("b"+string(rune('0'+i)), "test.block", nil)
+	}
+	started.Wait() // all max handlers hold their slots
+	c.request("over", "test.echo", map[string]any{"x": 1})
+	f := c.next()
+	if f.ID != "over" || f.OK || f.Error == nil || f.Error.Code != CodeUnavailable || !f.Error.Retryable ||
+		!strings.Contains(f.Error.Message, "4 requests") {
+		t.Fatalf("request over the cap: %+v %+v", f, f.Error)
+	}
+	close(release)
+	got := map[string]bool{}
+	for range max {
+		f := c.next()
+		if !f.OK {
+			t.Fatalf("blocked request %s: %+v", f.ID, f.Error)
+		}
+		got[f.ID] = true
+	}
+	if len(got) != max {
+		t.Fatalf("answers: %v", got)
+	}
+	if f := c.call("after", "test.echo", map[string]any{"x": 2}); !f.OK {
+		t.Fatalf("after the burst: %+v", f.Error)
+	}
+	calls.Lock()
+	defer calls.Unlock()
+	if n != max {
+		t.Fatalf("the handler ran %d times, want %d (the refused request must not run)", n, max)
+	}
+}

@@ -26,6 +26,10 @@ const (
 	DefaultMaxBufferedBytes = 32 << 20 // bytes
 	DefaultTickInterval     = 30 * time.Second
 	DefaultHandshakeTimeout = 10 * time.Second
+	// DefaultMaxInFlight caps the requests of one connection served at
+	// once (an `atrium node` host sends at most 8 results at a time, the
+	// UI a handful of calls).
+	DefaultMaxInFlight = 256
 	// DefaultMaxPreAuthPayload is the largest frame read before hello-ok
 	// (a connect request is a few hundred bytes; OpenClaw also uses 64 KiB).
 	DefaultMaxPreAuthPayload = 64 << 10 // bytes
@@ -119,6 +123,12 @@ type Options struct {
 	TickInterval time.Duration
 	// HandshakeTimeout bounds the wait for the connect request; default 10 s.
 	HandshakeTimeout time.Duration
+	// MaxInFlight caps the requests of one authenticated connection being
+	// served at once (each runs in its own goroutine until its response is
+	// queued); default DefaultMaxInFlight (256). A request over it is
+	// answered at once with UNAVAILABLE, retryable, and not run: a client
+	// that floods requests costs the server a bounded number of handlers.
+	MaxInFlight int
 	// Version is reported in hello-ok server.version and /healthz.
 	Version string
 	// AllowedOrigins are extra WebSocket Origin patterns (path.Match syntax,
@@ -227,7 +237,7 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.MaxPayload < 0 || opts.MaxBufferedBytes < 0 || opts.TickInterval < 0 || opts.HandshakeTimeout < 0 ||
 		opts.MaxPreAuthPayload < 0 || opts.MaxUnauthenticated < 0 || opts.MaxUnauthenticatedPerIP < 0 ||
-		opts.MaxTotalBufferedBytes < 0 || opts.CloseGrace < 0 {
+		opts.MaxTotalBufferedBytes < 0 || opts.CloseGrace < 0 || opts.MaxInFlight < 0 {
 		return nil, errors.New("gateway: negative limit in Options")
 	}
 	if opts.Addr == "" {
@@ -262,6 +272,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.HandshakeTimeout == 0 {
 		opts.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if opts.MaxInFlight == 0 {
+		opts.MaxInFlight = DefaultMaxInFlight
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()

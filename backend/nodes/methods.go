@@ -51,6 +51,9 @@ func (s *Service) Register() {
 		if err := gateway.DecodeParams(c, &p); err != nil {
 			return nil, err
 		}
+		if err := s.mayInvoke(ctx, c, p); err != nil {
+			return nil, err
+		}
 		return s.Invoke(ctx, callerOf(c), p)
 	})
 	g.Handle(MethodInvokeResult, gateway.Write(gateway.Nodes), func(ctx context.Context, c *gateway.Call) (any, error) {
@@ -130,6 +133,21 @@ func (s *Service) Input(connID string, lastInputSeconds *float64) bool {
 	}
 	s.changed()
 	return true
+}
+
+// mayInvoke asks Options.MayInvoke about a paired operator device's
+// node.invoke; a refusal is FORBIDDEN and audited.
+func (s *Service) mayInvoke(ctx context.Context, c *gateway.Call, p InvokeRequest) error {
+	if s.o.MayInvoke == nil || c.Principal.Role != gateway.RoleOperator || c.Principal.Device == "" {
+		return nil
+	}
+	err := s.o.MayInvoke(ctx, c.Principal.Device)
+	if err == nil {
+		return nil
+	}
+	target := p.NodeID + " " + p.Command
+	s.auditAs(MethodNodeInvoke, callerOf(c), target, false, err.Error())
+	return gateway.Errorf(gateway.CodeForbidden, "node.invoke: %v", err)
 }
 
 func callerOf(c *gateway.Call) Caller { return Caller{Role: AuditRole(c.Principal), IP: c.RemoteIP} }

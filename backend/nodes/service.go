@@ -74,6 +74,15 @@ type Options struct {
 	// waits for a timeout. (`atrium node` runs 8 at once and answers the
 	// rest busy at once too.)
 	MaxPendingInvokes int
+	// MayInvoke, when set, decides whether a paired operator device's
+	// connection may call node.invoke: nil to allow, else the reason it may
+	// not, answered FORBIDDEN and audited. The wiring allows only devices
+	// whose memory scope is admin (docs/PROTOCOL.md "Device scope"): a node
+	// command such as system.run on a computer that holds the workspace
+	// reads everything, so a narrower scope must not reach one. Nil: every
+	// operator may invoke. The person's own connections (the operator
+	// token) and the agents' nodes tool are never asked.
+	MayInvoke func(ctx context.Context, deviceID string) error
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Now is the clock of presence and node timestamps and expiry

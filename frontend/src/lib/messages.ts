@@ -445,8 +445,8 @@ export const MESSAGES = {
   'nodes.scope.role': ['As role {role}', '作为角色 {role}'],
   'nodes.scope.admin': ['Everything, like this computer', '全部，与这台电脑相同'],
   'nodes.scope.adminWarning': [
-    'This device will read and change all memory, private notes included, and answer the agents’ permission questions. If it is lost, whoever holds it can too. Tick this only for a device you guard like this computer.',
-    '此设备将能读取和修改全部记忆（包括私人笔记），并回答智能体的权限请求。设备一旦丢失，拿到它的人也能做到。只有当你像保护这台电脑一样保护此设备时才勾选。',
+    'This device will read and change all memory, private notes included, answer the agents’ permission questions and run commands on your nodes (this computer’s shell, a phone’s camera and location). If it is lost, whoever holds it can too. Tick this only for a device you guard like this computer.',
+    '此设备将能读取和修改全部记忆（包括私人笔记），回答智能体的权限请求，并在你的节点上运行命令（这台电脑的终端、手机的相机和位置）。设备一旦丢失，拿到它的人也能做到。只有当你像保护这台电脑一样保护此设备时才勾选。',
   ],
   'nodes.scope.hint': [
     'Shared notes: the files a rule in memory/.acl grants to “authenticated”. A role: what that role may read and write, and chats with its agent.',
