@@ -64,19 +64,36 @@ func pattern(n int) []byte {
 const browserPage = `<!doctype html><meta charset="utf-8"><title>media</title>
 <script type="module">
 import { sendMedia } from '/mediasend.js';
-window.send = async (id, size, blockSize) => {
+// CutPC closes its connection right after the cutAfter-th block message is
+// queued: a transfer cut in the middle.
+const cutPC = (cutAfter) => class extends RTCPeerConnection {
+  createDataChannel(...args) {
+    const dc = super.createDataChannel(...args);
+    const send = dc.send.bind(dc);
+    let blocks = 0;
+    dc.send = (m) => {
+      send(m);
+      if (m[0] === 66 && ++blocks === cutAfter) this.close();
+    };
+    return dc;
+  }
+};
+window.send = async (id, size, blockSize, cutAfter) => {
   // Chromium gathers loopback candidates only for a page with media permission.
   const stream = await navigator.mediaDevices.getUserMedia({ video: true });
   stream.getTracks().forEach((t) => t.stop());
   const data = new Uint8Array(size);
-  for (let i = 0; i < size; i++) data[i] = Number((BigInt(i) * 2654435761n) & 0xffffffffn) >>> 24;
+  for (let i = 0; i < size; i++) data[i] = Math.imul(i, 2654435761) >>> 24;
   const signal = async (sdp) => {
     const r = await fetch('/offer', { method: 'POST', body: JSON.stringify({ id, sdp }) });
     if (!r.ok) throw new Error('offer refused: ' + (await r.text()));
     return r.text();
   };
   try {
-    return JSON.stringify(await sendMedia({ id, name: 'photo.jpg', data, mime: 'image/jpeg', width: 640, height: 480 }, signal, blockSize ? { blockSize } : {}));
+    const opts = {};
+    if (blockSize) opts.blockSize = blockSize;
+    if (cutAfter) opts.RTCPeerConnection = cutPC(cutAfter);
+    return JSON.stringify(await sendMedia({ id, name: 'photo.jpg', data, mime: 'image/jpeg', width: 640, height: 480 }, signal, opts));
   } catch (e) {
     return JSON.stringify({ error: String(e && e.code), message: String(e && e.message) });
   }
@@ -88,7 +105,8 @@ window.ready = true;
 // Chromium sends 5 MiB over RTCPeerConnection to the pion Receiver on
 // 127.0.0.1; the file lands with the SHA-256 the page computed, in blocks
 // that fit Chromium's view of pion's maxMessageSize. An oversized file and
-// an unrequested transfer are refused.
+// an unrequested transfer are refused; a transfer the page cuts in the
+// middle resumes from the missing blocks.
 func TestBrowserSendsToPion(t *testing.T) {
 	exe := chromiumtest.Path(t)
 	js := buildMediaSend(t)
@@ -146,9 +164,9 @@ func TestBrowserSendsToPion(t *testing.T) {
 		Error      string
 		Message    string
 	}
-	send := func(id string, size, blockSize int) result {
+	send := func(id string, size, blockSize, cutAfter int) result {
 		t.Helper()
-		expr, _ := json.Marshal([]any{id, size, blockSize})
+		expr, _ := json.Marshal([]any{id, size, blockSize, cutAfter})
 		out, err := chromedp.Run(ctx, chromedp.Evaluate[string]("window.send(..."+string(expr)+")", chromedp.EvalAwaitPromise))
 		if err != nil {
 			t.Fatal(err)
@@ -162,7 +180,7 @@ func TestBrowserSendsToPion(t *testing.T) {
 
 	const size = 5 << 20
 	tr := g.expect("dev1", 0)
-	r := send(tr.ID(), size, 1<<20) // asks for 1 MiB blocks: the maxMessageSize lowers them
+	r := send(tr.ID(), size, 1<<20, 0) // asks for 1 MiB blocks: the maxMessageSize lowers them
 	if r.Error != "" {
 		t.Fatalf("the page's transfer: %s %s", r.Error, r.Message)
 	}
@@ -190,16 +208,41 @@ func TestBrowserSendsToPion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := send(small.ID(), 5000, 0); r.Error != CodeTooLarge {
+	if r := send(small.ID(), 5000, 0, 0); r.Error != CodeTooLarge {
 		t.Fatalf("oversized: %+v, want %s", r, CodeTooLarge)
 	}
 	if _, err := small.Wait(ctx); err == nil {
 		t.Fatal("the oversized transfer succeeded")
 	}
-	if r := send(media.NewID(), 5000, 0); r.Error == "" {
+	if r := send(media.NewID(), 5000, 0, 0); r.Error == "" {
 		t.Fatalf("unrequested transfer: %+v, want a refusal", r)
 	}
 	if files, _ := g.store.List(); len(files) != 1 {
 		t.Fatalf("media %+v, want only the 5 MiB file", files)
+	}
+
+	// A transfer cut in the middle (the page closes its connection after
+	// 200 blocks) resumes on a new connection: only the blocks the gateway
+	// lacks are sent again, and the file arrives whole.
+	cut := g.expect("dev1", 0)
+	r = send(cut.ID(), size, 16<<10, 200)
+	if r.Error != "CLOSED" {
+		t.Fatalf("the cut transfer: %+v, want CLOSED", r)
+	}
+	r = send(cut.ID(), size, 16<<10, 0)
+	if r.Error != "" {
+		t.Fatalf("the resumed transfer: %s %s", r.Error, r.Message)
+	}
+	out, err = cut.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Conns) != 2 || out.Meta.SHA256 != hex.EncodeToString(sum[:]) {
+		t.Fatalf("resume: %+v", out)
+	}
+	first, second := out.Conns[0], out.Conns[1]
+	t.Logf("cut after 200 blocks queued: the gateway had %d of %d; the resume sent %d", first.Received, r.Blocks, r.BlocksSent)
+	if first.Received > 200 || second.Resumed != first.Received || r.BlocksSent != r.Blocks-first.Received || second.Received != r.BlocksSent {
+		t.Fatalf("resume: first %+v, second %+v, page %+v; want only the %d missing blocks sent", first, second, r, r.Blocks-first.Received)
 	}
 }

@@ -223,13 +223,18 @@ export async function sendMedia(file: MediaFile, signal: Signal, opts: SendOptio
 
     dc.bufferedAmountLowThreshold = lowWater;
     const send = async (m: Uint8Array) => {
+      // Wait for bufferedamountlow, re-checking the channel every 250 ms: a connection closed on
+      // this side (pc.close()) fires no event on its channels.
+      const since = Date.now();
       while (dc.bufferedAmount > highWater) {
         if (dc.readyState !== 'open') throw new TransferError('CLOSED', 'the data channel closed');
-        await withTimeout(
-          new Promise<void>((resolve) => dc.addEventListener('bufferedamountlow', () => resolve(), { once: true })),
-          idleMs,
-          'the gateway took nothing',
-        );
+        if (Date.now() - since > idleMs) throw new TransferError('TIMEOUT', `the gateway took nothing for ${idleMs} ms`);
+        const stop = new AbortController();
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, 250);
+          dc.addEventListener('bufferedamountlow', () => (clearTimeout(timer), resolve()), { once: true, signal: stop.signal });
+        });
+        stop.abort();
       }
       if (dc.readyState !== 'open') throw new TransferError('CLOSED', 'the data channel closed');
       dc.send(m as Uint8Array<ArrayBuffer>);
