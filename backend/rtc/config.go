@@ -110,9 +110,22 @@ func (c Config) allowIP(ip net.IP) bool {
 	return false
 }
 
+// allowRemote is the policy for the peer's candidates (offered or
+// peer-reflexive): from peer only when it is known, and never an
+// unspecified, multicast or broadcast address.
+func allowRemote(peer net.IP) func(net.IP) bool {
+	return func(ip net.IP) bool {
+		if ip.IsUnspecified() || ip.IsMulticast() || ip.Equal(net.IPv4bcast) {
+			return false
+		}
+		return peer == nil || peer.Equal(ip)
+	}
+}
+
 // api builds the pion API of one peer connection: host candidates on the
-// bound addresses only, no mDNS, bounded ICE, this side's SCTP limits.
-func (c Config) api() (*webrtc.API, error) {
+// bound addresses only, the peer's candidates from peer only (nil: any
+// unicast address), no mDNS, bounded ICE, this side's SCTP limits.
+func (c Config) api(peer net.IP) (*webrtc.API, error) {
 	var se webrtc.SettingEngine
 	n, err := stdnet.NewNet()
 	if err != nil {
@@ -120,6 +133,7 @@ func (c Config) api() (*webrtc.API, error) {
 	}
 	se.SetNet(bufNet{Net: n, size: c.UDPBuffer})
 	se.SetIPFilter(c.allowIP)
+	se.SetRemoteIPFilter(allowRemote(peer))
 	se.SetIncludeLoopbackCandidate(slices.ContainsFunc(c.BindIPs, net.IP.IsLoopback))
 	se.SetNetworkTypes([]webrtc.NetworkType{webrtc.NetworkTypeUDP4, webrtc.NetworkTypeUDP6})
 	se.SetICEMulticastDNSMode(ice.MulticastDNSModeDisabled)
@@ -146,9 +160,10 @@ func (n bufNet) ListenUDP(network string, addr *net.UDPAddr) (transport.UDPConn,
 	return c, nil
 }
 
-// newPC makes a peer connection with no ICE servers (no STUN, no TURN).
-func (c Config) newPC() (*webrtc.PeerConnection, error) {
-	api, err := c.api()
+// newPC makes a peer connection with no ICE servers (no STUN, no TURN)
+// whose ICE talks to peer only (nil: any unicast address).
+func (c Config) newPC(peer net.IP) (*webrtc.PeerConnection, error) {
+	api, err := c.api(peer)
 	if err != nil {
 		return nil, err
 	}

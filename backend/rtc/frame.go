@@ -15,7 +15,9 @@
 // a transfer it was told to Expect, from the device it expects it from
 // (ErrUnrequested otherwise). ICE gathers host candidates only, on the
 // addresses the gateway is bound to (Config.BindIPs): no STUN, no TURN, no
-// mDNS, loopback candidates only when a bound address is loopback.
+// mDNS, loopback candidates only when a bound address is loopback; and it
+// accepts the node's candidates from the address of its gateway connection
+// only (Ticket.PeerIP), so an offer cannot aim the gateway at other hosts.
 //
 // # Framing
 //

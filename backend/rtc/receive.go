@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,6 +43,10 @@ type Ticket struct {
 	Command  string    // the node command, e.g. "camera.snap"
 	MaxSize  int64     // bytes (0: the store's MaxFileSize)
 	Deadline time.Time // end of the whole transfer, resumes included (zero: now + DefaultTransferTimeout)
+	// PeerIP is the remote address of the node's gateway connection: ICE
+	// checks go to, and are answered from, this address only, so an offer
+	// cannot make the gateway probe other hosts (nil: any unicast address).
+	PeerIP net.IP
 }
 
 // ConnStats is what one connection of a transfer did.
@@ -239,7 +244,7 @@ func (r *Receiver) Answer(ctx context.Context, device, id, offerSDP string) (str
 			}
 		}
 	}
-	pc, err := r.cfg.newPC()
+	pc, err := r.cfg.newPC(tr.t.PeerIP)
 	if err != nil {
 		return "", err
 	}

@@ -367,3 +367,50 @@ func TestRanges(t *testing.T) {
 		}
 	}
 }
+
+// ICE talks to the node's own address only: an offer whose candidates are
+// elsewhere (here 127.0.0.1 while the node connected from 127.0.0.2) gets no
+// connection, and nothing is stored; from the right address it works.
+func TestPeerIPBindsICE(t *testing.T) {
+	g := newRig(t, media.Options{}, Config{ConnectTimeout: 3 * time.Second})
+	data := randomData(50_000, 9)
+	tr, err := g.r.Expect(Ticket{ID: media.NewID(), Device: "dev1", Command: "camera.snap", PeerIP: net.ParseIP("127.0.0.2")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Sender{Config: Config{ConnectTimeout: 3 * time.Second}}
+	if _, err := s.Send(ctx(t), file(tr.ID(), data), g.signal("dev1", tr.ID())); err == nil {
+		t.Fatal("a sender on another address connected")
+	}
+	tr.Abort()
+	if _, err := tr.Wait(ctx(t)); err == nil {
+		t.Fatal("the aborted transfer succeeded")
+	}
+	if l := g.left(); len(l) != 0 {
+		t.Fatalf("left: %v", l)
+	}
+	tr, err = g.r.Expect(Ticket{ID: media.NewID(), Device: "dev1", Command: "camera.snap", PeerIP: net.ParseIP("127.0.0.1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Send(ctx(t), file(tr.ID(), data), g.signal("dev1", tr.ID())); err != nil {
+		t.Fatal(err)
+	}
+	out, err := tr.Wait(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkStored(t, g, out, data)
+}
+
+func TestAllowRemote(t *testing.T) {
+	any, one := allowRemote(nil), allowRemote(net.ParseIP("192.0.2.7"))
+	for ip, want := range map[string][2]bool{
+		"192.0.2.7": {true, true}, "192.0.2.8": {true, false}, "0.0.0.0": {false, false},
+		"224.0.0.251": {false, false}, "255.255.255.255": {false, false}, "::": {false, false},
+	} {
+		if got := [2]bool{any(net.ParseIP(ip)), one(net.ParseIP(ip))}; got != want {
+			t.Errorf("%s: %v, want %v", ip, got, want)
+		}
+	}
+}

@@ -62,7 +62,7 @@ type Sender struct {
 // a deadline (Config.ConnectTimeout, IdleTimeout, ctx), a closed channel.
 func (s *Sender) Send(ctx context.Context, f File, signal Signal) (Sent, error) {
 	c := s.Config.withDefaults()
-	pc, err := c.newPC()
+	pc, err := c.newPC(nil)
 	if err != nil {
 		return Sent{}, err
 	}
