@@ -93,7 +93,9 @@ window.send = async (id, size, blockSize, cutAfter) => {
     const opts = {};
     if (blockSize) opts.blockSize = blockSize;
     if (cutAfter) opts.RTCPeerConnection = cutPC(cutAfter);
-    return JSON.stringify(await sendMedia({ id, name: 'photo.jpg', data, mime: 'image/jpeg', width: 640, height: 480 }, signal, opts));
+    const start = performance.now();
+    const sent = await sendMedia({ id, name: 'photo.jpg', data, mime: 'image/jpeg', width: 640, height: 480 }, signal, opts);
+    return JSON.stringify({ ...sent, ms: performance.now() - start });
   } catch (e) {
     return JSON.stringify({ error: String(e && e.code), message: String(e && e.message) });
   }
@@ -101,16 +103,25 @@ window.send = async (id, size, blockSize, cutAfter) => {
 window.ready = true;
 </script>`
 
-// TestBrowserSendsToPion: the phone page's sender (mediasend.ts) in headless
-// Chromium sends 5 MiB over RTCPeerConnection to the pion Receiver on
-// 127.0.0.1; the file lands with the SHA-256 the page computed, in blocks
-// that fit Chromium's view of pion's maxMessageSize. An oversized file and
-// an unrequested transfer are refused; a transfer the page cuts in the
-// middle resumes from the missing blocks.
-func TestBrowserSendsToPion(t *testing.T) {
+// browserResult is what the page's window.send returns.
+type browserResult struct {
+	SHA256     string
+	BlockSize  int
+	Blocks     int
+	BlocksSent int
+	Rounds     int
+	Ms         float64 // sendMedia's time in the page
+	Error      string
+	Message    string
+}
+
+// browserRig serves the page and mediasend.ts on 127.0.0.1, answers its
+// offers with g's Receiver as device "dev1", and opens the page in headless
+// Chromium (loopback WebRTC, fake media). send runs window.send in the page.
+func browserRig(t *testing.T, g *rig) (ctx context.Context, send func(id string, size, blockSize, cutAfter int) browserResult) {
+	t.Helper()
 	exe := chromiumtest.Path(t)
 	js := buildMediaSend(t)
-	g := newRig(t, media.Options{}, Config{})
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
@@ -142,42 +153,44 @@ func TestBrowserSendsToPion(t *testing.T) {
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 
-	ctx := chromiumtest.New(t, chromiumtest.Options{Exec: exe, Extra: []chromedp.ExecAllocatorOption{
+	ctx = chromiumtest.New(t, chromiumtest.Options{Exec: exe, Extra: []chromedp.ExecAllocatorOption{
 		chromedp.Flag("allow-loopback-in-peer-connection", true),
 		chromedp.Flag("use-fake-device-for-media-stream", true),
 		chromedp.Flag("use-fake-ui-for-media-stream", true),
 	}})
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	t.Cleanup(cancel)
 	if _, err := chromedp.Run(ctx, chromedp.Navigate("http://"+ln.Addr().String()+"/")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`window.ready === true`, chromedp.WithPollingTimeout(time.Minute))); err != nil {
 		t.Fatal(err)
 	}
-	type result struct {
-		SHA256     string
-		BlockSize  int
-		Blocks     int
-		BlocksSent int
-		Rounds     int
-		Error      string
-		Message    string
-	}
-	send := func(id string, size, blockSize, cutAfter int) result {
+	send = func(id string, size, blockSize, cutAfter int) browserResult {
 		t.Helper()
 		expr, _ := json.Marshal([]any{id, size, blockSize, cutAfter})
 		out, err := chromedp.Run(ctx, chromedp.Evaluate[string]("window.send(..."+string(expr)+")", chromedp.EvalAwaitPromise))
 		if err != nil {
 			t.Fatal(err)
 		}
-		var r result
+		var r browserResult
 		if err := json.Unmarshal([]byte(out), &r); err != nil {
 			t.Fatalf("%v: %s", err, out)
 		}
 		return r
 	}
+	return ctx, send
+}
 
+// TestBrowserSendsToPion: the phone page's sender (mediasend.ts) in headless
+// Chromium sends 5 MiB over RTCPeerConnection to the pion Receiver on
+// 127.0.0.1; the file lands with the SHA-256 the page computed, in blocks
+// that fit Chromium's view of pion's maxMessageSize. An oversized file and
+// an unrequested transfer are refused; a transfer the page cuts in the
+// middle resumes from the missing blocks.
+func TestBrowserSendsToPion(t *testing.T) {
+	g := newRig(t, media.Options{}, Config{})
+	ctx, send := browserRig(t, g)
 	const size = 5 << 20
 	tr := g.expect("dev1", 0)
 	r := send(tr.ID(), size, 1<<20, 0) // asks for 1 MiB blocks: the maxMessageSize lowers them
@@ -244,5 +257,37 @@ func TestBrowserSendsToPion(t *testing.T) {
 	t.Logf("cut after 200 blocks queued: the gateway had %d of %d; the resume sent %d", first.Received, r.Blocks, r.BlocksSent)
 	if first.Received > 200 || second.Resumed != first.Received || r.BlocksSent != r.Blocks-first.Received || second.Received != r.BlocksSent {
 		t.Fatalf("resume: first %+v, second %+v, page %+v; want only the %d missing blocks sent", first, second, r, r.Blocks-first.Received)
+	}
+}
+
+// TestBrowserThroughput measures Chromium → pion on 127.0.0.1 for the
+// benchmark page (docs/BENCHMARKS.md): a 32 MiB file per block size, three
+// times each, MB/s from sendMedia's own time in the page (hashing included,
+// generating the data not). It measures, it asserts nothing about speed:
+//
+//	ATRIUM_BENCH_BROWSER=1 go test -run TestBrowserThroughput -v ./backend/rtc
+func TestBrowserThroughput(t *testing.T) {
+	if os.Getenv("ATRIUM_BENCH_BROWSER") == "" {
+		t.Skip("set ATRIUM_BENCH_BROWSER=1 to measure")
+	}
+	g := newRig(t, media.Options{}, Config{})
+	ctx, send := browserRig(t, g)
+	const size = 32 << 20
+	for _, bs := range []int{16 << 10, 64 << 10, 256<<10 - headerLen} {
+		for range 3 {
+			tr := g.expect("dev1", 0)
+			r := send(tr.ID(), size, bs, 0)
+			if r.Error != "" {
+				t.Fatalf("%s %s", r.Error, r.Message)
+			}
+			out, err := tr.Wait(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("block %d: %.1f MB/s (%.0f ms)", r.BlockSize, float64(size)/1e6/(r.Ms/1000), r.Ms)
+			if err := g.store.Delete(out.Meta.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }
