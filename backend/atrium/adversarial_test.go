@@ -351,6 +351,9 @@ func TestAdversarial(t *testing.T) {
 	phoneKey, phoneToks := k.pair("127.0.0.10", []string{gateway.RoleOperator, gateway.RoleNode},
 		[]string{"location.get", "system.notify", "system.run"}, []string{"location.get", "system.notify"})
 	phoneID := phoneKey.Public().ID()
+	// The person lets the phone run node commands: only the scope admin may
+	// (adversarial_scope_test.go shows the narrower scopes refused).
+	must(t, k.admin.Call(k.ctx, "device.scope.set", map[string]any{"deviceId": phoneID, "scope": "admin"}, nil))
 	nodeCmds := gateway.ClientOptions{Role: gateway.RoleNode, Caps: []string{"system"},
 		Commands: []string{"location.get", "system.notify", "system.run"}}
 	phoneNodeOpts := nodeCmds
@@ -1005,6 +1008,8 @@ func TestAdversarialPrincipals(t *testing.T) {
 	aKey, aToks := k.pair("127.0.0.10", roles, []string{"system.notify"}, nil)
 	bKey, bToks := k.pair("127.0.0.11", roles, []string{"system.notify"}, nil)
 	aID, bID := aKey.Public().ID(), bKey.Public().ID()
+	// A may run node commands (scope admin, see adversarial_scope_test.go).
+	must(t, k.admin.Call(k.ctx, "device.scope.set", map[string]any{"deviceId": aID, "scope": "admin"}, nil))
 	nodeOpts := func(tok string) gateway.ClientOptions {
 		return gateway.ClientOptions{Role: gateway.RoleNode, DeviceToken: tok, Caps: []string{"system"}, Commands: []string{"system.notify"}}
 	}
