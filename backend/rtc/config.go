@@ -24,6 +24,7 @@ const (
 	DefaultHighWater      = 2 << 20
 	DefaultMaxRounds      = 8
 	DefaultUDPBuffer      = 4 << 20 // socket buffers; the kernel caps them (net.core.rmem_max)
+	DefaultMaxTickets     = 64
 )
 
 // Config is what both sides of a transfer share. Zero values take the
@@ -61,6 +62,9 @@ type Config struct {
 	// the datagrams of a loopback transfer, and SCTP slowed down for each
 	// loss (docs/BENCHMARKS.md "Media over a data channel").
 	UDPBuffer int
+	// MaxTickets bounds the transfers a Receiver expects at once, each
+	// holding a timer until its deadline (0: DefaultMaxTickets, 64).
+	MaxTickets int
 }
 
 func (c Config) withDefaults() Config {
@@ -93,6 +97,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.UDPBuffer <= 0 {
 		c.UDPBuffer = DefaultUDPBuffer
+	}
+	if c.MaxTickets <= 0 {
+		c.MaxTickets = DefaultMaxTickets
 	}
 	return c
 }

@@ -111,7 +111,7 @@ type conn struct {
 
 // Expect registers t; from now until its deadline the device may offer it.
 // Errors: media.ErrInvalid (a malformed id, a known one or no device),
-// ErrClosed.
+// media.ErrBusy (Config.MaxTickets expected already), ErrClosed.
 func (r *Receiver) Expect(t Ticket) (*Transfer, error) {
 	if !media.ValidID(t.ID) || t.Device == "" || t.Command == "" {
 		return nil, fmt.Errorf("rtc: ticket %q: %w", t.ID, media.ErrInvalid)
@@ -126,6 +126,9 @@ func (r *Receiver) Expect(t Ticket) (*Transfer, error) {
 	}
 	if _, ok := r.tickets[t.ID]; ok {
 		return nil, fmt.Errorf("rtc: ticket %s already expected: %w", t.ID, media.ErrInvalid)
+	}
+	if len(r.tickets) >= r.cfg.MaxTickets {
+		return nil, fmt.Errorf("rtc: %d transfers expected already: %w", len(r.tickets), media.ErrBusy)
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), t.Deadline)
 	tr := &Transfer{r: r, t: t, ctx: ctx, cancel: cancel, done: make(chan struct{})}

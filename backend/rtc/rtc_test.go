@@ -414,3 +414,21 @@ func TestAllowRemote(t *testing.T) {
 		}
 	}
 }
+
+func TestTicketsBounded(t *testing.T) {
+	g := newRig(t, media.Options{}, Config{MaxTickets: 3})
+	var trs []*Transfer
+	for range 3 {
+		trs = append(trs, g.expect("dev1", 0))
+	}
+	if _, err := g.r.Expect(Ticket{ID: media.NewID(), Device: "dev1", Command: "camera.snap"}); !errors.Is(err, media.ErrBusy) {
+		t.Fatalf("fourth ticket: %v, want media.ErrBusy", err)
+	}
+	if _, err := g.r.Expect(Ticket{ID: trs[0].ID(), Device: "dev1", Command: "camera.snap"}); !errors.Is(err, media.ErrInvalid) {
+		t.Fatalf("a ticket twice: %v, want media.ErrInvalid", err)
+	}
+	trs[0].Abort()
+	if _, err := g.r.Expect(Ticket{ID: media.NewID(), Device: "dev1", Command: "camera.snap"}); err != nil {
+		t.Fatalf("after one ended: %v", err)
+	}
+}
