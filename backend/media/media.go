@@ -171,7 +171,7 @@ type Meta struct {
 	Size       int64     `json:"size"`                 // bytes
 	SHA256     string    `json:"sha256"`               // hex SHA-256 of the file
 	MIME       string    `json:"mime,omitempty"`       // e.g. "image/jpeg"
-	Width      int       `json:"width,omitempty"`      // pixels, when known
+	Width      int       `json:"width,omitempty"`      // pixels: from the header of a JPEG, PNG or GIF, else as the sender said
 	Height     int       `json:"height,omitempty"`     // pixels, when known
 	DurationMs int64     `json:"durationMs,omitempty"` // clips and recordings, when known
 	Transport  string    `json:"transport"`            // TransportWebRTC or TransportHTTPS

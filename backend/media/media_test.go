@@ -5,6 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"image"
+	"image/jpeg"
+	"image/png"
 	"io"
 	"io/fs"
 	"math/rand/v2"
@@ -402,4 +405,42 @@ func TestOpenSweeps(t *testing.T) {
 		t.Fatalf("fresh partial: resumed %v, %v", tr, err)
 	}
 	tr.Cancel()
+}
+
+// The stored dimensions of a JPEG or PNG are the file's own, whatever the
+// sender claimed; other data keeps the claim.
+func TestImageDimensionsFromTheFile(t *testing.T) {
+	s := open(t, Options{})
+	img := image.NewRGBA(image.Rect(0, 0, 320, 200))
+	var jp, pn bytes.Buffer
+	if err := jpeg.Encode(&jp, img, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := png.Encode(&pn, img); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		data []byte
+		w, h int
+	}{{"photo.jpg", jp.Bytes(), 320, 200}, {"shot.png", pn.Bytes(), 320, 200}, {"clip.webm", randomData(5000, 11), 640, 480}} {
+		p := plan(t, c.data, 1024, "d1") // claims 640×480
+		p.Name = c.name
+		tr, err := s.Begin(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range p.Blocks {
+			if err := tr.WriteBlock(i, block(p, c.data, i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m, err := tr.Commit()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Width != c.w || m.Height != c.h {
+			t.Errorf("%s: %d×%d, want %d×%d", c.name, m.Width, m.Height, c.w, c.h)
+		}
+	}
 }

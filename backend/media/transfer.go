@@ -7,6 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image"
+	"image/gif"
+	"image/jpeg"
+	"image/png"
 	"io"
 	"io/fs"
 	"os"
@@ -313,7 +317,8 @@ func (t *Partial) save() error {
 }
 
 // Commit puts a complete transfer in place: the data is fsynced and its
-// SHA-256 checked against the plan's, renamed to <id><ext> in the media
+// SHA-256 checked against the plan's, the dimensions of a JPEG, PNG or GIF
+// read from its header (they replace what the plan claimed), renamed to <id><ext> in the media
 // folder, then the sidecar is written and the partial removed. Errors:
 // ErrIncomplete (blocks missing; the transfer stays open), ErrFileChecksum
 // (the transfer is discarded), ErrDiskFull, ErrDone, or the file system's
@@ -346,6 +351,10 @@ func (t *Partial) commit() (Meta, error) {
 	if sum := h.Sum(nil); !bytes.Equal(sum, p.SHA256[:]) {
 		return Meta{}, fmt.Errorf("media: transfer %s: %w", p.ID, ErrFileChecksum)
 	}
+	width, height := p.Width, p.Height
+	if w, h, ok := imageSize(io.NewSectionReader(t.f, 0, p.Size)); ok {
+		width, height = w, h
+	}
 	if err := t.f.Close(); err != nil {
 		return Meta{}, fmt.Errorf("media: transfer %s: close: %w", p.ID, diskErr(err))
 	}
@@ -353,7 +362,7 @@ func (t *Partial) commit() (Meta, error) {
 	m := Meta{
 		ID: p.ID, File: p.ID + ext(p.Name), Name: p.Name, Device: p.Device, Command: p.Command,
 		Time: s.o.Now().UTC(), Size: p.Size, SHA256: hex.EncodeToString(p.SHA256[:]), MIME: p.MIME,
-		Width: p.Width, Height: p.Height, DurationMs: p.DurationMs, Transport: p.Transport,
+		Width: width, Height: height, DurationMs: p.DurationMs, Transport: p.Transport,
 	}
 	if _, err := s.root.Lstat(m.File); err == nil {
 		return Meta{}, fmt.Errorf("media: %s: %w", m.File, fs.ErrExist)
@@ -420,4 +429,31 @@ func diskErr(err error) error {
 		return fmt.Errorf("%w: %w", ErrDiskFull, err)
 	}
 	return err
+}
+
+// imageSize reads the dimensions from a JPEG, PNG or GIF header (known by
+// its magic bytes; the decoders are called directly, nothing is registered
+// with package image); ok is false for anything else (a clip, a damaged
+// image).
+func imageSize(r io.ReaderAt) (w, h int, ok bool) {
+	var magic [8]byte
+	if _, err := r.ReadAt(magic[:], 0); err != nil {
+		return 0, 0, false
+	}
+	var decode func(io.Reader) (image.Config, error)
+	switch {
+	case bytes.HasPrefix(magic[:], []byte{0xff, 0xd8, 0xff}):
+		decode = jpeg.DecodeConfig
+	case bytes.HasPrefix(magic[:], []byte("\x89PNG\r\n\x1a\n")):
+		decode = png.DecodeConfig
+	case bytes.HasPrefix(magic[:], []byte("GIF8")):
+		decode = gif.DecodeConfig
+	default:
+		return 0, 0, false
+	}
+	c, err := decode(io.NewSectionReader(r, 0, 1<<62))
+	if err != nil || c.Width <= 0 || c.Height <= 0 {
+		return 0, 0, false
+	}
+	return c.Width, c.Height, true
 }
