@@ -81,6 +81,41 @@ func BenchmarkTransfer(b *testing.B) {
 	}
 }
 
+// BenchmarkPhoto2MB is one 2 MB photo from offer to the stored file with
+// the defaults: a new peer connection (gathering, ICE, DTLS, SCTP), the
+// transfer, the checks and the sidecar, as a camera.snap will pay it.
+//
+//	go test -run '^$' -bench Photo2MB -benchtime 20x -count 3 ./backend/rtc
+func BenchmarkPhoto2MB(b *testing.B) {
+	const size = 2_000_000
+	data := randomData(size, 12)
+	st, err := media.Open(filepath.Join(b.TempDir(), "media"), media.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	r := NewReceiver(st, Config{}, nil)
+	defer r.Close()
+	var s Sender
+	b.SetBytes(size)
+	b.ResetTimer()
+	for range b.N {
+		tr, err := r.Expect(Ticket{ID: media.NewID(), Device: "dev1", Command: "camera.snap"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		signal := func(ctx context.Context, offer string) (string, error) { return r.Answer(ctx, "dev1", tr.ID(), offer) }
+		if _, err := s.Send(ctx, File{ID: tr.ID(), Name: "photo.jpg", Data: bytes.NewReader(data), Size: size}, signal); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := tr.Wait(ctx); err != nil {
+			b.Fatal(err)
+		}
+		cancel()
+	}
+}
+
 // BenchmarkTCPCopy moves the same file over a plain TCP connection on
 // 127.0.0.1 into a file on disk (fsynced), with one SHA-256 on the
 // receiving side: the floor the data channel is compared with.
