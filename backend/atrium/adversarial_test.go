@@ -77,11 +77,20 @@ type atk struct {
 
 func startAttack(t *testing.T) *atk {
 	t.Helper()
+	return startAttackWith(t, nil)
+}
+
+// startAttackWith is startAttack with edit applied to the app's options.
+func startAttackWith(t *testing.T, edit func(*Options)) *atk {
+	t.Helper()
 	logs := &syncBuffer{}
 	a, ws := startAppWith(t, func(string) string { return "" }, func(_ string, o *Options) {
 		o.Bind = attackBind
 		o.MDNSInterfaces = []string{"atrium-none0"} // advertise nothing
 		o.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		if edit != nil {
+			edit(o)
+		}
 	})
 	seedWorkspace(t, a, ws, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -787,10 +796,15 @@ func TestAdversarialLAN(t *testing.T) {
 			must(t, err)
 			held = append(held, c)
 		}
+		// The LAN listener counts a connection as unauthenticated until its
+		// WebSocket is: one more from that address is closed at accept (the
+		// gateway's own cap, 503 at the same 16 per address, is behind it).
+		before := len(k.denied())
 		_, resp, err := websocket.Dial(k.ctx, k.wssURL(), &websocket.DialOptions{HTTPClient: k.from("127.0.0.42")})
-		if err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
-			t.Errorf("connection %d from one address waiting for its handshake: %v %v, want 503 with Retry-After", len(held)+1, resp, err)
+		if err == nil || resp != nil {
+			t.Errorf("connection %d from one address waiting for its handshake: %v %v, want it closed at accept", len(held)+1, resp, err)
 		}
+		k.audited("one WebSocket too many from an address", before, "gateway.connlimit", k.lanAddr)
 		// Another machine is not locked out by it.
 		if _, err := k.dev("127.0.0.10", phoneKey, gateway.ClientOptions{Role: gateway.RoleOperator, DeviceToken: phoneToks[gateway.RoleOperator]}); err != nil {
 			t.Errorf("the phone while another address holds its cap: %v", err)
@@ -851,7 +865,7 @@ func TestAdversarialLAN(t *testing.T) {
 		// address is served meanwhile.
 		hold("127.0.0.50", DefaultMaxLANPendingPerAddr)
 		waitPending(DefaultMaxLANPendingPerAddr)
-		refused("127.0.0.50", fmt.Sprintf("from 127.0.0.50 waiting for a request (%d)", DefaultMaxLANPendingPerAddr))
+		refused("127.0.0.50", fmt.Sprintf("unauthenticated connections from 127.0.0.50 (%d)", DefaultMaxLANPendingPerAddr))
 		if code, err := k.get("127.0.0.51", "/healthz"); code != http.StatusOK {
 			t.Errorf("another address while 127.0.0.50 holds its cap: %d %v, want 200", code, err)
 		}
@@ -861,7 +875,7 @@ func TestAdversarialLAN(t *testing.T) {
 			hold(fmt.Sprintf("127.0.0.%d", 50+i), min(DefaultMaxLANPendingPerAddr, DefaultMaxLANPending-len(held)))
 		}
 		waitPending(DefaultMaxLANPending)
-		refused("127.0.0.70", fmt.Sprintf("too many connections waiting for a request (%d)", DefaultMaxLANPending))
+		refused("127.0.0.70", fmt.Sprintf("too many unauthenticated connections (%d)", DefaultMaxLANPending))
 		resp, err := http.Get("http://" + k.a.Gateway.Addr() + "/healthz")
 		if err != nil || resp.StatusCode != http.StatusOK {
 			t.Errorf("the plain listener on 127.0.0.1 while the LAN cap is full: %v %v", resp, err)
@@ -896,7 +910,7 @@ func TestAdversarialLAN(t *testing.T) {
 			}
 		}
 		waitPending(DefaultMaxLANPendingPerAddr)
-		refused("127.0.0.71", "from 127.0.0.71 waiting for a request")
+		refused("127.0.0.71", "unauthenticated connections from 127.0.0.71")
 	})
 
 	t.Run("Host_and_Origin_(DNS_rebinding)", func(t *testing.T) {

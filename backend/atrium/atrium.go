@@ -104,13 +104,22 @@ type Options struct {
 	// the served addresses; see discovery.AdvertiserOptions.Interfaces).
 	MDNSInterfaces []string
 	// MaxLANPending caps the connections to the LAN listeners, all
-	// addresses together, that are waiting for a request: not yet past
-	// their first byte, in their TLS handshake, sending their request head,
-	// or idle between keep-alive requests (default DefaultMaxLANPending);
+	// addresses together, that are not authenticated: every connection from
+	// its accept until it closes or a WebSocket on it completes its
+	// handshake (before its first byte, in its TLS handshake, sending a
+	// request, waiting for or reading its answer, idle between keep-alive
+	// requests, in the WebSocket handshake); default DefaultMaxLANPending.
 	// MaxLANPendingPerAddr caps them per remote address, an IPv6 address
 	// counted by its /64 (default DefaultMaxLANPendingPerAddr). A
 	// connection over a cap is closed at once.
 	MaxLANPending, MaxLANPendingPerAddr int
+	// MaxLANConns caps the connections open on the LAN listeners,
+	// authenticated or not (default DefaultMaxLANConns); it is lowered to
+	// what the process's open-file limit leaves after a reserve of a
+	// quarter of it (at least 256, at most half) for everything else, the
+	// 127.0.0.1 listener first. A connection over it, or one given a file
+	// descriptor inside that reserve, is closed at once.
+	MaxLANConns int
 }
 
 // App is a built Atrium backend. Fields are read-only after New.
@@ -284,7 +293,7 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 		return nil, err
 	}
 	a.lan.mdnsIfs = o.MDNSInterfaces
-	a.lan.pending = newPendingLimiter(o.MaxLANPending, o.MaxLANPendingPerAddr)
+	a.lan.pending = newPendingLimiter(o.MaxLANPending, o.MaxLANPendingPerAddr, o.MaxLANConns)
 
 	port := o.Port
 	switch {

@@ -214,6 +214,7 @@ func (a *App) listenLAN() error {
 	}
 	conf := cert.ServerConfig()
 	conf.NextProtos = []string{"http/1.1"} // WebSocket upgrades need HTTP/1.1
+	a.lan.pending.budget(openFileLimit())
 	var served []netip.Addr
 	for _, ip := range addrs {
 		addr := netip.AddrPortFrom(ip, uint16(port)).String()
@@ -274,15 +275,12 @@ func (a *App) runLAN(ctx context.Context) error {
 	h := gateway.ServeHosts(a.lanHandler(), a.lan.hosts)
 	var wg sync.WaitGroup
 	errc := make(chan error, len(a.lan.listeners))
-	var servers []*http.Server
+	var servers []*gateway.HTTPServer
 	for _, l := range a.lan.listeners {
-		srv := &http.Server{
-			Handler:           h,
-			ReadHeaderTimeout: 10 * time.Second, // also bounds the TLS handshake
-			IdleTimeout:       lanIdleTimeout,
-			ConnState:         a.lan.pending.track,
-			ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
-		}
+		// The gateway's bounds of every phase (gateway.Timeouts) and its
+		// check of each request head; a connection holds its slot of
+		// pendingLimiter until a WebSocket on it is authenticated.
+		srv := a.Gateway.HTTPServer(h, a.lan.pending.connContext)
 		servers = append(servers, srv)
 		wg.Add(1)
 		go func() {
@@ -309,10 +307,6 @@ func (a *App) runLAN(ctx context.Context) error {
 	wg.Wait()
 	return err
 }
-
-// lanIdleTimeout bounds how long a LAN connection may wait between
-// keep-alive requests (without it net/http waits for ever).
-const lanIdleTimeout = 30 * time.Second
 
 // shutdownGrace bounds the LAN servers' shutdown.
 const shutdownGrace = 5 * time.Second
@@ -372,8 +366,9 @@ func (a *App) lanPairInfo() devices.PairInfo {
 func (a *App) refusePlaintext(c net.Conn, listener string) {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	target := listener + " (not HTTP)"
+	target, host := listener+" (not HTTP)", ""
 	if req, err := http.ReadRequest(bufio.NewReaderSize(io.LimitReader(c, 16<<10), 4096)); err == nil {
+		host = req.Host
 		path := req.URL.EscapedPath()
 		if req.URL.RawQuery != "" || req.URL.ForceQuery {
 			path += "?…" // the query is not recorded
@@ -399,13 +394,9 @@ func (a *App) refusePlaintext(c net.Conn, listener string) {
 			a.log.Error("audit not written", "err", err)
 		}
 	}
-	body := "this address serves HTTPS only: use https://" + listener + "/\n"
-	_, _ = fmt.Fprintf(c, "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\n"+
-		"Cache-Control: no-store\r\nConnection: close\r\n\r\n%s", len(body), body)
-	if cw, ok := c.(interface{ CloseWrite() error }); ok {
-		_ = cw.CloseWrite()
-		_, _ = io.Copy(io.Discard, io.LimitReader(c, 64<<10)) // let the client read the answer before the close
-	}
+	// With the headers of every response; the client reads the answer
+	// before the close.
+	gateway.WriteRefusal(c, http.StatusBadRequest, "this address serves HTTPS only: use https://"+listener+"/", host)
 }
 
 // refuseFull records a LAN connection closed because a cap of
@@ -460,13 +451,14 @@ func (l *plainLimiter) admit(now time.Time) (skipped int, ok bool) {
 }
 
 // tlsListener hands out TLS connections for what arrives on a TCP
-// listener: a new connection takes a slot of pending (over a cap it is
-// closed at once and reported to full); its first byte is read (10 s at
-// most) in its own goroutine; 0x16, a TLS handshake record, makes it a
-// tls.Server connection returned by Accept; anything else goes to refuse.
-// The http.Server's ReadHeaderTimeout bounds the TLS handshake and the
-// request head, its ConnState hook (pendingLimiter.track) gives the slot
-// back once a request was read.
+// listener: a new connection is admitted by pending (over a cap or the
+// open-file budget it is closed at once and reported to full); its first
+// byte is read (10 s at most) in its own goroutine; 0x16, a TLS handshake
+// record, starts the TLS handshake there (10 s at most, both directions),
+// and the connection is returned by Accept once it completed; anything
+// else goes to refuse. The gateway's HTTPServer bounds every later phase;
+// the connection holds its slot of pending until a WebSocket on it is
+// authenticated or it closes.
 type tlsListener struct {
 	net.Listener
 	conf    *tls.Config
@@ -479,7 +471,8 @@ type tlsListener struct {
 	once    sync.Once
 }
 
-// sniffTimeout bounds the wait for a new connection's first byte.
+// sniffTimeout bounds the wait for a new connection's first byte, and
+// then its TLS handshake.
 const sniffTimeout = 10 * time.Second
 
 func newTLSListener(ln net.Listener, conf *tls.Config, refuse func(net.Conn, string), pending *pendingLimiter,
@@ -512,7 +505,7 @@ func (l *tlsListener) acceptLoop() {
 		}
 		delay = 0
 		sc := &slotConn{Conn: c, lim: l.pending, key: pendingKey(c.RemoteAddr())}
-		if reason := l.pending.take(sc); reason != "" {
+		if reason := l.pending.admit(sc, connFD(c)); reason != "" {
 			_ = c.Close()
 			l.full(c.RemoteAddr(), l.Addr().String(), reason)
 			continue
@@ -535,14 +528,22 @@ func (l *tlsListener) sniff(c *slotConn) {
 		l.refuse(pc, l.Addr().String())
 		return
 	}
+	tc := tls.Server(pc, l.conf)
+	_ = tc.SetDeadline(time.Now().Add(sniffTimeout))
+	if err := tc.Handshake(); err != nil {
+		l.log.Debug("gateway LAN TLS handshake failed", "remote", c.RemoteAddr().String(), "err", err)
+		_ = tc.Close()
+		return
+	}
+	_ = tc.SetDeadline(time.Time{})
 	select {
-	case l.conns <- tls.Server(pc, l.conf):
+	case l.conns <- tc:
 	case <-l.done:
-		c.Close()
+		_ = tc.Close()
 	}
 }
 
-// Accept returns the next connection that began a TLS handshake.
+// Accept returns the next connection that completed a TLS handshake.
 func (l *tlsListener) Accept() (net.Conn, error) {
 	select {
 	case c := <-l.conns:
@@ -578,33 +579,76 @@ func (p *peekedConn) CloseWrite() error {
 	return nil
 }
 
-// Defaults of Options.MaxLANPending and Options.MaxLANPendingPerAddr.
+// Defaults of Options.MaxLANPending, Options.MaxLANPendingPerAddr and
+// Options.MaxLANConns.
 const (
 	DefaultMaxLANPending        = 128
 	DefaultMaxLANPendingPerAddr = 16
+	DefaultMaxLANConns          = 4096
 )
 
-// pendingLimiter caps the LAN connections waiting for a request (see
-// Options.MaxLANPending): in total and per remote address. A slot is taken
-// when the connection is accepted and when it turns idle between
-// keep-alive requests, and given back when a request head was read, the
-// connection is hijacked (the gateway's own pre-handshake caps take over)
-// or it closes.
+// minFDReserve is the least of the open-file limit kept from the LAN
+// listeners (lanBudget).
+const minFDReserve = 256
+
+// lanBudget returns how many connections the LAN listeners may hold open
+// (maxConns, Options.MaxLANConns, 0 for DefaultMaxLANConns) under an
+// open-file limit (limit descriptors; 0: unknown), and the lowest file
+// descriptor number a new LAN connection may not have (0: no such check).
+// A quarter of the limit (at least minFDReserve, at most half) is kept for
+// everything else: the 127.0.0.1 listener (the desktop window, the CLI,
+// local nodes), the databases and index, the workers' pipes, log files.
+// Descriptors are numbered lowest-free first (POSIX), so a new connection
+// numbered n means n descriptors below it are open.
+func lanBudget(maxConns, limit int) (conns, fdCeiling int) {
+	if maxConns <= 0 {
+		maxConns = DefaultMaxLANConns
+	}
+	if limit <= 0 {
+		return maxConns, 0
+	}
+	reserve := min(max(minFDReserve, limit/4), limit/2)
+	return min(maxConns, limit-reserve), limit - reserve
+}
+
+// pendingLimiter admits the LAN listeners' connections: it caps those not
+// yet authenticated (see Options.MaxLANPending), in total and per remote
+// address, and all open ones (Options.MaxLANConns and the open-file
+// budget, lanBudget). A connection is counted from its accept until it
+// closes, and as unauthenticated until then or until a WebSocket on it is
+// authenticated (gateway.WithAuthenticatedHook): before its first byte,
+// in its TLS handshake, sending a request, waiting for its answer,
+// reading it, idle between keep-alive requests, or in a WebSocket
+// handshake.
 type pendingLimiter struct {
 	max, perAddr int
+	maxConns     int // Options.MaxLANConns as given (budget applies the limit)
 	mu           sync.Mutex
 	n            int
 	byAddr       map[string]int
+	open         int
+	maxOpen      int // lanBudget's conns
+	fdCeiling    int // lanBudget's fdCeiling
 }
 
-func newPendingLimiter(max, perAddr int) *pendingLimiter {
+func newPendingLimiter(max, perAddr, maxConns int) *pendingLimiter {
 	if max <= 0 {
 		max = DefaultMaxLANPending
 	}
 	if perAddr <= 0 {
 		perAddr = DefaultMaxLANPendingPerAddr
 	}
-	return &pendingLimiter{max: max, perAddr: perAddr, byAddr: map[string]int{}}
+	l := &pendingLimiter{max: max, perAddr: perAddr, maxConns: maxConns, byAddr: map[string]int{}}
+	l.maxOpen, l.fdCeiling = lanBudget(maxConns, 0)
+	return l
+}
+
+// budget sets the open-connection budget for an open-file limit (0:
+// unknown), see lanBudget.
+func (l *pendingLimiter) budget(fileLimit int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.maxOpen, l.fdCeiling = lanBudget(l.maxConns, fileLimit)
 }
 
 // pendingKey is the address a connection is counted under: its IPv4
@@ -621,29 +665,48 @@ func pendingKey(remote net.Addr) string {
 	return ip.String()
 }
 
-// take gives c a slot unless it holds one; it returns "" when c holds one
-// after, else the reason for refusing (a cap is full).
-func (l *pendingLimiter) take(c *slotConn) string {
+// admit counts a new connection (file descriptor fd, -1 when unknown) as
+// open and unauthenticated; it returns "" when admitted, else the reason
+// for refusing it (a cap or the budget is full).
+func (l *pendingLimiter) admit(c *slotConn, fd int) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
-	case c.held:
-		return ""
+	case l.open >= l.maxOpen:
+		return fmt.Sprintf("too many open LAN connections (%d, the LAN listeners' share of open files)", l.maxOpen)
+	case l.fdCeiling > 0 && fd >= l.fdCeiling:
+		return fmt.Sprintf("the process is near its open-file limit (file descriptor %d; the rest is kept for this machine)", fd)
 	case l.n >= l.max:
-		return fmt.Sprintf("too many connections waiting for a request (%d)", l.max)
+		return fmt.Sprintf("too many unauthenticated connections (%d)", l.max)
 	case l.byAddr[c.key] >= l.perAddr:
-		return fmt.Sprintf("too many connections from %s waiting for a request (%d)", c.key, l.perAddr)
+		return fmt.Sprintf("too many unauthenticated connections from %s (%d)", c.key, l.perAddr)
 	}
-	c.held = true
+	c.held, c.open = true, true
+	l.open++
 	l.n++
 	l.byAddr[c.key]++
 	return ""
 }
 
-// give gives back c's slot, if it holds one.
-func (l *pendingLimiter) give(c *slotConn) {
+// authenticated stops counting c as unauthenticated.
+func (l *pendingLimiter) authenticated(c *slotConn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.giveLocked(c)
+}
+
+// closed stops counting c.
+func (l *pendingLimiter) closed(c *slotConn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.giveLocked(c)
+	if c.open {
+		c.open = false
+		l.open--
+	}
+}
+
+func (l *pendingLimiter) giveLocked(c *slotConn) {
 	if !c.held {
 		return
 	}
@@ -656,53 +719,58 @@ func (l *pendingLimiter) give(c *slotConn) {
 	}
 }
 
-// count reports the connections holding a slot.
+// count reports the unauthenticated connections.
 func (l *pendingLimiter) count() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.n
 }
 
-// track is the LAN servers' http.Server.ConnState hook: a request read
-// (active) or a hijack gives the slot back; a connection going idle takes
-// one again, and is closed when a cap is full.
-func (l *pendingLimiter) track(c net.Conn, state http.ConnState) {
+// openConns reports the open connections.
+func (l *pendingLimiter) openConns() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.open
+}
+
+// connContext is the LAN servers' ConnContext (gateway.HTTPServer): a
+// WebSocket authenticated on the connection stops counting it as
+// unauthenticated.
+func (l *pendingLimiter) connContext(ctx context.Context, c net.Conn) context.Context {
 	sc := slotOf(c)
 	if sc == nil {
-		return
+		return ctx
 	}
-	switch state {
-	case http.StateActive, http.StateHijacked:
-		l.give(sc)
-	case http.StateIdle:
-		if l.take(sc) != "" {
-			_ = c.Close()
-		}
-	}
+	return gateway.WithAuthenticatedHook(ctx, func() { l.authenticated(sc) })
 }
 
 // slotOf finds the slotConn under a connection tlsListener returned.
 func slotOf(c net.Conn) *slotConn {
-	if tc, ok := c.(*tls.Conn); ok {
-		c = tc.NetConn()
+	for {
+		switch x := c.(type) {
+		case *slotConn:
+			return x
+		case *peekedConn:
+			c = x.Conn
+		case interface{ NetConn() net.Conn }: // *tls.Conn
+			c = x.NetConn()
+		default:
+			return nil
+		}
 	}
-	if pc, ok := c.(*peekedConn); ok {
-		c = pc.Conn
-	}
-	sc, _ := c.(*slotConn)
-	return sc
 }
 
-// slotConn is an accepted LAN connection; closing it gives back its slot.
+// slotConn is an accepted LAN connection; closing it stops counting it.
 type slotConn struct {
 	net.Conn
 	lim  *pendingLimiter
 	key  string // pendingKey of the remote address
-	held bool   // guarded by lim.mu
+	held bool   // counted as unauthenticated; guarded by lim.mu
+	open bool   // counted as open; guarded by lim.mu
 }
 
 func (c *slotConn) Close() error {
-	c.lim.give(c)
+	c.lim.closed(c)
 	return c.Conn.Close()
 }
 

@@ -15,5 +15,8 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "worker" {
 		os.Exit(worker.Main(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == lanAttackerArg { // another machine on the LAN (adversarial_listen_test.go)
+		os.Exit(lanAttacker(os.Args[2:]))
+	}
 	os.Exit(m.Run())
 }

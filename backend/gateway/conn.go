@@ -124,9 +124,13 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.removeConn(c)
 	go c.writeLoop()
+	hook := authenticatedHook(r.Context()) // a LAN listener's count of unauthenticated connections
 	c.run(func() {
 		s.releasePreAuth(ip)
 		preAuth = false
+		if hook != nil {
+			hook()
+		}
 	})
 }
 
@@ -632,7 +636,7 @@ func (c *conn) writeLoop() {
 			}
 		}
 		for _, f := range batch {
-			if err := c.ws.Write(c.ctx, websocket.MessageText, f); err != nil {
+			if err := c.writeFrame(f); err != nil {
 				c.s.log.Debug("connection write failed", "connId", c.id, "err", err)
 				c.cancel()
 				return
@@ -649,6 +653,14 @@ func (c *conn) writeLoop() {
 			}
 		}
 	}
+}
+
+// writeFrame writes one frame within Options.FrameWriteTimeout; when the
+// time runs out the websocket library closes the socket.
+func (c *conn) writeFrame(f []byte) error {
+	ctx, cancel := context.WithTimeout(c.ctx, c.s.opts.FrameWriteTimeout)
+	defer cancel()
+	return c.ws.Write(ctx, websocket.MessageText, f)
 }
 
 func (c *conn) tickLoop() {

@@ -43,6 +43,8 @@ const (
 	// DefaultCloseGrace is how long a connection closed for being slow may
 	// take to receive the rest of its current frame and the close frame.
 	DefaultCloseGrace = 30 * time.Second
+	// DefaultFrameWriteTimeout bounds writing one WebSocket frame.
+	DefaultFrameWriteTimeout = 60 * time.Second
 )
 
 // WebSocket close codes used by the gateway besides the standard 1001
@@ -129,6 +131,20 @@ type Options struct {
 	// answered at once with UNAVAILABLE, retryable, and not run: a client
 	// that floods requests costs the server a bounded number of handlers.
 	MaxInFlight int
+	// FrameWriteTimeout bounds writing one WebSocket frame to the socket;
+	// default 60 s. A connection whose peer does not take a frame in that
+	// time (it stopped reading, and the socket's buffers are full) is
+	// dropped: net/http's WriteTimeout does not reach a WebSocket, which
+	// it hands over (hijacks).
+	FrameWriteTimeout time.Duration
+	// Timeouts bound each phase of an HTTP connection of every listener
+	// ([Server.HTTPServer]: the one Run serves on 127.0.0.1 and the LAN
+	// ones); zero fields take the defaults ([Timeouts]).
+	Timeouts Timeouts
+	// MaxRequestHead is the largest request head (request line and
+	// header) the listeners read, in bytes; default 32 KiB. A larger one is
+	// answered 431 and the connection closed.
+	MaxRequestHead int
 	// Version is reported in hello-ok server.version and /healthz.
 	Version string
 	// AllowedOrigins are extra WebSocket Origin patterns (path.Match syntax,
@@ -237,7 +253,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.MaxPayload < 0 || opts.MaxBufferedBytes < 0 || opts.TickInterval < 0 || opts.HandshakeTimeout < 0 ||
 		opts.MaxPreAuthPayload < 0 || opts.MaxUnauthenticated < 0 || opts.MaxUnauthenticatedPerIP < 0 ||
-		opts.MaxTotalBufferedBytes < 0 || opts.CloseGrace < 0 || opts.MaxInFlight < 0 {
+		opts.MaxTotalBufferedBytes < 0 || opts.CloseGrace < 0 || opts.MaxInFlight < 0 ||
+		opts.FrameWriteTimeout < 0 || opts.MaxRequestHead < 0 ||
+		opts.Timeouts.Header < 0 || opts.Timeouts.Request < 0 || opts.Timeouts.Write < 0 || opts.Timeouts.Idle < 0 {
 		return nil, errors.New("gateway: negative limit in Options")
 	}
 	if opts.Addr == "" {
@@ -276,6 +294,13 @@ func New(opts Options) (*Server, error) {
 	if opts.MaxInFlight == 0 {
 		opts.MaxInFlight = DefaultMaxInFlight
 	}
+	if opts.FrameWriteTimeout == 0 {
+		opts.FrameWriteTimeout = DefaultFrameWriteTimeout
+	}
+	if opts.MaxRequestHead == 0 {
+		opts.MaxRequestHead = DefaultMaxRequestHead
+	}
+	opts.Timeouts = opts.Timeouts.withDefaults()
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -566,11 +591,7 @@ func (s *Server) Run(ctx context.Context) error {
 	ln := s.ln
 	s.lnMu.Unlock()
 
-	srv := &http.Server{
-		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-	}
+	srv := s.HTTPServer(s.handler, nil)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 
