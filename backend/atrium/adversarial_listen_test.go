@@ -8,6 +8,7 @@ package atrium
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -23,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/atrium-dev/atrium/backend/gateway"
 	"github.com/atrium-dev/atrium/backend/gwid"
 )
 
@@ -57,7 +59,16 @@ type attackReport struct {
 // it prints a "ready" report and keeps its connections (reopening those
 // the server closes, up to n) until its stdin closes; then it waits up to
 // <wait> for the server to close the ones still open and prints "done".
+//
+// `lan-attacker admin <ws-url>` is the person instead: for each line read
+// on its stdin it connects with the operator token in $ATRIUM_PROBE_TOKEN,
+// reads MEMORY.md and prints how long that took (adminProbe); it is
+// started before an attack, so that it needs no new descriptor in the
+// process that starts it.
 func lanAttacker(args []string) int {
+	if len(args) == 2 && args[0] == "admin" {
+		return adminProbe(args[1])
+	}
 	if len(args) != 6 {
 		fmt.Fprintln(os.Stderr, "usage: lan-attacker <addr> <slowbody|idle> <n> <prefix> <workers> <wait>")
 		return 2
@@ -206,6 +217,44 @@ func lanAttacker(args []string) int {
 	done.Phase = "done"
 	printReport(done)
 	return 0
+}
+
+// probeReport is what adminProbe prints.
+type probeReport struct {
+	Phase string  `json:"phase"` // "admin"
+	MS    float64 `json:"ms"`    // connect and one call, in milliseconds
+	Err   string  `json:"err,omitempty"`
+}
+
+// adminProbe, for each line on stdin, connects to wsURL as the person
+// (30 s at most), reads MEMORY.md through the gateway and prints a
+// probeReport.
+func adminProbe(wsURL string) int {
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		probeOnce(wsURL)
+	}
+	return 0
+}
+
+func probeOnce(wsURL string) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rep := probeReport{Phase: "admin"}
+	c, err := gateway.Dial(ctx, gateway.ClientOptions{URL: wsURL, Token: os.Getenv("ATRIUM_PROBE_TOKEN"), Role: gateway.RoleOperator,
+		Client: gateway.ClientInfo{ID: "probe-admin", Version: "test", Platform: "linux", Mode: "test", InstanceID: "probe-admin"}})
+	if err == nil {
+		var got struct{ Text string }
+		err = c.Call(ctx, "memory.get", map[string]any{"path": "MEMORY.md"}, &got)
+		c.Close()
+	}
+	rep.MS = float64(time.Since(start).Microseconds()) / 1000
+	if err != nil {
+		rep.Err = err.Error()
+	}
+	b, _ := json.Marshal(rep)
+	fmt.Println(string(b))
 }
 
 func printReport(r attackReport) {

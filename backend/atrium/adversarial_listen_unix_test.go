@@ -49,14 +49,15 @@ type attacker struct {
 }
 
 // startAttacker runs this test binary as a lanAttacker (TestMain) against
-// addr; its source addresses are <prefix>.1 … <prefix>.250.
-func startAttacker(t testing.TB, addr, mode string, n int, prefix string) *attacker {
+// addr, trying `workers` connections at a time; its source addresses are
+// <prefix>.1 … <prefix>.250.
+func startAttacker(t testing.TB, addr, mode string, n int, prefix string, workers int) *attacker {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(exe, lanAttackerArg, addr, mode, strconv.Itoa(n), prefix, "64", "90s")
+	cmd := exec.Command(exe, lanAttackerArg, addr, mode, strconv.Itoa(n), prefix, strconv.Itoa(workers), "90s")
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -122,7 +123,7 @@ func TestAdversarialSlowBody(t *testing.T) {
 			})
 			lanAddr := a.LAN().Addresses[0]
 			const n = 1500
-			atk := []*attacker{startAttacker(t, lanAddr, tc.mode, n, "127.0.3"), startAttacker(t, lanAddr, tc.mode, n, "127.0.4")}
+			atk := []*attacker{startAttacker(t, lanAddr, tc.mode, n, "127.0.3", 64), startAttacker(t, lanAddr, tc.mode, n, "127.0.4", 64)}
 			var ready []attackReport
 			for _, k := range atk {
 				ready = append(ready, k.report(t, "ready"))
@@ -162,4 +163,115 @@ func TestAdversarialSlowBody(t *testing.T) {
 			}
 		})
 	}
+}
+
+// procStatus reads a "kB" field of /proc/self/status through f (opened
+// beforehand; nil where there is no /proc), in MiB.
+func procStatus(f *os.File, field string) float64 {
+	if f == nil {
+		return 0
+	}
+	buf := make([]byte, 8192)
+	n, _ := f.ReadAt(buf, 0)
+	for _, line := range strings.Split(string(buf[:n]), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+// openFDs counts this process's open descriptors through dir, /proc/self/fd
+// opened beforehand (nil: 0).
+func openFDs(dir *os.File) int {
+	if dir == nil {
+		return 0
+	}
+	if _, err := dir.Seek(0, io.SeekStart); err != nil {
+		return 0
+	}
+	names, err := dir.Readdirnames(-1)
+	if err != nil {
+		return 0
+	}
+	return len(names)
+}
+
+// TestSlowBodyLoad measures the slow-body attack of issue 21 as it was
+// reported: two attacker processes, 10,000 connections each (override with
+// ATRIUM_SLOWBODY_N), against the real app over TLS with the process's own
+// open-file limit. It logs the connections the attackers hold, the app
+// process's RSS and open descriptors while they hold them, and how long
+// the person, from another process on 127.0.0.1, takes to connect and read
+// MEMORY.md (or that it failed within 30 s), before, during and after. A
+// measurement, not a check: run it on purpose (docs/BENCHMARKS.md),
+//
+//	ATRIUM_SLOWBODY_LOAD=1 go test -count=1 -run TestSlowBodyLoad -v ./backend/atrium
+func TestSlowBodyLoad(t *testing.T) {
+	if os.Getenv("ATRIUM_SLOWBODY_LOAD") == "" {
+		t.Skip("a load measurement: set ATRIUM_SLOWBODY_LOAD=1 (docs/BENCHMARKS.md)")
+	}
+	n := 10000
+	if v, err := strconv.Atoi(os.Getenv("ATRIUM_SLOWBODY_N")); err == nil && v > 0 {
+		n = v
+	}
+	// What is measured during the attack is opened before it: the process
+	// may have no descriptor left then.
+	fdDir, _ := os.Open("/proc/self/fd")
+	status, _ := os.Open("/proc/self/status")
+	t.Cleanup(func() { _ = fdDir.Close(); _ = status.Close() })
+	a, _ := startAppWith(t, func(string) string { return "" }, func(_ string, o *Options) {
+		o.Bind = attackBind
+		o.MDNSInterfaces = []string{"atrium-none0"}
+	})
+	exe, err := os.Executable()
+	must(t, err)
+	pc := exec.Command(exe, lanAttackerArg, "admin", a.WSURL())
+	pc.Env = append(os.Environ(), "ATRIUM_PROBE_TOKEN="+a.Token)
+	pc.Stderr = os.Stderr
+	pin, err := pc.StdinPipe()
+	must(t, err)
+	pout, err := pc.StdoutPipe()
+	must(t, err)
+	must(t, pc.Start())
+	t.Cleanup(func() { _ = pin.Close(); _ = pc.Wait() })
+	probeOut := bufio.NewScanner(pout)
+	probe := func(when string) {
+		t.Helper()
+		if _, err := io.WriteString(pin, "\n"); err != nil {
+			t.Fatal(err)
+		}
+		if !probeOut.Scan() {
+			t.Fatalf("the probe ended: %v", probeOut.Err())
+		}
+		t.Logf("%s: the person (another process) connects and reads MEMORY.md: %s", when, probeOut.Text())
+	}
+	var lim syscall.Rlimit
+	_ = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
+	t.Logf("open-file limit %d; before the attack: RSS %.0f MiB, %d descriptors", lim.Cur, procStatus(status, "VmRSS"), openFDs(fdDir))
+	probe("before the attack")
+	lanAddr := a.LAN().Addresses[0]
+	start := time.Now()
+	// 32 at a time each: fewer than the 128 handshakes main let wait at
+	// once, so that no cap stops the attack before its request is sent.
+	atk := []*attacker{startAttacker(t, lanAddr, "slowbody", n, "127.0.5", 32), startAttacker(t, lanAddr, "slowbody", n, "127.0.6", 32)}
+	held, peak := 0, 0
+	for _, k := range atk {
+		r := k.report(t, "ready")
+		t.Logf("attacker %s ready: %+v", k.name, r)
+		held += r.Open
+		peak += r.Peak
+	}
+	t.Logf("after %v of attack (2 × %d tried): the attackers hold %d connections (peaks %d); app process RSS %.0f MiB (peak %.0f MiB), %d descriptors",
+		time.Since(start).Round(time.Second), n, held, peak, procStatus(status, "VmRSS"), procStatus(status, "VmHWM"), openFDs(fdDir))
+	probe("during the attack")
+	for _, k := range atk {
+		_ = k.stdin.Close()
+	}
+	for _, k := range atk {
+		t.Logf("attacker %s done: %+v", k.name, k.report(t, "done"))
+	}
+	t.Logf("after the attack: RSS %.0f MiB, %d descriptors", procStatus(status, "VmRSS"), openFDs(fdDir))
+	probe("after the attack")
 }
