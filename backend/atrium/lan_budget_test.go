@@ -56,6 +56,14 @@ func (k *atk) closedAtOnce(src, why string) {
 	if _, err := c.Read(make([]byte, 1)); err == nil || errors.As(err, &ne) && ne.Timeout() {
 		k.t.Fatalf("a connection from %s (%s): read %v, want it closed by the server", src, why, err)
 	}
+	k.awaitConnlimit(before, src, why)
+}
+
+// awaitConnlimit waits for a gateway.connlimit audit entry for src whose
+// reason holds why, recorded after the first `before` denied entries (the
+// entry may follow the close).
+func (k *atk) awaitConnlimit(before int, src, why string) {
+	k.t.Helper()
 	for {
 		es := k.denied()
 		for _, e := range es[:max(len(es)-before, 0)] {
