@@ -74,7 +74,7 @@ type lan struct {
 	listeners []*tlsListener
 	adv       *discovery.Advertiser
 	plain     plainLimiter
-	pending   *pendingLimiter // connections waiting for a request
+	pending   *pendingLimiter // unauthenticated and open connections, the open-file budget
 	full      plainLimiter    // rate of the log and audit entries of pendingLimiter's refusals
 }
 

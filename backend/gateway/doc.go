@@ -54,6 +54,14 @@
 // closed (1008, "slow consumer: ..."), and a client that reads again within
 // Options.CloseGrace receives that close frame.
 //
-// Every HTTP response carries a Content-Security-Policy, X-Frame-Options
-// DENY, X-Content-Type-Options nosniff and Referrer-Policy no-referrer.
+// Every listener is served by [Server.HTTPServer]: each phase of a
+// connection is bounded ([Timeouts]; a WebSocket, once upgraded, by the
+// handshake timeout and Options.FrameWriteTimeout), and each request head
+// is checked before net/http reads it, so that what net/http would refuse
+// on its own (a malformed request line, header or Host, a head too large,
+// not HTTP/1.x) and what the gateway does not take (a request body, an
+// unknown Expect) is refused by the gateway, with the headers of every
+// response. Every HTTP response carries a Content-Security-Policy,
+// X-Frame-Options DENY, X-Content-Type-Options nosniff and Referrer-Policy
+// no-referrer.
 package gateway

@@ -93,9 +93,10 @@ type HTTPServer struct {
 // Each request head (at most Options.MaxRequestHead bytes) is checked
 // before net/http reads it, with the checks net/http applies, and refused
 // here, with the security headers, when it would fail them: 400 (malformed
-// request line or header, missing or malformed Host), 413 (a request body:
-// no route takes one), 417 (an Expect other than 100-continue), 431 (head
-// too large), 505 (not HTTP/1.x). The connection is then closed.
+// request line or header, a missing, malformed or repeated Host, a bad
+// Content-Length or transfer coding), 413 (a request body: no route takes
+// one), 417 (an Expect other than 100-continue), 431 (head too large), 505
+// (not HTTP/1.x). The connection is then closed.
 func (s *Server) HTTPServer(h http.Handler, connContext func(ctx context.Context, c net.Conn) context.Context) *HTTPServer {
 	t := s.opts.Timeouts
 	hs := &HTTPServer{maxHead: s.opts.MaxRequestHead, header: t.Header, log: s.log}
@@ -144,9 +145,9 @@ type authHookKey struct{}
 // WithAuthenticatedHook returns ctx carrying f, for http.Server.ConnContext
 // (the connContext of [Server.HTTPServer]): when a WebSocket of that
 // connection completes its handshake (its credentials checked and
-// confirmed, hello-ok about to be written), the gateway calls f once, on
-// the connection's goroutine. The LAN listeners count a connection against
-// their caps until then.
+// confirmed, hello-ok queued, Options.OnAuthenticated run), the gateway
+// calls f once, on the connection's goroutine. The LAN listeners count a
+// connection as unauthenticated until then.
 func WithAuthenticatedHook(ctx context.Context, f func()) context.Context {
 	return context.WithValue(ctx, authHookKey{}, f)
 }
