@@ -34,11 +34,17 @@ func TestInvokeBoundPerConnection(t *testing.T) {
 	for range 3 {
 		reqs = append(reqs, n.request())
 	}
+	// node.list and node.describe say how many wait (a caller with several
+	// candidates picks the freest).
+	var d Node
+	if err := op.Call(context.Background(), MethodNodeDescribe, map[string]string{"nodeId": n.id}, &d); err != nil || d.InvokesInFlight != 3 {
+		t.Fatalf("node.describe with 3 invokes waiting: invokesInFlight %d (%v)", d.InvokesInFlight, err)
+	}
 	_, err := invoke(op, p)
 	wantCode(t, err, gateway.CodeUnavailable, "node busy is busy: 3 invokes wait for it already")
 	var ge *gateway.Error
-	if !errors.As(err, &ge) || !ge.Retryable {
-		t.Fatalf("busy refusal %+v: want retryable", err)
+	if !errors.As(err, &ge) || !ge.Retryable || ge.Details["reason"] != ReasonBusy {
+		t.Fatalf("busy refusal %+v: want retryable, reason %s", err, ReasonBusy)
 	}
 	if err := n.answer(reqs[0].ID, map[string]string{"path": "/bin/x"}); err != nil {
 		t.Fatal(err)
@@ -52,6 +58,16 @@ func TestInvokeBoundPerConnection(t *testing.T) {
 	}()
 	if r, err := invoke(op, p); err != nil || !r.OK {
 		t.Fatalf("invoke after a place was freed: %+v %v", r, err)
+	}
+	for _, r := range reqs[1:] {
+		if err := n.answer(r.ID, map[string]string{"path": "/bin/x"}); err != nil {
+			t.Fatal(err)
+		}
+		<-results
+	}
+	var l struct{ Nodes []Node }
+	if err := op.Call(context.Background(), MethodNodeList, nil, &l); err != nil || len(l.Nodes) != 1 || l.Nodes[0].InvokesInFlight != 0 {
+		t.Fatalf("node.list once every invoke was answered: %+v (%v)", l.Nodes, err)
 	}
 }
 
@@ -78,6 +94,9 @@ func TestInvokeNodeAnswersBusy(t *testing.T) {
 	p := map[string]any{"nodeId": n.id, "command": "system.which", "params": map[string]string{"name": "x"}, "idempotencyKey": "k-1"}
 	_, err := invoke(op, p)
 	wantCode(t, err, gateway.CodeUnavailable, "node host: node busy: 8 commands running")
+	if ge := (*gateway.Error)(nil); !errors.As(err, &ge) || ge.Details["reason"] != ReasonBusy {
+		t.Fatalf("the node's busy answer %+v: want reason %s", err, ReasonBusy)
+	}
 	if r, err := invoke(op, p); err != nil || !r.OK {
 		t.Fatalf("retry with the same key: %+v %v", r, err)
 	}

@@ -36,6 +36,8 @@ const (
 // LastSeen is the last time the node connected, answered or disconnected;
 // ConnectedAt when its newest connection opened. A disconnected node stays
 // listed (Connected false, no Connections) for the presence TTL.
+// InvokesInFlight is how many invokes sent to its connections wait for an
+// answer now (a caller choosing among several nodes picks the freest).
 type Node struct {
 	NodeID      string   `json:"nodeId"`
 	DisplayName string   `json:"displayName"`
@@ -51,7 +53,8 @@ type Node struct {
 	LastSeen    int64    `json:"lastSeen"`
 	ConnectedAt int64    `json:"connectedAt"`
 	// Connections are the node's open connections, newest first.
-	Connections []NodeConnection `json:"connections"`
+	Connections     []NodeConnection `json:"connections"`
+	InvokesInFlight int              `json:"invokesInFlight"`
 }
 
 // NodeConnection is one open connection of a node: the client it says it
@@ -152,7 +155,7 @@ func (s *Service) Nodes() []Node {
 	s.mu.Lock()
 	out := make([]Node, 0, len(s.nodes))
 	for _, ns := range s.nodes {
-		out = append(out, cloneNode(ns.node))
+		out = append(out, s.snapshotLocked(ns))
 	}
 	s.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool {
@@ -188,7 +191,16 @@ func (s *Service) Describe(id string) (Node, error) {
 	if ns == nil {
 		return Node{}, gateway.Errorf(gateway.CodeNotFound, "no node %q", id)
 	}
-	return cloneNode(ns.node), nil
+	return s.snapshotLocked(ns), nil
+}
+
+// snapshotLocked is a copy of ns.node with its invokes in flight.
+func (s *Service) snapshotLocked(ns *nodeState) Node {
+	n := cloneNode(ns.node)
+	for _, c := range ns.conns {
+		n.InvokesInFlight += s.pendingByConn[c.ConnID]
+	}
+	return n
 }
 
 func cloneNode(n Node) Node {
@@ -202,6 +214,26 @@ func cloneNode(n Node) Node {
 		n.Connections = []NodeConnection{}
 	}
 	return n
+}
+
+// Reasons in the details ({"reason": …}) of node.invoke's retryable
+// UNAVAILABLE errors after which the command certainly did not run, so a
+// caller may send it to another node at once (the CLI's --node with
+// several candidates does).
+const (
+	// ReasonBusy: every connection of the node that may run the command
+	// has MaxPendingInvokes invokes waiting, or the node answered busy.
+	ReasonBusy = "node_busy"
+	// ReasonNotConnected: the node has no open connection, or the one
+	// chosen was closing before the request could be sent.
+	ReasonNotConnected = "node_not_connected"
+)
+
+// unavailable is a retryable UNAVAILABLE with details {"reason": reason}.
+func unavailable(reason, format string, args ...any) *gateway.Error {
+	e := gateway.Errorf(gateway.CodeUnavailable, format, args...)
+	e.Details = map[string]any{"reason": reason}
+	return e
 }
 
 // Selector picks a node by what it offers: a connected node whose caps
@@ -320,7 +352,7 @@ func (s *Service) Invoke(ctx context.Context, who Caller, req InvokeRequest) (In
 		// consumer) or gone: nothing more it was sent can be answered.
 		// Its waiting invokes fail now rather than at their timeouts.
 		s.connClosing(inv.connID, inv.nodeID)
-		return InvokeResult{}, gateway.Errorf(gateway.CodeUnavailable, "node %s disconnected (its connection is closing)", inv.name)
+		return InvokeResult{}, unavailable(ReasonNotConnected, "node %s disconnected (its connection is closing)", inv.name)
 	}
 	// The node is told timeoutMs; its answer may take a moment to arrive.
 	t := time.NewTimer(timeout + min(timeout/10, 2*time.Second))
@@ -347,7 +379,7 @@ func (s *Service) Invoke(ctx context.Context, who Caller, req InvokeRequest) (In
 	if e := out.res.Error; !out.res.OK && e != nil && e.Code == gateway.CodeUnavailable && e.Retryable {
 		// The node could not take it now: a retryable protocol error (not
 		// a result the idempotency cache would keep).
-		return InvokeResult{}, gateway.Errorf(gateway.CodeUnavailable, "node %s: %s", inv.name, e.Message)
+		return InvokeResult{}, unavailable(ReasonBusy, "node %s: %s", inv.name, e.Message)
 	}
 	return InvokeResult{NodeID: inv.nodeID, Command: req.Command, OK: out.res.OK, Payload: out.res.Payload,
 		Error: out.res.Error, Media: out.res.Media}, nil
@@ -399,7 +431,7 @@ func (s *Service) target(req InvokeRequest) (*pendingInvoke, *gateway.Error) {
 		case ns == nil:
 			return &pendingInvoke{nodeID: req.NodeID}, gateway.Errorf(gateway.CodeNotFound, "no node %q", req.NodeID)
 		case len(ns.conns) == 0:
-			return &pendingInvoke{nodeID: req.NodeID}, gateway.Errorf(gateway.CodeUnavailable, "node %s is not connected", ns.node.DisplayName)
+			return &pendingInvoke{nodeID: req.NodeID}, unavailable(ReasonNotConnected, "node %s is not connected", ns.node.DisplayName)
 		}
 		for i := len(ns.conns) - 1; i >= 0; i-- {
 			if slices.Contains(ns.conns[i].Commands, req.Command) {
@@ -443,7 +475,7 @@ func (s *Service) target(req InvokeRequest) (*pendingInvoke, *gateway.Error) {
 	i := slices.IndexFunc(conns, func(c peer) bool { return s.pendingByConn[c.ConnID] < s.o.MaxPendingInvokes })
 	if i < 0 {
 		c := conns[0]
-		return &pendingInvoke{nodeID: c.nodeID()}, gateway.Errorf(gateway.CodeUnavailable,
+		return &pendingInvoke{nodeID: c.nodeID()}, unavailable(ReasonBusy,
 			"node %s is busy: %d invokes wait for it already; try again later", s.nodes[c.nodeID()].node.DisplayName, s.o.MaxPendingInvokes)
 	}
 	c := conns[i]

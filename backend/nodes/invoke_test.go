@@ -2,6 +2,7 @@ package nodes
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -155,6 +156,9 @@ func TestInvokeNodeGoneMidInvoke(t *testing.T) {
 	})
 	_, err = invoke(op, map[string]any{"nodeId": n.id, "command": "system.run", "params": map[string]any{"command": []string{"true"}}})
 	wantCode(t, err, gateway.CodeUnavailable, "node laptop is not connected")
+	if ge := (*gateway.Error)(nil); !errors.As(err, &ge) || ge.Details["reason"] != ReasonNotConnected {
+		t.Fatalf("invoke of a disconnected node %+v: want reason %s", err, ReasonNotConnected)
+	}
 	if f.svc.AnyConnected() {
 		t.Fatal("AnyConnected with the only node gone")
 	}
