@@ -70,7 +70,7 @@ var allowed = map[string][]string{
 	"backend/bench/control":   {"backend/atrium", "backend/gateway", "backend/paths"},
 	"backend/cli": {"backend/device", "backend/atrium", "backend/paths", "backend/memory", "backend/config", "backend/gateway",
 		"backend/bench/retrieval", "backend/bench/scale", "backend/bench/control", "backend/acl", "backend/audit", "backend/guard", "backend/worker",
-		"backend/safefile", "backend/applock", "backend/nodehost", "backend/discovery", "backend/gwid"},
+		"backend/safefile", "backend/applock", "backend/nodehost", "backend/discovery", "backend/gwid", "backend/nodes"},
 	"backend/e2e": {"backend/gwid"},
 	"app":         {},
 	"frontend":    {},

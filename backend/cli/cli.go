@@ -105,11 +105,14 @@ func Main(args []string, o Options) int {
 	ctx, stop := signal.NotifyContext(o.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := run(ctx, args, o)
+	var status exitStatus
 	switch {
 	case err == nil:
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		return 0
+	case errors.As(err, &status):
+		return status.code // a node's command's own status: it printed what it had to say
 	case errors.Is(err, errUsage):
 		fmt.Fprintln(o.Stderr, "atrium:", err)
 		fmt.Fprintf(o.Stderr, "Run '%s' for usage.\n", helpHint(args))
@@ -161,7 +164,8 @@ func (f *appFlags) register(fs *flag.FlagSet) {
 }
 
 // parse parses flags that may appear before, between or after positional
-// arguments ("atrium memory search 数据库 --json").
+// arguments ("atrium memory search 数据库 --json"); everything after "--"
+// is positional ("atrium nodes run --node box -- ls -la").
 func parse(fs *flag.FlagSet, args []string, o Options) ([]string, error) {
 	var pos []string
 	for {
@@ -172,7 +176,11 @@ func parse(fs *flag.FlagSet, args []string, o Options) ([]string, error) {
 			}
 			return nil, fmt.Errorf("%w: %v", errUsage, err)
 		}
-		args = fs.Args()
+		rest := fs.Args()
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			return append(pos, rest...), nil // the flag package ate the "--" that ends the flags
+		}
+		args = rest
 		if len(args) == 0 {
 			return pos, nil
 		}
@@ -234,7 +242,7 @@ func run(ctx context.Context, args []string, o Options) error {
 			fmt.Fprint(o.Stdout, overview())
 			return nil
 		}
-		if len(args) > 2 || strings.HasPrefix(args[0], "-") {
+		if len(args) > 3 || strings.HasPrefix(args[0], "-") {
 			return fmt.Errorf("%w: help takes a command (and a subcommand), e.g. atrium help memory search", errUsage)
 		}
 		return run(ctx, append(args[:len(args):len(args)], "--help"), o)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -143,12 +144,27 @@ var nodesMethods = map[string]string{
 const scopeHelp = "what the device reaches in memory as an operator: authenticated (what the ACL grants `authenticated`), " +
 	"role:NAME (acting as that role), admin (everything, like this computer)"
 
-// runNodes runs `atrium nodes pending|approve|reject|list|rotate|revoke|remove`
-// against the running app (device.* methods, as admin).
+// runNodes runs `atrium nodes pending|approve|reject|list|scope|rotate|revoke|remove`
+// against the running app (device.* methods, as admin), and the node
+// commands describe|invoke|run|notify|location get (nodecmds.go).
 func runNodes(ctx context.Context, args []string, o Options) error {
 	sub, args := takeCommand(args)
+	if sub == "location" { // nodes location get: a subcommand of two words
+		verb, rest := takeCommand(args)
+		switch {
+		case verb == "get" || verb == "" && slices.ContainsFunc(rest, isHelpFlag):
+			sub, args = "location get", rest
+		case verb == "":
+			return fmt.Errorf("%w: nodes location needs a subcommand: get", errUsage)
+		default:
+			return fmt.Errorf("%w: unknown nodes location subcommand %q (get)", errUsage, verb)
+		}
+	}
 	if ok, err := group("nodes", sub, args, o); !ok {
 		return err
+	}
+	if slices.Contains(nodeCommandSubs, sub) {
+		return runNodeCommand(ctx, sub, args, o)
 	}
 	var c common
 	fs := newFlagSet("nodes "+sub, o)

@@ -68,6 +68,11 @@ func commands() []command {
 		{"nodes rotate", "[flags] DEVICE_ID --role ROLE", "issue a new device token (sent to the device if connected)", appHelp},
 		{"nodes revoke", "[flags] DEVICE_ID", "revoke a device's token(s) (--role ROLE; the pairing is kept\nso the device can ask for a repair)", appHelp},
 		{"nodes remove", "[flags] DEVICE_ID", "delete a device's pairing", appHelp},
+		{"nodes describe", "[flags] NODE", "a node's platform, connections, caps, commands and invokes in flight\n(NODE: a name, an id or id prefix, or caps:CAP)", nodeTargetHelp + appHelp},
+		{"nodes invoke", "[flags] --node NODE --command C", "run any command a node may run (--params JSON); prints its\nJSON result", nodeTargetHelp + invokeHelp + appHelp},
+		{"nodes run", "[flags] --node NODE -- COMMAND...", "run a program on a node (system.run; --cwd DIR, --timeout T):\nits stdout, stderr and exit code become this command's", nodeTargetHelp + runHelp + appHelp},
+		{"nodes notify", "[flags] --node NODE --title T", "show a notification on a node (system.notify; --body TEXT)", nodeTargetHelp + appHelp},
+		{"nodes location get", "[flags] --node NODE", "where a node is (location.get; --accuracy coarse|balanced|precise;\noff on a phone until its person turns it on)", nodeTargetHelp + locationHelp + appHelp},
 		{"node", "[flags]", "run this computer as a node of an Atrium gateway (pair once,\nthen serve system.run, system.which, system.notify)", nodeHelp},
 		{"version", "", "print the version", ""},
 		{"help", "[COMMAND [SUBCOMMAND]]", "this overview, or a command's usage", ""},
@@ -98,6 +103,24 @@ const (
 	appHelp = "This command talks to the running app of the state dir (--home, ATRIUM_HOME):\n" +
 		"its gateway.json says where the app listens (--port overrides it). Pairing and\n" +
 		"devices belong to the app, whichever workspace it serves: --workspace is not used."
+	invokeHelp = "--params is the command's params as a JSON object (default {}); --timeout is how\n" +
+		"long the node has (default 30s, at most 10m). The result's payload is printed\n" +
+		"as JSON (--json: the whole result, {nodeId, command, ok, payload, error}); a\n" +
+		"failure the node reports exits 1 with its code and message.\n\n"
+	runHelp = "The node's stdout and stderr are written to this command's, and its exit code\n" +
+		"is this command's: 124 when the node stopped it at the timeout, 128+N when a\n" +
+		"signal killed it. atrium's own failures exit 1 (2 for a usage mistake), which a\n" +
+		"command can also return: --json prints the whole result with exitCode.\n" +
+		"--timeout (default 2m) is capped by the node's exec-approvals.json timeoutMs\n" +
+		"(default 2 minutes). A node whose approvals say ask puts the command to the\n" +
+		"person in the Atrium window: this command prints that it waits for that\n" +
+		"approval, and the wait counts against --timeout. --env NAME=VALUE (repeatable)\n" +
+		"sets variables the node's envAllowlist lets through.\n\n"
+	locationHelp = "--accuracy: coarse (about 1 km; a position up to 10 minutes old will do),\n" +
+		"balanced (the default: the device's ordinary fix, up to a minute old) or precise\n" +
+		"(GPS, fresh). A phone answers only while its person has turned location on in\n" +
+		"the phone page (off by default; \"while the page is in use\"); otherwise the\n" +
+		"answer is FORBIDDEN and says so.\n\n"
 	asHelp = "\n\n--as ROLE acts as that role (one of the workspace's roles, or main), checked\n" +
 		"and audited exactly as that role (SPEC §5.1); without it you act as admin."
 )
@@ -246,9 +269,14 @@ func helpHint(args []string) string {
 	if len(subcommands(cmd)) == 0 {
 		return "atrium help"
 	}
-	sub, _ := takeCommand(rest)
+	sub, rest := takeCommand(rest)
 	if _, ok := lookup(cmd + " " + sub); ok {
 		return "atrium " + cmd + " " + sub + " --help"
+	}
+	if verb, _ := takeCommand(rest); verb != "" { // nodes location get
+		if _, ok := lookup(cmd + " " + sub + " " + verb); ok {
+			return "atrium " + cmd + " " + sub + " " + verb + " --help"
+		}
 	}
 	return "atrium " + cmd + " --help"
 }
