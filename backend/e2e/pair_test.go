@@ -76,8 +76,9 @@ func decodeQR(t *testing.T, zbarimg string, png []byte) string {
 // desktop Chromium opens the Nodes panel and makes a pairing code; a phone
 // Chromium that trusts exactly the gateway's certificate (SPKI pin) opens
 // the URL decoded from the QR PNG; the desktop sees the request at once,
-// approves it with a click; the phone then answers location.get (position
-// set through DevTools) from the desktop's invoke form, and a chat sent on
+// approves it with a click; the phone refuses location.get from the
+// desktop's invoke form while its Location setting is off (the default),
+// then, turned on, answers it (position set through DevTools), and a chat sent on
 // either side shows in the other's history. Then the desktop revokes the
 // phone's tokens: the phone's stale token leads to a repair request (never a
 // lost pairing or key), approved again. No CSP violation on either page.
@@ -215,9 +216,14 @@ func TestPhonePairsByQR(t *testing.T) {
 		const s = document.querySelector('[data-testid=invoke-node]'); s.value = %q; s.dispatchEvent(new Event('change', {bubbles: true}));
 		const c = document.querySelector('[data-testid=invoke-command]'); c.value = 'location.get'; c.dispatchEvent(new Event('input', {bubbles: true}));
 		return true; })()`, deviceID))
+	// Location is off on the phone until its person turns it on (issue 22 item 5): refused, and said so.
+	click(t, desk, `[data-testid=invoke-run]`)
+	waitFor(t, desk, "location.get refused while location is off", `(document.querySelector('[data-testid=invoke-error]')?.textContent ?? '').includes('location is off on this device')`, 30*time.Second)
+	waitFor(t, phone, "the phone's location setting, off", `document.querySelector('[data-testid=phone-location-mode]')?.value === 'off'`, 10*time.Second)
+	js[bool](t, phone, `(() => { const s = document.querySelector('[data-testid=phone-location-mode]'); s.value = 'while-using'; s.dispatchEvent(new Event('change', {bubbles: true})); return true; })()`)
 	invokeAt := time.Now()
 	click(t, desk, `[data-testid=invoke-run]`)
-	waitForEvery(t, desk, "the location in the invoke result", `(document.querySelector('[data-testid=invoke-result]')?.textContent ?? '').includes('latitude') || !!document.querySelector('[data-testid=invoke-error]')`, 30*time.Second, 10*time.Millisecond)
+	waitForEvery(t, desk, "the location in the invoke result", `(document.querySelector('[data-testid=invoke-result]')?.textContent ?? '').includes('latitude') || !(document.querySelector('[data-testid=invoke-error]')?.textContent ?? 'location is off').includes('location is off')`, 30*time.Second, 10*time.Millisecond)
 	toInvoke := time.Since(invokeAt)
 	if e := text(t, desk, `[data-testid=invoke-error]`); e != "" {
 		t.Fatalf("location.get failed: %s", e)

@@ -490,6 +490,9 @@ export const MESSAGES = {
   'phone.node': ['Node connection: {state}', '节点连接：{state}'],
   'phone.lastInvoke': ['Last request: {command} ({result})', '最近请求：{command}（{result}）'],
   'phone.notice': ['Notification', '通知'],
+  'phone.location': ['Location:', '位置：'],
+  'phone.location.off': ['Off (nobody can ask where this device is)', '关闭（任何人都无法获取本设备的位置）'],
+  'phone.location.while-using': ['While this page is in use', '仅在使用此页面时'],
 } satisfies Record<string, readonly [Text, Text]>;
 
 export type MessageKey = keyof typeof MESSAGES;

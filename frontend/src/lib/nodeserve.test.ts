@@ -2,7 +2,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { GatewayClient } from './gateway';
 import { FakeWebSocket } from './testing/fakeWebSocket';
-import { CommandError, locationHandler, notifyHandler, serveNode, type InvokeRecord } from './nodeserve';
+import { COARSE_ACCURACY_METERS, CommandError, locationHandler, notifyHandler, serveNode, type InvokeRecord, type LocationAccess } from './nodeserve';
 
 let gw: GatewayClient;
 let ws: FakeWebSocket;
@@ -36,7 +36,7 @@ describe('serveNode', () => {
   it('answers location.get with the position, in named units', async () => {
     const seen: PositionOptions[] = [];
     const log: InvokeRecord[] = [];
-    serveNode(gw, { 'location.get': locationHandler(fakeGeo({ coords: { latitude: 31.2304, longitude: 121.4737, accuracy: 12 } }, seen)) }, (r) => log.push(r));
+    serveNode(gw, { 'location.get': locationHandler(fakeGeo({ coords: { latitude: 31.2304, longitude: 121.4737, accuracy: 12 } }, seen), () => 'on') }, (r) => log.push(r));
     ws.serverEvent('node.invoke.request', { id: 'inv-1', command: 'location.get', params: { highAccuracy: true }, timeoutMs: 10000 });
     await vi.waitFor(() => expect(results()).toHaveLength(1));
     expect(results()[0]).toMatchObject({
@@ -51,7 +51,7 @@ describe('serveNode', () => {
   it('a refused permission, an unknown command, a bad notify: ok false with a code', async () => {
     const notices: string[] = [];
     serveNode(gw, {
-      'location.get': locationHandler(fakeGeo({ error: { code: 1, message: 'User denied Geolocation' } })),
+      'location.get': locationHandler(fakeGeo({ error: { code: 1, message: 'User denied Geolocation' } }), () => 'on'),
       'system.notify': notifyHandler((t, b) => notices.push(`${t}:${b}`), undefined),
     });
     ws.serverEvent('node.invoke.request', { id: 'a', command: 'location.get', params: {} });
@@ -66,6 +66,31 @@ describe('serveNode', () => {
     expect(byId.c).toMatchObject({ ok: false, error: { code: 'INVALID_REQUEST' } });
     expect(byId.d).toMatchObject({ ok: true, payload: { delivered: true, via: 'page' } });
     expect(notices).toEqual(['提醒:Meeting at 3']);
+  });
+
+  it('location.get: off until the person turns it on, only while the page is in use, coarse and precise', async () => {
+    let access: LocationAccess = 'off';
+    const seen: PositionOptions[] = [];
+    const h = locationHandler(fakeGeo({ coords: { latitude: 31.230416, longitude: 121.473701, accuracy: 12, altitude: 4, speed: 1.5 } }, seen), () => access);
+    await expect(h({}, 10000)).rejects.toMatchObject({ code: 'FORBIDDEN', message: expect.stringContaining('location is off on this device') });
+    access = 'background';
+    await expect(h({}, 10000)).rejects.toMatchObject({ code: 'NODE_BACKGROUND_UNAVAILABLE', message: expect.stringContaining('in the background') });
+    expect(seen).toHaveLength(0); // the browser was never asked
+    access = 'on';
+    await expect(h({ accuracy: 'coarse', highAccuracy: true }, 10000)).resolves.toEqual({
+      latitude: 31.23,
+      longitude: 121.47,
+      accuracyMeters: COARSE_ACCURACY_METERS,
+      altitudeMeters: null,
+      headingDegrees: null,
+      speedMps: null,
+      timestamp: 1700000000000,
+    });
+    expect(seen[0]).toMatchObject({ enableHighAccuracy: false });
+    await expect(h({ accuracy: 'precise', maxAgeMs: 0 }, 10000)).resolves.toMatchObject({ latitude: 31.230416, accuracyMeters: 12, altitudeMeters: 4, speedMps: 1.5 });
+    expect(seen[1]).toMatchObject({ enableHighAccuracy: true, maximumAge: 0 });
+    await h({ accuracy: 'balanced', maxAgeMs: 60000 }, 10000);
+    expect(seen[2]).toMatchObject({ enableHighAccuracy: false, maximumAge: 60000 });
   });
 
   it('system.notify uses the Notification API when the person allowed it', async () => {

@@ -33,32 +33,73 @@ export interface LocationPayload {
   timestamp: number;
 }
 
-/** location.get {highAccuracy?, maxAgeMs?} → LocationPayload, through navigator.geolocation. */
-export function locationHandler(geo: Geolocation | undefined): CommandHandler {
+/**
+ * Whether the person lets the page answer location.get now (the phone page's Location setting, off
+ * until the person turns it on, as the seed says): 'on'; 'off' (the setting); 'background' (on while
+ * the page is in use, and it is hidden now).
+ */
+export type LocationAccess = 'on' | 'off' | 'background';
+
+/** Coarse positions are rounded to this many decimal places of a degree (0.01° ≈ 1.1 km). */
+export const COARSE_DECIMALS = 2;
+/** A coarse position's accuracy is at least this (metres): what the rounding may move it. */
+export const COARSE_ACCURACY_METERS = 1100;
+
+/**
+ * location.get {accuracy?: 'coarse'|'balanced'|'precise', highAccuracy?, maxAgeMs?} → LocationPayload,
+ * through navigator.geolocation, only while access() is 'on': 'off' is FORBIDDEN, 'background'
+ * NODE_BACKGROUND_UNAVAILABLE (both say what the person can do). precise asks for a GPS fix
+ * (highAccuracy); coarse rounds the position to COARSE_DECIMALS and leaves out altitude, heading and speed.
+ */
+export function locationHandler(geo: Geolocation | undefined, access: () => LocationAccess): CommandHandler {
   return (params, timeoutMs) =>
     new Promise((resolve, reject) => {
+      const now = access();
+      if (now === 'off') {
+        reject(new CommandError('FORBIDDEN', 'location is off on this device: its person can turn it on in the phone page (Location: while this page is in use)'));
+        return;
+      }
+      if (now === 'background') {
+        reject(new CommandError('NODE_BACKGROUND_UNAVAILABLE', 'location is on only while the phone page is in use, and it is in the background now: open it on the device'));
+        return;
+      }
       if (!geo) {
         reject(new CommandError('UNAVAILABLE', 'this browser has no geolocation'));
         return;
       }
+      const coarse = params.accuracy === 'coarse';
+      const high = params.accuracy === 'precise' || (params.accuracy !== 'coarse' && params.highAccuracy === true);
       const maxAge = typeof params.maxAgeMs === 'number' && params.maxAgeMs >= 0 ? params.maxAgeMs : 0;
+      const round = (deg: number) => Number(deg.toFixed(COARSE_DECIMALS));
       geo.getCurrentPosition(
         (pos) =>
-          resolve({
-            latitude: pos.coords.latitude,
-            longitude: pos.coords.longitude,
-            accuracyMeters: pos.coords.accuracy,
-            altitudeMeters: pos.coords.altitude ?? null,
-            headingDegrees: pos.coords.heading ?? null,
-            speedMps: pos.coords.speed ?? null,
-            timestamp: pos.timestamp,
-          } satisfies LocationPayload),
+          resolve(
+            coarse
+              ? ({
+                  latitude: round(pos.coords.latitude),
+                  longitude: round(pos.coords.longitude),
+                  accuracyMeters: Math.max(pos.coords.accuracy, COARSE_ACCURACY_METERS),
+                  altitudeMeters: null,
+                  headingDegrees: null,
+                  speedMps: null,
+                  timestamp: pos.timestamp,
+                } satisfies LocationPayload)
+              : ({
+                  latitude: pos.coords.latitude,
+                  longitude: pos.coords.longitude,
+                  accuracyMeters: pos.coords.accuracy,
+                  altitudeMeters: pos.coords.altitude ?? null,
+                  headingDegrees: pos.coords.heading ?? null,
+                  speedMps: pos.coords.speed ?? null,
+                  timestamp: pos.timestamp,
+                } satisfies LocationPayload),
+          ),
         (err) => {
           // GeolocationPositionError: 1 PERMISSION_DENIED, 2 POSITION_UNAVAILABLE, 3 TIMEOUT.
           const code = err.code === 1 ? 'FORBIDDEN' : err.code === 3 ? 'TIMEOUT' : 'UNAVAILABLE';
           reject(new CommandError(code, `location: ${err.message || code}`));
         },
-        { enableHighAccuracy: params.highAccuracy === true, maximumAge: maxAge, timeout: Math.max(1000, timeoutMs - 500) },
+        { enableHighAccuracy: high, maximumAge: maxAge, timeout: Math.max(1000, timeoutMs - 500) },
       );
     });
 }
