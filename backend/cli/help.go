@@ -115,7 +115,8 @@ const (
 		"(default 2 minutes). A node whose approvals say ask puts the command to the\n" +
 		"person in the Atrium window: this command prints that it waits for that\n" +
 		"approval, and the wait counts against --timeout. --env NAME=VALUE (repeatable)\n" +
-		"sets variables the node's envAllowlist lets through.\n\n"
+		"sets variables the node's envAllowlist lets through. Ctrl+C stops the waiting\n" +
+		"here only: the command runs on on the node until it ends or its timeout.\n\n"
 	locationHelp = "--accuracy: coarse (about 1 km; a position up to 10 minutes old will do),\n" +
 		"balanced (the default: the device's ordinary fix, up to a minute old) or precise\n" +
 		"(GPS, fresh). A phone answers only while its person has turned location on in\n" +

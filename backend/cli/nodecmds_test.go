@@ -406,16 +406,29 @@ func TestNodesSelector(t *testing.T) {
 		t.Fatalf("nodes describe caps:system: exit %d\n%s\n%s", code, out, errOut)
 	}
 
-	// Long runs that hold places: sleeping is all they do; they end when
-	// the test does (the hosts stop and kill them).
+	// Long runs that hold places: each marks that it runs, then sleeps;
+	// they end when the test does (the hosts stop and kill them). One
+	// answered busy (a host still sending the result of the run before)
+	// is sent again.
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
+	marks, held := t.TempDir(), 0
 	hold := func(id string) {
+		held++
+		mark := filepath.Join(marks, strconv.Itoa(held))
 		wg.Go(func() {
-			_ = admin.Call(ctx, nodes.MethodNodeInvoke, map[string]any{"nodeId": id, "command": "system.run",
-				"params": map[string]any{"command": []string{"sleep", "120"}}, "timeoutMs": 150_000}, nil)
+			for ctx.Err() == nil {
+				err := admin.Call(ctx, nodes.MethodNodeInvoke, map[string]any{"nodeId": id, "command": "system.run",
+					"params": map[string]any{"command": []string{"sh", "-c", `touch "$0"; exec sleep 120`, mark}}, "timeoutMs": 150_000}, nil)
+				var ge *gateway.Error
+				if !errors.As(err, &ge) || ge.Details["reason"] != nodes.ReasonBusy {
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
 		})
+		until(t, "the held run to start", func() bool { _, err := os.Stat(mark); return err == nil })
 	}
 	inFlight := func(id string, want int) {
 		until(t, "invokes in flight", func() bool {
@@ -447,5 +460,39 @@ func TestNodesSelector(t *testing.T) {
 	inFlight(one, 1)
 	if got := ranOn("busy"); got != many.id {
 		t.Fatalf("with %s busy, the run went to %s", one, got)
+	}
+}
+
+// TestPickNamed: --node as an id, a name (case-insensitive; a node still
+// listed after it disconnected does not make a connected one's name
+// ambiguous) or an id prefix of 4 characters at least.
+func TestPickNamed(t *testing.T) {
+	all := []nodes.Node{
+		{NodeID: "aaaa1111", DisplayName: "Build", Connected: true},
+		{NodeID: "aaaa2222", DisplayName: "build", Connected: false},
+		{NodeID: "bbbb3333", DisplayName: "phone", Connected: false},
+		{NodeID: "bbbb4444", DisplayName: "phone", Connected: false},
+		{NodeID: "cccc5555", DisplayName: "aaaa2222x", Connected: true},
+	}
+	ids := func(ns []nodes.Node) string {
+		var out []string
+		for _, n := range ns {
+			out = append(out, n.NodeID)
+		}
+		return strings.Join(out, ",")
+	}
+	for spec, want := range map[string]string{
+		"aaaa2222":  "aaaa2222",          // an id, even of a disconnected node
+		"BUILD":     "aaaa1111",          // the connected one of a name
+		"phone":     "bbbb3333,bbbb4444", // ambiguous: none connected
+		"aaaa":      "aaaa1111,aaaa2222", // an ambiguous prefix
+		"cccc":      "cccc5555",
+		"ccc":       "", // too short for a prefix
+		"aaaa2222x": "cccc5555",
+		"nosuch":    "",
+	} {
+		if got := ids(pickNamed(all, spec)); got != want {
+			t.Errorf("pickNamed(%q) = %q, want %q", spec, got, want)
+		}
 	}
 }
