@@ -56,6 +56,8 @@ type AnthropicOptions struct {
 	MaxLineBytes int
 	// Logger receives debug records. Default slog.Default().
 	Logger *slog.Logger
+	// Vision: the model takes images (TakesImages). Default false.
+	Vision bool
 }
 
 // Anthropic is a Provider for the Anthropic Messages API (POST /v1/messages
@@ -68,7 +70,10 @@ type AnthropicOptions struct {
 // gets a "(continued)" user turn first); an assistant's ToolCalls become
 // "tool_use" blocks; RoleTool messages become "tool_result" blocks (by
 // ToolCallID) of a user turn, placed before any text of that turn; Tools
-// become "tools" [{name, description, input_schema}].
+// become "tools" [{name, description, input_schema}]. Images become
+// "image" blocks with a base64 source {type, media_type, data}: before the
+// text of a user turn, and inside the tool_result's content (then an array
+// of a text block and the image blocks) for a tool's.
 //
 // Extended thinking is not requested: a tool-result turn after thinking
 // would have to send back the signed thinking blocks, which Message does
@@ -101,6 +106,9 @@ func (c *Anthropic) Model() string { return c.opts.Model }
 
 // BaseURL reports the API root in use (without "/v1").
 func (c *Anthropic) BaseURL() string { return c.opts.BaseURL }
+
+// Vision reports AnthropicOptions.Vision.
+func (c *Anthropic) Vision() bool { return c.opts.Vision }
 
 // Stream implements Provider: it POSTs req to <BaseURL>/v1/messages with
 // "stream": true and parses the event stream (message_start,
@@ -157,7 +165,26 @@ type antBlock struct {
 	Name      string          `json:"name,omitempty"`        // tool_use
 	Input     json.RawMessage `json:"input,omitempty"`       // tool_use
 	ToolUseID string          `json:"tool_use_id,omitempty"` // tool_result
-	Content   *string         `json:"content,omitempty"`     // tool_result
+	// Content of a tool_result: a *string, or []antBlock (text and image
+	// blocks) when the tool returned images.
+	Content any        `json:"content,omitempty"`
+	Source  *antSource `json:"source,omitempty"` // image
+}
+
+// antSource is an image block's {type:"base64", media_type, data}.
+type antSource struct {
+	Type      string `json:"type"`
+	MediaType string `json:"media_type"`
+	Data      string `json:"data"`
+}
+
+// antImages are imgs as image blocks.
+func antImages(imgs []loadedImage) []antBlock {
+	out := make([]antBlock, len(imgs))
+	for i, l := range imgs {
+		out[i] = antBlock{Type: "image", Source: &antSource{Type: "base64", MediaType: l.mime, Data: l.b64}}
+	}
+	return out
 }
 
 type antMessage struct {
@@ -199,7 +226,14 @@ func (c *Anthropic) encode(req Request) ([]byte, error) {
 		}
 		w.Messages = append(w.Messages, antMessage{Role: role, Content: blocks})
 	}
-	for _, m := range req.Messages {
+	images, err := loadImages(req.Messages)
+	if err != nil {
+		return nil, err
+	}
+	for i, m := range req.Messages {
+		if len(images[i]) > 0 && m.Role != RoleUser && m.Role != RoleTool {
+			return nil, newErr(ErrImage, nil, "images in a %s message cannot be sent (only user and tool messages carry images)", m.Role)
+		}
 		switch m.Role {
 		case RoleSystem:
 			if strings.TrimSpace(m.Content) != "" {
@@ -207,7 +241,13 @@ func (c *Anthropic) encode(req Request) ([]byte, error) {
 			}
 		case RoleTool:
 			content := m.Content
-			add(RoleUser, antBlock{Type: "tool_result", ToolUseID: m.ToolCallID, Content: &content})
+			b := antBlock{Type: "tool_result", ToolUseID: m.ToolCallID, Content: &content}
+			if imgs := images[i]; len(imgs) > 0 {
+				// A tool's images travel inside its tool_result (the
+				// Messages API takes text and image blocks there).
+				b.Content = append([]antBlock{{Type: "text", Text: m.Content}}, antImages(imgs)...)
+			}
+			add(RoleUser, b)
 		case RoleAssistant:
 			var blocks []antBlock
 			if strings.TrimSpace(m.Content) != "" { // the API refuses empty text blocks
@@ -217,10 +257,12 @@ func (c *Anthropic) encode(req Request) ([]byte, error) {
 				blocks = append(blocks, antBlock{Type: "tool_use", ID: tc.ID, Name: tc.Name, Input: toolInput(tc.Arguments)})
 			}
 			add(RoleAssistant, blocks...)
-		default: // user
+		default: // user: images first, then the text (Anthropic's advice for image prompts)
+			blocks := antImages(images[i])
 			if strings.TrimSpace(m.Content) != "" {
-				add(RoleUser, antBlock{Type: "text", Text: m.Content})
+				blocks = append(blocks, antBlock{Type: "text", Text: m.Content})
 			}
+			add(RoleUser, blocks...)
 		}
 	}
 	// tool_result blocks must open their user turn.

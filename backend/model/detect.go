@@ -46,6 +46,11 @@ type Config struct {
 	// 20000-token reserve). 0: not set; the chat assumes 128000
 	// (chat.DefaultContextWindow). Detect never guesses it.
 	ContextWindow int `json:"contextWindow,omitempty"`
+	// Vision says whether the model takes images: true or false is the
+	// person's word and wins; absent (nil) leaves it to what the server's
+	// model list says (DetectVision), else unknown, which is treated as
+	// no (the model then gets an image's path and metadata as text).
+	Vision *bool `json:"vision,omitempty"`
 }
 
 // DetectOptions tune Detect. The zero value is ready to use.
@@ -109,6 +114,9 @@ func Detect(ctx context.Context, cfg Config, opts DetectOptions) (Config, string
 	}
 	if out.Provider != ProviderOffline && out.ContextWindow == 0 && cfg.ContextWindow > 0 {
 		out.ContextWindow = cfg.ContextWindow
+	}
+	if out.Provider != ProviderOffline && out.Vision == nil {
+		out.Vision = cfg.Vision
 	}
 	opts.Logger.Info("model detected", "provider", out.Provider, "model", out.Model, "base_url", out.BaseURL, "why", why)
 	return out, why, err
@@ -333,19 +341,21 @@ func ollamaModels(ctx context.Context, o DetectOptions) ([]string, error) {
 // FromConfig builds the Provider for a detected Config: an OpenAI client for
 // "openai" and "ollama" (Ollama through its OpenAI-compatible /v1 API), an
 // Anthropic client for "anthropic", and nil for "offline" (package chat then
-// uses its offline provider). opts supplies timeouts, line limit, HTTP
+// uses its offline provider). The client takes images (TakesImages) when
+// cfg.Vision is true. opts supplies timeouts, line limit, HTTP
 // client and logger (for both kinds of client); its BaseURL, APIKey, Model
 // and Name are taken from cfg. An unknown provider is an ErrConfig error.
 func FromConfig(cfg Config, opts OpenAIOptions) (Provider, error) {
+	vision := cfg.Vision != nil && *cfg.Vision
 	switch cfg.Provider {
 	case ProviderOffline, "":
 		return nil, nil
 	case ProviderAnthropic:
 		return NewAnthropic(AnthropicOptions{BaseURL: cfg.BaseURL, APIKey: cfg.APIKey, Model: cfg.Model,
 			HTTPClient: opts.HTTPClient, HeaderTimeout: opts.HeaderTimeout, IdleTimeout: opts.IdleTimeout,
-			MaxLineBytes: opts.MaxLineBytes, Logger: opts.Logger}), nil
+			MaxLineBytes: opts.MaxLineBytes, Logger: opts.Logger, Vision: vision}), nil
 	case ProviderOpenAI, ProviderOllama:
-		opts.BaseURL, opts.APIKey, opts.Model, opts.Name = cfg.BaseURL, cfg.APIKey, cfg.Model, cfg.Provider
+		opts.BaseURL, opts.APIKey, opts.Model, opts.Name, opts.Vision = cfg.BaseURL, cfg.APIKey, cfg.Model, cfg.Provider, vision
 		if cfg.Provider == ProviderOllama && opts.BaseURL == "" {
 			opts.BaseURL = DefaultOllamaURL + "/v1"
 		}

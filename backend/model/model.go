@@ -14,7 +14,8 @@
 //
 // Every failure of a provider is an error that matches one of the sentinels
 // below with errors.Is (ErrUnavailable, ErrRejected, ErrBadResponse,
-// ErrIncomplete, ErrTimeout) or wraps the context's error when the caller
+// ErrIncomplete, ErrTimeout, and ErrImage for an image that cannot be
+// sent) or wraps the context's error when the caller
 // cancelled; its text is meant to be shown to a person as is.
 package model
 
@@ -47,12 +48,21 @@ const (
 // Role is RoleSystem, RoleUser, RoleAssistant or RoleTool. An assistant turn
 // that called tools carries them in ToolCalls; the answer to a call is a
 // RoleTool message whose ToolCallID names the call and whose Name is the tool.
+//
+// Images go to the model with the message's text: in a user message, and
+// in a tool message (a tool's picture, e.g. a node's camera.snap). Each
+// provider sends them in its API's own shape (OpenAI-compatible:
+// image_url parts with data URLs; Anthropic: image blocks, inside the
+// tool_result for a tool's), bounded by MaxImageBase64Bytes and
+// MaxImagesPerRequest (ErrImage). Only give images to a model that takes
+// them (TakesImages); other messages may not carry images.
 type Message struct {
 	Role       string     `json:"role"`
 	Content    string     `json:"content"`
 	ToolCalls  []ToolCall `json:"toolCalls,omitempty"`
 	ToolCallID string     `json:"toolCallId,omitempty"`
 	Name       string     `json:"name,omitempty"`
+	Images     []Image    `json:"images,omitempty"`
 }
 
 // ToolCall is one function call requested by the model. Arguments is the

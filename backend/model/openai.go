@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -43,6 +44,9 @@ type OpenAIOptions struct {
 	NoStreamUsage bool
 	// Logger receives debug records. Default slog.Default().
 	Logger *slog.Logger
+	// Vision: the model takes images (TakesImages). Default false: the
+	// caller should give it an image's path and metadata as text.
+	Vision bool
 }
 
 // OpenAI is a Provider for any server speaking the OpenAI chat-completions
@@ -77,6 +81,9 @@ func (c *OpenAI) Model() string { return c.opts.Model }
 
 // BaseURL reports the API root in use.
 func (c *OpenAI) BaseURL() string { return c.opts.BaseURL }
+
+// Vision reports OpenAIOptions.Vision.
+func (c *OpenAI) Vision() bool { return c.opts.Vision }
 
 // Stream implements Provider: it POSTs req to <BaseURL>/chat/completions with
 // "stream": true, calls onDelta for each content or reasoning piece
@@ -131,11 +138,25 @@ type wireToolCall struct {
 }
 
 type wireMessage struct {
-	Role       string         `json:"role"`
-	Content    *string        `json:"content"`
+	Role string `json:"role"`
+	// Content is a *string, nil (JSON null: an assistant turn of tool
+	// calls only), or []wirePart for a user turn with images.
+	Content    any            `json:"content"`
 	ToolCalls  []wireToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string         `json:"tool_call_id,omitempty"`
 	Name       string         `json:"name,omitempty"`
+}
+
+// wirePart is one content part of a user message: {type:"text", text}
+// or {type:"image_url", image_url:{url:"data:<mime>;base64,…"}}.
+type wirePart struct {
+	Type     string        `json:"type"`
+	Text     string        `json:"text,omitempty"`
+	ImageURL *wireImageURL `json:"image_url,omitempty"`
+}
+
+type wireImageURL struct {
+	URL string `json:"url"`
 }
 
 type wireToolDef struct {
@@ -161,12 +182,31 @@ type wireRequest struct {
 	Tools         []wireTool         `json:"tools,omitempty"`
 }
 
+// toolImagesNote opens the user message that carries a tool's images
+// (see encode), with the call id and tool name.
+const toolImagesNote = "The images returned by tool call %s (%s):"
+
 func (c *OpenAI) encode(req Request) ([]byte, error) {
 	w := wireRequest{Model: c.modelFor(req), Stream: true}
 	if !c.opts.NoStreamUsage {
 		w.StreamOptions = &wireStreamOptions{IncludeUsage: true}
 	}
-	for _, m := range req.Messages {
+	images, err := loadImages(req.Messages)
+	if err != nil {
+		return nil, err
+	}
+	// A tool's images wait here until the run of tool messages they
+	// belong to ends: the API wants every tool message of an assistant
+	// turn right after it, before any other message.
+	var pending []wireMessage
+	flush := func() {
+		w.Messages = append(w.Messages, pending...)
+		pending = nil
+	}
+	for i, m := range req.Messages {
+		if m.Role != RoleTool {
+			flush()
+		}
 		wm := wireMessage{Role: m.Role, ToolCallID: m.ToolCallID}
 		content := m.Content
 		if !(m.Role == RoleAssistant && len(m.ToolCalls) > 0 && content == "") {
@@ -183,8 +223,25 @@ func (c *OpenAI) encode(req Request) ([]byte, error) {
 			wm.ToolCalls = append(wm.ToolCalls, wireToolCall{ID: tc.ID, Type: "function",
 				Function: wireFunc{Name: tc.Name, Arguments: args}})
 		}
+		if imgs := images[i]; len(imgs) > 0 {
+			switch m.Role {
+			case RoleUser:
+				parts := []wirePart{{Type: "text", Text: m.Content}}
+				wm.Content = append(parts, imageParts(imgs)...)
+			case RoleTool:
+				// Tool messages take text only (the Chat Completions API
+				// reference: a tool message's content is a string or an
+				// array of text parts), so the images follow as a user
+				// message once the tool messages of the turn are done.
+				parts := []wirePart{{Type: "text", Text: fmt.Sprintf(toolImagesNote, m.ToolCallID, m.Name)}}
+				pending = append(pending, wireMessage{Role: RoleUser, Content: append(parts, imageParts(imgs)...)})
+			default:
+				return nil, newErr(ErrImage, nil, "images in a %s message cannot be sent (only user and tool messages carry images)", m.Role)
+			}
+		}
 		w.Messages = append(w.Messages, wm)
 	}
+	flush()
 	for _, t := range req.Tools {
 		params := t.Parameters
 		if len(bytes.TrimSpace(params)) == 0 {
@@ -198,6 +255,16 @@ func (c *OpenAI) encode(req Request) ([]byte, error) {
 		return nil, newErr(ErrRejected, err, "cannot encode the model request")
 	}
 	return b, nil
+}
+
+// imageParts are imgs as image_url parts with data URLs (Ollama's
+// OpenAI-compatible API takes base64 data URLs too, not remote URLs).
+func imageParts(imgs []loadedImage) []wirePart {
+	out := make([]wirePart, len(imgs))
+	for i, l := range imgs {
+		out[i] = wirePart{Type: "image_url", ImageURL: &wireImageURL{URL: l.dataURL()}}
+	}
+	return out
 }
 
 // ---- response decoding ----

@@ -220,6 +220,14 @@ func ForProfile(base Config, s ProfileSettings, getenv func(string) string) (Con
 	if err := checkProvider(out.Provider); err != nil {
 		return fail("%v", err)
 	}
+	// base's vision belongs to base's model; the profile's own config.json
+	// "vision" is for the model it resolves to.
+	if out.Provider != base.Provider || out.Model != base.Model {
+		out.Vision = nil
+	}
+	if s.Config.Vision != nil {
+		out.Vision = s.Config.Vision
+	}
 	switch {
 	case s.Config.ContextWindow > 0:
 		out.ContextWindow = s.Config.ContextWindow

@@ -261,3 +261,78 @@ func (s *Server) Count() int {
 	defer s.mu.Unlock()
 	return len(s.requests)
 }
+
+// AnthropicPath is the path of the Anthropic Messages endpoint under the
+// server's root (an Anthropic client's base URL is Server.URL).
+const AnthropicPath = "/v1/messages"
+
+// AnthropicEvents returns the turn as the Messages API streams it (event
+// name and JSON data of each event, in order): message_start, for Calls
+// one tool_use block each (its input in two input_json_delta pieces) and
+// stop_reason "tool_use", else a thinking block for Reasoning and a text
+// block of Text in two deltas and "end_turn"; then message_stop. Call k of
+// the turn answering request i has the id "toolu_<i>_<k>".
+func (tn Turn) AnthropicEvents(i int) [][2]string {
+	enc := func(v any) string {
+		b, err := json.Marshal(v)
+		if err != nil {
+			panic(fmt.Sprintf("modeltest: marshal an event: %v", err)) // maps of strings always marshal
+		}
+		return string(b)
+	}
+	ev := [][2]string{{"message_start", enc(map[string]any{"type": "message_start", "message": map[string]any{
+		"id": fmt.Sprintf("msg_%d", i), "type": "message", "role": "assistant", "content": []any{}, "model": "scripted",
+		"stop_reason": nil, "usage": map[string]any{"input_tokens": 10, "output_tokens": 1}}})}}
+	block := func(idx int, start map[string]any, deltas ...map[string]any) {
+		ev = append(ev, [2]string{"content_block_start", enc(map[string]any{"type": "content_block_start", "index": idx, "content_block": start})})
+		for _, d := range deltas {
+			ev = append(ev, [2]string{"content_block_delta", enc(map[string]any{"type": "content_block_delta", "index": idx, "delta": d})})
+		}
+		ev = append(ev, [2]string{"content_block_stop", enc(map[string]any{"type": "content_block_stop", "index": idx})})
+	}
+	stop := "end_turn"
+	if len(tn.Calls) > 0 {
+		stop = "tool_use"
+		for k, c := range tn.Calls {
+			a, b := halves(c[1])
+			block(k, map[string]any{"type": "tool_use", "id": fmt.Sprintf("toolu_%d_%d", i, k), "name": c[0], "input": map[string]any{}},
+				map[string]any{"type": "input_json_delta", "partial_json": a}, map[string]any{"type": "input_json_delta", "partial_json": b})
+		}
+	} else {
+		idx := 0
+		if tn.Reasoning != "" {
+			block(idx, map[string]any{"type": "thinking", "thinking": ""}, map[string]any{"type": "thinking_delta", "thinking": tn.Reasoning})
+			idx++
+		}
+		a, b := halves(tn.Text)
+		block(idx, map[string]any{"type": "text", "text": ""},
+			map[string]any{"type": "text_delta", "text": a}, map[string]any{"type": "text_delta", "text": b})
+	}
+	return append(ev,
+		[2]string{"message_delta", enc(map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": stop}, "usage": map[string]any{"output_tokens": 5}})},
+		[2]string{"message_stop", `{"type":"message_stop"}`})
+}
+
+// AnthropicTurns returns one handler per turn, for New with Options.Path
+// AnthropicPath: handler i runs turn i's Hook and streams turn i's
+// AnthropicEvents(i) ("event: <name>\ndata: <json>\n\n" each).
+func AnthropicTurns(turns ...Turn) []http.HandlerFunc {
+	hs := make([]http.HandlerFunc, len(turns))
+	for i, tn := range turns {
+		hs[i] = func(w http.ResponseWriter, _ *http.Request) {
+			if tn.Hook != nil {
+				tn.Hook()
+			}
+			w.Header().Set("Content-Type", "text/event-stream")
+			for _, e := range tn.AnthropicEvents(i) {
+				if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", e[0], e[1]); err != nil {
+					return
+				}
+			}
+			if f, ok := w.(http.Flusher); ok {
+				f.Flush()
+			}
+		}
+	}
+	return hs
+}
