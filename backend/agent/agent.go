@@ -345,6 +345,8 @@ func (r *run) drive(ctx context.Context, task Task) error {
 			if a.o.Outgoing != nil {
 				req.Messages = a.o.Outgoing(r.msgs)
 			}
+			// Older images give way to newer ones past the request's cap.
+			req.Messages = model.FitImages(req.Messages)
 			if offer {
 				req.Tools = a.o.Tools.ModelTools(a.allowed)
 			}
@@ -559,7 +561,7 @@ func (r *run) observe(ctx context.Context, calls []model.ToolCall, results []Res
 		}
 		mc := calls[i]
 		c := Call{ID: mc.ID, Tool: mc.Name, Args: mc.Arguments}
-		msg := model.Message{Role: model.RoleTool, ToolCallID: mc.ID, Name: mc.Name, Content: ForModel(res, r.a.o.ResultChars)}
+		msg := ToolMessage(mc.ID, mc.Name, res, r.a.o.ResultChars, model.TakesImages(r.a.o.Provider))
 		r.msgs = append(r.msgs, msg)
 		res := res
 		r.record(msg, &c, &res)

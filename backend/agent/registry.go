@@ -88,14 +88,17 @@ const (
 // the call was refused before it ran); Duration is their total time (JSON:
 // nanoseconds).
 type Result struct {
-	CallID     string          `json:"callId"`
-	Tool       string          `json:"tool"`
-	Status     Status          `json:"status"`
-	Data       json.RawMessage `json:"data,omitempty"`
-	LogSummary string          `json:"logSummary"`
-	Error      string          `json:"error,omitempty"`
-	Attempts   int             `json:"attempts"`
-	Duration   time.Duration   `json:"duration"`
+	CallID string          `json:"callId"`
+	Tool   string          `json:"tool"`
+	Status Status          `json:"status"`
+	Data   json.RawMessage `json:"data,omitempty"`
+	// Images are the pictures the tool returned (Output.Images): files,
+	// by reference, never their bytes.
+	Images     []Image       `json:"images,omitempty"`
+	LogSummary string        `json:"logSummary"`
+	Error      string        `json:"error,omitempty"`
+	Attempts   int           `json:"attempts"`
+	Duration   time.Duration `json:"duration"`
 }
 
 // Output is what a Handler returns on success: Data is any value encoded
@@ -103,10 +106,16 @@ type Result struct {
 // and for the model ("12 results", "wrote 340 bytes to notes/todo.md").
 // Status may be StatusAccepted for work that finishes later; empty means
 // StatusOK.
+//
+// Images are pictures the tool returns (a node's camera.snap): files the
+// tool has checked lie where tools may point (package agent/tools: the
+// media folder or the workspace). A model that takes images gets them with
+// the tool's message, any other their path and metadata (ToolMessage).
 type Output struct {
 	Data       any
 	LogSummary string
 	Status     Status
+	Images     []Image
 }
 
 // Handler runs one call. args are the validated arguments; ctx carries the
@@ -317,7 +326,7 @@ func (r *Registry) Invoke(ctx context.Context, c Call, now func() time.Time) Res
 			if merr != nil {
 				return failed(res, StatusError, fmt.Errorf("tool %s: cannot encode its output: %w", c.Tool, merr))
 			}
-			res.Status, res.Data, res.LogSummary = StatusOK, data, out.LogSummary
+			res.Status, res.Data, res.LogSummary, res.Images = StatusOK, data, out.LogSummary, out.Images
 			if out.Status == StatusAccepted {
 				res.Status = StatusAccepted
 			}

@@ -134,3 +134,51 @@ func TakesImages(p Provider) bool {
 	v, ok := p.(interface{ Vision() bool })
 	return ok && v.Vision()
 }
+
+// CheckImage reports whether img can be sent (ErrImage otherwise: its
+// file cannot be read, it is larger than MaxImageBase64Bytes as base64,
+// or it is not one of ImageMIMETypes). It reads the file.
+func CheckImage(img Image) error {
+	_, err := img.load()
+	return err
+}
+
+// FitImages returns msgs with at most MaxImagesPerRequest images: past
+// that, the images of the oldest messages are left out and each such
+// message's text says so (with the files' paths). msgs is not changed;
+// the result is msgs itself when nothing had to go.
+func FitImages(msgs []Message) []Message {
+	n := 0
+	for _, m := range msgs {
+		n += len(m.Images)
+	}
+	if n <= MaxImagesPerRequest {
+		return msgs
+	}
+	out := slices.Clone(msgs)
+	keep := MaxImagesPerRequest
+	for i := len(out) - 1; i >= 0; i-- {
+		m := &out[i]
+		if len(m.Images) <= keep {
+			keep -= len(m.Images)
+			continue
+		}
+		dropped := m.Images[:len(m.Images)-keep]
+		var paths []string
+		for _, img := range dropped {
+			if img.Path != "" {
+				paths = append(paths, img.Path)
+			} else {
+				paths = append(paths, "(in memory)")
+			}
+		}
+		m.Images = slices.Clone(m.Images[len(m.Images)-keep:])
+		if len(m.Images) == 0 {
+			m.Images = nil
+		}
+		m.Content += fmt.Sprintf("\n[%d earlier images not attached again (at most %d per request): %s]",
+			len(dropped), MaxImagesPerRequest, strings.Join(paths, ", "))
+		keep = 0
+	}
+	return out
+}

@@ -314,3 +314,26 @@ func TestProfileVision(t *testing.T) {
 		t.Fatalf("profile vision false: %v %v", out.Vision, err)
 	}
 }
+
+// TestFitImages: past the cap, the oldest messages' images give way, and
+// their text names the files left out.
+func TestFitImages(t *testing.T) {
+	var msgs []Message
+	for i := 0; i < MaxImagesPerRequest+2; i++ {
+		msgs = append(msgs, Message{Role: RoleUser, Content: "m", Images: []Image{{Path: filepath.Join("p", string(rune('a'+i)))}}})
+	}
+	out := FitImages(msgs)
+	n := 0
+	for _, m := range out {
+		n += len(m.Images)
+	}
+	if n != MaxImagesPerRequest || len(out[0].Images) != 0 || len(out[1].Images) != 0 || len(out[2].Images) != 1 {
+		t.Fatalf("kept %d images; first three messages: %d %d %d", n, len(out[0].Images), len(out[1].Images), len(out[2].Images))
+	}
+	if !strings.Contains(out[0].Content, filepath.Join("p", "a")) || len(msgs[0].Images) != 1 {
+		t.Fatalf("the note names the file, and the input is unchanged: %q", out[0].Content)
+	}
+	if few := msgs[:3]; &FitImages(few)[0] != &few[0] {
+		t.Fatal("under the cap the messages come back as they are")
+	}
+}
