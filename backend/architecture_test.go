@@ -126,6 +126,7 @@ var testAllowed = map[string][]string{
 	"backend/model/modeltest": {"backend/model"},
 	"backend/model":           {"backend/model/modeltest"},
 	"backend/chat":            {"backend/model/modeltest"},
+	"backend/agent":           {"backend/model/modeltest"},
 	"backend/worker":          {"backend/model/modeltest"},
 	// Device keys and the signed device connect are device/devicetest's
 	// (the wiring's tests above too).
