@@ -50,7 +50,7 @@ var allowed = map[string][]string{
 	"backend/convo":               {"backend/model", "backend/memory/chunk"},
 	"backend/agent":               {"backend/model"},
 	"backend/worker":              {"backend/model"},
-	"backend/agent/tools":         {"backend/agent", "backend/acl", "backend/guard", "backend/memory", "backend/safefile", "backend/nodes"},
+	"backend/agent/tools":         {"backend/agent", "backend/acl", "backend/guard", "backend/memory", "backend/safefile", "backend/nodes", "backend/media"},
 	"backend/nodes":               {"backend/gateway", "backend/audit"},
 	"backend/gateway":             {"backend/device", "backend/pairing"},
 	"backend/guard":               {"backend/acl", "backend/audit", "backend/memory"},

@@ -55,6 +55,11 @@ type NodesOptions struct {
 	// on another machine) through Permissions.Allow: the person is asked
 	// unless they granted L3 to the session in the last 10 minutes.
 	AskEveryCall []string
+	// Media is the media store: a result whose media names a stored
+	// picture (camera.snap, screen.snapshot) returns it as an image (the
+	// model sees it when it takes images, else its path and metadata).
+	// Nil: results keep their media reference only.
+	Media Media
 }
 
 type nodesTool struct {
@@ -192,7 +197,18 @@ func (n *nodesTool) invoke(ctx context.Context, c agent.Call, a nodesArgs) (agen
 	if !res.OK {
 		sum = fmt.Sprintf("%s on %s failed: %s", res.Command, res.NodeID, res.Error.Message)
 	}
-	return agent.Output{Data: res, LogSummary: sum}, nil
+	out := agent.Output{Data: res, LogSummary: sum}
+	if res.OK {
+		img, ok, err := n.e.mediaImage(n.o.Media, res.Media)
+		if err != nil {
+			return agent.Output{}, fmt.Errorf("nodes: %s on %s: %w", res.Command, res.NodeID, err)
+		}
+		if ok {
+			out.Images = []agent.Image{img}
+			out.LogSummary = fmt.Sprintf("%s on %s: ok, %s %dx%d", res.Command, res.NodeID, img.MIME, img.Width, img.Height)
+		}
+	}
+	return out, nil
 }
 
 func (n *nodesTool) askEveryCall(command string) bool {

@@ -25,6 +25,19 @@ type nodeNet struct {
 
 func newNodeNet(t *testing.T) *nodeNet {
 	t.Helper()
+	return newNodeNetWith(t, []string{"system.run", "system.which"}, func(r nodes.InvokeRequestEvent) nodes.ResultParams {
+		var p struct {
+			Command []string `json:"command"`
+		}
+		_ = json.Unmarshal(r.Params, &p)
+		out, _ := json.Marshal(map[string]any{"exitCode": 0, "stdout": strings.Join(p.Command[1:], " ") + "\n"})
+		return nodes.ResultParams{ID: r.ID, OK: true, Payload: out}
+	})
+}
+
+// newNodeNetWith is newNodeNet with the node's commands and its answer.
+func newNodeNetWith(t *testing.T, commands []string, answer func(nodes.InvokeRequestEvent) nodes.ResultParams) *nodeNet {
+	t.Helper()
 	const token = "tools-test-token-0123456789"
 	var svc *nodes.Service
 	gw, err := gateway.New(gateway.Options{Addr: "127.0.0.1:0", Token: token, Logger: quiet(),
@@ -47,7 +60,7 @@ func newNodeNet(t *testing.T) *nodeNet {
 	dctx, dcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer dcancel()
 	c, err := gateway.Dial(dctx, gateway.ClientOptions{URL: "ws://" + gw.Addr() + "/ws", Token: token, Role: gateway.RoleNode,
-		Caps: []string{"system"}, Commands: []string{"system.run", "system.which"},
+		Caps: []string{"system"}, Commands: commands,
 		Client: gateway.ClientInfo{ID: "atrium-node", DisplayName: "build-box", InstanceID: "i-1", Mode: "node", Platform: "linux"}})
 	if err != nil {
 		t.Fatal(err)
@@ -73,12 +86,7 @@ func newNodeNet(t *testing.T) *nodeNet {
 			n.mu.Lock()
 			n.seen = append(n.seen, r.Command)
 			n.mu.Unlock()
-			var p struct {
-				Command []string `json:"command"`
-			}
-			_ = json.Unmarshal(r.Params, &p)
-			out, _ := json.Marshal(map[string]any{"exitCode": 0, "stdout": strings.Join(p.Command[1:], " ") + "\n"})
-			_ = c.Call(context.Background(), nodes.MethodInvokeResult, nodes.ResultParams{ID: r.ID, OK: true, Payload: out}, nil)
+			_ = c.Call(context.Background(), nodes.MethodInvokeResult, answer(r), nil)
 		}
 	}()
 	return n

@@ -92,6 +92,10 @@ type Options struct {
 	Fetch *FetchOptions
 	// Nodes enables the nodes tool when not nil.
 	Nodes *NodesOptions
+	// MediaDir is the media folder ($ATRIUM_HOME/media,
+	// paths.Layout.MediaDir): a tool's picture may lie there or in the
+	// workspace, nowhere else (ErrImagePath). Empty: the workspace only.
+	MediaDir string
 	// Logger receives "agent tool denied" (info). Default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock (memory_note's date). Default time.Now.
