@@ -47,12 +47,13 @@ const compactPrompt = "You compact a conversation between a person and an AI age
 
 // expand turns a stored message into the messages a model saw: for an
 // answer with tool calls, per round an assistant message with the calls
-// and a tool message per result (the model's view, agent.ForModel), then
-// the answer text. A call without a result (the run ended mid-call) stays
+// and a tool message per result (the model's view, agent.ToolMessage: the
+// call's pictures attached again when vision, else named by path and
+// metadata), then the answer text. A call without a result (the run ended mid-call) stays
 // a call without a result here; convo.Repair removes it before anything
 // is sent or compacted. Every message carries the stored message's ID and
 // TS, so the merge with the client's history never duplicates it.
-func expand(m history.Message) []convo.Message {
+func expand(m history.Message, vision bool) []convo.Message {
 	msg := func(mm model.Message) convo.Message { return convo.Message{ID: m.ID, TS: m.TS, Message: mm} }
 	if m.Role != history.RoleAssistant || len(m.Tools) == 0 {
 		return []convo.Message{msg(model.Message{Role: wireRole(m.Role), Content: m.Content})}
@@ -79,7 +80,10 @@ func expand(m history.Message) []convo.Message {
 				continue
 			}
 			res := agent.Result{CallID: t.CallID, Tool: t.Tool, Status: agent.Status(t.Status), Data: t.Data, LogSummary: t.Summary, Error: t.Error}
-			out = append(out, msg(model.Message{Role: model.RoleTool, ToolCallID: t.CallID, Name: t.Tool, Content: agent.ForModel(res, MaxToolResultChars)}))
+			for _, img := range t.Images {
+				res.Images = append(res.Images, agent.Image(img))
+			}
+			out = append(out, msg(agent.ToolMessage(t.CallID, t.Tool, res, MaxToolResultChars, vision)))
 		}
 	}
 	if strings.TrimSpace(m.Content) != "" {
@@ -128,7 +132,7 @@ func (s *Service) transcript(ctx context.Context, rn *run) (history.Summary, []c
 		if m.ID == rn.userMsgID || m.TS <= sum.ThroughTS {
 			continue
 		}
-		msgs = append(msgs, expand(m)...)
+		msgs = append(msgs, expand(m, false)...)
 	}
 	return sum, msgs, nil
 }
@@ -225,7 +229,7 @@ func (st *runState) flush(ctx context.Context, p model.Provider, reg *agent.Regi
 	if len(allowed) == 0 {
 		return fmt.Errorf("memory flush: the profile has none of %s", strings.Join(flushTools, ", "))
 	}
-	past, sum := s.context(ctx, rn)
+	past, sum := s.context(ctx, rn, false) // the flush writes facts: pictures by path suffice
 	hist := slices.Clone(past)
 	if sum.Text != "" {
 		hist = append([]model.Message{summaryMessage(sum.Text)}, hist...)

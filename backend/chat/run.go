@@ -86,6 +86,7 @@ type runState struct {
 	sources   []history.Source
 	toolCalls int
 	usage     history.Usage // summed over the run's model calls
+	vision    bool          // the run's model takes images (model.TakesImages)
 	mu        sync.Mutex    // guards tools (finish may read it after a cancelled run)
 	tools     []history.ToolRecord
 }
@@ -164,6 +165,7 @@ func (st *runState) answer(p model.Provider) error {
 	if err != nil {
 		return err
 	}
+	st.vision = model.TakesImages(p)
 	if off, ok := p.(*Offline); ok {
 		p = offlineRun{Offline: off, add: st.addSources}
 	} else if err := st.economize(ctx, p, reg); err != nil {
@@ -218,7 +220,7 @@ func (s *Service) tools(rn *run, role string) (*agent.Registry, error) {
 // compaction summary (if any), the history context, the message.
 func (st *runState) prepare(ctx context.Context, reg *agent.Registry) []model.Message {
 	msgs := []model.Message{{Role: model.RoleSystem, Content: systemPrompt(st.persona, st.s.opts.Now(), toolNames(reg))}}
-	past, sum := st.s.context(ctx, st.rn)
+	past, sum := st.s.context(ctx, st.rn, st.vision)
 	if sum.Text != "" {
 		msgs = append(msgs, summaryMessage(sum.Text))
 	}
@@ -264,6 +266,9 @@ func (st *runState) onToolResult(c agent.Call, res agent.Result) {
 	for i := len(st.tools) - 1; i >= 0; i-- {
 		if t := &st.tools[i]; t.CallID == c.ID && t.Status == "" {
 			t.Status, t.Summary, t.Error, t.Data = string(res.Status), res.LogSummary, res.Error, res.Data
+			for _, img := range res.Images {
+				t.Images = append(t.Images, history.ImageRef(img))
+			}
 			break
 		}
 	}
@@ -279,13 +284,14 @@ func (st *runState) onToolResult(c agent.Call, res agent.Result) {
 // conversation's recent messages when the send named a conversation, else
 // the session's, less what the session's compaction summary (returned
 // too) covers, and with each answer's tool calls and results as tool
-// turns (expand); the client history H_r is the send's history, less
+// turns (expand; their pictures attached again when vision, the model
+// takes images, else named by path); the client history H_r is the send's history, less
 // messages whose id history does not hold (deleted since the client saw
 // them); the merge H_s ⊕ tail(H_r, |H_r| − ω) is then fitted newest first
 // to at most convo.DefaultUserTurns user turns, HistoryMessages messages
 // and HistoryChars characters, each cut at HistoryMessageChars; failed
 // answers without text are skipped.
-func (s *Service) context(ctx context.Context, rn *run) ([]model.Message, history.Summary) {
+func (s *Service) context(ctx context.Context, rn *run, vision bool) ([]model.Message, history.Summary) {
 	var (
 		past []history.Message
 		err  error
@@ -316,7 +322,7 @@ func (s *Service) context(ctx context.Context, rn *run) ([]model.Message, histor
 		if m.SessionID == rn.SessionID && m.TS <= sum.ThroughTS {
 			continue // the summary stands for it
 		}
-		server = append(server, expand(m)...)
+		server = append(server, expand(m, vision)...)
 	}
 	client := make([]convo.Message, 0, len(rn.client))
 	dropped := 0

@@ -114,12 +114,28 @@ type ToolRecord struct {
 	Summary string          `json:"summary,omitempty"`
 	Error   string          `json:"error,omitempty"`
 	Data    json.RawMessage `json:"data,omitempty"`
+	// Images are the pictures the call returned, by reference (the
+	// file's path and the media store's id), never their bytes.
+	Images []ImageRef `json:"images,omitempty"`
 	// DataBytes and DataTruncated are set in what clients receive when Data
 	// was cut for them (package chat, ForClient): Data is then a JSON
 	// string holding the first bytes of the output's JSON text, DataBytes the
 	// whole size.
 	DataBytes     int  `json:"dataBytes,omitempty"`
 	DataTruncated bool `json:"dataTruncated,omitempty"`
+}
+
+// ImageRef is a picture a tool call returned: Path the file (in the media
+// folder or the workspace), MIME its type, MediaID the media store's id
+// (clients show it through media.get), Width and Height in pixels and
+// Bytes its size, when known.
+type ImageRef struct {
+	Path    string `json:"path"`
+	MIME    string `json:"mime,omitempty"`
+	MediaID string `json:"mediaId,omitempty"`
+	Width   int    `json:"width,omitempty"`
+	Height  int    `json:"height,omitempty"`
+	Bytes   int64  `json:"bytes,omitempty"`
 }
 
 // Usage counts the tokens of a run: PromptTokens sent to the model (every
