@@ -75,7 +75,10 @@ type Options struct {
 	Focus func()
 	// Setup answers setup.status (and refuses setup.choose: the workspace
 	// is chosen) in the running app (setup.go); nil: not registered.
-	Setup   Setup
+	Setup Setup
+	// Media serves media.get (media.go) from the media store; nil: not
+	// registered.
+	Media   MediaFiles
 	Version string
 	Started time.Time // process start, for health.uptimeMs
 }
@@ -253,6 +256,9 @@ func Register(o Options) {
 
 	if o.Instances != nil {
 		registerInstances(g, o.Instances, ac)
+	}
+	if o.Media != nil {
+		registerMedia(g, o.Media)
 	}
 	if o.Settings != nil {
 		registerSettings(g, o.Settings)

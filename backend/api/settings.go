@@ -50,12 +50,16 @@ type SettingsView struct {
 	Restart []string `json:"restartRequired"`
 }
 
-// ModelInUse is the model the app answers with now.
+// ModelInUse is the model the app answers with now. Vision says whether
+// it takes images ("yes", "no", "unknown") and where that was learnt
+// ("config": config.json's "vision"; "server": the server's model list;
+// "provider": the offline provider; none when unknown).
 type ModelInUse struct {
 	Provider string `json:"provider"`
 	Model    string `json:"model"`
 	BaseURL  string `json:"baseUrl"`
 	Reason   string `json:"reason"`
+	model.VisionInfo
 }
 
 // GatewayInUse is where the gateway listens now and how clients

@@ -38,6 +38,7 @@ import (
 	"github.com/atrium-dev/atrium/backend/guard"
 	"github.com/atrium-dev/atrium/backend/gwid"
 	"github.com/atrium-dev/atrium/backend/history"
+	"github.com/atrium-dev/atrium/backend/media"
 	"github.com/atrium-dev/atrium/backend/memory"
 	"github.com/atrium-dev/atrium/backend/memory/embed"
 	"github.com/atrium-dev/atrium/backend/memory/versions"
@@ -132,6 +133,10 @@ type App struct {
 	Memory  *memory.Manager
 	History *history.Store
 	Chat    *chat.Service
+	// Media is the media store in $ATRIUM_HOME/media (photos, clips and
+	// recordings from nodes, SPEC §7): media.get serves it, the nodes
+	// tool shows its pictures to the model.
+	Media *media.Store
 	// ACL holds the policy of <workspace>/memory/.acl (reloaded by Run),
 	// Audit the audit log in $ATRIUM_HOME/audit, Guard the enforcement
 	// point in front of memory (SPEC §5.1).
@@ -161,6 +166,8 @@ type App struct {
 	// (Settings and config.get show the model in force after a change).
 	Model       model.Config
 	ModelReason string
+	// Vision is whether Model takes images and where that was learnt.
+	Vision model.VisionInfo
 
 	log     *slog.Logger
 	hooks   connHooks
@@ -391,6 +398,9 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 	if a.History, err = history.Open(a.db); err != nil {
 		return nil, fmt.Errorf("history: %w", err)
 	}
+	if a.Media, err = media.Open(o.Layout.MediaDir(), media.Options{Log: o.Logger}); err != nil {
+		return nil, fmt.Errorf("media: %w", err)
+	}
 
 	// A configured model that cannot be reached does not stop the app: Detect
 	// then returns the offline provider, and the reason says what failed.
@@ -407,6 +417,7 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 			"base_url", mainModel.BaseURL, "why", why)
 		a.Model, a.ModelReason = mainModel, why
 	}
+	a.Model, a.Vision = withVision(ctx, a.Model)
 	provider, err := model.FromConfig(a.Model, model.OpenAIOptions{Logger: o.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
@@ -480,6 +491,7 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 		Settings:    &settings{a: a, store: store, local: o.LocalModelServers},
 		Focus:       o.Focus,
 		Setup:       a.setup,
+		Media:       a.Media,
 		Version:     o.Version,
 		Started:     time.Now(),
 	})
@@ -508,6 +520,7 @@ func (a *App) agentTools(o Options) func(chat.ToolScope) (*agent.Registry, error
 			Fetch:     &tools.FetchOptions{AllowPrivate: o.FetchAllowPrivate},
 			Exec:      a.execOptions(sc),
 			Nodes:     a.nodesTool(sc),
+			MediaDir:  a.Layout.MediaDir(),
 			Logger:    o.Logger,
 		})
 		if err != nil {
@@ -688,6 +701,9 @@ func (a *App) Close() error {
 	}
 	if a.Memory != nil {
 		errs = append(errs, a.Memory.Close())
+	}
+	if a.Media != nil {
+		errs = append(errs, a.Media.Close())
 	}
 	errs = append(errs, a.lock.Release()) // last: the next app may start now
 	return errors.Join(errs...)

@@ -42,7 +42,7 @@ func (a *App) nodesTool(sc chat.ToolScope) *tools.NodesOptions {
 	if a.Nodes == nil || !a.Nodes.AnyConnected() {
 		return nil
 	}
-	o := &tools.NodesOptions{Nodes: a.Nodes}
+	o := &tools.NodesOptions{Nodes: a.Nodes, Media: a.Media}
 	if sc.Permissions != nil {
 		o.Permissions = sc.Permissions
 	}

@@ -49,7 +49,7 @@ func (s *settings) view(c config.Config, pending []string) (api.SettingsView, er
 		Path:   s.store.Path(),
 		Config: red,
 		Model: api.ModelInUse{Provider: s.a.model().Provider, Model: s.a.model().Model, BaseURL: s.a.model().BaseURL,
-			Reason: s.a.modelReason()},
+			Reason: s.a.modelReason(), VisionInfo: s.a.vision()},
 		Gateway:   s.a.gatewayInUse(),
 		Embedding: api.EmbeddingInUse{Provider: st.Provider, Model: st.Model, Dims: st.Dims, Files: st.Files, Chunks: st.Chunks},
 		Restart:   pending,
@@ -94,6 +94,7 @@ func (a *App) applyMainModel(ctx context.Context) error {
 	if pm, pwhy := ProfileModel(a.Layout.Workspace, cfg, m, acl.MainRole, a.getenv, a.log); pm != m {
 		m, why = pm, pwhy
 	}
+	m, vision := withVision(ctx, m)
 	p, err := model.FromConfig(m, model.OpenAIOptions{Logger: a.log})
 	if err != nil {
 		return fmt.Errorf("model: %w", err)
@@ -102,7 +103,7 @@ func (a *App) applyMainModel(ctx context.Context) error {
 		return err
 	}
 	a.mu.Lock()
-	a.Model, a.ModelReason = m, why
+	a.Model, a.ModelReason, a.Vision = m, why, vision
 	a.mu.Unlock()
 	a.Gateway.Broadcast(api.EventSettingsChanged, map[string]any{"model": map[string]string{"provider": m.Provider, "model": m.Model}})
 	return nil
@@ -112,6 +113,21 @@ func (a *App) model() model.Config {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.Model
+}
+
+// vision is whether the main profile's model takes images, as detected.
+func (a *App) vision() model.VisionInfo {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.Vision
+}
+
+// withVision finds out whether m's model takes images (model.DetectVision:
+// config.json's "vision", else what the server says, else unknown) and
+// returns m with Vision set when known, for FromConfig.
+func withVision(ctx context.Context, m model.Config) (model.Config, model.VisionInfo) {
+	info := model.DetectVision(ctx, m, model.DetectOptions{})
+	return model.WithVision(m, info), info
 }
 
 func (a *App) modelReason() string {
