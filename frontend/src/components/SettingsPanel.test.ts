@@ -119,3 +119,29 @@ describe('settings: gateway', () => {
     expect(screen.queryByTestId('gateway-fingerprint')).toBeNull();
   });
 });
+
+describe('settings: images', () => {
+  it('says whether the model in use takes images, and saves the override', async () => {
+    const { gw, ws } = connect();
+    render(SettingsPanel, { gw, connected: true });
+    const done = new Set<string>();
+    const v = view();
+    Object.assign(v, {
+      config: { model: { provider: 'ollama', model: 'llava', vision: true } },
+      model: { provider: 'ollama', model: 'llava', baseUrl: 'http://127.0.0.1:11434/v1', reason: '', vision: 'yes', visionFrom: 'config' },
+    });
+    await waitFor(() => expect(answer(ws, 'config.get', v, done)).toHaveLength(1));
+    answer(ws, 'config.detect', { servers: [] }, done);
+    await waitFor(() => expect(screen.getByTestId('model-vision').dataset.vision).toBe('yes'));
+    expect(screen.getByTestId('model-vision').textContent).toBe('Images: the model takes images: photos are shown to it (set in config.json)');
+    expect((screen.getByTestId('model-vision-override') as HTMLSelectElement).value).toBe('yes');
+    await fireEvent.change(screen.getByTestId('model-vision-override'), { target: { value: 'no' } });
+    await fireEvent.click(screen.getByTestId('model-save'));
+    let sent: any[] = [];
+    await waitFor(() => {
+      sent = answer(ws, 'config.patch', v, done);
+      expect(sent).toHaveLength(1);
+    });
+    expect(sent[0].patch.model).toMatchObject({ provider: 'ollama', model: 'llava', vision: false });
+  });
+});

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { cancelFailureShown, initialChat, isRunActive, reduceChat, runsInProgress, type ChatAction, type ChatState, type WireMessage } from './chat';
+import { cacheEntries, cancelFailureShown, initialChat, isRunActive, parseCache, reduceChat, runsInProgress, type ChatAction, type ChatState, type WireMessage } from './chat';
 
 // Every run event carries the id the assistant reply will have (messageId), as chat.send returned it.
 const base = { profileId: 'main', sessionId: 's1', messageId: 'a1' };
@@ -557,5 +557,29 @@ describe('cancelFailureShown', () => {
     expect(cancelFailureShown({ code: 'NOT_FOUND', message: 'no such run' })).toBe(false);
     expect(cancelFailureShown({ code: 'UNAVAILABLE', message: 'connection lost' })).toBe(true);
     expect(cancelFailureShown(new Error('boom'))).toBe(true);
+  });
+});
+
+describe('pictures', () => {
+  const id1 = '0123456789abcdef0123456789abcdef';
+  const id2 = 'fedcba9876543210fedcba9876543210';
+  it('a final answer shows the pictures its tool calls returned, once each, by media id; survives the cache', () => {
+    const tools = [
+      { callId: 'c1', tool: 'nodes', images: [{ path: '/h/media/x.jpg', mime: 'image/jpeg', mediaId: id1, width: 640, height: 480 }] },
+      { callId: 'c2', tool: 'nodes', images: [{ path: '/h/media/x.jpg', mediaId: id1 }, { path: '/ws/a.png', mime: 'image/png', mediaId: id2 }] },
+      { callId: 'c3', tool: 'read_file', images: [{ path: '/ws/b.png', mime: 'image/png' }, { mediaId: '../../etc/passwd' }] },
+    ];
+    let s = run(initialChat('main'), ev('chat.thinking', { runId: 'r1' }));
+    s = run(s, ev('chat.final', { runId: 'r1', message: wire('a1', 'assistant', 'A dark window.', 2000, { runId: 'r1', tools }) }));
+    expect(s.messages[0].images).toEqual([
+      { mediaId: id1, mime: 'image/jpeg', width: 640, height: 480 },
+      { mediaId: id2, mime: 'image/png' },
+    ]);
+    const again = run(initialChat('main'), { type: 'cache', messages: parseCache(JSON.stringify(cacheEntries(s))) });
+    expect(again.messages[0].images).toEqual(s.messages[0].images);
+  });
+  it('a message without pictures has none', () => {
+    const s = run(initialChat('main'), { type: 'cache', messages: [wire('a1', 'assistant', 'x', 1, { tools: [{ callId: 'c', tool: 't' }] })] });
+    expect(s.messages[0].images).toBeUndefined();
   });
 });

@@ -34,6 +34,46 @@ export interface WireMessage {
   /** Set when the gateway sent only the first part of a long text (contentBytes: its whole size). */
   contentTruncated?: boolean;
   contentBytes?: number;
+  /** The run's tool calls (history.ToolRecord); only their pictures are read here. */
+  tools?: Array<{ callId?: string; tool?: string; images?: WireImage[] }>;
+}
+
+/** A picture a tool call returned (history.ImageRef): shown through media.get by its media id. */
+export interface WireImage {
+  path?: string;
+  mime?: string;
+  mediaId?: string;
+  width?: number;
+  height?: number;
+  bytes?: number;
+}
+
+/** A picture shown in a message: a media store id (32 hex characters) and what is known of it. */
+export interface ChatImage {
+  mediaId: string;
+  mime: string;
+  width?: number;
+  height?: number;
+}
+
+const MEDIA_ID = /^[0-9a-f]{32}$/;
+
+/** The pictures of a message's tool calls that the media store serves (by media id), in order, once each. */
+export function messageImages(tools: WireMessage['tools']): ChatImage[] | undefined {
+  if (!Array.isArray(tools)) return undefined;
+  const out: ChatImage[] = [];
+  for (const tc of tools) {
+    if (!tc || !Array.isArray(tc.images)) continue;
+    for (const img of tc.images) {
+      if (!img || typeof img.mediaId !== 'string' || !MEDIA_ID.test(img.mediaId)) continue;
+      if (out.some((o) => o.mediaId === img.mediaId)) continue;
+      const c: ChatImage = { mediaId: img.mediaId, mime: typeof img.mime === 'string' ? img.mime : '' };
+      if (typeof img.width === 'number' && img.width > 0) c.width = img.width;
+      if (typeof img.height === 'number' && img.height > 0) c.height = img.height;
+      out.push(c);
+    }
+  }
+  return out.length > 0 ? out : undefined;
 }
 
 export interface ChatMessage {
@@ -48,6 +88,8 @@ export interface ChatMessage {
   runId?: string;
   sessionId?: string;
   sources?: Source[];
+  /** Pictures the run's tools returned (a node's photo), shown inline. */
+  images?: ChatImage[];
   /** What went wrong, for people (no protocol code). */
   error?: string;
   /** The protocol error code behind `error`, when known (for logic and tooltips). */
@@ -150,6 +192,7 @@ export function fromWire(m: WireMessage, state?: MessageState): ChatMessage {
     runId: m.runId,
     sessionId: m.sessionId,
     sources: Array.isArray(m.sources) && m.sources.length > 0 ? m.sources : undefined,
+    images: messageImages(m.tools),
     error: err,
     errorCode: err ? errorCode(m.error) || undefined : undefined,
     cutFrom: m.contentTruncated && typeof m.contentBytes === 'number' ? m.contentBytes : undefined,
@@ -604,6 +647,7 @@ export function cacheEntries(state: ChatState, max = CACHE_MESSAGES): WireMessag
     if (m.sessionId) w.sessionId = m.sessionId;
     if (m.runId) w.runId = m.runId;
     if (m.sources) w.sources = m.sources;
+    if (m.images) w.tools = [{ images: m.images }];
     if (m.state === 'cancelled') w.error = CANCELLED_MARK;
     else if (m.state === 'interrupted') w.error = INTERRUPTED_MARK;
     else if (m.state === 'error') w.error = m.error || 'failed';

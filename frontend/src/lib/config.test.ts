@@ -1,12 +1,33 @@
 import { describe, expect, it } from 'vitest';
-import { mdnsText, modelForm, modelPatch, modelRequest, parseAllowlist, reindexCost, restartText } from './config';
+import { mdnsText, modelForm, modelPatch, modelRequest, parseAllowlist, reindexCost, restartText, visionText } from './config';
 import { resetLang, setLang } from './i18n.svelte';
 
 describe('settings forms', () => {
+  it('carries the vision override: yes, no, or removed to let the server decide', () => {
+    expect(modelForm({ model: 'llava', vision: true }).vision).toBe('yes');
+    expect(modelForm({ model: 'llama', vision: false }).vision).toBe('no');
+    expect(modelForm({ model: 'm' }).vision).toBe('');
+    const f = modelForm({ provider: 'ollama', model: 'llava' });
+    expect(modelPatch({ ...f, vision: 'yes' }).vision).toBe(true);
+    expect(modelPatch({ ...f, vision: 'no' }).vision).toBe(false);
+    expect(modelPatch({ ...f, vision: '' }).vision).toBeNull();
+    expect(modelPatch({ provider: 'ollama', baseUrl: '', model: 'm', apiKey: '', clearKey: false })).not.toHaveProperty('vision');
+  });
+  it('says whether the model in use takes images and where that was learnt (en, zh)', () => {
+    const m = { provider: 'ollama', model: 'llava', baseUrl: '', reason: '' };
+    setLang('en');
+    expect(visionText({ ...m, vision: 'yes', visionFrom: 'server' })).toBe('the model takes images: photos are shown to it (as the model server says)');
+    expect(visionText({ ...m, vision: 'no', visionFrom: 'config' })).toContain("path and details (set in config.json)");
+    expect(visionText(m)).toContain('unknown');
+    setLang('zh');
+    expect(visionText({ ...m, vision: 'yes', visionFrom: 'config' })).toBe('模型可接收图像：照片会发给它 (来自 config.json)');
+    expect(visionText({ ...m, vision: 'unknown' })).toContain('未知');
+    resetLang();
+  });
   it('never carries a key it did not get typed', () => {
     const f = modelForm({ provider: 'openai', baseUrl: 'http://127.0.0.1:1234/v1', model: 'qwen', apiKeySet: true });
     expect(f.apiKey).toBe('');
-    expect(modelPatch(f)).toEqual({ provider: 'openai', baseUrl: 'http://127.0.0.1:1234/v1', model: 'qwen' });
+    expect(modelPatch(f)).toEqual({ provider: 'openai', baseUrl: 'http://127.0.0.1:1234/v1', model: 'qwen', vision: null });
     expect(modelRequest(f)).not.toHaveProperty('apiKey');
   });
   it('sets a typed key, removes a cleared one, nulls empty fields', () => {

@@ -11,7 +11,12 @@ export interface ModelBlock {
   model?: string;
   contextWindow?: number;
   apiKeySet?: boolean;
+  /** Whether the model takes images: the person's word (absent: what the server says, else unknown). */
+  vision?: boolean;
 }
+
+/** Whether the model in use takes images, and where that was learnt (config.get's model). */
+export type VisionSupport = 'yes' | 'no' | 'unknown';
 
 export interface EmbeddingBlock {
   provider?: string;
@@ -51,7 +56,7 @@ export interface GatewayInUse {
 export interface SettingsView {
   path: string;
   config: ConfigShape;
-  model: { provider: string; model: string; baseUrl: string; reason: string };
+  model: { provider: string; model: string; baseUrl: string; reason: string; vision?: VisionSupport; visionFrom?: string };
   gateway: GatewayInUse;
   embedding: { provider: string; model: string; dims: number; files: number; chunks: number };
   restartRequired: string[] | null;
@@ -113,10 +118,13 @@ export interface ModelForm {
   model: string;
   apiKey: string;
   clearKey: boolean;
+  /** The vision override: '' = not set (the server decides), 'yes' or 'no'. Absent: left alone. */
+  vision?: '' | 'yes' | 'no';
 }
 
 export function modelForm(b: ModelBlock | undefined): ModelForm {
-  return { provider: b?.provider ?? '', baseUrl: b?.baseUrl ?? '', model: b?.model ?? '', apiKey: '', clearKey: false };
+  const vision = b?.vision === true ? 'yes' : b?.vision === false ? 'no' : '';
+  return { provider: b?.provider ?? '', baseUrl: b?.baseUrl ?? '', model: b?.model ?? '', apiKey: '', clearKey: false, vision };
 }
 
 /** The merge patch of one model block: empty fields are removed (null), a typed key is set, a cleared key removed. */
@@ -128,7 +136,16 @@ export function modelPatch(f: ModelForm): Record<string, unknown> {
   };
   if (f.apiKey.trim()) p.apiKey = f.apiKey.trim();
   else if (f.clearKey) p.apiKey = null;
+  if (f.vision !== undefined) p.vision = f.vision === 'yes' ? true : f.vision === 'no' ? false : null;
   return p;
+}
+
+/** The words for whether the model in use takes images (Settings), en and zh. */
+export function visionText(m: SettingsView['model']): string {
+  const v = m.vision ?? 'unknown';
+  const what = t(v === 'yes' ? 'settings.vision.yes' : v === 'no' ? 'settings.vision.no' : 'settings.vision.unknown');
+  const from = m.visionFrom === 'config' ? 'settings.vision.fromConfig' : m.visionFrom === 'server' ? 'settings.vision.fromServer' : '';
+  return from ? `${what} (${t(from as MessageKey)})` : what;
 }
 
 /** The fields config.models / config.test take for a form (the key only when one was typed). */
