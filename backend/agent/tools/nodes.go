@@ -86,7 +86,7 @@ const nodesSchema = `{"type":"object","properties":{` +
 	`"action":{"type":"string","enum":["list","describe","invoke"],"description":"list the nodes, describe one, or invoke a command on one"},` +
 	`"nodeId":{"type":"string","maxLength":256,"description":"the node (from list); for describe and invoke"},` +
 	`"caps":{"type":"array","items":{"type":"string","maxLength":64},"maxItems":32,"description":"invoke on a connected node with these capabilities instead of naming nodeId"},` +
-	`"command":{"type":"string","maxLength":128,"description":"for invoke: a command the node allows, e.g. system.run, system.which, system.notify, location.get"},` +
+	`"command":{"type":"string","maxLength":128,"description":"for invoke: a command the node allows, e.g. system.run, system.which, system.notify, location.get, camera.snap, camera.clip, screen.snapshot"},` +
 	`"params":{"type":"object","description":"the command's parameters, e.g. {\"command\":[\"uname\",\"-a\"]} for system.run, {\"name\":\"git\"} for system.which, {\"title\":\"…\",\"body\":\"…\"} for system.notify"},` +
 	`"timeoutMs":{"type":"integer","minimum":1,"maximum":600000,"description":"for invoke: how long to wait for the node (default 30000)"}` +
 	`},"required":["action"],"additionalProperties":false}`
@@ -96,7 +96,8 @@ func (n *nodesTool) register(r *agent.Registry) error {
 		// An invoke may wait for the person, then for the node.
 		Timeout: agent.DefaultAskTimeout + nodes.MaxInvokeTimeout + 5*time.Second,
 		Description: "Other devices paired with Atrium (nodes: computers, phones). list: the nodes, their capabilities and allowed commands; " +
-			"describe: one node; invoke: run a command on a node (the person is asked first)."}, n.run)
+			"describe: one node; invoke: run a command on a node (the person is asked first). A photo or screenshot a command returns is shown to you " +
+			"when you take images, else its file path and size are given."}, n.run)
 }
 
 type nodesArgs struct {
