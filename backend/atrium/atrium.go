@@ -187,6 +187,9 @@ type App struct {
 	// lan holds the LAN listeners, their certificate and the mDNS
 	// advertisement (lan.go).
 	lan lan
+	// mediaRx receives media transfers into Media (media.go); nil in a
+	// first-run app.
+	mediaRx *mediaRelay
 }
 
 // AlreadyRunningError is New's error when another app runs on the same
@@ -695,6 +698,9 @@ func (a *App) Close() error {
 	}
 	if a.Chat != nil {
 		errs = append(errs, a.Chat.Close())
+	}
+	if a.mediaRx != nil {
+		a.mediaRx.Close() // before Media: its transfers are aborted first
 	}
 	if a.db != nil {
 		errs = append(errs, a.db.Close())

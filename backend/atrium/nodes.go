@@ -12,11 +12,13 @@ import (
 )
 
 // newNodes builds the nodes service (presence, node registry, node.invoke,
-// exec asks; SPEC §7) on the gateway, auditing into the app's audit log,
+// exec asks; SPEC §7) on the gateway, with the WebRTC receiver of media
+// commands storing into App.Media (media.go), auditing into the app's audit log,
 // registers its methods and listens to the gateway's connection hooks
 // (devices.go fans them out); the hello-ok snapshot reads its presence.
 func (a *App) newNodes(log *slog.Logger) error {
-	svc, err := nodes.New(nodes.Options{Gateway: a.Gateway, Audit: a.Audit, MayInvoke: a.deviceMayInvoke, Logger: log})
+	a.mediaRx = &mediaRelay{store: a.Media, bind: a.servedIPs, log: log}
+	svc, err := nodes.New(nodes.Options{Gateway: a.Gateway, Audit: a.Audit, MayInvoke: a.deviceMayInvoke, Media: a.mediaRx, Logger: log})
 	if err != nil {
 		return fmt.Errorf("nodes: %w", err)
 	}

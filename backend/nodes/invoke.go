@@ -303,7 +303,12 @@ type Caller struct {
 
 type pendingInvoke struct {
 	id, connID, nodeID, name, command string
+	peerIP                            string             // the node connection's remote address
 	done                              chan invokeOutcome // buffered 1; written once
+
+	// A media command's transfer (expectMedia), else "" and nil.
+	transfer string
+	tr       MediaTransfer
 }
 
 type invokeOutcome struct {
@@ -338,24 +343,39 @@ func (s *Service) Invoke(ctx context.Context, who Caller, req InvokeRequest) (In
 	}
 	inv, gerr := s.target(req)
 	target := inv.nodeID + " " + req.Command
+	var err error
 	if gerr != nil {
 		if gerr.Code == gateway.CodeForbidden {
 			s.auditAs("node.invoke", who, target, false, gerr.Message)
 		}
 		return InvokeResult{}, gerr
 	}
+	// The node is told timeoutMs; its answer may take a moment to arrive.
+	deadline := time.Now().Add(timeout + min(timeout/10, 2*time.Second))
+	if IsMediaCommand(req.Command) {
+		// The transfer is expected before the node hears of it: a node
+		// pushing a transfer nobody asked for is refused.
+		if s.o.Media == nil {
+			s.dropInvoke(inv.id)
+			return InvokeResult{}, gateway.Errorf(gateway.CodeUnavailable, "node.invoke %s: this gateway takes no media transfers", req.Command)
+		}
+		if params, err = s.expectMedia(inv, params, deadline); err != nil {
+			s.dropInvoke(inv.id)
+			return InvokeResult{}, err
+		}
+	}
 	s.auditAs("node.invoke", who, target, true, "command allowed on the node")
-	err := s.gw.Send(inv.connID, EventInvokeRequest, InvokeRequestEvent{
+	err = s.gw.Send(inv.connID, EventInvokeRequest, InvokeRequestEvent{
 		ID: inv.id, Command: req.Command, Params: params, TimeoutMs: timeout.Milliseconds()})
 	if err != nil {
 		// The connection is closing (e.g. its send buffer is full, a slow
 		// consumer) or gone: nothing more it was sent can be answered.
 		// Its waiting invokes fail now rather than at their timeouts.
+		s.endMedia(inv, true, "CANCELLED")
 		s.connClosing(inv.connID, inv.nodeID)
 		return InvokeResult{}, unavailable(ReasonNotConnected, "node %s disconnected (its connection is closing)", inv.name)
 	}
-	// The node is told timeoutMs; its answer may take a moment to arrive.
-	t := time.NewTimer(timeout + min(timeout/10, 2*time.Second))
+	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	var out invokeOutcome
 	select {
@@ -365,24 +385,32 @@ func (s *Service) Invoke(ctx context.Context, who Caller, req InvokeRequest) (In
 			out = <-inv.done // answered just now
 			break
 		}
+		s.endMedia(inv, true, "TIMEOUT")
 		return InvokeResult{}, gateway.Errorf(gateway.CodeTimeout, "node %s did not answer %s within %d ms", inv.name, req.Command, timeout.Milliseconds())
 	case <-ctx.Done():
 		if !s.dropInvoke(inv.id) {
 			out = <-inv.done
 			break
 		}
+		s.endMedia(inv, true, "CANCELLED")
 		return InvokeResult{}, fmt.Errorf("node.invoke %s on %s: %w", req.Command, inv.name, context.Cause(ctx))
 	}
 	if out.err != nil {
+		s.endMedia(inv, true, "CANCELLED")
 		return InvokeResult{}, out.err
 	}
 	if e := out.res.Error; !out.res.OK && e != nil && e.Code == gateway.CodeUnavailable && e.Retryable {
 		// The node could not take it now: a retryable protocol error (not
 		// a result the idempotency cache would keep).
+		s.endMedia(inv, true, "CANCELLED")
 		return InvokeResult{}, unavailable(ReasonBusy, "node %s: %s", inv.name, e.Message)
 	}
-	return InvokeResult{NodeID: inv.nodeID, Command: req.Command, OK: out.res.OK, Payload: out.res.Payload,
-		Error: out.res.Error, Media: out.res.Media}, nil
+	res := InvokeResult{NodeID: inv.nodeID, Command: req.Command, OK: out.res.OK, Payload: out.res.Payload,
+		Error: out.res.Error, Media: out.res.Media}
+	if inv.tr != nil {
+		return s.mediaResult(ctx, inv, res, deadline)
+	}
+	return res, nil
 }
 
 func checkInvoke(req *InvokeRequest) (time.Duration, json.RawMessage, *gateway.Error) {
@@ -480,7 +508,7 @@ func (s *Service) target(req InvokeRequest) (*pendingInvoke, *gateway.Error) {
 	}
 	c := conns[i]
 	ns = s.nodes[c.nodeID()]
-	inv := &pendingInvoke{id: uuid.NewString(), connID: c.ConnID, nodeID: ns.node.NodeID,
+	inv := &pendingInvoke{id: uuid.NewString(), connID: c.ConnID, nodeID: ns.node.NodeID, peerIP: c.RemoteIP,
 		name: ns.node.DisplayName, command: req.Command, done: make(chan invokeOutcome, 1)}
 	s.invokes[inv.id] = inv
 	s.pendingByConn[c.ConnID]++

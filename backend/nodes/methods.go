@@ -21,7 +21,7 @@ const (
 )
 
 // Events lists the events the service sends.
-var Events = []string{EventPresence, EventInvokeRequest, EventExecAskRequested, EventExecAskResolved}
+var Events = []string{EventPresence, EventInvokeRequest, EventExecAskRequested, EventExecAskResolved, EventMediaCancel}
 
 // Register adds the node and presence methods to the gateway, each with
 // the principals that may call it (docs/PROTOCOL.md "Who may call": the
@@ -62,6 +62,20 @@ func (s *Service) Register() {
 			return nil, err
 		}
 		return nil, s.Result(c.ConnID, callerOf(c), p)
+	})
+	g.Handle(MethodMediaOffer, gateway.Write(gateway.Nodes), func(ctx context.Context, c *gateway.Call) (any, error) {
+		var p struct {
+			TransferID string `json:"transferId"`
+			SDP        string `json:"sdp"`
+		}
+		if err := gateway.DecodeParams(c, &p); err != nil {
+			return nil, err
+		}
+		sdp, err := s.Offer(ctx, c.ConnID, callerOf(c), peer(gateway.ConnInfo{ConnID: c.ConnID, Principal: c.Principal}).nodeID(), p.TransferID, p.SDP)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]string{"sdp": sdp}, nil
 	})
 	g.Handle(MethodExecAsk, gateway.Write(gateway.Nodes), func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p ExecAskParams

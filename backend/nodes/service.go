@@ -83,6 +83,14 @@ type Options struct {
 	// operator may invoke. The person's own connections (the operator
 	// token) and the agents' nodes tool are never asked.
 	MayInvoke func(ctx context.Context, deviceID string) error
+	// Media takes the files of media commands (IsMediaCommand: camera.snap,
+	// …): node.invoke expects a transfer before it sends the request, and
+	// node.media.offer hands the node's offer to it. The wiring passes an
+	// adapter over rtc.Receiver. Nil: media commands are UNAVAILABLE.
+	Media MediaReceiver
+	// MaxMediaBytes caps one media command's file (0: the media store's
+	// limit, media.DefaultMaxFileSize unless the wiring set another).
+	MaxMediaBytes int64
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Now is the clock of presence and node timestamps and expiry
@@ -128,6 +136,7 @@ type Service struct {
 	nodes         map[string]*nodeState // by nodeId
 	invokes       map[string]*pendingInvoke
 	pendingByConn map[string]int // invokes waiting per node connection
+	transfers     map[string]*pendingInvoke // media transfers by id, until their invoke ends
 	asks          map[string]*pendingAsk
 
 	flushMu   sync.Mutex
@@ -180,6 +189,7 @@ func New(o Options) (*Service, error) {
 		asks:     map[string]*pendingAsk{},
 
 		pendingByConn: map[string]int{},
+		transfers:     map[string]*pendingInvoke{},
 	}, nil
 }
 
