@@ -509,6 +509,16 @@ export const MESSAGES = {
   'phone.location': ['Location:', '位置：'],
   'phone.location.off': ['Off (nobody can ask where this device is)', '关闭（任何人都无法获取本设备的位置）'],
   'phone.location.while-using': ['While this page is in use', '仅在使用此页面时'],
+  'phone.photoSent': ['Photo sent to your computer ({width}×{height}, {kb} KB)', '照片已发送到电脑（{width}×{height}，{kb} KB）'],
+  'phone.err.background': [
+    'Atrium on this phone is in the background, so your computer could not use the camera. Keep this page open in front and ask again.',
+    '本手机上的 Atrium 在后台运行，电脑无法使用摄像头。请让此页面保持在前台，然后重试。',
+  ],
+  'phone.err.cameraDenied': [
+    'The camera was not allowed for this page. Allow it in the browser’s site settings, then ask again.',
+    '此页面未获准使用摄像头。请在浏览器的网站设置中允许，然后重试。',
+  ],
+  'phone.err.noCamera': ['This phone’s browser offers no usable camera here.', '此手机的浏览器在这里没有可用的摄像头。'],
 } satisfies Record<string, readonly [Text, Text]>;
 
 export type MessageKey = keyof typeof MESSAGES;

@@ -1,11 +1,12 @@
 // The phone page as a node (issue 16 item 8): it answers `node.invoke.request {id, command, params,
 // timeoutMs}` events with `node.invoke.result {id, ok, payload?, error?}` on its node connection.
-// Commands: location.get (navigator.geolocation) and system.notify (the Notification API where
-// the person allowed it, else a notice in the page).
+// Commands: location.get (navigator.geolocation), system.notify (the Notification API where
+// the person allowed it, else a notice in the page), camera.list and camera.snap (camera.ts: the
+// photo goes as a media transfer, the result names it).
 import type { GatewayClient } from './gateway';
 
-export const PHONE_CAPS = ['location', 'system'] as const;
-export const PHONE_COMMANDS = ['location.get', 'system.notify'] as const;
+export const PHONE_CAPS = ['camera', 'location', 'system'] as const;
+export const PHONE_COMMANDS = ['camera.list', 'camera.snap', 'location.get', 'system.notify'] as const;
 /** At most this many requests run at once; one more is answered at once UNAVAILABLE, retryable (node busy). */
 export const MAX_RUNNING = 8;
 
@@ -17,6 +18,14 @@ export class CommandError extends Error {
     this.name = 'CommandError';
     this.code = code;
   }
+}
+
+/** A handler's answer whose file went as a media transfer: node.invoke.result {payload, media:{id, transport}}. */
+export class MediaResult {
+  constructor(
+    readonly payload: unknown,
+    readonly media: { id: string; transport: 'webrtc' | 'https' },
+  ) {}
 }
 
 export type CommandHandler = (params: Record<string, unknown>, timeoutMs: number) => Promise<unknown>;
@@ -134,6 +143,10 @@ export interface InvokeRecord {
   ok: boolean;
   at: number;
   error?: string;
+  /** The page's own words for the failure (an i18n key), when the handler gave one. */
+  hint?: string;
+  /** The payload of a successful answer. */
+  payload?: unknown;
 }
 
 /**
@@ -173,15 +186,19 @@ export function serveNode(
     run
       .finally(() => running--)
       .then(
-        (payload) => ({ id, ok: true, payload: payload ?? {} }),
+        (out) =>
+          out instanceof MediaResult
+            ? { id, ok: true, payload: out.payload ?? {}, media: out.media }
+            : { id, ok: true, payload: out ?? {} },
         (e) => ({
           id,
           ok: false,
           error: { code: e instanceof CommandError ? e.code : 'INTERNAL', message: e instanceof Error ? e.message : String(e) },
+          hint: typeof (e as { hint?: unknown })?.hint === 'string' ? (e as { hint: string }).hint : undefined,
         }),
       )
-      .then((res) => {
-        onInvoke?.({ id, command, ok: res.ok, at: Date.now(), error: res.ok ? undefined : (res as { error: { message: string } }).error.message });
+      .then(({ hint, ...res }: { id: string; ok: boolean; payload?: unknown; media?: unknown; error?: { code: string; message: string }; hint?: string }) => {
+        onInvoke?.({ id, command, ok: res.ok, at: Date.now(), error: res.error?.message, hint, payload: res.payload });
         return gw.request('node.invoke.result', res).catch((e) => console.warn('atrium node: result not delivered', e));
       });
   });

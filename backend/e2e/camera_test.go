@@ -1,0 +1,176 @@
+package e2e
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"image/jpeg"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+
+	"github.com/atrium-dev/atrium/backend/chromiumtest"
+	"github.com/atrium-dev/atrium/backend/gwid"
+)
+
+// snapResult is node.invoke's answer to camera.snap.
+type snapResult struct {
+	OK      bool `json:"ok"`
+	Payload struct {
+		Width, Height int
+		SHA256        string `json:"sha256"`
+	} `json:"payload"`
+	Error *struct{ Code, Message string } `json:"error"`
+	Media *struct {
+		ID, File, Path, MIME, Transport, Command, Device string
+		SHA256                                           string `json:"sha256"`
+		Size                                             int64
+		Width, Height                                    int
+	} `json:"media"`
+}
+
+// TestPhoneCameraSnap (issue 22): a phone Chromium with a fake camera,
+// paired over TLS with the SPKI pin, declares camera.list and camera.snap
+// (the pairing request lists them); the admin invokes camera.snap with
+// maxWidth 320, the page takes the photo (getUserMedia, canvas, JPEG) and
+// sends it over a WebRTC data channel; a JPEG lands in $ATRIUM_HOME/media
+// whose SHA-256 is the one the page computed and which decodes to 320
+// pixels wide. A page in the background (frozen then resumed: hidden)
+// answers NODE_BACKGROUND_UNAVAILABLE instead of hanging.
+func TestPhoneCameraSnap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: skipped in -short mode")
+	}
+	chromium := chromiumtest.Path(t)
+	tmp := t.TempDir()
+	bin := buildAtrium(t)
+	home, ws := filepath.Join(tmp, "home"), filepath.Join(tmp, "workspace")
+	for _, d := range []string{home, ws} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	uiURL, _ := serve(t, bin, home, ws, freePort(t), nil, "--bind", "127.0.0.2")
+	admin := newAdminSession(t, uiURL)
+	var code struct{ URL string }
+	if err := json.Unmarshal(admin.call("device.pair.code", nil), &code); err != nil {
+		t.Fatal(err)
+	}
+	cert, err := gwid.LoadCert(gwid.Options{Dir: filepath.Join(home, "keys")})
+	if err != nil {
+		t.Fatalf("the gateway's certificate: %v", err)
+	}
+	phone := newBrowser(t, chromium, filepath.Join(tmp, "phone"),
+		chromedp.Flag("ignore-certificate-errors-spki-list", cert.SPKIBase64()),
+		chromedp.Flag("use-fake-device-for-media-stream", true),
+		chromedp.Flag("use-fake-ui-for-media-stream", true),
+		chromedp.Flag("allow-loopback-in-peer-connection", true),
+		chromedp.UserAgent(phoneUA),
+		chromedp.WindowSize(412, 915))
+	if err := chromedp.Do(phone, chromedp.Navigate(code.URL)); err != nil {
+		t.Fatalf("the phone opens %s: %v", code.URL, err)
+	}
+	waitFor(t, phone, "the phone to wait for approval", `!!document.querySelector('[data-testid=phone-pending]')`, 30*time.Second)
+	deviceID := js[string](t, phone, `document.querySelector('[data-testid=phone-device]').dataset.device`)
+
+	// The request lists the camera commands; the person approves them all.
+	type request struct {
+		RequestID, DeviceID string
+		Commands, Caps      []string
+	}
+	var reqs struct {
+		Pending []request
+	}
+	if err := json.Unmarshal(admin.call("device.pair.list", nil), &reqs); err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(reqs.Pending, func(r request) bool { return r.DeviceID == deviceID })
+	if i < 0 {
+		t.Fatalf("no pairing request of %s in %+v", deviceID, reqs)
+	}
+	r := reqs.Pending[i]
+	if !slices.Contains(r.Commands, "camera.snap") || !slices.Contains(r.Commands, "camera.list") || !slices.Contains(r.Caps, "camera") {
+		t.Fatalf("the pairing request's commands %v caps %v lack the camera", r.Commands, r.Caps)
+	}
+	admin.call("device.pair.approve", map[string]any{"requestId": r.RequestID})
+	waitFor(t, phone, "the phone paired, its node connected", `document.querySelector('[data-testid=phone-node-state]')?.dataset.state === 'connected'`, 30*time.Second)
+	admin.waitConnected(deviceID)
+
+	snap := func() snapResult {
+		t.Helper()
+		raw := admin.call("node.invoke", map[string]any{"nodeId": deviceID, "command": "camera.snap",
+			"params": map[string]any{"maxWidth": 320, "quality": 0.8}, "timeoutMs": 60000})
+		var res snapResult
+		if err := json.Unmarshal(raw, &res); err != nil {
+			t.Fatalf("camera.snap's answer %s: %v", raw, err)
+		}
+		return res
+	}
+	res := snap()
+	if !res.OK || res.Media == nil {
+		t.Fatalf("camera.snap: %+v", res)
+	}
+	waitFor(t, phone, "the phone to show the photo it sent", `!!document.querySelector('[data-testid=phone-last-photo]')`, 10*time.Second)
+	pageSum := js[string](t, phone, `document.querySelector('[data-testid=phone-last-photo]').dataset.sha256`)
+	m := res.Media
+	if want := filepath.Join(home, "media", m.ID+".jpg"); m.Path != want || m.File != m.ID+".jpg" {
+		t.Errorf("media path %q file %q, want %q", m.Path, m.File, want)
+	}
+	data, err := os.ReadFile(filepath.Join(home, "media", m.File))
+	if err != nil {
+		t.Fatalf("the photo in $ATRIUM_HOME/media: %v", err)
+	}
+	sum := sha256.Sum256(data)
+	if got := hex.EncodeToString(sum[:]); got != pageSum || m.SHA256 != pageSum || res.Payload.SHA256 != pageSum || m.Size != int64(len(data)) {
+		t.Fatalf("the stored photo's SHA-256 %s, the page's %s, the sidecar's %s (%d bytes, %d on disk)", got, pageSum, m.SHA256, m.Size, len(data))
+	}
+	img, err := jpeg.Decode(bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("the stored photo does not decode as JPEG: %v", err)
+	}
+	if b := img.Bounds(); b.Dx() != 320 || m.Width != 320 || m.Height != b.Dy() || res.Payload.Width != 320 {
+		t.Fatalf("the photo is %v, the sidecar says %d×%d, want 320 wide", b, m.Width, m.Height)
+	}
+	if m.MIME != "image/jpeg" || m.Transport != "webrtc" || m.Command != "camera.snap" || m.Device != deviceID {
+		t.Errorf("the sidecar %+v", m)
+	}
+	if _, err := os.Stat(filepath.Join(home, "media", m.ID+".json")); err != nil {
+		t.Errorf("no sidecar beside the photo: %v", err)
+	}
+
+	// The page goes to the background: freezing it makes it hidden, and
+	// resumed it runs hidden, like a phone's tab behind another app.
+	for _, st := range []page.SetWebLifecycleStateState{page.SetWebLifecycleStateStateFrozen, page.SetWebLifecycleStateStateActive} {
+		if _, err := chromedp.Call(phone, page.SetWebLifecycleState, page.SetWebLifecycleStateParams{State: st}); err != nil {
+			t.Fatalf("page lifecycle %s: %v", st, err)
+		}
+	}
+	if !js[bool](t, phone, `document.hidden`) {
+		t.Fatal("the phone page is not hidden: the background case cannot be tested this way")
+	}
+	waitFor(t, phone, "the node connection after the freeze", `document.querySelector('[data-testid=phone-node-state]')?.dataset.state === 'connected'`, 30*time.Second)
+	admin.waitConnected(deviceID)
+	res = snap()
+	if res.OK || res.Error == nil || res.Error.Code != "NODE_BACKGROUND_UNAVAILABLE" {
+		t.Fatalf("camera.snap on a hidden page: %+v, want NODE_BACKGROUND_UNAVAILABLE", res)
+	}
+	waitFor(t, phone, "the phone to say why", `!!document.querySelector('[data-testid=phone-invoke-hint]')`, 10*time.Second)
+	entries, err := os.ReadDir(filepath.Join(home, "media"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if want := []string{".partial", m.ID + ".jpg", m.ID + ".json"}; !slices.Equal(names, want) {
+		t.Errorf("$ATRIUM_HOME/media holds %v, want %v", names, want)
+	}
+	t.Logf("photo %s: %d bytes, %d×%d", m.ID, m.Size, m.Width, m.Height)
+}
