@@ -42,7 +42,9 @@ type snapResult struct {
 // sends it over a WebRTC data channel; a JPEG lands in $ATRIUM_HOME/media
 // whose SHA-256 is the one the page computed and which decodes to 320
 // pixels wide. A page in the background (frozen then resumed: hidden)
-// answers NODE_BACKGROUND_UNAVAILABLE instead of hanging.
+// answers NODE_BACKGROUND_UNAVAILABLE instead of hanging. (A denied camera
+// is tested in camera.test.ts: --use-fake-ui-for-media-stream grants the
+// camera whatever Browser.setPermission says.)
 func TestPhoneCameraSnap(t *testing.T) {
 	if testing.Short() {
 		t.Skip("e2e: skipped in -short mode")
@@ -160,7 +162,7 @@ func TestPhoneCameraSnap(t *testing.T) {
 	if res.OK || res.Error == nil || res.Error.Code != "NODE_BACKGROUND_UNAVAILABLE" {
 		t.Fatalf("camera.snap on a hidden page: %+v, want NODE_BACKGROUND_UNAVAILABLE", res)
 	}
-	waitFor(t, phone, "the phone to say why", `!!document.querySelector('[data-testid=phone-invoke-hint]')`, 10*time.Second)
+	waitFor(t, phone, "the phone to say why", `document.querySelector('[data-testid=phone-invoke-hint]')?.textContent.includes('background')`, 10*time.Second)
 	entries, err := os.ReadDir(filepath.Join(home, "media"))
 	if err != nil {
 		t.Fatal(err)
