@@ -352,13 +352,9 @@ func (s *Service) Invoke(ctx context.Context, who Caller, req InvokeRequest) (In
 	}
 	// The node is told timeoutMs; its answer may take a moment to arrive.
 	deadline := time.Now().Add(timeout + min(timeout/10, 2*time.Second))
-	if IsMediaCommand(req.Command) {
+	if IsMediaCommand(req.Command) && s.o.Media != nil {
 		// The transfer is expected before the node hears of it: a node
 		// pushing a transfer nobody asked for is refused.
-		if s.o.Media == nil {
-			s.dropInvoke(inv.id)
-			return InvokeResult{}, gateway.Errorf(gateway.CodeUnavailable, "node.invoke %s: this gateway takes no media transfers", req.Command)
-		}
 		if params, err = s.expectMedia(inv, params, deadline); err != nil {
 			s.dropInvoke(inv.id)
 			return InvokeResult{}, err

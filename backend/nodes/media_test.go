@@ -83,11 +83,21 @@ func transferOf(t *testing.T, r InvokeRequestEvent) transferParams {
 	return p.Transfer
 }
 
-func TestMediaCommandWithoutReceiverUnavailable(t *testing.T) {
+// TestMediaCommandWithoutReceiver: a bare service (no Media) expects no
+// transfer and passes the node's result through; an offer is FORBIDDEN
+// (nothing was asked for). With a receiver that expects too many, UNAVAILABLE before
+// anything is sent.
+func TestMediaCommandWithoutReceiver(t *testing.T) {
 	f := newFixture(t, Options{})
 	n := f.node("phone", []string{"camera"}, []string{"camera.snap"})
-	_, err := invoke(f.operator("ui"), map[string]any{"nodeId": n.id, "command": "camera.snap"})
-	wantCode(t, err, gateway.CodeUnavailable, "takes no media transfers")
+	n.serve(func(r InvokeRequestEvent) any { return map[string]string{"params": string(r.Params)} })
+	r, err := invoke(f.operator("ui"), map[string]any{"nodeId": n.id, "command": "camera.snap"})
+	if err != nil || !r.OK || string(r.Payload) != `{"params":"{}"}` {
+		t.Fatalf("camera.snap without a receiver: %+v %v", r, err)
+	}
+	err = n.c.Call(context.Background(), MethodMediaOffer, map[string]string{"transferId": media.NewID(), "sdp": "v=0"}, nil)
+	wantCode(t, err, gateway.CodeForbidden, "was asked for")
+
 	fm := &fakeMedia{busy: true}
 	f = newFixture(t, Options{Media: fm})
 	n = f.node("phone", []string{"camera"}, []string{"camera.snap"})

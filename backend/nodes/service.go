@@ -86,7 +86,9 @@ type Options struct {
 	// Media takes the files of media commands (IsMediaCommand: camera.snap,
 	// …): node.invoke expects a transfer before it sends the request, and
 	// node.media.offer hands the node's offer to it. The wiring passes an
-	// adapter over rtc.Receiver. Nil: media commands are UNAVAILABLE.
+	// adapter over rtc.Receiver. Nil (tests of the bare service): no
+	// transfer is expected and a media command's result passes through as
+	// any other, media included; node.media.offer is refused (FORBIDDEN).
 	Media MediaReceiver
 	// MaxMediaBytes caps one media command's file (0: the media store's
 	// limit, media.DefaultMaxFileSize unless the wiring set another).
