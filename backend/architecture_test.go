@@ -132,7 +132,7 @@ var testAllowed = map[string][]string{
 	// Device keys and the signed device connect are device/devicetest's
 	// (the wiring's tests above too).
 	"backend/devices": {"backend/device/devicetest"},
-	"backend/cli":     {"backend/memory/memorytest", "backend/device/devicetest"},
+	"backend/cli":     {"backend/memory/memorytest", "backend/device/devicetest", "backend/rtc"},
 }
 
 func TestImportRules(t *testing.T) {

@@ -149,15 +149,17 @@ const scopeHelp = "what the device reaches in memory as an operator: authenticat
 // commands describe|invoke|run|notify|location get (nodecmds.go).
 func runNodes(ctx context.Context, args []string, o Options) error {
 	sub, args := takeCommand(args)
-	if sub == "location" { // nodes location get: a subcommand of two words
+	if verbs, ok := nodeSubGroups[sub]; ok { // nodes location get, nodes camera snap: subcommands of two words
 		verb, rest := takeCommand(args)
 		switch {
-		case verb == "get" || verb == "" && slices.ContainsFunc(rest, isHelpFlag):
-			sub, args = "location get", rest
+		case slices.Contains(verbs, verb):
+			sub, args = sub+" "+verb, rest
+		case verb == "" && slices.ContainsFunc(rest, isHelpFlag):
+			sub, args = sub+" "+verbs[0], rest
 		case verb == "":
-			return fmt.Errorf("%w: nodes location needs a subcommand: get", errUsage)
+			return fmt.Errorf("%w: nodes %s needs a subcommand: %s", errUsage, sub, strings.Join(verbs, ", "))
 		default:
-			return fmt.Errorf("%w: unknown nodes location subcommand %q (get)", errUsage, verb)
+			return fmt.Errorf("%w: unknown nodes %s subcommand %q (%s)", errUsage, sub, verb, strings.Join(verbs, ", "))
 		}
 	}
 	if ok, err := group("nodes", sub, args, o); !ok {

@@ -72,6 +72,7 @@ func commands() []command {
 		{"nodes invoke", "[flags] --node NODE --command C", "run any command a node may run (--params JSON); prints its\nJSON result", nodeTargetHelp + invokeHelp + appHelp},
 		{"nodes run", "[flags] --node NODE -- COMMAND...", "run a program on a node (system.run; --cwd DIR, --timeout T):\nits stdout, stderr and exit code become this command's", nodeTargetHelp + runHelp + appHelp},
 		{"nodes notify", "[flags] --node NODE --title T", "show a notification on a node (system.notify; --body TEXT)", nodeTargetHelp + appHelp},
+		{"nodes camera snap", "[flags] --node NODE", "take a photo on a node (camera.snap; --facing front|back|both):\nprints where it is stored, its size and SHA-256", nodeTargetHelp + snapHelp + appHelp},
 		{"nodes location get", "[flags] --node NODE", "where a node is (location.get; --accuracy coarse|balanced|precise;\noff on a phone until its person turns it on)", nodeTargetHelp + locationHelp + appHelp},
 		{"node", "[flags]", "run this computer as a node of an Atrium gateway (pair once,\nthen serve system.run, system.which, system.notify)", nodeHelp},
 		{"version", "", "print the version", ""},
@@ -117,6 +118,13 @@ const (
 		"approval, and the wait counts against --timeout. --env NAME=VALUE (repeatable)\n" +
 		"sets variables the node's envAllowlist lets through. Ctrl+C stops the waiting\n" +
 		"here only: the command runs on on the node until it ends or its timeout.\n\n"
+	snapHelp = "--facing both (the default) takes one photo with each camera, the second on the\n" +
+		"device that took the first. Each photo lands in the app's media folder\n" +
+		"($ATRIUM_HOME/media/<id>.jpg, beside its JSON sidecar); this command prints its\n" +
+		"path, size, dimensions and SHA-256 (checked against the file), and --out DIR\n" +
+		"copies it there too. A phone takes photos while its page is in use (in the\n" +
+		"background it answers NODE_BACKGROUND_UNAVAILABLE); its browser asks the person\n" +
+		"the first time, which counts against --timeout (default 60s).\n\n"
 	locationHelp = "--accuracy: coarse (about 1 km; a position up to 10 minutes old will do),\n" +
 		"balanced (the default: the device's ordinary fix, up to a minute old) or precise\n" +
 		"(GPS, fresh). A phone answers only while its person has turned location on in\n" +

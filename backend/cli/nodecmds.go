@@ -2,11 +2,16 @@ package cli
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -24,12 +29,19 @@ import (
 
 // nodeCommandSubs are the nodes subcommands that act on nodes (the others
 // manage pairings, devices.go).
-var nodeCommandSubs = []string{"describe", "invoke", "run", "notify", "location get"}
+var nodeCommandSubs = []string{"describe", "invoke", "run", "notify", "location get", "camera snap"}
+
+// nodeSubGroups are the nodes subcommands of two words: the first word and
+// the second words it takes.
+var nodeSubGroups = map[string][]string{"location": {"get"}, "camera": {"snap"}}
 
 // Defaults of the node commands' --timeout.
 const (
 	// defaultInvokeTimeout is node.invoke's own default (nodes.DefaultInvokeTimeout).
 	defaultInvokeTimeout = 30 * time.Second
+	// defaultMediaTimeout gives a photo time for the camera to start, the
+	// person to allow it the first time, and the transfer.
+	defaultMediaTimeout = 60 * time.Second
 	// defaultRunTimeout is the node host's own ceiling for a run
 	// (exec-approvals.json timeoutMs, default nodehost.DefaultTimeoutMs):
 	// asking for more gets no more unless the node's file allows it.
@@ -100,8 +112,11 @@ func (c *nodeCmd) check(sub string) error {
 func runNodeCommand(ctx context.Context, sub string, args []string, o Options) error {
 	var c nodeCmd
 	fs := newFlagSet("nodes "+sub, o)
-	var command, params, cwd, title, body, accuracy string
+	var command, params, cwd, title, body, accuracy, facing, out string
 	var env envFlag
+	var maxWidth int
+	var quality float64
+	var delay time.Duration
 	switch sub {
 	case "describe":
 		c.register(fs, defaultInvokeTimeout, false)
@@ -117,6 +132,13 @@ func runNodeCommand(ctx context.Context, sub string, args []string, o Options) e
 		c.register(fs, defaultInvokeTimeout, true)
 		fs.StringVar(&title, "title", "", "the notification's `title`")
 		fs.StringVar(&body, "body", "", "the notification's `text`")
+	case "camera snap":
+		c.register(fs, defaultMediaTimeout, true)
+		fs.StringVar(&facing, "facing", "both", "which camera: front (the person's side), back, or both (one photo each)")
+		fs.IntVar(&maxWidth, "max-width", 0, "the photo's width at most, in `pixels` (default: the node's, 1600 on a phone)")
+		fs.Float64Var(&quality, "quality", 0, "JPEG `quality` 0.05…1 (default: the node's, 0.85 on a phone)")
+		fs.DurationVar(&delay, "delay", 0, "wait this long after the camera starts before the photo (at most 10s)")
+		fs.StringVar(&out, "out", "", "also copy each photo into this `dir`ectory (it lands in $ATRIUM_HOME/media in any case)")
 	case "location get":
 		c.register(fs, defaultInvokeTimeout, true)
 		fs.StringVar(&accuracy, "accuracy", "balanced", "coarse (about 1 km, a position up to 10 minutes old), balanced (the device's\n"+
@@ -182,6 +204,28 @@ func runNodeCommand(ctx context.Context, sub string, args []string, o Options) e
 			return err
 		}
 		command, p = "location.get", lp
+	case "camera snap":
+		if facing != "front" && facing != "back" && facing != "both" {
+			return fmt.Errorf("%w: --facing %q: want front, back or both", errUsage, facing)
+		}
+		if delay < 0 || delay > 10*time.Second {
+			return fmt.Errorf("%w: --delay %v: want 0 to 10s", errUsage, delay)
+		}
+		command = "camera.snap"
+		if maxWidth > 0 {
+			p["maxWidth"] = maxWidth
+		}
+		if quality > 0 {
+			p["quality"] = quality
+		}
+		if delay > 0 {
+			p["delayMs"] = delay.Milliseconds()
+		}
+		if out != "" {
+			if st, err := os.Stat(out); err != nil || !st.IsDir() {
+				return fmt.Errorf("%w: --out %s is not a directory", errUsage, out)
+			}
+		}
 	}
 	r, err := c.dialRunningApp(ctx, o, "nodes "+sub)
 	if err != nil {
@@ -200,6 +244,9 @@ func runNodeCommand(ctx context.Context, sub string, args []string, o Options) e
 			return printJSON(o.Stdout, map[string]any{"nodes": cands})
 		}
 		return printDescribe(o.Stdout, cands)
+	}
+	if sub == "camera snap" {
+		return snapPhotos(ctx, o, r, cands, facing, p, c.timeout, out, c.json)
 	}
 	var watch *askWatch
 	if sub == "run" {
@@ -695,4 +742,132 @@ func sameCommand(asked, argv []string) bool {
 	}
 	base := func(s string) string { return s[strings.LastIndexAny(s, `/\`)+1:] }
 	return base(asked[0]) == base(argv[0])
+}
+
+// snapPhotos runs camera.snap once per facing ("both": front, then back,
+// on the node that took the first) and shows each photo (printMedia).
+// Every facing is tried; a failed one is reported after the others.
+func snapPhotos(ctx context.Context, o Options, r remoteMemory, cands []nodes.Node, facing string, params map[string]any,
+	timeout time.Duration, out string, asJSON bool) error {
+	facings := []string{facing}
+	if facing == "both" {
+		facings = []string{"front", "back"}
+	}
+	var shown []map[string]any
+	var errs []error
+	for _, f := range facings {
+		p := maps.Clone(params)
+		p["facing"] = f
+		res, err := invokeFirstFree(ctx, r, cands, "camera.snap", p, timeout)
+		if err == nil && !res.OK {
+			err = nodeFailure(res, nameOf(cands, res.NodeID))
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s camera: %w", f, err))
+			continue
+		}
+		cands = []nodes.Node{nodeOf(cands, res.NodeID)} // the other facing from the same device
+		m, err := mediaOf(res)
+		if err == nil {
+			err = checkMedia(&m, out, f)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s camera: %w", f, err))
+			continue
+		}
+		if asJSON {
+			shown = append(shown, map[string]any{"facing": f, "nodeId": res.NodeID, "media": m.Media, "saved": m.saved})
+			continue
+		}
+		printMedia(o.Stdout, f, m)
+	}
+	if asJSON && len(shown) > 0 {
+		if err := printJSON(o.Stdout, map[string]any{"photos": shown}); err != nil {
+			return err
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// shownMedia is a stored file as the CLI shows it: node.invoke's media and
+// where --out copied it ("" when not asked).
+type shownMedia struct {
+	nodes.Media
+	saved string
+}
+
+// mediaOf is a media command's stored file from its result.
+func mediaOf(res nodes.InvokeResult) (shownMedia, error) {
+	var m nodes.Media
+	if len(res.Media) == 0 || json.Unmarshal(res.Media, &m) != nil || m.Path == "" {
+		return shownMedia{}, fmt.Errorf("the answer names no stored file (media %s)", res.Media)
+	}
+	return shownMedia{Media: m}, nil
+}
+
+// checkMedia reads the stored file (this computer's: the app answers on
+// loopback), checks its SHA-256 against the sidecar's and copies it into
+// dir (when not "") as <name-or-id>-<label><ext>. A file this user cannot
+// read is shown unchecked unless it must be copied.
+func checkMedia(m *shownMedia, dir, label string) error {
+	f, err := os.Open(m.Path)
+	if err != nil {
+		if dir == "" {
+			return nil
+		}
+		return fmt.Errorf("read the stored file to copy it: %w", err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	var dst *os.File
+	var w io.Writer = h
+	if dir != "" {
+		name := filepath.Join(dir, m.ID+"-"+label+filepath.Ext(m.File))
+		if dst, err = os.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); err != nil {
+			return fmt.Errorf("copy the photo: %w", err)
+		}
+		w = io.MultiWriter(h, dst)
+		m.saved = name
+	}
+	_, err = io.Copy(w, f)
+	if dst != nil {
+		err = errors.Join(err, dst.Close())
+	}
+	if sum := hex.EncodeToString(h.Sum(nil)); err == nil && sum != m.SHA256 {
+		err = fmt.Errorf("the stored file %s has SHA-256 %s, its sidecar says %s", m.Path, sum, m.SHA256)
+	}
+	if err != nil && m.saved != "" {
+		_ = os.Remove(m.saved) // nothing half-written
+		m.saved = ""
+	}
+	if err != nil {
+		return fmt.Errorf("check the stored file: %w", err)
+	}
+	return nil
+}
+
+// printMedia shows a stored file: its path, size, SHA-256 and what else is
+// known, and where it was copied.
+func printMedia(w io.Writer, label string, m shownMedia) {
+	dims := ""
+	if m.Width > 0 && m.Height > 0 {
+		dims = fmt.Sprintf(", %d×%d", m.Width, m.Height)
+	}
+	if m.DurationMs > 0 {
+		dims += fmt.Sprintf(", %.1f s", float64(m.DurationMs)/1000)
+	}
+	fmt.Fprintf(w, "%s: %s\n  %d bytes%s, %s, sha256 %s\n", label, m.Path, m.Size, dims, orDash(m.MIME), m.SHA256)
+	if m.saved != "" {
+		fmt.Fprintf(w, "  copied to %s\n", m.saved)
+	}
+}
+
+// nodeOf is node id among cands.
+func nodeOf(cands []nodes.Node, id string) nodes.Node {
+	for _, n := range cands {
+		if n.NodeID == id {
+			return n
+		}
+	}
+	return nodes.Node{NodeID: id, DisplayName: id}
 }

@@ -5,10 +5,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"image/jpeg"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,7 +61,8 @@ func TestPhoneCameraSnap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	uiURL, _ := serve(t, bin, home, ws, freePort(t), nil, "--bind", "127.0.0.2")
+	port := freePort(t)
+	uiURL, _ := serve(t, bin, home, ws, port, nil, "--bind", "127.0.0.2")
 	admin := newAdminSession(t, uiURL)
 	var code struct{ URL string }
 	if err := json.Unmarshal(admin.call("device.pair.code", nil), &code); err != nil {
@@ -146,6 +150,27 @@ func TestPhoneCameraSnap(t *testing.T) {
 		t.Errorf("no sidecar beside the photo: %v", err)
 	}
 
+	// The CLI (issue 22 item 5): one photo per camera by default, each
+	// shown with its path, size, dimensions and SHA-256.
+	out := runBin(t, bin, "nodes", "camera", "snap", "--node", deviceID, "--max-width", "320", "--home", home, "--port", fmt.Sprint(port))
+	cliPhotos := regexp.MustCompile(`(?m)^(front|back): (\S+)\n  (\d+) bytes, 320×\d+, image/jpeg, sha256 ([0-9a-f]{64})$`).FindAllStringSubmatch(out, -1)
+	if len(cliPhotos) != 2 || cliPhotos[0][1] != "front" || cliPhotos[1][1] != "back" {
+		t.Fatalf("atrium nodes camera snap printed:\n%s", out)
+	}
+	var cliNames []string
+	for _, p := range cliPhotos {
+		data, err := os.ReadFile(p[2])
+		sum := sha256.Sum256(data)
+		if err != nil || filepath.Dir(p[2]) != filepath.Join(home, "media") || fmt.Sprint(len(data)) != p[3] || hex.EncodeToString(sum[:]) != p[4] {
+			t.Fatalf("the CLI's %s photo %s: %d bytes (%v), printed %q", p[1], p[2], len(data), err, p[0])
+		}
+		if img, err := jpeg.Decode(bytes.NewReader(data)); err != nil || img.Bounds().Dx() != 320 {
+			t.Fatalf("the CLI's %s photo does not decode to 320 wide: %v", p[1], err)
+		}
+		id := strings.TrimSuffix(filepath.Base(p[2]), ".jpg")
+		cliNames = append(cliNames, id+".jpg", id+".json")
+	}
+
 	// The page goes to the background: freezing it makes it hidden, and
 	// resumed it runs hidden, like a phone's tab behind another app.
 	for _, st := range []page.SetWebLifecycleStateState{page.SetWebLifecycleStateStateFrozen, page.SetWebLifecycleStateStateActive} {
@@ -171,7 +196,9 @@ func TestPhoneCameraSnap(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	if want := []string{".partial", m.ID + ".jpg", m.ID + ".json"}; !slices.Equal(names, want) {
+	want := append([]string{".partial", m.ID + ".jpg", m.ID + ".json"}, cliNames...)
+	slices.Sort(want)
+	if !slices.Equal(names, want) {
 		t.Errorf("$ATRIUM_HOME/media holds %v, want %v", names, want)
 	}
 	t.Logf("photo %s: %d bytes, %d×%d", m.ID, m.Size, m.Width, m.Height)
