@@ -1,13 +1,16 @@
-// The phone page's camera as a node (issue 22): camera.list and camera.snap. A photo is taken with
+// The phone page's camera as a node (issue 22): camera.list, camera.snap and camera.clip. A photo is taken with
 // getUserMedia, drawn on a canvas scaled to maxWidth and encoded by canvas.toBlob('image/jpeg'), then
 // sent to the gateway over a WebRTC data channel (mediasend.ts) for the transfer the gateway named in
 // the request's params (transfer:{id, maxSize}); the result names the transfer (docs/PROTOCOL.md
 // "Media transfers"). A page in the background cannot use the camera (browsers pause or refuse it):
 // it answers NODE_BACKGROUND_UNAVAILABLE at once instead of waiting for the person to come back.
+// A clip is recorded with MediaRecorder (recorder.ts). node.media.cancel stops a command's capture,
+// recording or send at once (ActiveTransfers).
 import type { GatewayClient } from './gateway';
 import { sendMedia, TransferError, type MediaFile, type Sent, type Signal } from './mediasend';
 import type { MessageKey } from './messages';
 import { CommandError, MediaResult, type CommandHandler } from './nodeserve';
+import { ActiveTransfers, durationParam, pickRecorderType, record, type Recording } from './recorder';
 
 /** camera.snap's defaults and bounds. */
 export const SNAP_DEFAULTS = { maxWidth: 1600, quality: 0.85, delayMs: 0 } as const;
@@ -47,26 +50,76 @@ export interface SnapPayload {
   facing: 'front' | 'back';
 }
 
+/** The gateway's transfer in a media command's params: {id (32 hex), maxSize (bytes, 0: the store's limit)}. */
+export function transferParam(command: string, p: Record<string, unknown>): { id: string; maxSize: number } {
+  const t = p.transfer as { id?: unknown; maxSize?: unknown } | undefined;
+  if (!t || typeof t.id !== 'string' || !/^[0-9a-f]{32}$/.test(t.id)) {
+    throw new CommandError('INVALID_REQUEST', `${command}: no media transfer in the request (an older gateway?)`);
+  }
+  const maxSize = typeof t.maxSize === 'number' && Number.isFinite(t.maxSize) && t.maxSize > 0 ? t.maxSize : 0;
+  return { id: t.id, maxSize };
+}
+
+/** A number param from lo to hi, d when absent; INVALID_REQUEST names it otherwise. */
+export function numParam(command: string, p: Record<string, unknown>, k: string, d: number, lo: number, hi: number): number {
+  const v = p[k];
+  if (v === undefined || v === null) return d;
+  if (typeof v !== 'number' || !Number.isFinite(v) || v < lo || v > hi) throw new CommandError('INVALID_REQUEST', `${command}: ${k} must be a number from ${lo} to ${hi}`);
+  return v;
+}
+
+function facingParam(command: string, p: Record<string, unknown>): 'front' | 'back' {
+  const facing = p.facing ?? 'back';
+  if (facing !== 'front' && facing !== 'back') throw new CommandError('INVALID_REQUEST', `${command}: facing must be "front" or "back"`);
+  return facing;
+}
+
 /** Checks camera.snap's params; INVALID_REQUEST names the first bad one. */
 export function snapParams(p: Record<string, unknown>): SnapParams {
-  const bad = (m: string) => new CommandError('INVALID_REQUEST', `camera.snap: ${m}`);
-  const num = (k: string, d: number, lo: number, hi: number) => {
-    const v = p[k];
-    if (v === undefined || v === null) return d;
-    if (typeof v !== 'number' || !Number.isFinite(v) || v < lo || v > hi) throw bad(`${k} must be a number from ${lo} to ${hi}`);
-    return v;
-  };
-  const facing = p.facing ?? 'back';
-  if (facing !== 'front' && facing !== 'back') throw bad('facing must be "front" or "back"');
-  const t = p.transfer as { id?: unknown } | undefined;
-  if (!t || typeof t.id !== 'string' || !/^[0-9a-f]{32}$/.test(t.id)) throw bad('no media transfer in the request (an older gateway?)');
+  const c = 'camera.snap';
+  const facing = facingParam(c, p);
   return {
     facing,
-    maxWidth: Math.round(num('maxWidth', SNAP_DEFAULTS.maxWidth, 16, SNAP_MAX_WIDTH)),
-    quality: num('quality', SNAP_DEFAULTS.quality, 0.05, 1),
-    delayMs: Math.round(num('delayMs', SNAP_DEFAULTS.delayMs, 0, SNAP_MAX_DELAY_MS)),
-    transferId: t.id,
+    maxWidth: Math.round(numParam(c, p, 'maxWidth', SNAP_DEFAULTS.maxWidth, 16, SNAP_MAX_WIDTH)),
+    quality: numParam(c, p, 'quality', SNAP_DEFAULTS.quality, 0.05, 1),
+    delayMs: Math.round(numParam(c, p, 'delayMs', SNAP_DEFAULTS.delayMs, 0, SNAP_MAX_DELAY_MS)),
+    transferId: transferParam(c, p).id,
   };
+}
+
+/** camera.clip's default length (ms). */
+export const CLIP_DEFAULT_MS = 5_000;
+
+/** camera.clip's params after checks. */
+export interface ClipParams {
+  facing: 'front' | 'back';
+  durationMs: number;
+  includeAudio: boolean;
+  transferId: string;
+  maxSize: number;
+}
+
+/** Checks camera.clip {facing, durationMs (500…60000, default 5000), includeAudio (default true)} against timeoutMs. */
+export function clipParams(p: Record<string, unknown>, timeoutMs: number): ClipParams {
+  const c = 'camera.clip';
+  const facing = facingParam(c, p);
+  if (p.includeAudio !== undefined && typeof p.includeAudio !== 'boolean') throw new CommandError('INVALID_REQUEST', `${c}: includeAudio must be true or false`);
+  const t = transferParam(c, p);
+  return { facing, durationMs: durationParam(c, p.durationMs, CLIP_DEFAULT_MS, timeoutMs), includeAudio: p.includeAudio !== false, transferId: t.id, maxSize: t.maxSize };
+}
+
+/** camera.clip's payload; the file itself is the media transfer. */
+export interface ClipPayload {
+  durationMs: number;
+  /** "video/webm" or "video/mp4"; codecs in mimeType. */
+  mime: string;
+  mimeType: string;
+  size: number;
+  sha256: string;
+  width: number;
+  height: number;
+  facing: 'front' | 'back';
+  audio: boolean;
 }
 
 /** The size a w×h frame is scaled to: at most maxWidth wide, the aspect ratio kept. */
@@ -79,10 +132,18 @@ export function scaledSize(w: number, h: number, maxWidth: number): { width: num
 export interface CameraDeps {
   mediaDevices: MediaDevices | undefined;
   document: Pick<Document, 'visibilityState' | 'createElement'>;
-  /** Sends a photo for a transfer (default: sendMedia signalled through node.media.offer). */
-  send: (file: MediaFile) => Promise<Sent>;
-  /** Takes one frame of stream scaled to maxWidth, as a JPEG (default: grab). */
+  /** Sends a file for a transfer until signal aborts (default: sendMedia signalled through node.media.offer). */
+  send: (file: MediaFile, signal?: AbortSignal) => Promise<Sent>;
+  /** Takes one frame of stream scaled to maxWidth, as a JPEG or PNG (default: grab). */
   grab?: typeof grab;
+  /** Records a stream (default: record). */
+  record?: typeof record;
+  /** MediaRecorder.isTypeSupported (default the browser's). */
+  isTypeSupported?: (type: string) => boolean;
+  /** The transfers node.media.cancel can stop (default: a registry of this handler set's own). */
+  active?: ActiveTransfers;
+  /** Told when a recording starts (the command) and ends (null): the page shows it. */
+  onRecording?: (command: string | null) => void;
 }
 
 /** Signals a transfer's SDP offer through node.media.offer on the node connection gw. */
@@ -95,11 +156,11 @@ export function offerSignal(gw: GatewayClient, transferId: string): Signal {
 }
 
 /** sendMedia over gw, resumed (same id, only missing blocks) when the connection was cut. */
-export function sendOver(gw: GatewayClient): (file: MediaFile) => Promise<Sent> {
-  return async (file) => {
+export function sendOver(gw: GatewayClient): (file: MediaFile, signal?: AbortSignal) => Promise<Sent> {
+  return async (file, signal) => {
     for (let i = 0; ; i++) {
       try {
-        return await sendMedia(file, offerSignal(gw, file.id));
+        return await sendMedia(file, offerSignal(gw, file.id), { signal });
       } catch (e) {
         if (!(e instanceof TransferError) || e.code !== 'CLOSED' || i >= SEND_RETRIES) throw e;
       }
@@ -107,7 +168,7 @@ export function sendOver(gw: GatewayClient): (file: MediaFile) => Promise<Sent> 
   };
 }
 
-function foreground(doc: CameraDeps['document'], command: string): void {
+export function foreground(doc: CameraDeps['document'], command: string): void {
   if (doc.visibilityState !== 'visible') {
     throw new CameraError(BACKGROUND, `${command}: the Atrium page is in the background on this phone; bring it to the front and try again`, 'phone.err.background');
   }
@@ -130,8 +191,10 @@ export function cameraError(e: unknown): CommandError {
 export async function grab(
   doc: CameraDeps['document'],
   stream: MediaStream,
-  o: { maxWidth: number; quality: number; delayMs: number; deadline: number },
+  o: { maxWidth: number; quality: number; delayMs: number; deadline: number; mime?: 'image/jpeg' | 'image/png'; command?: string },
 ): Promise<{ blob: Blob; width: number; height: number }> {
+  const c = o.command ?? 'camera.snap';
+  const mime = o.mime ?? 'image/jpeg';
   const video = doc.createElement('video');
   video.muted = true;
   video.playsInline = true;
@@ -139,7 +202,7 @@ export async function grab(
   try {
     await video.play();
     while (video.videoWidth === 0 || video.readyState < 2) {
-      if (Date.now() > o.deadline) throw new CommandError('TIMEOUT', 'camera.snap: the camera gave no picture in time');
+      if (Date.now() > o.deadline) throw new CommandError('TIMEOUT', `${c}: the capture gave no picture in time`);
       await new Promise((r) => setTimeout(r, 20));
     }
     if (o.delayMs > 0) await new Promise((r) => setTimeout(r, o.delayMs));
@@ -148,10 +211,10 @@ export async function grab(
     canvas.width = width;
     canvas.height = height;
     const ctx = canvas.getContext('2d');
-    if (!ctx) throw new CommandError('INTERNAL', 'camera.snap: no 2D canvas in this browser');
+    if (!ctx) throw new CommandError('INTERNAL', `${c}: no 2D canvas in this browser`);
     ctx.drawImage(video, 0, 0, width, height);
-    const blob = await new Promise<Blob | null>((r) => canvas.toBlob(r, 'image/jpeg', o.quality));
-    if (!blob) throw new CommandError('INTERNAL', 'camera.snap: the browser could not encode the JPEG');
+    const blob = await new Promise<Blob | null>((r) => canvas.toBlob(r, mime, o.quality));
+    if (!blob || blob.type !== mime) throw new CommandError('INTERNAL', `${c}: the browser could not encode ${mime}`);
     return { blob, width, height };
   } finally {
     video.pause();
@@ -159,47 +222,138 @@ export async function grab(
   }
 }
 
+/**
+ * Runs a media command's work for transfer id: work gets a signal that node.media.cancel aborts; an
+ * abort ends the command with CANCELLED whatever work was doing (capturing, recording, sending).
+ */
+export async function withTransfer<T>(deps: Pick<CameraDeps, 'active'>, command: string, id: string, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const active = deps.active ?? new ActiveTransfers();
+  const signal = active.begin(id);
+  try {
+    return await work(signal);
+  } catch (e) {
+    if (signal.aborted) throw new CommandError('CANCELLED', `${command}: stopped, the gateway cancelled the transfer`);
+    throw e;
+  } finally {
+    active.end(id);
+  }
+}
+
+/** Sends file for a command; a failed transfer is a CommandError with the transport's code. */
+export async function sendFile(deps: Pick<CameraDeps, 'send'>, command: string, file: MediaFile, signal: AbortSignal): Promise<Sent> {
+  return deps.send(file, signal).catch((e) => {
+    throw e instanceof TransferError ? new CommandError(e.code, `${command}: the file did not reach the gateway: ${e.message}`) : e;
+  });
+}
+
+function noCamera(): CameraError {
+  return new CameraError('UNAVAILABLE', 'this browser gives no camera access here (it needs HTTPS and a camera)', 'phone.err.noCamera');
+}
+
+function stopAll(stream: MediaStream): void {
+  for (const t of stream.getTracks()) t.stop();
+}
+
 /** camera.snap {facing, maxWidth, quality, delayMs} (+ the gateway's transfer) → SnapPayload and the media transfer. */
 export function snapHandler(deps: CameraDeps): CommandHandler {
   return async (params, timeoutMs) => {
     foreground(deps.document, 'camera.snap');
     const p = snapParams(params);
-    if (!deps.mediaDevices?.getUserMedia) {
-      throw new CameraError('UNAVAILABLE', 'this browser gives no camera access here (it needs HTTPS and a camera)', 'phone.err.noCamera');
-    }
+    if (!deps.mediaDevices?.getUserMedia) throw noCamera();
     const deadline = Date.now() + Math.max(1000, timeoutMs - 1000);
-    let stream: MediaStream;
-    try {
-      stream = await deps.mediaDevices.getUserMedia({
-        audio: false,
-        video: { facingMode: { ideal: p.facing === 'front' ? 'user' : 'environment' }, width: { ideal: p.maxWidth } },
-      });
-    } catch (e) {
-      throw cameraError(e);
-    }
-    let shot: { blob: Blob; width: number; height: number };
-    try {
-      // The page may have gone to the background while the person answered the permission prompt.
-      foreground(deps.document, 'camera.snap');
-      shot = await (deps.grab ?? grab)(deps.document, stream, { ...p, deadline });
-    } finally {
-      for (const t of stream.getTracks()) t.stop();
-    }
-    const data = new Uint8Array(await shot.blob.arrayBuffer());
-    const sent = await deps.send({ id: p.transferId, name: 'photo.jpg', data, mime: 'image/jpeg', width: shot.width, height: shot.height }).catch((e) => {
-      throw e instanceof TransferError ? new CommandError(e.code, `camera.snap: the photo did not reach the gateway: ${e.message}`) : e;
+    return withTransfer(deps, 'camera.snap', p.transferId, async (signal) => {
+      let stream: MediaStream;
+      try {
+        stream = await deps.mediaDevices!.getUserMedia({
+          audio: false,
+          video: { facingMode: { ideal: p.facing === 'front' ? 'user' : 'environment' }, width: { ideal: p.maxWidth } },
+        });
+      } catch (e) {
+        throw cameraError(e);
+      }
+      let shot: { blob: Blob; width: number; height: number };
+      try {
+        // The page may have gone to the background while the person answered the permission prompt.
+        foreground(deps.document, 'camera.snap');
+        shot = await (deps.grab ?? grab)(deps.document, stream, { ...p, deadline });
+      } finally {
+        stopAll(stream);
+      }
+      if (signal.aborted) throw new CommandError('CANCELLED', 'camera.snap: cancelled');
+      const data = new Uint8Array(await shot.blob.arrayBuffer());
+      const sent = await sendFile(deps, 'camera.snap', { id: p.transferId, name: 'photo.jpg', data, mime: 'image/jpeg', width: shot.width, height: shot.height }, signal);
+      const payload: SnapPayload = { width: shot.width, height: shot.height, size: data.length, sha256: sent.sha256, mime: 'image/jpeg', facing: p.facing };
+      return new MediaResult(payload, { id: p.transferId, transport: 'webrtc' });
     });
-    const payload: SnapPayload = { width: shot.width, height: shot.height, size: data.length, sha256: sent.sha256, mime: 'image/jpeg', facing: p.facing };
-    return new MediaResult(payload, { id: p.transferId, transport: 'webrtc' });
+  };
+}
+
+/**
+ * Records stream for a command (recorder.ts) and sends the file: the shared part of camera.clip and
+ * screen.record. Tells deps.onRecording while it records.
+ */
+export async function recordAndSend(
+  deps: CameraDeps,
+  o: { command: string; stream: MediaStream; durationMs: number; audio: boolean; transferId: string; maxSize: number; name: string; signal: AbortSignal },
+): Promise<{ rec: Recording; sent: Sent; width: number; height: number }> {
+  const settings = o.stream.getVideoTracks?.()[0]?.getSettings?.() ?? {};
+  const isTypeSupported = deps.isTypeSupported ?? globalThis.MediaRecorder?.isTypeSupported?.bind(globalThis.MediaRecorder);
+  deps.onRecording?.(o.command);
+  let rec: Recording;
+  try {
+    rec = await (deps.record ?? record)(o.stream, {
+      command: o.command,
+      durationMs: o.durationMs,
+      type: pickRecorderType(isTypeSupported, o.audio),
+      maxBytes: o.maxSize,
+      signal: o.signal,
+    });
+  } finally {
+    stopAll(o.stream);
+    deps.onRecording?.(null);
+  }
+  const width = settings.width ?? 0;
+  const height = settings.height ?? 0;
+  const sent = await sendFile(
+    deps,
+    o.command,
+    { id: o.transferId, name: `${o.name}.${rec.ext}`, data: rec.data, mime: rec.mime, width: width || undefined, height: height || undefined, durationMs: rec.durationMs },
+    o.signal,
+  );
+  return { rec, sent, width, height };
+}
+
+/** camera.clip {facing, durationMs, includeAudio} (+ the gateway's transfer) → ClipPayload and the media transfer. */
+export function clipHandler(deps: CameraDeps): CommandHandler {
+  return async (params, timeoutMs) => {
+    foreground(deps.document, 'camera.clip');
+    const p = clipParams(params, timeoutMs);
+    if (!deps.mediaDevices?.getUserMedia) throw noCamera();
+    return withTransfer(deps, 'camera.clip', p.transferId, async (signal) => {
+      let stream: MediaStream;
+      try {
+        stream = await deps.mediaDevices!.getUserMedia({ audio: p.includeAudio, video: { facingMode: { ideal: p.facing === 'front' ? 'user' : 'environment' } } });
+      } catch (e) {
+        throw cameraError(e);
+      }
+      try {
+        foreground(deps.document, 'camera.clip');
+      } catch (e) {
+        stopAll(stream);
+        throw e;
+      }
+      const audio = p.includeAudio && (stream.getAudioTracks?.().length ?? 0) > 0;
+      const { rec, sent, width, height } = await recordAndSend(deps, { command: 'camera.clip', stream, durationMs: p.durationMs, audio, transferId: p.transferId, maxSize: p.maxSize, name: 'clip', signal });
+      const payload: ClipPayload = { durationMs: rec.durationMs, mime: rec.mime, mimeType: rec.mimeType, size: rec.data.length, sha256: sent.sha256, width, height, facing: p.facing, audio };
+      return new MediaResult(payload, { id: p.transferId, transport: 'webrtc' });
+    });
   };
 }
 
 /** camera.list → {cameras:[{id, label, facing?}]} (labels are empty until the camera was allowed once). */
 export function listHandler(deps: Pick<CameraDeps, 'mediaDevices'>): CommandHandler {
   return async () => {
-    if (!deps.mediaDevices?.enumerateDevices) {
-      throw new CameraError('UNAVAILABLE', 'this browser gives no camera access here (it needs HTTPS and a camera)', 'phone.err.noCamera');
-    }
+    if (!deps.mediaDevices?.enumerateDevices) throw noCamera();
     const all = await deps.mediaDevices.enumerateDevices();
     const cameras = all
       .filter((d) => d.kind === 'videoinput')
@@ -213,8 +367,8 @@ export function listHandler(deps: Pick<CameraDeps, 'mediaDevices'>): CommandHand
   };
 }
 
-/** The camera commands served on the node connection gw. */
+/** The camera commands served on the node connection gw; node.media.cancel reaches them through deps.active. */
 export function cameraHandlers(gw: GatewayClient, deps: Omit<CameraDeps, 'send'> = { mediaDevices: globalThis.navigator?.mediaDevices, document }): Record<string, CommandHandler> {
   const full: CameraDeps = { ...deps, send: sendOver(gw) };
-  return { 'camera.list': listHandler(full), 'camera.snap': snapHandler(full) };
+  return { 'camera.list': listHandler(full), 'camera.snap': snapHandler(full), 'camera.clip': clipHandler(full) };
 }

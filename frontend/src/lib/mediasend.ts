@@ -42,6 +42,8 @@ export interface SendOptions {
   idleTimeoutMs?: number;
   /** The RTCPeerConnection constructor (default the browser's). */
   RTCPeerConnection?: typeof RTCPeerConnection;
+  /** Ends the send at once (node.media.cancel): the connection is closed, sendMedia rejects CANCELLED. */
+  signal?: AbortSignal;
 }
 
 /** What one sendMedia did. */
@@ -167,6 +169,11 @@ class Inbox {
       this.wake();
     });
   }
+  /** Ends a waiting next() (the connection was closed on this side, which fires no close event). */
+  close() {
+    this.closed = true;
+    this.wake();
+  }
   private wake() {
     const w = this.waiter;
     this.waiter = null;
@@ -189,14 +196,34 @@ class Inbox {
 export async function sendMedia(file: MediaFile, signal: Signal, opts: SendOptions = {}): Promise<Sent> {
   const PC = opts.RTCPeerConnection ?? globalThis.RTCPeerConnection;
   if (!PC) throw new TransferError('UNAVAILABLE', 'this browser has no WebRTC');
+  const stop = opts.signal;
+  if (stop?.aborted) throw cancelled(stop);
   const connectMs = opts.connectTimeoutMs ?? 15000;
   const idleMs = opts.idleTimeoutMs ?? 30000;
   const lowWater = opts.lowWater ?? 512 << 10;
   const highWater = Math.max(opts.highWater ?? 2 << 20, lowWater);
   const pc = new PC({ iceServers: [] });
+  let inbox: Inbox | null = null;
+  let abort: (e: TransferError) => void = () => undefined;
+  const aborted = new Promise<never>((_, reject) => (abort = reject));
+  aborted.catch(() => undefined);
+  const onAbort = () => {
+    pc.close();
+    inbox?.close();
+    abort(cancelled(stop!));
+  };
+  stop?.addEventListener('abort', onAbort, { once: true });
   try {
+    return await Promise.race([run(), aborted]);
+  } finally {
+    stop?.removeEventListener('abort', onAbort);
+    pc.close();
+  }
+
+  async function run(): Promise<Sent> {
     const dc = pc.createDataChannel(CHANNEL_LABEL, { ordered: true });
-    const inbox = new Inbox(dc);
+    const box = new Inbox(dc);
+    inbox = box;
     const opened = new Promise<void>((resolve, reject) => {
       dc.onopen = () => resolve();
       dc.addEventListener('close', () => reject(new TransferError('CLOSED', 'the data channel closed before it opened')));
@@ -265,7 +292,7 @@ export async function sendMedia(file: MediaFile, signal: Signal, opts: SendOptio
 
     const sent: Sent = { sha256: sum, blockSize: bs, blocks, blocksSent: 0, rounds: 0 };
     for (;;) {
-      const msg = parseMsg(await inbox.next(idleMs));
+      const msg = parseMsg(await box.next(idleMs));
       if (msg.type === 'N') {
         sent.rounds++;
         for (const i of needed(msg.body, blocks)) {
@@ -286,7 +313,10 @@ export async function sendMedia(file: MediaFile, signal: Signal, opts: SendOptio
         throw cancel('PROTOCOL', `unexpected message ${JSON.stringify(msg.type)}`);
       }
     }
-  } finally {
-    pc.close();
   }
+}
+
+function cancelled(s: AbortSignal): TransferError {
+  const r: unknown = s.reason;
+  return new TransferError('CANCELLED', r instanceof Error ? r.message : typeof r === 'string' ? r : 'the send was cancelled');
 }

@@ -519,6 +519,17 @@ export const MESSAGES = {
     '此页面未获准使用摄像头。请在浏览器的网站设置中允许，然后重试。',
   ],
   'phone.err.noCamera': ['This phone’s browser offers no usable camera here.', '此手机的浏览器在这里没有可用的摄像头。'],
+  'phone.err.noScreen': [
+    'This browser cannot share the screen here, so your computer could not capture it.',
+    '此浏览器在这里无法共享屏幕，电脑无法截取屏幕。',
+  ],
+  'phone.err.screenDenied': [
+    'Screen sharing was not allowed. Choose a screen or window when the browser asks, then ask again.',
+    '未允许共享屏幕。请在浏览器询问时选择一个屏幕或窗口，然后重试。',
+  ],
+  'phone.clipSent': ['Recording sent to your computer ({seconds} s, {kb} KB)', '录像已发送到电脑（{seconds} 秒，{kb} KB）'],
+  'phone.recordingCamera': ['● Recording with the camera for your computer…', '● 正在用摄像头为电脑录像…'],
+  'phone.recordingScreen': ['● Recording this screen for your computer…', '● 正在为电脑录制此屏幕…'],
 } satisfies Record<string, readonly [Text, Text]>;
 
 export type MessageKey = keyof typeof MESSAGES;

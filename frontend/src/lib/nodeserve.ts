@@ -1,12 +1,24 @@
 // The phone page as a node (issue 16 item 8): it answers `node.invoke.request {id, command, params,
 // timeoutMs}` events with `node.invoke.result {id, ok, payload?, error?}` on its node connection.
 // Commands: location.get (navigator.geolocation), system.notify (the Notification API where
-// the person allowed it, else a notice in the page), camera.list and camera.snap (camera.ts: the
-// photo goes as a media transfer, the result names it).
+// the person allowed it, else a notice in the page), camera.list, camera.snap and camera.clip
+// (camera.ts), screen.snapshot and screen.record where the browser can capture the screen
+// (screen.ts): the file goes as a media transfer, the result names it.
 import type { GatewayClient } from './gateway';
 
 export const PHONE_CAPS = ['camera', 'location', 'system'] as const;
-export const PHONE_COMMANDS = ['camera.list', 'camera.snap', 'location.get', 'system.notify'] as const;
+export const PHONE_COMMANDS = ['camera.clip', 'camera.list', 'camera.snap', 'location.get', 'system.notify'] as const;
+/** What the page adds where the browser can capture the screen (screen.ts screenCaptureAvailable). */
+export const SCREEN_CAP = 'screen';
+export const PHONE_SCREEN_COMMANDS = ['screen.record', 'screen.snapshot'] as const;
+
+/** The caps and commands the page declares at connect: the screen ones only where the browser can capture it. */
+export function phoneDeclares(screen: boolean): { caps: string[]; commands: string[] } {
+  return {
+    caps: screen ? [...PHONE_CAPS, SCREEN_CAP].sort() : [...PHONE_CAPS],
+    commands: screen ? [...PHONE_COMMANDS, ...PHONE_SCREEN_COMMANDS].sort() : [...PHONE_COMMANDS],
+  };
+}
 /** At most this many requests run at once; one more is answered at once UNAVAILABLE, retryable (node busy). */
 export const MAX_RUNNING = 8;
 

@@ -80,7 +80,7 @@ describe('PhoneSession', () => {
     expect(c1.params).toMatchObject({
       role: 'node',
       roles: ['operator', 'node'],
-      commands: ['camera.list', 'camera.snap', 'location.get', 'system.notify'],
+      commands: ['camera.clip', 'camera.list', 'camera.snap', 'location.get', 'system.notify'],
       caps: ['camera', 'location', 'system'],
       auth: { setupCode: 'ABCD2345' },
       client: { id: 'atrium-phone', mode: 'node', displayName: 'Android · Chrome', instanceId: 'inst-pair' },
@@ -107,7 +107,7 @@ describe('PhoneSession', () => {
 
     // 3. The node token is refused as a mismatch: only it is dropped, the key stays, a repair is asked.
     const cNode = await handshakeUntilConnect(nodeWs, 'nonce-node');
-    expect(cNode.params).toMatchObject({ role: 'node', auth: { deviceToken: 'nd-1' }, commands: ['camera.list', 'camera.snap', 'location.get', 'system.notify'] });
+    expect(cNode.params).toMatchObject({ role: 'node', auth: { deviceToken: 'nd-1' }, commands: ['camera.clip', 'camera.list', 'camera.snap', 'location.get', 'system.notify'] });
     expect(await verifyProof(cNode, 'nonce-node')).toBe(true);
     nodeWs.serverSend({ type: 'res', id: cNode.id, ok: false, error: { code: 'UNAUTHORIZED', message: 'device token mismatch', details: { reason: 'device_token_mismatch', repairable: true } } });
     await vi.waitFor(() => expect(FakeWebSocket.instances).toHaveLength(4));

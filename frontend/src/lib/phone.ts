@@ -7,7 +7,8 @@ import { writable, type Readable } from 'svelte/store';
 import { GatewayClient, type ConnStatus, type GatewayOptions } from './gateway';
 import { generateDeviceKey, signConnect, type DeviceKey } from './device';
 import { initialPairState, pairStep, type FragmentResult, type PairEffect, type PairEvent, type PairState, type Role, type StoredPairing, type Tokens } from './pairing';
-import { PHONE_CAPS, PHONE_COMMANDS } from './nodeserve';
+import { phoneDeclares } from './nodeserve';
+import { screenCaptureAvailable } from './screen';
 
 /** A small async key-value store (IndexedDB in the page, a Map in tests). Values are structured-cloned. */
 export interface KVStore {
@@ -103,6 +104,8 @@ export interface PhoneOptions {
   /** Makes a GatewayClient (tests pass one with a fake WebSocket). */
   client?: (o: GatewayOptions) => GatewayClient;
   now?: () => number;
+  /** The caps and commands declared at connect (default phoneDeclares: screen.* where the browser can capture the screen). */
+  declares?: { caps: string[]; commands: string[] };
 }
 
 export interface PhoneView {
@@ -131,8 +134,12 @@ export class PhoneSession {
   private readonly connListeners = new Set<(role: Role, gw: GatewayClient | null) => void>();
   private stopped = false;
 
+  /** What the node connections declare (PhoneOptions.declares). */
+  readonly declares: { caps: string[]; commands: string[] };
+
   constructor(opts: PhoneOptions) {
     this.opts = opts;
+    this.declares = opts.declares ?? phoneDeclares(screenCaptureAvailable(globalThis.navigator?.mediaDevices));
     this.view = { subscribe: this._view.subscribe };
   }
 
@@ -255,8 +262,8 @@ export class PhoneSession {
         roles: [...ROLES],
         mode: 'node',
         clientId: 'atrium-phone',
-        caps: [...PHONE_CAPS],
-        commands: [...PHONE_COMMANDS],
+        caps: [...this.declares.caps],
+        commands: [...this.declares.commands],
         instanceId: `${this.opts.instanceId}-pair`,
       },
       () => (this.pairCode ? { setupCode: this.pairCode } : {}),
@@ -289,8 +296,8 @@ export class PhoneSession {
         role,
         mode: node ? 'node' : 'ui',
         clientId: node ? 'atrium-phone' : 'atrium-ui',
-        caps: node ? [...PHONE_CAPS] : [],
-        commands: node ? [...PHONE_COMMANDS] : [],
+        caps: node ? [...this.declares.caps] : [],
+        commands: node ? [...this.declares.commands] : [],
         instanceId: `${this.opts.instanceId}-${role}`,
       },
       () => ({ deviceToken: this.current.pair.tokens[role] ?? tokens[role] }),
