@@ -19,7 +19,7 @@ CHROMIUM     ?= /usr/bin/chromium
 # for the Windows .exe and its installer (make package, make package-test).
 APT_PKGS := build-essential pkg-config libsqlite3-dev libgtk-3-dev libwebkit2gtk-4.1-dev \
             chromium xvfb xauth x11-utils xdotool imagemagick fonts-wqy-microhei fonts-noto-color-emoji \
-            bubblewrap gcc-mingw-w64-x86-64 iproute2 util-linux zbar-tools nsis p7zip-full
+            bubblewrap gcc-mingw-w64-x86-64 iproute2 util-linux zbar-tools nsis p7zip-full ffmpeg
 
 FRONTEND_SRC := $(shell find frontend/src frontend/index.html frontend/pair frontend/package.json frontend/vite.config.ts -type f 2>/dev/null)
 

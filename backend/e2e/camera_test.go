@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -22,12 +23,103 @@ import (
 	"github.com/atrium-dev/atrium/backend/gwid"
 )
 
-// snapResult is node.invoke's answer to camera.snap.
-type snapResult struct {
+// mediaGateway is a running app bound to 127.0.0.2 (the phone's "LAN")
+// and its admin session.
+type mediaGateway struct {
+	bin     string // the atrium binary
+	port    int
+	home    string
+	uiURL   string // the loopback UI URL with the operator token
+	admin   *adminSession
+	spkiPin string
+}
+
+// startMediaGateway starts the app under tmp, bound to 127.0.0.2.
+func startMediaGateway(t *testing.T, tmp string) *mediaGateway {
+	t.Helper()
+	bin := buildAtrium(t)
+	home, ws := filepath.Join(tmp, "home"), filepath.Join(tmp, "workspace")
+	for _, d := range []string{home, ws} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	port := freePort(t)
+	uiURL, _ := serve(t, bin, home, ws, port, nil, "--bind", "127.0.0.2")
+	g := &mediaGateway{bin: bin, port: port, home: home, uiURL: uiURL, admin: newAdminSession(t, uiURL)}
+	cert, err := gwid.LoadCert(gwid.Options{Dir: filepath.Join(home, "keys")})
+	if err != nil {
+		t.Fatalf("the gateway's certificate: %v", err)
+	}
+	g.spkiPin = cert.SPKIBase64()
+	return g
+}
+
+// pairBrowser opens the pairing page in a new Chromium (fake camera,
+// microphone and screen, the gateway's SPKI pin, loopback WebRTC), checks
+// that its pairing request declares wantCommands and wantCaps, approves
+// everything it asks for and waits until its node is connected. It returns
+// the browser and the device's id.
+func (g *mediaGateway) pairBrowser(t *testing.T, chromium, dir string, wantCommands, wantCaps []string, extra ...chromedp.ExecAllocatorOption) (context.Context, string) {
+	t.Helper()
+	var code struct{ URL string }
+	if err := json.Unmarshal(g.admin.call("device.pair.code", nil), &code); err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, chromium, dir, append([]chromedp.ExecAllocatorOption{
+		chromedp.Flag("ignore-certificate-errors-spki-list", g.spkiPin),
+		// Fake camera and microphone, and a fake screen for getDisplayMedia
+		// (both flags are needed for the screen: the fake UI alone gives
+		// NotReadableError in headless Chromium).
+		chromedp.Flag("use-fake-device-for-media-stream", true),
+		chromedp.Flag("use-fake-ui-for-media-stream", true),
+		chromedp.Flag("allow-loopback-in-peer-connection", true),
+	}, extra...)...)
+	if err := chromedp.Do(b, chromedp.Navigate(code.URL)); err != nil {
+		t.Fatalf("the browser opens %s: %v", code.URL, err)
+	}
+	waitFor(t, b, "the browser to wait for approval", `!!document.querySelector('[data-testid=phone-pending]')`, 30*time.Second)
+	deviceID := js[string](t, b, `document.querySelector('[data-testid=phone-device]').dataset.device`)
+	type request struct {
+		RequestID, DeviceID string
+		Commands, Caps      []string
+	}
+	var reqs struct {
+		Pending []request
+	}
+	if err := json.Unmarshal(g.admin.call("device.pair.list", nil), &reqs); err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(reqs.Pending, func(r request) bool { return r.DeviceID == deviceID })
+	if i < 0 {
+		t.Fatalf("no pairing request of %s in %+v", deviceID, reqs)
+	}
+	r := reqs.Pending[i]
+	for _, c := range wantCommands {
+		if !slices.Contains(r.Commands, c) {
+			t.Fatalf("the pairing request's commands %v lack %s", r.Commands, c)
+		}
+	}
+	for _, c := range wantCaps {
+		if !slices.Contains(r.Caps, c) {
+			t.Fatalf("the pairing request's caps %v lack %s", r.Caps, c)
+		}
+	}
+	g.admin.call("device.pair.approve", map[string]any{"requestId": r.RequestID})
+	waitFor(t, b, "the browser paired, its node connected", `document.querySelector('[data-testid=phone-node-state]')?.dataset.state === 'connected'`, 30*time.Second)
+	g.admin.waitConnected(deviceID)
+	return b, deviceID
+}
+
+// mediaResult is node.invoke's answer to a media command (camera.snap,
+// camera.clip, screen.*).
+type mediaResult struct {
 	OK      bool `json:"ok"`
 	Payload struct {
 		Width, Height int
 		SHA256        string `json:"sha256"`
+		MIME          string `json:"mime"`
+		DurationMs    int64
 	} `json:"payload"`
 	Error *struct{ Code, Message string } `json:"error"`
 	Media *struct {
@@ -35,7 +127,19 @@ type snapResult struct {
 		SHA256                                           string `json:"sha256"`
 		Size                                             int64
 		Width, Height                                    int
+		DurationMs                                       int64
 	} `json:"media"`
+}
+
+// invokeMedia runs a media command on node as the admin.
+func (g *mediaGateway) invokeMedia(t *testing.T, node, command string, params map[string]any, timeoutMs int) mediaResult {
+	t.Helper()
+	raw := g.admin.call("node.invoke", map[string]any{"nodeId": node, "command": command, "params": params, "timeoutMs": timeoutMs})
+	var res mediaResult
+	if err := json.Unmarshal(raw, &res); err != nil {
+		t.Fatalf("%s's answer %s: %v", command, raw, err)
+	}
+	return res
 }
 
 // TestPhoneCameraSnap (issue 22): a phone Chromium with a fake camera,
@@ -54,69 +158,14 @@ func TestPhoneCameraSnap(t *testing.T) {
 	}
 	chromium := chromiumtest.Path(t)
 	tmp := t.TempDir()
-	bin := buildAtrium(t)
-	home, ws := filepath.Join(tmp, "home"), filepath.Join(tmp, "workspace")
-	for _, d := range []string{home, ws} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	port := freePort(t)
-	uiURL, _ := serve(t, bin, home, ws, port, nil, "--bind", "127.0.0.2")
-	admin := newAdminSession(t, uiURL)
-	var code struct{ URL string }
-	if err := json.Unmarshal(admin.call("device.pair.code", nil), &code); err != nil {
-		t.Fatal(err)
-	}
-	cert, err := gwid.LoadCert(gwid.Options{Dir: filepath.Join(home, "keys")})
-	if err != nil {
-		t.Fatalf("the gateway's certificate: %v", err)
-	}
-	phone := newBrowser(t, chromium, filepath.Join(tmp, "phone"),
-		chromedp.Flag("ignore-certificate-errors-spki-list", cert.SPKIBase64()),
-		chromedp.Flag("use-fake-device-for-media-stream", true),
-		chromedp.Flag("use-fake-ui-for-media-stream", true),
-		chromedp.Flag("allow-loopback-in-peer-connection", true),
-		chromedp.UserAgent(phoneUA),
-		chromedp.WindowSize(412, 915))
-	if err := chromedp.Do(phone, chromedp.Navigate(code.URL)); err != nil {
-		t.Fatalf("the phone opens %s: %v", code.URL, err)
-	}
-	waitFor(t, phone, "the phone to wait for approval", `!!document.querySelector('[data-testid=phone-pending]')`, 30*time.Second)
-	deviceID := js[string](t, phone, `document.querySelector('[data-testid=phone-device]').dataset.device`)
+	g := startMediaGateway(t, tmp)
+	phone, deviceID := g.pairBrowser(t, chromium, filepath.Join(tmp, "phone"), []string{"camera.snap", "camera.list"}, []string{"camera"},
+		chromedp.UserAgent(phoneUA), chromedp.WindowSize(412, 915))
+	admin, home, bin, port := g.admin, g.home, g.bin, g.port
 
-	// The request lists the camera commands; the person approves them all.
-	type request struct {
-		RequestID, DeviceID string
-		Commands, Caps      []string
-	}
-	var reqs struct {
-		Pending []request
-	}
-	if err := json.Unmarshal(admin.call("device.pair.list", nil), &reqs); err != nil {
-		t.Fatal(err)
-	}
-	i := slices.IndexFunc(reqs.Pending, func(r request) bool { return r.DeviceID == deviceID })
-	if i < 0 {
-		t.Fatalf("no pairing request of %s in %+v", deviceID, reqs)
-	}
-	r := reqs.Pending[i]
-	if !slices.Contains(r.Commands, "camera.snap") || !slices.Contains(r.Commands, "camera.list") || !slices.Contains(r.Caps, "camera") {
-		t.Fatalf("the pairing request's commands %v caps %v lack the camera", r.Commands, r.Caps)
-	}
-	admin.call("device.pair.approve", map[string]any{"requestId": r.RequestID})
-	waitFor(t, phone, "the phone paired, its node connected", `document.querySelector('[data-testid=phone-node-state]')?.dataset.state === 'connected'`, 30*time.Second)
-	admin.waitConnected(deviceID)
-
-	snap := func() snapResult {
+	snap := func() mediaResult {
 		t.Helper()
-		raw := admin.call("node.invoke", map[string]any{"nodeId": deviceID, "command": "camera.snap",
-			"params": map[string]any{"maxWidth": 320, "quality": 0.8}, "timeoutMs": 60000})
-		var res snapResult
-		if err := json.Unmarshal(raw, &res); err != nil {
-			t.Fatalf("camera.snap's answer %s: %v", raw, err)
-		}
-		return res
+		return g.invokeMedia(t, deviceID, "camera.snap", map[string]any{"maxWidth": 320, "quality": 0.8}, 60000)
 	}
 	res := snap()
 	if !res.OK || res.Media == nil {
