@@ -76,7 +76,8 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ip := remoteIP(r.RemoteAddr)
-	if reason := s.admitPreAuth(ip); reason != "" {
+	pool := preAuthPool(onLoopbackListener(r))
+	if reason := s.admitPreAuth(pool, ip); reason != "" {
 		s.log.Warn("websocket refused", "remote", r.RemoteAddr, "reason", reason)
 		w.Header().Set("Retry-After", "5")
 		http.Error(w, reason, http.StatusServiceUnavailable)
@@ -85,7 +86,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	preAuth := true // the slot is given back at hello-ok or when the connection ends
 	defer func() {
 		if preAuth {
-			s.releasePreAuth(ip)
+			s.releasePreAuth(pool, ip)
 		}
 	}()
 	// The origin was checked above with our own rules. Compression stays
@@ -126,7 +127,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	go c.writeLoop()
 	hook := authenticatedHook(r.Context()) // a LAN listener's count of unauthenticated connections
 	c.run(func() {
-		s.releasePreAuth(ip)
+		s.releasePreAuth(pool, ip)
 		preAuth = false
 		if hook != nil {
 			hook()

@@ -116,7 +116,7 @@ func TestSecurityHeadersOnEveryResponse(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.mu.Lock()
-	s.preAuth = 1 // the cap is full
+	s.preAuth["loopback"], s.preAuth["external"] = 1, 1 // the caps are full
 	s.mu.Unlock()
 	for _, tc := range []struct {
 		path   string

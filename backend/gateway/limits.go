@@ -10,31 +10,51 @@ import (
 // hold (issue 14 items 1 and 2): the unauthenticated-connection caps and
 // the outbound-buffer budget across all connections.
 
-// admitPreAuth takes an unauthenticated slot for ip. It returns "" when
-// admitted, else the reason for refusing (a cap is full).
-func (s *Server) admitPreAuth(ip string) string {
+// preAuthPool names the budget an unauthenticated connection takes a slot
+// of: connections through [Server.ExternalHandler] (the LAN listeners)
+// and through [Server.Handler] on a loopback address (the desktop window,
+// the CLI) have separate caps, so that connections from the LAN can never
+// take the slots the person's own window and CLI need.
+func preAuthPool(loopback bool) string {
+	if loopback {
+		return "loopback"
+	}
+	return "external"
+}
+
+// admitPreAuth takes an unauthenticated slot of pool for ip. It returns ""
+// when admitted, else the reason for refusing (a cap is full). Each pool
+// has Options.MaxUnauthenticated slots, Options.MaxUnauthenticatedPerIP of
+// them per address.
+func (s *Server) admitPreAuth(pool, ip string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.preAuth >= s.opts.MaxUnauthenticated {
+	if s.preAuth[pool] >= s.opts.MaxUnauthenticated {
 		return fmt.Sprintf("too many connections waiting for their handshake (%d)", s.opts.MaxUnauthenticated)
 	}
-	if s.preAuthByIP[ip] >= s.opts.MaxUnauthenticatedPerIP {
+	key := pool + " " + ip
+	if s.preAuthByIP[key] >= s.opts.MaxUnauthenticatedPerIP {
 		return fmt.Sprintf("too many connections from %s waiting for their handshake (%d)", ip, s.opts.MaxUnauthenticatedPerIP)
 	}
-	s.preAuth++
-	s.preAuthByIP[ip]++
+	s.preAuth[pool]++
+	s.preAuthByIP[key]++
 	return ""
 }
 
-// releasePreAuth gives back the slot admitPreAuth took for ip.
-func (s *Server) releasePreAuth(ip string) {
+// releasePreAuth gives back the slot admitPreAuth took of pool for ip.
+func (s *Server) releasePreAuth(pool, ip string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.preAuth--
-	if n := s.preAuthByIP[ip] - 1; n > 0 {
-		s.preAuthByIP[ip] = n
+	if n := s.preAuth[pool] - 1; n > 0 {
+		s.preAuth[pool] = n
 	} else {
-		delete(s.preAuthByIP, ip)
+		delete(s.preAuth, pool)
+	}
+	key := pool + " " + ip
+	if n := s.preAuthByIP[key] - 1; n > 0 {
+		s.preAuthByIP[key] = n
+	} else {
+		delete(s.preAuthByIP, key)
 	}
 }
 
@@ -42,7 +62,11 @@ func (s *Server) releasePreAuth(ip string) {
 func (s *Server) numPreAuth() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.preAuth
+	n := 0
+	for _, k := range s.preAuth {
+		n += k
+	}
+	return n
 }
 
 // TotalBuffered reports the bytes queued for sending across all open

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync"
@@ -299,5 +300,53 @@ func TestMaxInFlight(t *testing.T) {
 	defer calls.Unlock()
 	if n != max {
 		t.Fatalf("the handler ran %d times, want %d (the refused request must not run)", n, max)
+	}
+}
+
+// TestPreAuthPoolsPerListener: connections through the LAN listeners
+// (ExternalHandler) and through the loopback listener (Handler) have their
+// own unauthenticated caps: the LAN filling its cap never refuses the
+// desktop window or the CLI on 127.0.0.1 (issue 21 review: four LAN
+// addresses × 16 silent WebSockets locked the window out).
+func TestPreAuthPoolsPerListener(t *testing.T) {
+	const max = 4
+	s, err := New(Options{Token: testToken, Logger: quietLogger(), MaxUnauthenticated: max, MaxUnauthenticatedPerIP: max})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Handle("test.echo", Read(Operators), echo)
+	lan := httptest.NewServer(s.ExternalHandler())
+	t.Cleanup(lan.Close)
+	local := httptest.NewServer(s.Handler())
+	t.Cleanup(local.Close)
+	wsURL := func(hs *httptest.Server) string { return "ws" + strings.TrimPrefix(hs.URL, "http") + "/ws" }
+
+	// The LAN fills its cap with connections that never send connect.
+	for range max {
+		c := dial(t, wsURL(lan), nil)
+		c.readChallenge()
+	}
+	waitFor(t, "the LAN's connections to hold their slots", func() bool { return s.numPreAuth() == max })
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	_, resp, err := websocket.Dial(ctx, wsURL(lan), nil)
+	if err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("one more LAN connection: %v %v, want 503", resp, err)
+	}
+
+	// The person's window on the loopback listener connects and is served.
+	c, _ := connect(t, wsURL(local))
+	if f := c.call("1", "test.echo", map[string]any{"x": 1}); !f.OK {
+		t.Fatalf("the loopback connection during the LAN flood: %+v", f.Error)
+	}
+	// And the loopback pool has its own cap too.
+	for range max {
+		c := dial(t, wsURL(local), nil)
+		c.readChallenge()
+	}
+	waitFor(t, "both pools full", func() bool { return s.numPreAuth() == 2*max })
+	_, resp, err = websocket.Dial(ctx, wsURL(local), nil)
+	if err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("one more loopback connection: %v %v, want 503", resp, err)
 	}
 }

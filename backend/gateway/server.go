@@ -100,7 +100,10 @@ type Options struct {
 	MaxPreAuthPayload int64
 	// MaxUnauthenticated caps the connections that have not completed the
 	// handshake (default 64); MaxUnauthenticatedPerIP caps them per
-	// remote IP address (default 16). An upgrade request over a cap gets
+	// remote IP address (default 16). Connections through ExternalHandler
+	// (the LAN listeners) and through Handler on a loopback address (the
+	// window, the CLI) have a cap each, so the LAN can never fill the
+	// loopback listener's. An upgrade request over a cap gets
 	// HTTP 503 with Retry-After. HandshakeTimeout frees a slot that is
 	// held without a connect request.
 	MaxUnauthenticated      int
@@ -224,8 +227,8 @@ type Server struct {
 	events       map[string]struct{}
 	all          map[*conn]struct{} // every open connection
 	authed       map[string]*conn   // authenticated, by connID
-	preAuth      int                // connections before hello-ok
-	preAuthByIP  map[string]int
+	preAuth      map[string]int     // connections before hello-ok, by pool (preAuthPool)
+	preAuthByIP  map[string]int     // the same by pool and IP address
 	forbidden    func(call *Call, reason string)
 	deviceEvents DeviceEventFilter // see OnDeviceEvent
 	shuttingDown bool
@@ -323,6 +326,7 @@ func New(opts Options) (*Server, error) {
 		events:      make(map[string]struct{}),
 		all:         make(map[*conn]struct{}),
 		authed:      make(map[string]*conn),
+		preAuth:     make(map[string]int),
 		preAuthByIP: make(map[string]int),
 		ready:       make(chan struct{}),
 	}
