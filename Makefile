@@ -30,11 +30,11 @@ help: ## Show this help
 	@echo "Atrium make targets:"
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-12s %s\n", $$1, $$2}'
 
-run: desktop ## Build and run the app (window if there is a display, else the UI at http://127.0.0.1:18789)
-	./$(BIN)
+run: desktop ## Build and run the app (window if there is a display, else the UI at http://127.0.0.1:18789); ARGS="--bind lan" passes flags
+	./$(BIN) $(ARGS)
 
-serve: desktop ## Build and run the gateway + UI without a window
-	./$(BIN) serve
+serve: desktop ## Build and run the gateway + UI without a window; ARGS passes flags
+	./$(BIN) serve $(ARGS)
 
 desktop: deps frontend ## Build the desktop binary (Wails window + CLI) into bin/atrium
 	$(GO) build -tags $(DESKTOP_TAGS) -ldflags "$(LDFLAGS)" -o $(BIN) .
