@@ -73,6 +73,7 @@ func commands() []command {
 		{"nodes run", "[flags] --node NODE -- COMMAND...", "run a program on a node (system.run; --cwd DIR, --timeout T):\nits stdout, stderr and exit code become this command's", nodeTargetHelp + runHelp + appHelp},
 		{"nodes notify", "[flags] --node NODE --title T", "show a notification on a node (system.notify; --body TEXT)", nodeTargetHelp + appHelp},
 		{"nodes camera snap", "[flags] --node NODE", "take a photo on a node (camera.snap; --facing front|back|both):\nprints where it is stored, its size and SHA-256", nodeTargetHelp + snapHelp + appHelp},
+		{"nodes camera clip", "[flags] --node NODE", "record a clip on a node (camera.clip; --duration 10s, --facing front|back):\nprints where it is stored, its size and SHA-256", nodeTargetHelp + clipHelp + appHelp},
 		{"nodes location get", "[flags] --node NODE", "where a node is (location.get; --accuracy coarse|balanced|precise;\noff on a phone until its person turns it on)", nodeTargetHelp + locationHelp + appHelp},
 		{"node", "[flags]", "run this computer as a node of an Atrium gateway (pair once,\nthen serve system.run, system.which, system.notify)", nodeHelp},
 		{"version", "", "print the version", ""},
@@ -125,6 +126,11 @@ const (
 		"copies it there too. A phone takes photos while its page is in use (in the\n" +
 		"background it answers NODE_BACKGROUND_UNAVAILABLE); its browser asks the person\n" +
 		"the first time, which counts against --timeout (default 60s).\n\n"
+	clipHelp = "--duration is 0.5s to 60s (default 5s), with sound unless --no-audio. The clip\n" +
+		"lands in the app's media folder ($ATRIUM_HOME/media/<id>.webm or .mp4, beside\n" +
+		"its JSON sidecar); this command prints its path, size, length and SHA-256\n" +
+		"(checked against the file), and --out DIR copies it there too. --timeout\n" +
+		"defaults to the duration plus 60s.\n\n"
 	locationHelp = "--accuracy: coarse (about 1 km; a position up to 10 minutes old will do),\n" +
 		"balanced (the default: the device's ordinary fix, up to a minute old) or precise\n" +
 		"(GPS, fresh). A phone answers only while its person has turned location on in\n" +

@@ -29,11 +29,11 @@ import (
 
 // nodeCommandSubs are the nodes subcommands that act on nodes (the others
 // manage pairings, devices.go).
-var nodeCommandSubs = []string{"describe", "invoke", "run", "notify", "location get", "camera snap"}
+var nodeCommandSubs = []string{"describe", "invoke", "run", "notify", "location get", "camera snap", "camera clip"}
 
 // nodeSubGroups are the nodes subcommands of two words: the first word and
 // the second words it takes.
-var nodeSubGroups = map[string][]string{"location": {"get"}, "camera": {"snap"}}
+var nodeSubGroups = map[string][]string{"location": {"get"}, "camera": {"snap", "clip"}}
 
 // Defaults of the node commands' --timeout.
 const (
@@ -116,7 +116,8 @@ func runNodeCommand(ctx context.Context, sub string, args []string, o Options) e
 	var env envFlag
 	var maxWidth int
 	var quality float64
-	var delay time.Duration
+	var delay, duration time.Duration
+	var noAudio bool
 	switch sub {
 	case "describe":
 		c.register(fs, defaultInvokeTimeout, false)
@@ -139,6 +140,12 @@ func runNodeCommand(ctx context.Context, sub string, args []string, o Options) e
 		fs.Float64Var(&quality, "quality", 0, "JPEG `quality` 0.05…1 (default: the node's, 0.85 on a phone)")
 		fs.DurationVar(&delay, "delay", 0, "wait this long after the camera starts before the photo (at most 10s)")
 		fs.StringVar(&out, "out", "", "also copy each photo into this `dir`ectory (it lands in $ATRIUM_HOME/media in any case)")
+	case "camera clip":
+		c.register(fs, 0, true)
+		fs.StringVar(&facing, "facing", "back", "which camera: front (the person's side) or back")
+		fs.DurationVar(&duration, "duration", 5*time.Second, "the clip's length (0.5s to 60s)")
+		fs.BoolVar(&noAudio, "no-audio", false, "record no sound")
+		fs.StringVar(&out, "out", "", "also copy the clip into this `dir`ectory (it lands in $ATRIUM_HOME/media in any case)")
 	case "location get":
 		c.register(fs, defaultInvokeTimeout, true)
 		fs.StringVar(&accuracy, "accuracy", "balanced", "coarse (about 1 km, a position up to 10 minutes old), balanced (the device's\n"+
@@ -169,6 +176,9 @@ func runNodeCommand(ctx context.Context, sub string, args []string, o Options) e
 		if len(pos) != 0 {
 			return usage()
 		}
+	}
+	if sub == "camera clip" && c.timeout == 0 {
+		c.timeout = min(duration+defaultMediaTimeout, nodes.MaxInvokeTimeout) // the recording, then as long as a photo
 	}
 	if err := c.check(sub); err != nil {
 		return err
@@ -221,10 +231,21 @@ func runNodeCommand(ctx context.Context, sub string, args []string, o Options) e
 		if delay > 0 {
 			p["delayMs"] = delay.Milliseconds()
 		}
-		if out != "" {
-			if st, err := os.Stat(out); err != nil || !st.IsDir() {
-				return fmt.Errorf("%w: --out %s is not a directory", errUsage, out)
-			}
+	case "camera clip":
+		if facing != "front" && facing != "back" {
+			return fmt.Errorf("%w: --facing %q: want front or back", errUsage, facing)
+		}
+		if duration < 500*time.Millisecond || duration > time.Minute {
+			return fmt.Errorf("%w: --duration %v: want 0.5s to 60s", errUsage, duration)
+		}
+		if duration >= c.timeout {
+			return fmt.Errorf("%w: --timeout %v must be longer than --duration %v", errUsage, c.timeout, duration)
+		}
+		command, p["durationMs"], p["includeAudio"] = "camera.clip", duration.Milliseconds(), !noAudio
+	}
+	if out != "" {
+		if st, err := os.Stat(out); err != nil || !st.IsDir() {
+			return fmt.Errorf("%w: --out %s is not a directory", errUsage, out)
 		}
 	}
 	r, err := c.dialRunningApp(ctx, o, "nodes "+sub)
@@ -245,8 +266,15 @@ func runNodeCommand(ctx context.Context, sub string, args []string, o Options) e
 		}
 		return printDescribe(o.Stdout, cands)
 	}
-	if sub == "camera snap" {
-		return snapPhotos(ctx, o, r, cands, facing, p, c.timeout, out, c.json)
+	switch sub {
+	case "camera snap":
+		facings := []string{facing}
+		if facing == "both" {
+			facings = []string{"front", "back"}
+		}
+		return takeMedia(ctx, o, r, cands, command, facings, p, c.timeout, out, "photos", c.json)
+	case "camera clip":
+		return takeMedia(ctx, o, r, cands, command, []string{facing}, p, c.timeout, out, "clips", c.json)
 	}
 	var watch *askWatch
 	if sub == "run" {
@@ -744,21 +772,19 @@ func sameCommand(asked, argv []string) bool {
 	return base(asked[0]) == base(argv[0])
 }
 
-// snapPhotos runs camera.snap once per facing ("both": front, then back,
-// on the node that took the first) and shows each photo (printMedia).
-// Every facing is tried; a failed one is reported after the others.
-func snapPhotos(ctx context.Context, o Options, r remoteMemory, cands []nodes.Node, facing string, params map[string]any,
-	timeout time.Duration, out string, asJSON bool) error {
-	facings := []string{facing}
-	if facing == "both" {
-		facings = []string{"front", "back"}
-	}
+// takeMedia runs a media command (camera.snap, camera.clip) once per
+// facing (the second on the node that took the first) and shows each
+// stored file (printMedia; --json: {<jsonKey>:[{facing, nodeId, media,
+// saved}]}). Every facing is tried; a failed one is reported after the
+// others.
+func takeMedia(ctx context.Context, o Options, r remoteMemory, cands []nodes.Node, command string, facings []string,
+	params map[string]any, timeout time.Duration, out, jsonKey string, asJSON bool) error {
 	var shown []map[string]any
 	var errs []error
 	for _, f := range facings {
 		p := maps.Clone(params)
 		p["facing"] = f
-		res, err := invokeFirstFree(ctx, r, cands, "camera.snap", p, timeout)
+		res, err := invokeFirstFree(ctx, r, cands, command, p, timeout)
 		if err == nil && !res.OK {
 			err = nodeFailure(res, nameOf(cands, res.NodeID))
 		}
@@ -782,7 +808,7 @@ func snapPhotos(ctx context.Context, o Options, r remoteMemory, cands []nodes.No
 		printMedia(o.Stdout, f, m)
 	}
 	if asJSON && len(shown) > 0 {
-		if err := printJSON(o.Stdout, map[string]any{"photos": shown}); err != nil {
+		if err := printJSON(o.Stdout, map[string]any{jsonKey: shown}); err != nil {
 			return err
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"image"
 	"image/color"
 	"image/jpeg"
@@ -61,7 +62,7 @@ func pairCameraNode(ctx context.Context, t *testing.T, a *nodeApp, name string) 
 		o.URL, o.GatewayID, o.Role = "ws://127.0.0.1:"+a.port+"/ws", frag.Get("g"), gateway.RoleNode
 		o.Client = devicetest.Phone()
 		o.Client.DisplayName = name
-		o.Caps, o.Commands = []string{"camera"}, []string{"camera.snap"}
+		o.Caps, o.Commands = []string{"camera"}, []string{"camera.clip", "camera.snap"}
 		c, err := devicetest.Dial(ctx, t, key, o)
 		if err != nil {
 			t.Fatal(err)
@@ -93,20 +94,27 @@ func pairCameraNode(ctx context.Context, t *testing.T, a *nodeApp, name string) 
 				continue
 			}
 			var p struct {
-				Facing   string
-				Quality  float64
-				Transfer struct{ ID string }
+				Facing       string
+				Quality      float64
+				DurationMs   int64
+				IncludeAudio *bool
+				Transfer     struct{ ID string }
 			}
 			_ = json.Unmarshal(r.Params, &p)
 			go func() {
-				photo := photos[p.Facing]
+				photo, mime, name := photos[p.Facing], "image/jpeg", "photo.jpg"
+				if r.Command == "camera.clip" {
+					// A stand-in for a recording: its bytes say what was asked.
+					photo, mime, name = []byte(fmt.Sprintf("clip %s %d ms audio %v", p.Facing, p.DurationMs, p.IncludeAudio != nil && *p.IncludeAudio)), "video/webm", "clip.webm"
+				}
 				if p.Facing == "front" && p.Quality == 0.5 || photo == nil {
 					_ = node.Call(ctx, nodes.MethodInvokeResult, map[string]any{"id": r.ID, "ok": false,
 						"error": map[string]string{"code": "FORBIDDEN", "message": "the camera was denied"}}, nil)
 					return
 				}
 				var snd rtc.Sender
-				_, err := snd.Send(ctx, rtc.File{ID: p.Transfer.ID, Name: "photo.jpg", Data: bytes.NewReader(photo), Size: int64(len(photo)), MIME: "image/jpeg"},
+				_, err := snd.Send(ctx, rtc.File{ID: p.Transfer.ID, Name: name, Data: bytes.NewReader(photo), Size: int64(len(photo)), MIME: mime,
+					DurationMs: p.DurationMs},
 					func(ctx context.Context, sdp string) (string, error) {
 						var a struct{ SDP string }
 						err := node.Call(ctx, nodes.MethodMediaOffer, map[string]any{"transferId": p.Transfer.ID, "sdp": sdp}, &a)
@@ -124,7 +132,7 @@ func pairCameraNode(ctx context.Context, t *testing.T, a *nodeApp, name string) 
 	return key.Public().ID(), photos
 }
 
-// TestNodesCameraSnap (issue 22 item 5): `atrium nodes camera snap` against
+// TestNodesCameraSnap (issue 22 item 5): `atrium nodes camera snap` and `camera clip` against
 // the real app and a node that sends its photos over a WebRTC data channel
 // (pion): --facing both (the default) takes one photo per camera, each
 // stored in $ATRIUM_HOME/media and shown with its path, size, dimensions
@@ -176,14 +184,26 @@ func TestNodesCameraSnap(t *testing.T) {
 		js.Photos[0].Media.SHA256 != sum(photos["back"]) || !strings.Contains(errOut, "front camera: node my-iphone: camera.snap FORBIDDEN: the camera was denied") {
 		t.Fatalf("a denied front camera: exit %d\n%s\n%s", code, out, errOut)
 	}
+	// A clip: its length and sound as asked, shown like a photo.
+	code, out, errOut = a.cli(t, "nodes", "camera", "clip", "--node", "my-iphone", "--duration", "2s", "--no-audio")
+	m := regexp.MustCompile(`^back: (\S+)\n  (\d+) bytes, 2\.0 s, video/webm, sha256 ([0-9a-f]{64})\n$`).FindStringSubmatch(out)
+	if code != 0 || m == nil {
+		t.Fatalf("nodes camera clip: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if b, err := os.ReadFile(m[1]); err != nil || string(b) != "clip back 2000 ms audio false" || m[3] != sum(b) || filepath.Ext(m[1]) != ".webm" {
+		t.Fatalf("the stored clip %s: %q %v", m[1], b, err)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
+		{[]string{"nodes", "camera", "clip", "--node", dev, "--duration", "2m"}, "want 0.5s to 60s"},
+		{[]string{"nodes", "camera", "clip", "--node", dev, "--facing", "both"}, "want front or back"},
+		{[]string{"nodes", "camera", "clip", "--node", dev, "--duration", "20s", "--timeout", "10s"}, "must be longer than --duration"},
 		{[]string{"nodes", "camera", "snap", "--node", dev, "--facing", "side"}, "want front, back or both"},
 		{[]string{"nodes", "camera", "snap", "--node", dev, "--out", filepath.Join(outDir, "nosuch")}, "is not a directory"},
 		{[]string{"nodes", "camera", "snap", "--node", dev, "--delay", "1m"}, "want 0 to 10s"},
-		{[]string{"nodes", "camera"}, "nodes camera needs a subcommand: snap"},
+		{[]string{"nodes", "camera"}, "nodes camera needs a subcommand: snap, clip"},
 	} {
 		if code, _, errOut := a.cli(t, tc.args...); code != 2 || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, code, errOut, tc.want)
