@@ -29,11 +29,11 @@ import (
 
 // nodeCommandSubs are the nodes subcommands that act on nodes (the others
 // manage pairings, devices.go).
-var nodeCommandSubs = []string{"describe", "invoke", "run", "notify", "location get", "camera snap", "camera clip"}
+var nodeCommandSubs = []string{"describe", "invoke", "run", "notify", "location get", "camera snap", "camera clip", "screen record"}
 
 // nodeSubGroups are the nodes subcommands of two words: the first word and
 // the second words it takes.
-var nodeSubGroups = map[string][]string{"location": {"get"}, "camera": {"snap", "clip"}}
+var nodeSubGroups = map[string][]string{"location": {"get"}, "camera": {"snap", "clip"}, "screen": {"record"}}
 
 // Defaults of the node commands' --timeout.
 const (
@@ -118,6 +118,7 @@ func runNodeCommand(ctx context.Context, sub string, args []string, o Options) e
 	var quality float64
 	var delay, duration time.Duration
 	var noAudio bool
+	var fps int
 	switch sub {
 	case "describe":
 		c.register(fs, defaultInvokeTimeout, false)
@@ -146,6 +147,11 @@ func runNodeCommand(ctx context.Context, sub string, args []string, o Options) e
 		fs.DurationVar(&duration, "duration", 5*time.Second, "the clip's length (0.5s to 60s)")
 		fs.BoolVar(&noAudio, "no-audio", false, "record no sound")
 		fs.StringVar(&out, "out", "", "also copy the clip into this `dir`ectory (it lands in $ATRIUM_HOME/media in any case)")
+	case "screen record":
+		c.register(fs, 0, true)
+		fs.DurationVar(&duration, "duration", 10*time.Second, "the recording's length (0.5s to 60s)")
+		fs.IntVar(&fps, "fps", 10, "frames per second (1 to 30)")
+		fs.StringVar(&out, "out", "", "also copy the recording into this `dir`ectory (it lands in $ATRIUM_HOME/media in any case)")
 	case "location get":
 		c.register(fs, defaultInvokeTimeout, true)
 		fs.StringVar(&accuracy, "accuracy", "balanced", "coarse (about 1 km, a position up to 10 minutes old), balanced (the device's\n"+
@@ -177,7 +183,7 @@ func runNodeCommand(ctx context.Context, sub string, args []string, o Options) e
 			return usage()
 		}
 	}
-	if sub == "camera clip" && c.timeout == 0 {
+	if (sub == "camera clip" || sub == "screen record") && c.timeout == 0 {
 		c.timeout = min(duration+defaultMediaTimeout, nodes.MaxInvokeTimeout) // the recording, then as long as a photo
 	}
 	if err := c.check(sub); err != nil {
@@ -235,13 +241,18 @@ func runNodeCommand(ctx context.Context, sub string, args []string, o Options) e
 		if facing != "front" && facing != "back" {
 			return fmt.Errorf("%w: --facing %q: want front or back", errUsage, facing)
 		}
-		if duration < 500*time.Millisecond || duration > time.Minute {
-			return fmt.Errorf("%w: --duration %v: want 0.5s to 60s", errUsage, duration)
-		}
-		if duration >= c.timeout {
-			return fmt.Errorf("%w: --timeout %v must be longer than --duration %v", errUsage, c.timeout, duration)
+		if err := checkDuration(duration, c.timeout); err != nil {
+			return err
 		}
 		command, p["durationMs"], p["includeAudio"] = "camera.clip", duration.Milliseconds(), !noAudio
+	case "screen record":
+		if err := checkDuration(duration, c.timeout); err != nil {
+			return err
+		}
+		if fps < 1 || fps > 30 {
+			return fmt.Errorf("%w: --fps %d: want 1 to 30", errUsage, fps)
+		}
+		command, p["durationMs"], p["fps"] = "screen.record", duration.Milliseconds(), fps
 	}
 	if out != "" {
 		if st, err := os.Stat(out); err != nil || !st.IsDir() {
@@ -275,6 +286,8 @@ func runNodeCommand(ctx context.Context, sub string, args []string, o Options) e
 		return takeMedia(ctx, o, r, cands, command, facings, p, c.timeout, out, "photos", c.json)
 	case "camera clip":
 		return takeMedia(ctx, o, r, cands, command, []string{facing}, p, c.timeout, out, "clips", c.json)
+	case "screen record":
+		return takeMedia(ctx, o, r, cands, command, []string{"screen"}, p, c.timeout, out, "recordings", c.json)
 	}
 	var watch *askWatch
 	if sub == "run" {
@@ -292,6 +305,18 @@ func runNodeCommand(ctx context.Context, sub string, args []string, o Options) e
 		return err
 	}
 	return printResult(o, sub, c.json, res, cands)
+}
+
+// checkDuration checks a recording's --duration (0.5s to 60s, the nodes'
+// bounds) against --timeout, which must leave time for the send.
+func checkDuration(duration, timeout time.Duration) error {
+	if duration < 500*time.Millisecond || duration > time.Minute {
+		return fmt.Errorf("%w: --duration %v: want 0.5s to 60s", errUsage, duration)
+	}
+	if duration >= timeout {
+		return fmt.Errorf("%w: --timeout %v must be longer than --duration %v", errUsage, timeout, duration)
+	}
+	return nil
 }
 
 // envFlag is --env NAME=VALUE, repeatable.
@@ -783,13 +808,15 @@ func takeMedia(ctx context.Context, o Options, r remoteMemory, cands []nodes.Nod
 	var errs []error
 	for _, f := range facings {
 		p := maps.Clone(params)
-		p["facing"] = f
+		if f != "screen" {
+			p["facing"] = f
+		}
 		res, err := invokeFirstFree(ctx, r, cands, command, p, timeout)
 		if err == nil && !res.OK {
 			err = nodeFailure(res, nameOf(cands, res.NodeID))
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s camera: %w", f, err))
+			errs = append(errs, fmt.Errorf("%s: %w", mediaLabel(f), err))
 			continue
 		}
 		cands = []nodes.Node{nodeOf(cands, res.NodeID)} // the other facing from the same device
@@ -798,7 +825,7 @@ func takeMedia(ctx context.Context, o Options, r remoteMemory, cands []nodes.Nod
 			err = checkMedia(&m, out, f)
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s camera: %w", f, err))
+			errs = append(errs, fmt.Errorf("%s: %w", mediaLabel(f), err))
 			continue
 		}
 		if asJSON {
@@ -813,6 +840,14 @@ func takeMedia(ctx context.Context, o Options, r remoteMemory, cands []nodes.Nod
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// mediaLabel names a capture in an error: "front camera", "screen".
+func mediaLabel(facing string) string {
+	if facing == "screen" {
+		return facing
+	}
+	return facing + " camera"
 }
 
 // shownMedia is a stored file as the CLI shows it: node.invoke's media and

@@ -62,7 +62,7 @@ func pairCameraNode(ctx context.Context, t *testing.T, a *nodeApp, name string) 
 		o.URL, o.GatewayID, o.Role = "ws://127.0.0.1:"+a.port+"/ws", frag.Get("g"), gateway.RoleNode
 		o.Client = devicetest.Phone()
 		o.Client.DisplayName = name
-		o.Caps, o.Commands = []string{"camera"}, []string{"camera.clip", "camera.snap"}
+		o.Caps, o.Commands = []string{"camera", "screen"}, []string{"camera.clip", "camera.snap", "screen.record"}
 		c, err := devicetest.Dial(ctx, t, key, o)
 		if err != nil {
 			t.Fatal(err)
@@ -98,12 +98,16 @@ func pairCameraNode(ctx context.Context, t *testing.T, a *nodeApp, name string) 
 				Quality      float64
 				DurationMs   int64
 				IncludeAudio *bool
+				Fps          int
 				Transfer     struct{ ID string }
 			}
 			_ = json.Unmarshal(r.Params, &p)
 			go func() {
 				photo, mime, name := photos[p.Facing], "image/jpeg", "photo.jpg"
-				if r.Command == "camera.clip" {
+				switch r.Command {
+				case "screen.record":
+					photo, mime, name = []byte(fmt.Sprintf("screen %d ms %d fps", p.DurationMs, p.Fps)), "video/webm", "screen.webm"
+				case "camera.clip":
 					// A stand-in for a recording: its bytes say what was asked.
 					photo, mime, name = []byte(fmt.Sprintf("clip %s %d ms audio %v", p.Facing, p.DurationMs, p.IncludeAudio != nil && *p.IncludeAudio)), "video/webm", "clip.webm"
 				}
@@ -132,7 +136,7 @@ func pairCameraNode(ctx context.Context, t *testing.T, a *nodeApp, name string) 
 	return key.Public().ID(), photos
 }
 
-// TestNodesCameraSnap (issue 22 item 5): `atrium nodes camera snap` and `camera clip` against
+// TestNodesCameraSnap (issue 22 item 5): `atrium nodes camera snap`, `camera clip` and `screen record` against
 // the real app and a node that sends its photos over a WebRTC data channel
 // (pion): --facing both (the default) takes one photo per camera, each
 // stored in $ATRIUM_HOME/media and shown with its path, size, dimensions
@@ -193,10 +197,21 @@ func TestNodesCameraSnap(t *testing.T) {
 	if b, err := os.ReadFile(m[1]); err != nil || string(b) != "clip back 2000 ms audio false" || m[3] != sum(b) || filepath.Ext(m[1]) != ".webm" {
 		t.Fatalf("the stored clip %s: %q %v", m[1], b, err)
 	}
+	// A screen recording, as the seed shows it.
+	code, out, errOut = a.cli(t, "nodes", "screen", "record", "--node", "my-iphone", "--duration", "15s", "--fps", "10")
+	m = regexp.MustCompile(`^screen: (\S+)\n  (\d+) bytes, 15\.0 s, video/webm, sha256 ([0-9a-f]{64})\n$`).FindStringSubmatch(out)
+	if code != 0 || m == nil {
+		t.Fatalf("nodes screen record: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if b, err := os.ReadFile(m[1]); err != nil || string(b) != "screen 15000 ms 10 fps" || m[3] != sum(b) {
+		t.Fatalf("the stored recording %s: %q %v", m[1], b, err)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
+		{[]string{"nodes", "screen", "record", "--node", dev, "--fps", "60"}, "want 1 to 30"},
+		{[]string{"nodes", "screen", "record", "--node", dev, "--duration", "100ms"}, "want 0.5s to 60s"},
 		{[]string{"nodes", "camera", "clip", "--node", dev, "--duration", "2m"}, "want 0.5s to 60s"},
 		{[]string{"nodes", "camera", "clip", "--node", dev, "--facing", "both"}, "want front or back"},
 		{[]string{"nodes", "camera", "clip", "--node", dev, "--duration", "20s", "--timeout", "10s"}, "must be longer than --duration"},

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"image"
 	_ "image/jpeg" // screen.snapshot may be a JPEG
 	_ "image/png"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -106,6 +108,27 @@ func TestPhoneClipAndScreen(t *testing.T) {
 		t.Fatalf("screen.record: %+v", res)
 	}
 	rec := g.stored(t, res, res.Payload.SHA256)
+
+	// The CLI (issue 22 item 5): atrium nodes camera clip and screen record,
+	// each stored file shown with its path, size, length and SHA-256.
+	for _, c := range []struct {
+		label string
+		args  []string
+	}{
+		{"back", []string{"nodes", "camera", "clip", "--node", phoneID, "--duration", "2s"}},
+		{"screen", []string{"nodes", "screen", "record", "--node", deskID, "--duration", "2s", "--fps", "5"}},
+	} {
+		out := runBin(t, g.bin, append(c.args, "--home", g.home, "--port", fmt.Sprint(g.port))...)
+		m := regexp.MustCompile(`^` + c.label + `: (\S+)\n  (\d+) bytes(?:, \d+×\d+)?, [\d.]+ s, video/webm, sha256 ([0-9a-f]{64})\n$`).FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("atrium %s printed:\n%s", strings.Join(c.args[:3], " "), out)
+		}
+		data, err := os.ReadFile(m[1])
+		sum := sha256.Sum256(data)
+		if err != nil || filepath.Dir(m[1]) != filepath.Join(g.home, "media") || fmt.Sprint(len(data)) != m[2] || hex.EncodeToString(sum[:]) != m[3] {
+			t.Fatalf("atrium %s: %s holds %d bytes (%v), printed %q", strings.Join(c.args[:3], " "), m[1], len(data), err, m[0])
+		}
+	}
 
 	if ffErr != nil {
 		t.Skip("e2e: ffprobe not found (Debian ffmpeg; `make deps` installs it): the clips' contents are not checked")
