@@ -137,7 +137,7 @@ type Service struct {
 	peers         map[string]*peerState // open connections by connId
 	nodes         map[string]*nodeState // by nodeId
 	invokes       map[string]*pendingInvoke
-	pendingByConn map[string]int // invokes waiting per node connection
+	pendingByConn map[string]int            // invokes waiting per node connection
 	transfers     map[string]*pendingInvoke // media transfers by id, until their invoke ends
 	asks          map[string]*pendingAsk
 
