@@ -311,7 +311,8 @@ func securityHeadersMissing(h http.Header) []string {
 // net/http refuses by itself — a malformed Host, none, two, a malformed
 // request line, bad header names and values, a head too large, HTTP/2 in
 // HTTP/1 syntax, a body, a bad Content-Length, an unknown Expect, bytes
-// that are not HTTP — and plaintext on the TLS address, each after a good
+// that are not HTTP, the asterisk target (OPTIONS *, which net/http
+// answers itself) — and plaintext on the TLS address, each after a good
 // request on the same connection too: every answer carries the security
 // headers, and the connection is closed after it.
 func TestAdversarialEveryResponseHeaders(t *testing.T) {
@@ -342,6 +343,8 @@ func TestAdversarialEveryResponseHeaders(t *testing.T) {
 			{"a bad Content-Length", "GET / HTTP/1.1\r\nHost: " + host + "\r\nContent-Length: x\r\n\r\n", 400},
 			{"an unknown Expect", "GET / HTTP/1.1\r\nHost: " + host + "\r\nExpect: magic\r\n\r\n", 417},
 			{"bytes that are not HTTP", "\x00\x01\x02\x03\r\n\r\n", 400},
+			{"OPTIONS *", "OPTIONS * HTTP/1.1\r\nHost: " + host + "\r\n\r\n", 400},
+			{"GET *", "GET * HTTP/1.1\r\nHost: " + host + "\r\n\r\n", 400},
 		} {
 			for _, after := range []bool{false, true} {
 				what := ln.name + ": " + tc.what

@@ -463,6 +463,11 @@ func checkRequest(head []byte, hdr textproto.MIMEHeader) *refusal {
 		return bad("missing required Host header")
 	case len(hosts) == 1 && !httpguts.ValidHostHeader(hosts[0]):
 		return bad("malformed Host header")
+	case req.RequestURI == "*":
+		// net/http answers "OPTIONS *" itself (200, before any handler,
+		// so without the security headers); no route serves the
+		// asterisk form (RFC 9112 section 3.2.4) for any method.
+		return bad("the request target * is not served here")
 	}
 	for k, vs := range hdr {
 		if !httpguts.ValidHeaderFieldName(k) {
