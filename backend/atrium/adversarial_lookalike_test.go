@@ -36,6 +36,7 @@ func TestAdversarialLookalikes(t *testing.T) {
 		"memory/global/会议记录.md":            "# 会议记录\n",
 		"memory/global/plans/2026.md":      "# 2026\n",
 		"memory/global/paypal-receipts.md": "# Receipts\n",
+		"memory/global/paypal receipts.md": "# Receipts\n",
 	}
 	for rel, text := range files {
 		must(t, os.MkdirAll(filepath.Dir(filepath.Join(k.ws, rel)), 0o755))
@@ -61,6 +62,10 @@ func TestAdversarialLookalikes(t *testing.T) {
 			{"memory/global/rnemo.md", gateway.CodeConflict, "memory/global/rnemo.md looks like the existing memory/global/memo.md"},            // rn and m
 			{"memory/global/\u0440\u0430\u0443\u0440\u0430l-receipts.md", gateway.CodeConflict, "looks like the existing memory/global/paypal-receipts.md"},
 			{"memory/global/\u0440lans/x.md", gateway.CodeConflict, "memory/global/\u0440lans looks like the existing memory/global/plans"}, // a folder
+			// Blanks that show as a space, or at a name's start.
+			{"memory/global/paypal\u2800receipts.md", gateway.CodeConflict, "looks like the existing memory/global/paypal receipts.md"},
+			{"memory/global/paypal\u3164receipts.md", gateway.CodeConflict, "looks like the existing memory/global/paypal receipts.md"},
+			{"memory/global/\u2800memo.md", gateway.CodeConflict, "memory/global/\u2800memo.md looks like the existing memory/global/memo.md"},
 			// Case alone: the guard's path check refuses it first, naming it too.
 			{"memory/global/NOTES.md", gateway.CodeInvalidRequest, `"NOTES.md" differs only in letter case from the existing "notes.md"`},
 		} {

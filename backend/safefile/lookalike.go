@@ -37,11 +37,13 @@ func (e *LookalikeError) Unwrap() error { return ErrLookalike }
 // (Unicode's NFKC_Casefold, from golang.org/x/text): compatibility
 // decomposition (fullwidth `ＮＯＴＥＳ` → `NOTES`, `①` → `1`, `ｶ` → `カ`,
 // ligatures), full case folding (`NOTES` → `notes`, `ß` → `ss`, `Σ` → `σ`),
-// recomposition, and no default-ignorable code points (zero-width spaces
-// and joiners, soft hyphens, variation selectors, bidi marks). It does not
-// map Traditional to Simplified Chinese: 筆記 and 笔记 are different names.
+// recomposition, no default-ignorable code points that show as nothing
+// (zero-width spaces and joiners, soft hyphens, variation selectors, bidi
+// marks, U+180E MONGOLIAN VOWEL SEPARATOR), and blanks as spaces (Blanks).
+// It does not map Traditional to Simplified Chinese: 筆記 and 笔记 are
+// different names.
 func Fold(name string) string {
-	s := norm.NFKD.String(name)
+	s := norm.NFKD.String(Blanks(name))
 	s = cases.Fold().String(s) // a Caser is not safe for concurrent use: one per call
 	s = strings.Map(func(r rune) rune {
 		if ignorable(r) {
@@ -49,15 +51,64 @@ func Fold(name string) string {
 		}
 		return r
 	}, s)
-	return norm.NFKC.String(s)
+	return Blanks(norm.NFKC.String(s))
 }
 
-// ignorable approximates Unicode's Default_Ignorable_Code_Point: format
-// characters (Cf), Other_Default_Ignorable_Code_Point and variation
-// selectors.
+// Blanks returns name with every character that shows as blank space
+// (blank) as one U+0020 SPACE, runs of them as one space, and none at the
+// start or end of a slash-separated component: `li⠀st.md` (U+2800 BRAILLE
+// PATTERN BLANK), `li　st.md` (U+3000) and `li  st.md` become `li st.md`,
+// `⠀list.md` and `list.md ` become `list.md`. A blank shows as much space
+// as a space, so it counts as one; a character that shows as nothing is
+// dropped instead (Fold's ignorable). The rule comes from what a reader
+// sees, not from a Unicode property alone: Unicode puts the Hangul fillers
+// (which show as blank space) among the default-ignorables and U+2800 in
+// neither White_Space nor Default_Ignorable_Code_Point.
+func Blanks(name string) string {
+	if !strings.ContainsFunc(name, blank) {
+		return name
+	}
+	var b strings.Builder
+	space := false // a blank is pending
+	start := true  // at the start of a component
+	for _, r := range name {
+		switch {
+		case blank(r):
+			space = !start
+		case r == '/':
+			space, start = false, true
+			b.WriteRune(r)
+		default:
+			if space {
+				b.WriteByte(' ')
+			}
+			space, start = false, false
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// blank reports whether r shows as blank space: Unicode's White_Space
+// (U+0020, U+00A0, U+1680, U+2000–U+200A, U+2028, U+2029, U+202F, U+205F,
+// U+3000 and the controls TAB to CR and NEL), the Hangul fillers U+115F,
+// U+1160, U+3164 and U+FFA0 (Default_Ignorable_Code_Point, yet drawn as a
+// blank of a letter's width), and U+2800 BRAILLE PATTERN BLANK (a symbol
+// in Unicode, in no confusables data, drawn as a blank).
+func blank(r rune) bool {
+	switch r {
+	case 0x115F, 0x1160, 0x3164, 0xFFA0, 0x2800:
+		return true
+	}
+	return unicode.Is(unicode.White_Space, r)
+}
+
+// ignorable is Unicode's Default_Ignorable_Code_Point, approximated by
+// format characters (Cf), Other_Default_Ignorable_Code_Point and variation
+// selectors, less the blanks (blank), which count as spaces.
 func ignorable(r rune) bool {
-	return unicode.Is(unicode.Cf, r) || unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r) ||
-		unicode.Is(unicode.Variation_Selector, r)
+	return !blank(r) && (unicode.Is(unicode.Cf, r) || unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r) ||
+		unicode.Is(unicode.Variation_Selector, r))
 }
 
 // Skeleton returns the confusable skeleton of s defined by Unicode
@@ -89,6 +140,7 @@ func Skeleton(s string) string { return confusable.Skeleton(s) }
 // path keep its slashes, so paths whose folders are the same and whose
 // last names look alike share a key.
 func Keys(name string) [2]string {
+	name = Blanks(name) // before Skeleton, which drops what is not graphic
 	return [2]string{Fold(Skeleton(name)), Fold(Skeleton(Fold(name)))}
 }
 
@@ -96,7 +148,9 @@ func Keys(name string) [2]string {
 // of the same kind (Keys). That covers letter case (`NOTES.md`,
 // `notes.md`, `STRASSE`, `straße`), compatibility forms (fullwidth
 // `ｎｏｔｅｓ`, ligatures, circled digits), invisible characters (zero-width
-// spaces and joiners, bidi marks, variation selectors), composed and
+// spaces and joiners, bidi marks, variation selectors), blanks (U+2800
+// BRAILLE PATTERN BLANK, the Hangul fillers, U+3000 and the other
+// White_Space: a space each, runs as one, none at a name's ends), composed and
 // decomposed accents, and UTS #39 confusables (Cyrillic or Greek letters
 // among Latin ones, `rn`/`m`, `1`/`l`/`I`, `0`/`O`), and these combined
 // (`ΝOTES` with a Greek Nu beside `notes`). It is not transitive: `filei`

@@ -99,6 +99,33 @@ func TestAlike(t *testing.T) {
 		{"\u30cf.md", "\u516b.md", "katakana ハ and 八"},
 		{"\u30ed\u30b0.md", "\u53e3\u30b0.md", "katakana ロ and 口"},
 		{"\u58eb\u5175.md", "\u571f\u5175.md", "士 and 土"},
+		// Blanks: whatever shows as blank space is a space, runs of them
+		// one, none at a component's ends.
+		{"li\u2800st.md", "li st.md", "U+2800 BRAILLE PATTERN BLANK"},
+		{"\u2800list.md", "list.md", "a leading U+2800"},
+		{"list.md\u2800", "list.md", "a trailing U+2800"},
+		{"li\u3164st.md", "li st.md", "U+3164 HANGUL FILLER"},
+		{"li\u115fst.md", "li st.md", "U+115F HANGUL CHOSEONG FILLER"},
+		{"li\u1160st.md", "li st.md", "U+1160 HANGUL JUNGSEONG FILLER"},
+		{"li\uffa0st.md", "li st.md", "U+FFA0 HALFWIDTH HANGUL FILLER"},
+		{"li\u2000st.md", "li st.md", "U+2000 EN QUAD"},
+		{"li\u2007st.md", "li st.md", "U+2007 FIGURE SPACE"},
+		{"li\u200ast.md", "li st.md", "U+200A HAIR SPACE"},
+		{"li\u202fst.md", "li st.md", "U+202F NARROW NO-BREAK SPACE"},
+		{"li\u205fst.md", "li st.md", "U+205F MEDIUM MATHEMATICAL SPACE"},
+		{"li\u3000st.md", "li st.md", "U+3000 IDEOGRAPHIC SPACE"},
+		{"li\u00a0st.md", "li st.md", "U+00A0 NO-BREAK SPACE"},
+		{"li\u1680st.md", "li st.md", "U+1680 OGHAM SPACE MARK"},
+		{"li\u2028st.md", "li st.md", "U+2028 LINE SEPARATOR"},
+		{"li\u180est.md", "list.md", "U+180E MONGOLIAN VOWEL SEPARATOR (shows as nothing)"},
+		{"li  st.md", "li st.md", "two spaces"},
+		{"li \u2800\u3000st.md", "li st.md", "a run of blanks"},
+		{" list.md", "list.md", "a leading space"},
+		{"\u3000\u2800list.md", "list.md", "leading blanks"},
+		{"\u2800Li\u2800st.md", "li st.md", "blanks and case"},
+		{"l\u0456\u2800st.md", "li st.md", "a blank and a Cyrillic і"},
+		{"\u2800notes/list.md", "notes/list.md", "a leading blank in a folder's name"},
+		{"notes/\u2800list.md", "notes/list.md", "a leading blank after a slash"},
 		// Folders.
 		{"ＲＯＬＥＳ", "roles", "a folder, fullwidth"},
 		{"r\u043eles", "roles", "a folder, Cyrillic о"},
@@ -134,6 +161,9 @@ func TestAlike(t *testing.T) {
 		{"notes_old.md", "notes-old.md", "underscore and hyphen"},
 		{"notes old.md", "notes-old.md", "space and hyphen"},
 		{"plan (1).md", "plan [1].md", "brackets"},
+		{"li st.md", "list.md", "a space shows"},
+		{"li\u2800st.md", "list.md", "a blank shows as a space"},
+		{"my notes.md", "my-notes.md", "space and hyphen"},
 	}
 	for _, p := range different {
 		if Alike(p.a, p.b) || Alike(p.b, p.a) {
