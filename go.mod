@@ -27,6 +27,7 @@ require (
 	github.com/wailsapp/wails/v2 v2.9.2
 	go.mau.fi/util v0.9.4
 	go.yaml.in/yaml/v3 v3.0.6
+	golang.org/x/image v0.12.0
 	golang.org/x/sync v0.20.0
 	golang.org/x/sys v0.49.0
 	golang.org/x/text v0.37.0
@@ -50,7 +51,6 @@ require (
 	github.com/pion/stun/v4 v4.0.1 // indirect
 	github.com/pion/turn/v5 v5.1.3 // indirect
 	github.com/wlynxg/anet v0.0.5 // indirect
-	golang.org/x/image v0.12.0 // indirect
 	golang.org/x/time v0.14.0 // indirect
 )
 

@@ -76,8 +76,9 @@ type Options struct {
 	// Setup answers setup.status (and refuses setup.choose: the workspace
 	// is chosen) in the running app (setup.go); nil: not registered.
 	Setup Setup
-	// Media serves media.get (media.go) from the media store; nil: not
-	// registered.
+	// Media serves media.list, media.get and media.delete (media.go) from
+	// the media store, and media.attach when Memory implements Attacher;
+	// nil: none of them is registered.
 	Media   MediaFiles
 	Version string
 	Started time.Time // process start, for health.uptimeMs
@@ -258,7 +259,9 @@ func Register(o Options) {
 		registerInstances(g, o.Instances, ac)
 	}
 	if o.Media != nil {
-		registerMedia(g, o.Media)
+		// media.attach writes through the memory engine when it can.
+		att, _ := o.Memory.(Attacher)
+		registerMedia(g, o.Media, att, ac)
 	}
 	if o.Settings != nil {
 		registerSettings(g, o.Settings)

@@ -355,6 +355,10 @@ func (s *Store) Delete(id string) error {
 	if err := s.root.Remove(id + ".json"); err != nil {
 		return fmt.Errorf("media %s: remove sidecar: %w", id, err)
 	}
+	// The sidecar's removal is on disk before the file goes: a crash in
+	// between leaves a file without a sidecar (swept at the next Open),
+	// never a sidecar naming a missing file.
+	s.syncDir(".")
 	if err := s.root.Remove(m.File); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("media %s: remove file: %w", id, err)
 	}
