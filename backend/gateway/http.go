@@ -140,12 +140,14 @@ func (s *Server) originAllowed(r *http.Request) bool {
 // (frontend/dist) loads one module script and one stylesheet from
 // ./assets/ and has no inline script or style; it talks to the gateway over
 // a WebSocket on its own host. Images: its own, and data:/blob: URLs
-// (pictures in rendered Markdown from elsewhere are not fetched). Nothing
+// (pictures in rendered Markdown from elsewhere are not fetched); media:
+// its own and blob: URLs (the gallery plays a node's clip from a blob of
+// its bytes, issue 22). Nothing
 // may frame it, and no <base>, <object> or form target can redirect it.
 // %[1]s is the request's host ("127.0.0.1:18789"), for the WebSocket
 // (older WebKit does not match ws: against 'self').
 const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; " +
-	"img-src 'self' data: blob:; font-src 'self' data:; connect-src 'self'%[1]s; " +
+	"img-src 'self' data: blob:; media-src 'self' blob:; font-src 'self' data:; connect-src 'self'%[1]s; " +
 	"object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 // setSecurityHeaders sets the CSP, anti-framing, nosniff and referrer

@@ -98,6 +98,7 @@ func checkSecurityHeaders(t *testing.T, h http.Header, host string) {
 		"base-uri":        "'none'",
 		"form-action":     "'none'",
 		"frame-ancestors": "'none'",
+		"media-src":       "'self' blob:", // the gallery's clips (issue 22)
 		"connect-src":     "'self' ws://" + host + " wss://" + host,
 	} {
 		if csp[name] != want {
