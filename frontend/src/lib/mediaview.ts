@@ -1,6 +1,7 @@
 // The chat's pictures: a stored photo (backend/media) fetched through media.get {id} →
-// {mime, dataBase64} and shown as a data: URL. media.get answers the person at this machine only
-// (docs/PROTOCOL.md "Media transfers"); elsewhere the request fails and the chat says so.
+// {mime, dataBase64} and shown as a data: URL. media.get answers the person only (at this machine, or
+// on a device scoped admin: docs/PROTOCOL.md "Media in the app"); elsewhere the request fails and
+// the chat says so.
 
 /** What mediaSource needs of the gateway client. */
 export interface MediaRequester {
