@@ -68,9 +68,22 @@ func registerLayers(g *gateway.Server, l Layers, ac *access) {
 		if err != nil {
 			return nil, err
 		}
+		who, _ := guard.PrincipalFrom(ctx)
+		target := "sessions.create owner " + p.Owner
+		if err := sessionOwner(gd, who, c, p.Owner, target); err != nil {
+			return nil, err
+		}
 		p.Writer = w
 		s, err := l.CreateSession(ctx, p)
-		return s, mapErr(err)
+		if err != nil {
+			return nil, mapErr(err)
+		}
+		if gd != nil {
+			if err := gd.Record(who, "sessions.create", s.Path+"/"+memory.SessionRecordName, true, "owner "+p.Owner); err != nil {
+				return nil, mapErr(err)
+			}
+		}
+		return s, nil
 	})
 	g.Handle("sessions.list", gateway.Read(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p struct {
@@ -159,4 +172,30 @@ func readableSessions(gd *guard.Guard, who acl.Principal, list []memory.Session)
 		return nil, err
 	}
 	return out, nil
+}
+
+// sessionOwner checks that who may create a session owned by owner: admin
+// (the person, or a device scoped admin) for any role, a role (`as`, a
+// device scoped to it, an agent) only for itself, `authenticated` (a
+// device scoped so, a node connection) for none — the session record's
+// write rule (SPEC §5.1: `sessions/*/*` is written by `$session_owner`)
+// is the owner's, so creating a session for another role would write
+// where who may not. A refusal is FORBIDDEN and audited (target) when the
+// guard runs.
+func sessionOwner(gd *guard.Guard, who acl.Principal, c *gateway.Call, owner, target string) error {
+	var reason string
+	switch {
+	case who.Admin:
+		return nil
+	case who.Role == "":
+		reason = "a device scoped authenticated creates no sessions"
+	case who.Role != owner:
+		reason = fmt.Sprintf("role %s creates sessions only for itself", who.Role)
+	default:
+		return nil
+	}
+	if gd != nil {
+		return mapErr(gd.Deny(who, c.Method, target, reason))
+	}
+	return gateway.Errorf(gateway.CodeForbidden, "%s: %s", c.Method, reason)
 }

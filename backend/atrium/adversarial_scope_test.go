@@ -9,6 +9,9 @@ package atrium
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -123,6 +126,57 @@ func TestAdversarialScope(t *testing.T) {
 			noText(t, "role:writer as "+as, err, res)
 		}
 		must(t, writer.Call(k.ctx, "memory.get", map[string]any{"path": "memory/roles/writer/draft.md", "as": "writer"}, nil))
+	})
+
+	t.Run("sessions_follow_the_scope", func(t *testing.T) {
+		// A session's record is written by its owner (`sessions/*/*`):
+		// a device creates sessions only for the role it is scoped to.
+		sessions := func() []string {
+			ents, _ := os.ReadDir(filepath.Join(k.ws, "memory", "sessions"))
+			var ids []string
+			for _, e := range ents {
+				ids = append(ids, e.Name())
+			}
+			return ids
+		}
+		was := sessions()
+		phone, _, _ := k.scopedOverTLS("127.0.0.33", "", gateway.ClientOptions{})
+		writer, _, _ := k.scopedOverTLS("127.0.0.34", "role:writer", gateway.ClientOptions{})
+		for _, c := range []struct {
+			who    string
+			dev    *gateway.Client
+			params map[string]any
+			code   string
+		}{
+			{"authenticated", phone, map[string]any{"owner": "main"}, gateway.CodeForbidden},
+			{"authenticated", phone, map[string]any{"owner": "writer", "ttl": 99999999}, gateway.CodeForbidden},
+			{"authenticated", phone, map[string]any{"owner": "writer", "id": "phone-1"}, gateway.CodeForbidden},
+			{"role:writer", writer, map[string]any{"owner": "main"}, gateway.CodeForbidden},
+			{"role:writer", writer, map[string]any{"owner": "main", "as": "writer"}, gateway.CodeForbidden},
+			{"role:writer", writer, map[string]any{"owner": "writer", "ttl": 99999999}, gateway.CodeInvalidRequest},
+		} {
+			what := fmt.Sprintf("sessions.create %v by %s", c.params, c.who)
+			before := len(k.denied())
+			var res json.RawMessage
+			err := c.dev.Call(k.ctx, "sessions.create", c.params, &res)
+			refused(t, what, err, c.code, "", "")
+			if c.code == gateway.CodeForbidden {
+				k.audited(what, before, "sessions.create", "owner "+c.params["owner"].(string))
+			}
+		}
+		if now := sessions(); len(now) != len(was) {
+			t.Errorf("refused sessions.create calls left sessions: %v, were %v", now, was)
+		}
+		var s struct{ ID, Owner string }
+		must(t, writer.Call(k.ctx, "sessions.create", map[string]any{"owner": "writer", "ttl": 3600}, &s))
+		if s.Owner != "writer" {
+			t.Errorf("the writer's own session: %+v", s)
+		}
+		everything, _, _ := k.scopedOverTLS("127.0.0.35", "admin", gateway.ClientOptions{})
+		must(t, everything.Call(k.ctx, "sessions.create", map[string]any{"owner": "main"}, &s))
+		// Archiving stays admin's.
+		err := writer.Call(k.ctx, "sessions.archive", map[string]any{"id": s.ID}, nil)
+		refused(t, "sessions.archive by role:writer", err, gateway.CodeForbidden, "", "")
 	})
 
 	t.Run("chat_history_and_questions_of_other_profiles", func(t *testing.T) {

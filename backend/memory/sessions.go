@@ -61,6 +61,10 @@ const (
 	// DefaultSessionTTL applies when neither the request, the record nor
 	// the ACL rule gives a ttl (SPEC §5.1 example: 86400 s).
 	DefaultSessionTTL = 24 * time.Hour
+	// MaxSessionTTL caps the ttl a sessions.create request may give
+	// (7 days, as a collaboration's ttl): an L3 session is short-lived
+	// (SPEC §5.2), and a longer one is a role layer file, not a session.
+	MaxSessionTTL = 7 * 24 * time.Hour
 	// DefaultSessionSweep is how often Run archives expired sessions.
 	DefaultSessionSweep = time.Minute
 	// SessionsDir is the folder of live sessions (workspace-relative).
@@ -115,7 +119,8 @@ type Promotion struct {
 // (required; acl.ValidateRole). ID is optional (generated when empty:
 // <owner>-YYYYMMDD-HHMMSS-<4 hex>, or session-... for an owner name that is
 // not plain ASCII); a given ID must match [A-Za-z0-9][A-Za-z0-9._-]{0,127}.
-// TTL is in seconds; 0 takes the default (see the file comment). Writer is
+// TTL is in seconds, at most MaxSessionTTL; 0 takes the default (see the
+// file comment). Writer is
 // recorded as the record's writer (default admin).
 type CreateSessionRequest struct {
 	ID     string `json:"id,omitempty"`
@@ -389,13 +394,13 @@ func sessionIDFor(owner string, t time.Time) string {
 
 // CreateSession creates memory/sessions/<id>/session.md (see
 // CreateSessionRequest) through Write and returns the session. Errors:
-// ErrInvalidInput (owner, id, ttl), ErrExists (the folder exists), Write's.
+// ErrInvalidInput (owner, id, ttl negative or over MaxSessionTTL), ErrExists (the folder exists), Write's.
 func (m *Manager) CreateSession(ctx context.Context, r CreateSessionRequest) (Session, error) {
 	if err := acl.ValidateRole(r.Owner); err != nil {
 		return Session{}, fmt.Errorf("create session: %w: owner: %v", ErrInvalidInput, err)
 	}
-	if r.TTL < 0 {
-		return Session{}, fmt.Errorf("create session: %w: ttl %d is negative", ErrInvalidInput, r.TTL)
+	if r.TTL < 0 || r.TTL > int64(MaxSessionTTL/time.Second) {
+		return Session{}, fmt.Errorf("create session: %w: ttl %d s is out of range (0 for the default, at most %d)", ErrInvalidInput, r.TTL, int64(MaxSessionTTL/time.Second))
 	}
 	now := m.now()
 	id := r.ID
