@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -24,6 +26,13 @@ const (
 type PathError struct {
 	Path   string
 	Reason string
+	// Existing is the workspace-relative path of the existing entry that
+	// Path's name is a variant of (letter case, Unicode normalisation),
+	// "" for other refusals. Reason names it; a caller that may not read
+	// it must not be shown Reason (Concealed).
+	Existing string
+	// Concealed is Reason without the existing entry's name.
+	Concealed string
 }
 
 // Error implements error.
@@ -276,13 +285,17 @@ func walk(root, rel string) (string, bool, error) {
 			a, errA := os.Lstat(filepath.Join(cur, normed.Name()))
 			b, errB := os.Lstat(filepath.Join(cur, seg))
 			if errA != nil || errB != nil || !os.SameFile(a, b) {
-				return "", false, refuse("%q differs only in Unicode normalisation from the existing %q", seg, normed.Name())
+				e := refuse("%q differs only in Unicode normalisation from the existing %q", seg, normed.Name()).(*PathError)
+				e.Existing, e.Concealed = path.Join(append(slices.Clone(out), normed.Name())...), fmt.Sprintf("%q: a file with a look-alike name exists", seg)
+				return "", false, e
 			}
 			exact = normed
 		}
 		if exact == nil {
 			if folded != nil {
-				return "", false, refuse("%q differs only in letter case from the existing %q", seg, folded.Name())
+				e := refuse("%q differs only in letter case from the existing %q", seg, folded.Name()).(*PathError)
+				e.Existing, e.Concealed = path.Join(append(slices.Clone(out), folded.Name())...), fmt.Sprintf("%q: a file with a look-alike name exists", seg)
+				return "", false, e
 			}
 			rest = segs[i:]
 			break

@@ -19,12 +19,14 @@ import (
 	"github.com/atrium-dev/atrium/backend/memory"
 )
 
-// lookalikeRules let every authenticated principal write memory/global/,
-// so that the phone may write there whatever memory scope it is paired
-// with (admin, or what the rules grant `authenticated`).
+// lookalikeRules let every authenticated principal read and write
+// memory/global/, so that the phone may write there whatever memory scope
+// it is paired with (admin, or what the rules grant `authenticated`), and
+// be told the existing name it may read (a refusal names a file only to a
+// caller that may read it: TestAdversarialScope).
 const lookalikeRules = `version: "1.0"
 rules:
-  global/**: {read: ["*"], write: [admin, authenticated]}
+  global/**: {read: ["*", authenticated], write: [admin, authenticated]}
 `
 
 func TestAdversarialLookalikes(t *testing.T) {

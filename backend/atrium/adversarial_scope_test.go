@@ -179,6 +179,49 @@ func TestAdversarialScope(t *testing.T) {
 		refused(t, "sessions.archive by role:writer", err, gateway.CodeForbidden, "", "")
 	})
 
+	t.Run("refusals_name_no_file_the_scope_may_not_read", func(t *testing.T) {
+		// A shared folder the phone writes, with one file in it the
+		// phone may not read.
+		rules := scopeRules + "  shared/payroll-*.md: {read: [admin], write: [authenticated, admin]}\n"
+		must(t, os.WriteFile(filepath.Join(k.ws, "memory", ".acl"), []byte(rules), 0o644))
+		must(t, os.WriteFile(filepath.Join(k.ws, "memory", "shared", "payroll-2026.md"), []byte("# Payroll\n"), 0o644))
+		must(t, k.a.ACL.Reload())
+		t.Cleanup(func() {
+			must(t, os.WriteFile(filepath.Join(k.ws, "memory", ".acl"), []byte(scopeRules), 0o644))
+			must(t, k.a.ACL.Reload())
+		})
+		phone, _, _ := k.scopedOverTLS("127.0.0.36", "", gateway.ClientOptions{})
+		everything, _, _ := k.scopedOverTLS("127.0.0.37", "admin", gateway.ClientOptions{})
+		for _, c := range []struct {
+			method string
+			params map[string]any
+			secret string // the existing name a refusal must not show
+		}{
+			{"memory.get", map[string]any{"path": "Memory.md"}, "MEMORY.md"},
+			{"memory.get", map[string]any{"path": "memory/shared/Payroll-2026.md"}, "payroll-2026"},
+			{"memory.write", map[string]any{"path": "memory/shared/Payroll-2026.md", "content": "x", "mode": "replace"}, "payroll-2026"},
+			{"memory.write", map[string]any{"path": "memory/shared/p\u0430yroll-2026.md", "content": "x", "mode": "replace"}, "payroll-2026"}, // Cyrillic а
+			{"memory.write", map[string]any{"path": "memory/shared/p\u0430yroll-2026.md", "content": "x", "mode": "append"}, "payroll-2026"},  // Cyrillic а
+			{"memory.write", map[string]any{"path": "memory/shared/payroll\u28002026.md", "content": "x", "mode": "replace"}, "payroll-2026"}, // not alike: written
+		} {
+			what := fmt.Sprintf("%s %v", c.method, c.params["path"])
+			var res json.RawMessage
+			err := phone.Call(k.ctx, c.method, c.params, &res)
+			if err != nil && strings.Contains(err.Error(), c.secret) {
+				t.Errorf("%s by scope authenticated: %v names the unreadable file", what, err)
+			}
+			// The same call by a device that may read the file names it,
+			// with the same code.
+			var resAll json.RawMessage
+			errAll := everything.Call(k.ctx, c.method, c.params, &resAll)
+			if (err == nil) != (errAll == nil) || err != nil && gwError(err).Code != gwError(errAll).Code {
+				t.Errorf("%s: scope authenticated %v, scope admin %v: want the same outcome", what, err, errAll)
+			} else if errAll != nil && !strings.Contains(errAll.Error(), c.secret) {
+				t.Errorf("%s by scope admin: %v does not name the existing file", what, errAll)
+			}
+		}
+	})
+
 	t.Run("chat_history_and_questions_of_other_profiles", func(t *testing.T) {
 		for _, scope := range []string{"", "role:writer"} {
 			phone, _, _ := k.scopedOverTLS("127.0.0.24", scope, gateway.ClientOptions{})

@@ -392,6 +392,7 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 		OnProgress:     func(p memory.Progress) { a.Gateway.Broadcast("memory.progress", p) },
 		Versions:       versionStore,
 		Authorize:      a.Guard.Authorize,
+		Readable:       a.Guard.ReadableFrom,
 		ACL:            a.ACL.Policy,
 	})
 	if err != nil {

@@ -76,6 +76,7 @@ func OpenLocalMemory(layout paths.Layout, getenv func(string) string, log *slog.
 		DisableWatcher: true,
 		Versions:       vs,
 		Authorize:      l.Guard.Authorize,
+		Readable:       l.Guard.ReadableFrom,
 		ACL:            l.Guard.ACL().Policy,
 	})
 	if err != nil {

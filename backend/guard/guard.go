@@ -201,7 +201,13 @@ func (g *Guard) Canonical(p acl.Principal, op, raw string) (rel, name string, er
 		}
 		var pe *acl.PathError
 		if errors.As(err, &pe) {
-			return "", "", fmt.Errorf("%s %q: %w: %s", op, raw, memory.ErrInvalidPath, pe.Reason)
+			reason := pe.Reason
+			if pe.Existing != "" && !g.Readable(p, pe.Existing) {
+				// The audit keeps the name; the caller is not told of a
+				// file it may not read.
+				reason = pe.Concealed
+			}
+			return "", "", fmt.Errorf("%s %q: %w: %s", op, raw, memory.ErrInvalidPath, reason)
 		}
 		return "", "", fmt.Errorf("%s: %w: %w", op, memory.ErrForbidden, err)
 	}
@@ -283,6 +289,15 @@ func (g *Guard) Authorize(ctx context.Context, writer, session, action, path str
 func (g *Guard) Readable(p acl.Principal, rel string) bool {
 	name, ok := acl.Name(rel)
 	return ok && g.opts.ACL.Check(p, acl.Read, name, g.owners()).Allowed
+}
+
+// ReadableFrom reports whether the principal ctx carries (WithPrincipal)
+// may read rel (Readable); true when ctx carries none (the person at the
+// desktop, the engine's own writes). It is memory.Options.Readable: a
+// refusal names an existing file only to a caller that may read it.
+func (g *Guard) ReadableFrom(ctx context.Context, rel string) bool {
+	p, ok := PrincipalFrom(ctx)
+	return !ok || g.Readable(p, rel)
 }
 
 // Decide checks action on the canonical workspace-relative path rel for p

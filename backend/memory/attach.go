@@ -103,7 +103,7 @@ func (m *Manager) Attach(ctx context.Context, r AttachRequest) (AttachResult, er
 func (m *Manager) writeAttachment(rel string, data []byte) error {
 	unlock := m.locks.lock(rel)
 	defer unlock()
-	if err := m.checkNewName(rel); err != nil {
+	if err := m.checkNewName(context.Background(), rel); err != nil {
 		return err
 	}
 	dir, err := mkdirNoLinks(m.ws, path.Dir(rel))

@@ -162,6 +162,12 @@ type Options struct {
 	// path the clean workspace-relative path. A non-nil error refuses the
 	// call (returned wrapping ErrForbidden). nil allows everything.
 	Authorize func(ctx context.Context, writer, session, action, path string) error
+	// Readable, if set, reports whether the caller of a write (the
+	// principal ctx carries) may read the workspace-relative path: a
+	// refusal of a look-alike name (ErrExists) names the existing file
+	// only then, so that it tells no caller of a file it may not read.
+	// nil: every caller may.
+	Readable func(ctx context.Context, path string) bool
 	// Now is the clock of the write path (conflict file names, notes) and
 	// of session expiry (sessions.go); default time.Now.
 	Now func() time.Time

@@ -301,7 +301,7 @@ func (m *Manager) CreateRole(ctx context.Context, r CreateRoleRequest) (CreateRo
 	}
 	// memory/roles/Writer beside memory/roles/writer: refused before the
 	// .acl gets a rule for it.
-	if err := m.checkNewName(dirRel + "/config.md"); err != nil {
+	if err := m.checkNewName(ctx, dirRel+"/config.md"); err != nil {
 		return CreateRoleResult{}, fmt.Errorf("create role %s: %w", r.Role, err)
 	}
 	if r.Role == MainRole {

@@ -460,7 +460,7 @@ func (m *Manager) readCurrent(ctx context.Context, rel string) (current, error) 
 	if err := m.importRoots(ctx); err != nil {
 		return current{}, err
 	}
-	if err := m.checkNewName(rel); err != nil {
+	if err := m.checkNewName(ctx, rel); err != nil {
 		return current{}, err
 	}
 	dirRel := path.Dir(rel)
@@ -513,16 +513,21 @@ func (m *Manager) readCurrent(ctx context.Context, rel string) (current, error) 
 // (safefile.CheckNew and safefile.Alike: NFKC, case folding and the UTS #39
 // confusable skeleton), such as `memory/ＮＯＴＥＳ.md` or `memory/nоtes.md`
 // (a Cyrillic о) beside `memory/notes.md`, or `memory/Roles/` beside
-// `memory/roles/`. The error names the existing file. Writes to an
+// `memory/roles/`. The error names the existing file when the caller may
+// read it (Options.Readable), else no file. Writes to an
 // existing rel pass. Look-alike paths share a write lock (pathLocks), so
 // two of them cannot both be created at once.
-func (m *Manager) checkNewName(rel string) error {
+func (m *Manager) checkNewName(ctx context.Context, rel string) error {
 	root, err := os.OpenRoot(m.ws)
 	if err != nil {
 		return err
 	}
 	defer root.Close()
-	if err := safefile.CheckNew(root, rel); errors.Is(err, safefile.ErrLookalike) {
+	var le *safefile.LookalikeError
+	if err := safefile.CheckNew(root, rel); errors.As(err, &le) {
+		if m.opts.Readable != nil && !m.opts.Readable(ctx, le.Existing) {
+			err = &safefile.LookalikeError{Name: le.Name} // names no file
+		}
 		return fmt.Errorf("%w: %w", ErrExists, err)
 	}
 	// Any other error (a symlink on the way that leaves the workspace, a

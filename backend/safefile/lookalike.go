@@ -22,11 +22,16 @@ var ErrLookalike = errors.New("name looks like an existing one")
 // LookalikeError is CheckNew's refusal: Name (the new file or folder, a
 // path relative to the root) would sit beside Existing (the existing
 // entry's path) and the two look alike (Alike). It wraps ErrLookalike.
+// A refusal for a caller that may not read Existing leaves it "": the
+// message then names no file.
 type LookalikeError struct {
 	Name, Existing string
 }
 
 func (e *LookalikeError) Error() string {
+	if e.Existing == "" {
+		return fmt.Sprintf("%s: a file with a look-alike name exists (the same name after Unicode NFKC normalisation, case folding and the UTS #39 confusable skeleton); use a name that does not look like another", e.Name)
+	}
 	return fmt.Sprintf("%s looks like the existing %s (the same name after Unicode NFKC normalisation, case folding and the UTS #39 confusable skeleton); use that one, or a name that does not look like it", e.Name, e.Existing)
 }
 

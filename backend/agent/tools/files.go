@@ -75,6 +75,16 @@ func (e *env) registerFiles(r *agent.Registry) error {
 		Description: "Write a text file inside the workspace (memory files only if this agent may write them; daily logs append-only)."}, e.writeFile)
 }
 
+// mayKnow reports whether the agent may learn that the workspace-relative
+// path rel exists: a memory file it may read, or a workspace file it may
+// reach. A refusal names an existing file only then.
+func (e *env) mayKnow(rel string) bool {
+	if _, ok := acl.Name(rel); ok {
+		return e.o.Guard.Readable(e.p, rel)
+	}
+	return e.refusedWorkspaceFile(rel) == ""
+}
+
 // resolve canonicalises raw for op and decides whether the agent may do
 // action on it; it records one audit entry for the decision. isMem tells
 // whether rel is memory (then ACL-checked; else the workspace-file rules).
@@ -84,6 +94,9 @@ func (e *env) resolve(op string, action acl.Action, raw string) (rel string, isM
 	if err != nil {
 		var pe *acl.PathError
 		if errors.As(err, &pe) {
+			if pe.Existing != "" && !e.mayKnow(pe.Existing) {
+				return "", false, e.deny(op, raw, pe.Concealed)
+			}
 			return "", false, e.deny(op, raw, pe.Reason)
 		}
 		// The workspace could not be read: not shown safe, so refused.
@@ -255,6 +268,9 @@ func (e *env) writeFile(ctx context.Context, c agent.Call) (agent.Output, error)
 	}
 	defer root.Close()
 	n, err := writeAtomic(root, rel, a.Content, a.Mode == memory.WriteAppend)
+	if le := (*safefile.LookalikeError)(nil); errors.As(err, &le) && !e.mayKnow(le.Existing) {
+		err = &safefile.LookalikeError{Name: le.Name} // names no file
+	}
 	if err != nil {
 		return agent.Output{}, fmt.Errorf("write_file %s: %w", rel, err)
 	}
