@@ -255,11 +255,21 @@ func checkImport(g *guard.Guard, who acl.Principal, r memory.ImportRequest) erro
 }
 
 // statusWithACL is memory.status: the engine's status plus the ACL's.
-func statusWithACL(st memory.Status, g *guard.Guard) any {
+func statusWithACL(st memory.Status, g *guard.Guard, scoped bool) any {
+	a := aclStatus(g)
+	if scoped && a != nil {
+		// No absolute path of this computer: the rules file relative to
+		// the workspace.
+		ws := g.Workspace()
+		if rel, err := filepath.Rel(ws, a.Path); err == nil && filepath.IsAbs(a.Path) {
+			a.Path = filepath.ToSlash(rel)
+		}
+		a.Error = strings.ReplaceAll(a.Error, ws+string(filepath.Separator), "")
+	}
 	return struct {
 		memory.Status
 		ACL *ACLStatus `json:"acl,omitempty"`
-	}{st, aclStatus(g)}
+	}{st, a}
 }
 
 // forbiddenPrincipal is who a call or connect the gateway refused is

@@ -214,7 +214,17 @@ func Register(o Options) {
 		return res, mapErr(err)
 	})
 	g.Handle("memory.status", gateway.Read(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
-		return statusWithACL(o.Memory.Status(), o.Guard), nil
+		ctx, who, err := principal(ctx, ac, c)
+		if err != nil {
+			return nil, err
+		}
+		st := o.Memory.Status()
+		if !who.Admin {
+			if st, err = scopedStatus(ctx, o.Memory, o.Guard, who, st); err != nil {
+				return nil, mapErr(err)
+			}
+		}
+		return statusWithACL(st, o.Guard, !who.Admin), nil
 	})
 	g.Handle("memory.sync", gateway.Write(gateway.Admin), func(ctx context.Context, c *gateway.Call) (any, error) {
 		if err := o.Memory.Sync(ctx); err != nil {
@@ -248,7 +258,7 @@ func Register(o Options) {
 		o.Layers, _ = o.Memory.(Layers)
 	}
 	if o.Layers != nil {
-		registerLayers(g, o.Layers, ac)
+		registerLayers(g, o.Layers, o.Memory, ac)
 		registerRoute(g, o.Layers, o.Embedder, o.RouteThreshold)
 	}
 	if o.Collab != nil {

@@ -28,7 +28,7 @@ type Layers interface {
 // LayerMethods lists the methods registerLayers adds.
 var LayerMethods = []string{"profiles.create", "roles.list", "sessions.create", "sessions.list", "sessions.archive", "memory.promote"}
 
-func registerLayers(g *gateway.Server, l Layers, ac *access) {
+func registerLayers(g *gateway.Server, l Layers, mem Memory, ac *access) {
 	gd := ac.g
 	g.Handle("profiles.create", gateway.Write(gateway.Admin), func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p struct {
@@ -53,9 +53,29 @@ func registerLayers(g *gateway.Server, l Layers, ac *access) {
 		return res, mapErr(err)
 	})
 	g.Handle("roles.list", gateway.Read(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
+		ctx, who, err := principal(ctx, ac, c)
+		if err != nil {
+			return nil, err
+		}
 		roles, err := l.ListRoles(ctx)
 		if err != nil {
 			return nil, mapErr(err)
+		}
+		if !who.Admin {
+			// Another scope counts only the files it may read.
+			files, err := readableFiles(ctx, mem, gd, who)
+			if err != nil {
+				return nil, mapErr(err)
+			}
+			n := map[string]int{}
+			for _, f := range files {
+				if f.Layer == memory.LayerRole {
+					n[f.Role]++
+				}
+			}
+			for i := range roles {
+				roles[i].Files = n[roles[i].Role]
+			}
 		}
 		return map[string]any{"roles": roles}, nil
 	})

@@ -9,6 +9,7 @@ import (
 	"github.com/atrium-dev/atrium/backend/acl"
 	"github.com/atrium-dev/atrium/backend/chat"
 	"github.com/atrium-dev/atrium/backend/gateway"
+	"github.com/atrium-dev/atrium/backend/guard"
 	"github.com/atrium-dev/atrium/backend/history"
 	"github.com/atrium-dev/atrium/backend/memory"
 	"github.com/atrium-dev/atrium/backend/worker"
@@ -289,4 +290,38 @@ func (ac *access) narrowChange(who acl.Principal, body []byte) ([]byte, bool) {
 	}
 	b, err := json.Marshal(out)
 	return b, err == nil
+}
+
+// readableFiles lists the indexed files who may read (Guard.Readable; not
+// audited: a count, not a listing). A nil guard (no ACL) leaves every file.
+func readableFiles(ctx context.Context, mem Memory, gd *guard.Guard, who acl.Principal) ([]memory.FileInfo, error) {
+	files, err := mem.Files(ctx)
+	if err != nil || gd == nil {
+		return files, err
+	}
+	out := files[:0]
+	for _, f := range files {
+		if gd.Readable(who, f.Path) {
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+// scopedStatus is memory.status for a caller other than admin (a device
+// scoped `authenticated` or to a role, `as` a role): files and chunks
+// count what who may read; the workspace's absolute path, its pending
+// (dirty) count, the sync progress and the last error (which may name a
+// file) are withheld (docs/PROTOCOL.md "Device scope").
+func scopedStatus(ctx context.Context, mem Memory, gd *guard.Guard, who acl.Principal, st memory.Status) (memory.Status, error) {
+	files, err := readableFiles(ctx, mem, gd, who)
+	if err != nil {
+		return memory.Status{}, err
+	}
+	st.Files, st.Chunks = len(files), 0
+	for _, f := range files {
+		st.Chunks += f.Chunks
+	}
+	st.Workspace, st.Dirty, st.Progress, st.LastError = "", 0, nil, ""
+	return st, nil
 }

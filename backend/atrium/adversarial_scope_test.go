@@ -128,6 +128,53 @@ func TestAdversarialScope(t *testing.T) {
 		must(t, writer.Call(k.ctx, "memory.get", map[string]any{"path": "memory/roles/writer/draft.md", "as": "writer"}, nil))
 	})
 
+	t.Run("status_and_roles_count_only_what_the_scope_reads", func(t *testing.T) {
+		type status struct {
+			Workspace     string
+			Files, Chunks int
+		}
+		type roles struct {
+			Roles []struct {
+				Role  string
+				Files int
+			}
+		}
+		var all status
+		var allRoles roles
+		must(t, k.admin.Call(k.ctx, "memory.status", map[string]any{}, &all))
+		must(t, k.admin.Call(k.ctx, "roles.list", map[string]any{}, &allRoles))
+		for i, scope := range []string{"", "role:writer"} {
+			phone, _, _ := k.scopedOverTLS("127.0.0.4"+string(rune('0'+i)), scope, gateway.ClientOptions{})
+			var raw json.RawMessage
+			must(t, phone.Call(k.ctx, "memory.status", map[string]any{}, &raw))
+			var st status
+			must(t, json.Unmarshal(raw, &st))
+			if strings.Contains(string(raw), k.ws) || st.Workspace != "" {
+				t.Errorf("memory.status by scope %q shows the workspace path: %s", scope, raw)
+			}
+			if st.Files <= 0 || st.Files >= all.Files || st.Chunks >= all.Chunks {
+				t.Errorf("memory.status by scope %q: %d files, %d chunks; the workspace has %d, %d", scope, st.Files, st.Chunks, all.Files, all.Chunks)
+			}
+			var rs roles
+			must(t, phone.Call(k.ctx, "roles.list", map[string]any{}, &rs))
+			for j, r := range rs.Roles {
+				total := allRoles.Roles[j].Files
+				switch {
+				case r.Role != "writer":
+					if r.Files > total {
+						t.Errorf("roles.list by scope %q: role %s has %d files of %d", scope, r.Role, r.Files, total)
+					}
+				case scope == "" && r.Files != 0, scope != "" && r.Files != total:
+					// The writer's draft is readable to role writer only.
+					t.Errorf("roles.list by scope %q: role writer has %d files (the workspace: %d)", scope, r.Files, total)
+				}
+			}
+		}
+		if all.Workspace == "" {
+			t.Errorf("memory.status by admin lacks the workspace")
+		}
+	})
+
 	t.Run("sessions_follow_the_scope", func(t *testing.T) {
 		// A session's record is written by its owner (`sessions/*/*`):
 		// a device creates sessions only for the role it is scoped to.
