@@ -16,8 +16,8 @@
 //
 // Guessing (issue 21 item 3). A wrong guess names no code, so it cannot be
 // charged to the code it was aimed at; instead every failed Redeem of a
-// well-formed code (unknown, used, expired or locked) is a wrong try
-// against every live code (issued, unused, unexpired, not locked). After
+// well-formed code that names no issued code is a wrong try against every
+// live code (issued, unused, unexpired, not locked). After
 // Options.MaxWrongTries (10) wrong tries a code is locked: dead for good
 // (ErrLocked, a *LockedError), and the person makes a new one in one click.
 // Each address (an IPv6 address by its /64) may fail Options.PerIPFailures
@@ -25,6 +25,20 @@
 // ErrRateLimited before the code is looked at, and count against nothing.
 // There is no limit shared by all addresses, so no one can stop the person
 // pairing with a fresh code.
+//
+// A try of an issued code that is dead (used by another device or past its
+// retry window, locked, or expired: ErrUsed, ErrLocked, ErrExpired) is
+// refused as such and counts against nothing, neither the live codes nor
+// the address: it is the person's phone asking again with the code it
+// scanned (a locked code's page reloaded), not a guess. The bound below
+// still holds: such a try names a value that is not a live code c (c's
+// record would have been found instead), so it tells the caller only that
+// c differs from a code it already holds, and the caller can make such
+// tries only with values it already knows — at most the dead codes still
+// stored, each telling the same thing however often it is repeated. Over D
+// known dead codes, P(c guessed) ≤ (MaxWrongTries + D) / 2^40 at the very
+// worst, and D is codes the attacker saw issued, not codes it can make up:
+// a value it makes up names no issued code and is charged as before.
 //
 // The bound. A try names one of 2^40 values. While a code c is live, each
 // failed try is one of its at most MaxWrongTries wrong tries, and the try
@@ -290,11 +304,13 @@ func (s *Service) Redeem(ctx context.Context, code, deviceID, remoteIP string) (
 		s.lim.fail(key, now) // names no code: a typo, not a guess at one
 		return Redemption{}, ErrInvalidCode
 	}
-	id, err := s.redeem(ctx, norm, deviceID, now)
+	id, known, err := s.redeem(ctx, norm, deviceID, now)
 	if err == nil {
 		return Redemption{CodeID: id}, nil
 	}
-	if isStoreErr(err) {
+	if isStoreErr(err) || known {
+		// A code that was issued (used, locked or expired) is not a guess
+		// at a live one: it counts against nothing (see the package doc).
 		return Redemption{}, err
 	}
 	s.lim.fail(key, now)
@@ -311,30 +327,32 @@ func (e storeErr) Unwrap() error { return e.error }
 
 func isStoreErr(err error) bool { var se storeErr; return errors.As(err, &se) }
 
-// redeem spends the normalised code norm and returns its id.
-func (s *Service) redeem(ctx context.Context, norm, deviceID string, now time.Time) (string, error) {
+// redeem spends the normalised code norm and returns its id; known says
+// that norm is the value of an issued code (also when it is refused as
+// used, locked or expired).
+func (s *Service) redeem(ctx context.Context, norm, deviceID string, now time.Time) (string, bool, error) {
 	c, found, err := s.o.Store.Code(ctx, hashCode(norm))
 	if err != nil {
-		return "", storeErr{fmt.Errorf("read setup code: %w", err)}
+		return "", false, storeErr{fmt.Errorf("read setup code: %w", err)}
 	}
 	switch {
 	case !found:
-		return "", ErrInvalidCode
+		return "", false, ErrInvalidCode
 	case c.UsedBy != "":
 		if c.UsedBy == deviceID && now.Sub(c.UsedAt) <= s.o.RetryWindow {
-			return c.ID, nil
+			return c.ID, true, nil
 		}
-		return "", ErrUsed
+		return "", true, ErrUsed
 	case !c.LockedAt.IsZero():
-		return "", &LockedError{WrongTries: c.WrongTries}
+		return "", true, &LockedError{WrongTries: c.WrongTries}
 	case !now.Before(c.ExpiresAt):
-		return "", ErrExpired
+		return "", true, ErrExpired
 	}
 	c.UsedBy, c.UsedAt = deviceID, now
 	if err := s.o.Store.PutCode(ctx, c); err != nil {
-		return "", storeErr{fmt.Errorf("store setup code: %w", err)}
+		return "", true, storeErr{fmt.Errorf("store setup code: %w", err)}
 	}
-	return c.ID, nil
+	return c.ID, true, nil
 }
 
 // wrongTry counts a failed try against every live code and returns the ids

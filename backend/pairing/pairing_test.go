@@ -362,8 +362,10 @@ func TestCodeLocksAfterWrongTries(t *testing.T) {
 			redeem(s, "not a code!", "attacker", "10.1.0.1") // malformed: names no code
 		}
 		for i := range pairing.DefaultMaxWrongTries - 1 {
-			wrong := []string{"ZZZZ-ZZZZ", used}[i%2] // unknown, or a used code's value
-			if r, err := s.Redeem(ctx, wrong, "attacker", ip(i)); err == nil || len(r.Locked) != 0 {
+			if r, err := s.Redeem(ctx, used, "attacker", ip(i)); !errors.Is(err, pairing.ErrUsed) || len(r.Locked) != 0 {
+				t.Fatalf("a used code's value: %+v %v", r, err) // a dead code: counts against nothing
+			}
+			if r, err := s.Redeem(ctx, "ZZZZ-ZZZZ", "attacker", ip(i)); err == nil || len(r.Locked) != 0 {
 				t.Fatalf("wrong try %d: %+v %v", i+1, r, err)
 			}
 		}
@@ -396,6 +398,50 @@ func TestCodeLocksAfterWrongTries(t *testing.T) {
 		}
 		if err := redeem(again, later, "devL", "192.168.1.9"); err != nil {
 			t.Fatalf("a code issued after the lock, %d wrong tries later: %v", pairing.DefaultMaxWrongTries-1, err)
+		}
+	})
+}
+
+// TestDeadCodeRetriesCountAgainstNothing (issue 21 review item 5): the
+// person's phone asking again with a code that is locked, used or expired
+// is refused as such, and neither charges the person's fresh code nor
+// rate-limits the phone's address, however often it asks.
+func TestDeadCodeRetriesCountAgainstNothing(t *testing.T) {
+	stores(t, func(t *testing.T, newStore func() pairing.Store) {
+		clk := newClock()
+		s := service(t, newStore(), clk)
+		lockedCode := newCode(t, s)
+		for i := range pairing.DefaultMaxWrongTries { // the attack that locks it
+			redeem(s, "ZZZZ-ZZZZ", "attacker", fmt.Sprintf("10.7.%d.1", i))
+		}
+		if err := redeem(s, lockedCode, "phone", "192.168.1.5"); !errors.Is(err, pairing.ErrLocked) {
+			t.Fatalf("the locked code: %v", err)
+		}
+		used := newCode(t, s)
+		if err := redeem(s, used, "other", "192.168.1.9"); err != nil {
+			t.Fatal(err)
+		}
+		expiring := newCode(t, s)
+		clk.Add(pairing.DefaultCodeTTL + time.Second)
+		fresh := newCode(t, s)
+		for i := range 5 * pairing.DefaultMaxWrongTries {
+			for _, c := range []struct {
+				code string
+				want error
+			}{{lockedCode, pairing.ErrLocked}, {used, pairing.ErrUsed}, {expiring, pairing.ErrExpired}} {
+				r, err := s.Redeem(ctx, c.code, "phone", "192.168.1.5")
+				if !errors.Is(err, c.want) || len(r.Locked) != 0 {
+					t.Fatalf("ask %d with a dead code: %+v %v, want %v", i+1, r, err, c.want)
+				}
+			}
+		}
+		// The fresh code still has all its tries: MaxWrongTries−1 guesses
+		// leave it live, and the phone's address may still use it.
+		for i := range pairing.DefaultMaxWrongTries - 1 {
+			redeem(s, "ZZZZ-ZZZZ", "attacker", fmt.Sprintf("10.8.%d.1", i))
+		}
+		if err := redeem(s, fresh, "phone", "192.168.1.5"); err != nil {
+			t.Fatalf("the fresh code from the phone's address: %v", err)
 		}
 	})
 }
