@@ -6,10 +6,12 @@ import {
   displayCode,
   fingerprintWords,
   initialPairState,
+  mayRetry,
   normalizeCode,
   pairStep,
   parsePairFragment,
   type PairEvent,
+  type PairPhase,
   type PairState,
   type Step,
 } from './pairing';
@@ -163,7 +165,13 @@ describe('pairStep', () => {
     // A code locked after wrong tries on the network is dead: the reason stays for the page to explain.
     const locked = run(loadedWithCode, { type: 'refused', code: 'UNAUTHORIZED', message: 'locked after 10 wrong tries', reason: 'code_locked' }, { type: 'retry' });
     expect(locked[1].state.phase).toEqual({ phase: 'failed', code: 'UNAUTHORIZED', message: 'locked after 10 wrong tries', reason: 'code_locked' });
-    expect(locked[2].effects).toEqual([{ type: 'connect-pair', setupCode: null }]);
+    // Nothing to ask again with: the page offers no "Ask again", and a retry does nothing.
+    expect(locked[2].effects).toEqual([]);
+    expect(locked[2].state.phase).toEqual(locked[1].state.phase);
+    expect(mayRetry(locked[1].state.phase)).toBe(false);
+    expect(mayRetry(used[1].state.phase)).toBe(true);
+    expect(mayRetry({ phase: 'rejected' })).toBe(true);
+    expect(mayRetry({ phase: 'paired', roles: ['operator'] } as PairPhase)).toBe(false);
     // A refusal that is not about the code itself (the guessing limit) keeps it for a retry.
     const limited = run(loadedWithCode, { type: 'refused', code: 'UNAUTHORIZED', message: 'too many attempts', reason: 'rate_limited' }, { type: 'retry' });
     expect(limited[2].effects).toEqual([{ type: 'connect-pair', setupCode: 'ABCD2345' }]);

@@ -253,11 +253,21 @@ export function pairStep(s: PairState, ev: PairEvent): Step {
       return { state: next, effects: [save(next)] };
     }
     case 'retry': {
-      if (s.gatewayId && (s.phase.phase === 'rejected' || s.phase.phase === 'expired' || s.phase.phase === 'failed')) {
+      if (s.gatewayId && mayRetry(s.phase)) {
         if (s.code) return { state: { ...s, phase: { phase: 'connecting', via: 'code' } }, effects: [{ type: 'connect-pair', setupCode: s.code }] };
         return { state: { ...s, phase: { phase: 'connecting', via: 'repair' } }, effects: [{ type: 'connect-pair', setupCode: null }] };
       }
       return { state: s, effects: [] };
     }
   }
+}
+
+/**
+ * Whether the page offers "Ask again" in phase p: after a rejection, an expiry or a refusal, but not
+ * for a locked code. A locked code is dead for good (the person makes a new one and scans it); asking
+ * again would only present it once more.
+ */
+export function mayRetry(p: PairPhase): boolean {
+  if (p.phase === 'failed') return p.reason !== 'code_locked';
+  return p.phase === 'rejected' || p.phase === 'expired';
 }
