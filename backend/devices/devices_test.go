@@ -354,11 +354,11 @@ func TestSetupCodeRules(t *testing.T) {
 	_, err = e.dial(c, gateway.ClientOptions{SetupCode: expiring})
 	e.refusedAndAudited("an expired code", err, gateway.CodeUnauthorized, "code_expired", "connect", c.Public().ID())
 
-	// Guessing: this address has 1 failure in the window (the expired
-	// code); 4 more guesses reach the limit of 5, then even a live code is
-	// refused as rate-limited.
+	// Guessing: a try of a dead code (used, expired) counts against
+	// nothing, so this address has no failure yet; 5 guesses reach the
+	// limit of 5, then even a live code is refused as rate-limited.
 	live := e.code().Display
-	for _, g := range []string{"AAAA-AAAA", "BBBB-BBBB", "CCCC-CCCC", "DDDD-DDDD"} {
+	for _, g := range []string{"AAAA-AAAA", "BBBB-BBBB", "CCCC-CCCC", "DDDD-DDDD", "EEEE-EEEE"} {
 		_, err = e.dial(newKey(t), gateway.ClientOptions{SetupCode: g})
 		if ge := gwErr(err); ge == nil || ge.Details["reason"] != "code_invalid" {
 			t.Fatalf("guess %s: %v", g, err)

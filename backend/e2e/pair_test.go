@@ -250,6 +250,11 @@ func TestPhonePairsByQR(t *testing.T) {
 	click(t, desk, `[data-testid=close-nodes]`) // the Nodes overlay covers the chat
 	sendChat(t, desk, fromDesk)
 	waitFor(t, phone, "the desktop's message on the phone", hasUserMessage(fromDesk), 20*time.Second)
+	// The desktop's message reaches the phone when it is stored, before
+	// the run's model request is made: wait for the request (bounded).
+	for deadline := time.Now().Add(20 * time.Second); !(model.sawMessage(fromPhone) && model.sawMessage(fromDesk)) && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
 	if !model.sawMessage(fromPhone) || !model.sawMessage(fromDesk) {
 		t.Errorf("the model did not get both questions: %v", model.requests)
 	}
