@@ -121,6 +121,11 @@ type Options struct {
 	// 127.0.0.1 listener first. A connection over it, or one given a file
 	// descriptor inside that reserve, is closed at once.
 	MaxLANConns int
+	// FFmpeg is the ffmpeg binary that remuxes a stored WebM clip or
+	// recording (media.FFmpegRemux: stream copy, so it names its duration
+	// and can be seeked); "" looks for "ffmpeg" on PATH when the first clip
+	// is stored; "none" turns the remux off (the clip stays as sent).
+	FFmpeg string
 }
 
 // App is a built Atrium backend. Fields are read-only after New.
@@ -190,6 +195,11 @@ type App struct {
 	// mediaRx receives media transfers into Media (media.go); nil in a
 	// first-run app.
 	mediaRx *mediaRelay
+	// ffmpegOpt is Options.FFmpeg; ffmpegPath what it resolved to, once
+	// (media.go ffmpeg).
+	ffmpegOpt  string
+	ffmpegOnce sync.Once
+	ffmpegPath string
 }
 
 // AlreadyRunningError is New's error when another app runs on the same
@@ -275,7 +285,7 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 	if o.Getenv == nil {
 		o.Getenv = os.Getenv
 	}
-	a := &App{Layout: o.Layout, log: o.Logger, getenv: o.Getenv, anyPort: o.AnyPortIfBusy}
+	a := &App{Layout: o.Layout, log: o.Logger, getenv: o.Getenv, anyPort: o.AnyPortIfBusy, ffmpegOpt: o.FFmpeg}
 	defer func() {
 		if err != nil {
 			a.Close()

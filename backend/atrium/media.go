@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os/exec"
 	"sync"
 
 	"github.com/atrium-dev/atrium/backend/media"
@@ -20,9 +21,10 @@ import (
 // offers host candidates on the addresses the gateway serves (127.0.0.1
 // and the LAN listeners' addresses) and nowhere else.
 type mediaRelay struct {
-	store *media.Store
-	bind  func() []net.IP
-	log   *slog.Logger
+	store  *media.Store
+	bind   func() []net.IP
+	log    *slog.Logger
+	stored func(ctx context.Context, m media.Meta) media.Meta // the app's step after a file is stored (App.mediaStored)
 
 	mu     sync.Mutex
 	r      *rtc.Receiver
@@ -50,7 +52,7 @@ func (m *mediaRelay) Expect(t nodes.MediaTicket) (nodes.MediaTransfer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return relayTransfer{tr: tr, store: m.store}, nil
+	return relayTransfer{tr: tr, store: m.store, stored: m.stored}, nil
 }
 
 func (m *mediaRelay) Answer(ctx context.Context, device, id, offerSDP string) (string, error) {
@@ -81,8 +83,9 @@ func (m *mediaRelay) Close() {
 }
 
 type relayTransfer struct {
-	tr    *rtc.Transfer
-	store *media.Store
+	tr     *rtc.Transfer
+	store  *media.Store
+	stored func(ctx context.Context, m media.Meta) media.Meta
 }
 
 func (t relayTransfer) Abort() { t.tr.Abort() }
@@ -96,11 +99,51 @@ func (t relayTransfer) Wait(ctx context.Context) (nodes.Media, error) {
 	case err != nil:
 		return nodes.Media{}, err
 	}
-	p, err := t.store.Path(out.Meta.ID)
-	if err != nil {
-		return nodes.Media{}, fmt.Errorf("media %s: %w", out.Meta.ID, err)
+	meta := out.Meta
+	if t.stored != nil {
+		meta = t.stored(ctx, meta)
 	}
-	return nodes.Media{Meta: out.Meta, Path: p}, nil
+	p, err := t.store.Path(meta.ID)
+	if err != nil {
+		return nodes.Media{}, fmt.Errorf("media %s: %w", meta.ID, err)
+	}
+	return nodes.Media{Meta: meta, Path: p}, nil
+}
+
+// mediaStored is the app's step after a node's file was stored, whatever
+// carried it, before node.invoke returns it: a WebM clip or recording is
+// remuxed by ffmpeg (media.FFmpegRemux, bounded by ctx and
+// media.DefaultRemuxTimeout) when ffmpeg is there, so that it names its
+// duration and can be seeked; without ffmpeg, or when the remux fails
+// (logged), the file stays as the node sent it. It returns the sidecar
+// as it is now.
+func (a *App) mediaStored(ctx context.Context, m media.Meta) media.Meta {
+	if media.NeedsRemux(m.MIME) {
+		if ff := a.ffmpeg(); ff != "" {
+			nm, err := a.Media.Rewrite(ctx, m.ID, media.FFmpegRemux(ff))
+			if err != nil {
+				a.log.Warn("media: remux of a clip failed, kept as sent", "id", m.ID, "err", err)
+			} else {
+				m = nm
+			}
+		}
+	}
+	return m
+}
+
+// ffmpeg is Options.FFmpeg, looked up on PATH once when "" ("" when there
+// is none, or Options.FFmpeg is "none").
+func (a *App) ffmpeg() string {
+	a.ffmpegOnce.Do(func() {
+		switch a.ffmpegOpt {
+		case "none":
+		case "":
+			a.ffmpegPath, _ = exec.LookPath("ffmpeg")
+		default:
+			a.ffmpegPath = a.ffmpegOpt
+		}
+	})
+	return a.ffmpegPath
 }
 
 // servedIPs are the addresses the gateway listens on: 127.0.0.1 and the

@@ -17,7 +17,7 @@ import (
 // registers its methods and listens to the gateway's connection hooks
 // (devices.go fans them out); the hello-ok snapshot reads its presence.
 func (a *App) newNodes(log *slog.Logger) error {
-	a.mediaRx = &mediaRelay{store: a.Media, bind: a.servedIPs, log: log}
+	a.mediaRx = &mediaRelay{store: a.Media, bind: a.servedIPs, log: log, stored: a.mediaStored}
 	svc, err := nodes.New(nodes.Options{Gateway: a.Gateway, Audit: a.Audit, MayInvoke: a.deviceMayInvoke, Media: a.mediaRx, Logger: log})
 	if err != nil {
 		return fmt.Errorf("nodes: %w", err)

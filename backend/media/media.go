@@ -175,6 +175,13 @@ type Meta struct {
 	Height     int       `json:"height,omitempty"`     // pixels, when known
 	DurationMs int64     `json:"durationMs,omitempty"` // clips and recordings, when known
 	Transport  string    `json:"transport"`            // TransportWebRTC or TransportHTTPS
+	// SourceSHA256 and SourceSize are the file as the sender sent it, set
+	// when the gateway rewrote it after the transfer (Rewrite: a WebM clip
+	// remuxed so that it names its duration and can be seeked); SHA256 and
+	// Size are then those of the file on disk. Absent: the file is the
+	// sender's own.
+	SourceSHA256 string `json:"sourceSha256,omitempty"`
+	SourceSize   int64  `json:"sourceSize,omitempty"`
 }
 
 // Store is the media folder. Safe for concurrent use; a Partial is used by
@@ -186,6 +193,10 @@ type Store struct {
 
 	mu       sync.Mutex
 	inflight map[string]string // transfer id → device
+
+	// fileMu orders Delete and the last step of Rewrite (a rewritten file
+	// never comes back after its media was deleted).
+	fileMu sync.Mutex
 }
 
 const partialDir = ".partial"
@@ -348,6 +359,8 @@ func (s *Store) Path(id string) (string, error) {
 // List and Get), then the file. Errors: ErrInvalid, ErrNotFound, or the
 // file system's.
 func (s *Store) Delete(id string) error {
+	s.fileMu.Lock()
+	defer s.fileMu.Unlock()
 	m, err := s.Get(id)
 	if err != nil {
 		return err
