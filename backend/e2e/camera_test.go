@@ -125,7 +125,8 @@ type mediaResult struct {
 	Media *struct {
 		ID, File, Path, MIME, Transport, Command, Device string
 		SHA256                                           string `json:"sha256"`
-		Size                                             int64
+		SourceSHA256                                     string `json:"sourceSha256"`
+		Size, SourceSize                                 int64
 		Width, Height                                    int
 		DurationMs                                       int64
 	} `json:"media"`

@@ -32,7 +32,9 @@ import (
 // $ATRIUM_HOME/media with the page's SHA-256, ffprobe accepts it (a video
 // and an audio stream) and its content lasts 3 s ± 1 s (the last packet's
 // end, from the file itself; Chromium's WebM names no duration in its
-// header), and the sidecar carries the duration the page measured. A
+// header, so the gateway remuxes it with ffmpeg: the stored clip names
+// its duration and the sidecar keeps the page's SHA-256 as sourceSha256),
+// and the sidecar carries the duration the page measured. A
 // desktop Chromium (fake screen: getDisplayMedia with
 // --use-fake-device-for-media-stream --use-fake-ui-for-media-stream)
 // declares screen.snapshot and screen.record; screen.snapshot lands a PNG
@@ -161,6 +163,12 @@ func TestPhoneClipAndScreen(t *testing.T) {
 		if !slices.Equal(kinds, c.streams) {
 			t.Errorf("the %s's streams %s, want %v", c.name, out, c.streams)
 		}
+		// The gateway remuxed the WebM (ffmpeg is there, as ffprobe is): it
+		// names its duration, which MediaRecorder's does not.
+		dur, err := exec.Command(ffprobe, "-v", "error", "-show_entries", "format=duration", "-of", "default=nw=1:nk=1", f).Output()
+		if d, perr := strconv.ParseFloat(strings.TrimSpace(string(dur)), 64); err != nil || perr != nil || math.Abs(d*1000-c.wantMs) > 1000 {
+			t.Errorf("the stored %s's format duration %q (%v), want %.0f ms ± 1000", c.name, dur, err, c.wantMs)
+		}
 		ms := contentMs(t, ffprobe, f)
 		if math.Abs(ms-c.wantMs) > 1000 {
 			t.Errorf("the %s's content lasts %.0f ms, want %.0f ± 1000", c.name, ms, c.wantMs)
@@ -169,8 +177,9 @@ func TestPhoneClipAndScreen(t *testing.T) {
 	}
 }
 
-// stored checks that res's file is in $ATRIUM_HOME/media with the SHA-256
-// the node computed (want) and the sidecar's, and returns its bytes.
+// stored checks that res's file is in $ATRIUM_HOME/media with the
+// sidecar's SHA-256, that the node computed (want) is the sidecar's, or
+// its sourceSha256 when the gateway remuxed a WebM, and returns its bytes.
 func (g *mediaGateway) stored(t *testing.T, res mediaResult, want string) []byte {
 	t.Helper()
 	m := res.Media
@@ -182,8 +191,16 @@ func (g *mediaGateway) stored(t *testing.T, res mediaResult, want string) []byte
 		t.Fatalf("%s's file in $ATRIUM_HOME/media: %v", m.Command, err)
 	}
 	sum := sha256.Sum256(data)
-	if got := hex.EncodeToString(sum[:]); got != want || m.SHA256 != want || res.Payload.SHA256 != want || m.Size != int64(len(data)) {
-		t.Fatalf("%s: the stored file's SHA-256 %s, the node's %s, the sidecar's %s (%d bytes, %d on disk)", m.Command, got, want, m.SHA256, m.Size, len(data))
+	got := hex.EncodeToString(sum[:])
+	sent := m.SHA256 // what the node sent: the file itself, or the source of a remuxed WebM
+	if m.SourceSHA256 != "" {
+		sent = m.SourceSHA256
+		if m.MIME != "video/webm" || m.SourceSize <= 0 {
+			t.Errorf("%s: a rewritten %s (source %d bytes)", m.Command, m.MIME, m.SourceSize)
+		}
+	}
+	if got != m.SHA256 || sent != want || res.Payload.SHA256 != want || m.Size != int64(len(data)) {
+		t.Fatalf("%s: the stored file's SHA-256 %s, the node's %s, the sidecar's %s (source %s; %d bytes, %d on disk)", m.Command, got, want, m.SHA256, m.SourceSHA256, m.Size, len(data))
 	}
 	if _, err := os.Stat(filepath.Join(g.home, "media", m.ID+".json")); err != nil {
 		t.Errorf("no sidecar beside %s: %v", m.File, err)
