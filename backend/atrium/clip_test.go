@@ -10,10 +10,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/atrium-dev/atrium/backend/gateway"
+	"github.com/atrium-dev/atrium/backend/media"
 	"github.com/atrium-dev/atrium/backend/nodes"
 	"github.com/atrium-dev/atrium/backend/rtc"
 )
@@ -130,4 +132,152 @@ func TestNodeClipRemuxed(t *testing.T) {
 	if p.SHA256 != hex.EncodeToString(sp[:]) || p.SourceSHA256 != "" {
 		t.Fatalf("the photo's sidecar %+v", p.Meta)
 	}
+}
+
+// gatedReader lets the first `free` ReadAt calls through and holds the
+// next ones until release is closed (or ctx ends): a node that stops
+// sending in the middle of a file.
+type gatedReader struct {
+	r       *bytes.Reader
+	ctx     context.Context
+	mu      sync.Mutex
+	free    int
+	release chan struct{}
+}
+
+func (g *gatedReader) ReadAt(p []byte, off int64) (int, error) {
+	g.mu.Lock()
+	g.free--
+	held := g.free < 0
+	g.mu.Unlock()
+	if held {
+		select {
+		case <-g.release:
+		case <-g.ctx.Done():
+			return 0, g.ctx.Err()
+		}
+	}
+	return g.r.ReadAt(p, off)
+}
+
+// TestNodeMediaResumesOnNewConnection (issue 22): a phone page killed in
+// the middle of a transfer and opened again resumes it. The node's
+// connection ends after some blocks were stored (its pion connection is
+// cut as well); node.invoke does not fail but waits; the same device,
+// connected again, offers the same transfer, sends only the missing
+// blocks, and node.invoke answers with the file (the right SHA-256,
+// payload {resumed:true}). Another device's offer for it is refused.
+func TestNodeMediaResumesOnNewConnection(t *testing.T) {
+	a, _ := startApp(t, func(string) string { return "" })
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	admin := gwDial(ctx, t, a, gateway.RoleOperator, "resume-admin")
+	data := make([]byte, 3<<20)
+	for i := range data {
+		data[i] = byte(i*7 + i>>11)
+	}
+	sum := sha256.Sum256(data)
+	commands := []string{"camera.clip"}
+	key, toks := pairDevice(ctx, t, a, admin, []string{gateway.RoleNode}, commands)
+	dial := func() *gateway.Client {
+		c, err := deviceDial(ctx, t, a, key, gateway.ClientOptions{DeviceToken: toks[gateway.RoleNode], Role: gateway.RoleNode,
+			Caps: []string{"camera"}, Commands: commands})
+		must(t, err)
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	offerOn := func(c *gateway.Client, id string) rtc.Signal {
+		return func(ctx context.Context, sdp string) (string, error) {
+			var r struct{ SDP string }
+			err := c.Call(ctx, nodes.MethodMediaOffer, map[string]any{"transferId": id, "sdp": sdp}, &r)
+			return r.SDP, err
+		}
+	}
+	first := dial()
+	dev := key.Public().ID()
+	waitNode(ctx, t, a, dev, "")
+
+	type answer struct {
+		r   nodes.InvokeResult
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		var r nodes.InvokeResult
+		err := admin.Call(ctx, nodes.MethodNodeInvoke, map[string]any{"nodeId": dev, "command": "camera.clip", "params": map[string]any{}, "timeoutMs": 90000}, &r)
+		done <- answer{r, err}
+	}()
+	var transfer string
+	for ev := range first.Events() {
+		var r nodes.InvokeRequestEvent
+		if ev.Event == nodes.EventInvokeRequest && json.Unmarshal(ev.Payload, &r) == nil {
+			var p struct{ Transfer struct{ ID string } }
+			must(t, json.Unmarshal(r.Params, &p))
+			transfer = p.Transfer.ID
+			break
+		}
+	}
+	blocks := media.NumBlocks(int64(len(data)), 64<<10)
+	sctx, scut := context.WithCancel(ctx)
+	gate := &gatedReader{r: bytes.NewReader(data), ctx: sctx, free: blocks + 10, release: make(chan struct{})}
+	sendErr := make(chan error, 1)
+	go func() {
+		var snd rtc.Sender
+		_, err := snd.Send(sctx, rtc.File{ID: transfer, Name: "clip.bin", Data: gate, Size: int64(len(data)), MIME: "application/octet-stream"}, offerOn(first, transfer))
+		sendErr <- err
+	}()
+	partial := filepath.Join(a.Layout.MediaDir(), ".partial", transfer, "data")
+	for {
+		if st, err := os.Stat(partial); err == nil && st.Size() > 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("no block of the transfer was stored")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	// The page dies: its WebSocket and its peer connection go.
+	first.Close()
+	scut()
+	if err := <-sendErr; err == nil {
+		t.Fatal("the cut send succeeded")
+	}
+	select {
+	case a := <-done:
+		t.Fatalf("node.invoke ended when the node went away mid-transfer: %+v %v", a.r, a.err)
+	case <-time.After(200 * time.Millisecond): // it waits (no answer expected; not a timing assertion)
+	}
+
+	// Another device may not take the transfer over.
+	okey, otoks := pairDevice(ctx, t, a, admin, []string{gateway.RoleNode}, commands)
+	other, err := deviceDial(ctx, t, a, okey, gateway.ClientOptions{DeviceToken: otoks[gateway.RoleNode], Role: gateway.RoleNode, Caps: []string{"camera"}, Commands: commands})
+	must(t, err)
+	defer other.Close()
+	if _, err := offerOn(other, transfer)(ctx, "v=0\r\na=fingerprint:sha-256 AB\r\n"); errCode(err) != gateway.CodeForbidden {
+		t.Fatalf("another device's offer for the detached transfer: %v, want FORBIDDEN", err)
+	}
+
+	// The page is opened again: the same device resumes the transfer.
+	second := dial()
+	waitNode(ctx, t, a, dev, "")
+	var snd rtc.Sender
+	sent, err := snd.Send(ctx, rtc.File{ID: transfer, Name: "clip.bin", Data: bytes.NewReader(data), Size: int64(len(data)), MIME: "application/octet-stream"}, offerOn(second, transfer))
+	if err != nil {
+		t.Fatalf("the resumed send: %v", err)
+	}
+	if sent.Blocks != blocks || sent.BlocksSent == 0 || sent.BlocksSent >= blocks {
+		t.Errorf("the resume sent %d of %d blocks, want only the missing ones", sent.BlocksSent, blocks)
+	}
+	ans := <-done
+	if ans.err != nil || !ans.r.OK {
+		t.Fatalf("node.invoke after the resume: %+v %v", ans.r, ans.err)
+	}
+	var m nodes.Media
+	must(t, json.Unmarshal(ans.r.Media, &m))
+	got, err := os.ReadFile(m.Path)
+	if err != nil || !bytes.Equal(got, data) || m.SHA256 != hex.EncodeToString(sum[:]) || m.ID != transfer || string(ans.r.Payload) != `{"resumed":true}` {
+		t.Fatalf("the resumed file %+v (%d bytes, %v), payload %s", m.Meta, len(got), err, ans.r.Payload)
+	}
+	t.Logf("resumed: %d of %d blocks sent again", sent.BlocksSent, blocks)
 }

@@ -309,11 +309,21 @@ type pendingInvoke struct {
 	// A media command's transfer (expectMedia), else "" and nil.
 	transfer string
 	tr       MediaTransfer
+	// offered: the node's offer for the transfer was answered (under s.mu).
+	offered bool
+	// detached: the connection ended while the transfer was under way; the
+	// invoke now waits for the transfer alone, which the same device may
+	// resume from a new connection (under s.mu; connID is then the
+	// connection that resumed it last).
+	detached bool
 }
 
 type invokeOutcome struct {
 	res ResultParams
 	err *gateway.Error
+	// detached: the node's connection ended after its transfer began
+	// (Service.detachLocked); the invoke waits for the transfer.
+	detached bool
 }
 
 func (p *pendingInvoke) finish(o invokeOutcome) {
@@ -390,6 +400,13 @@ func (s *Service) Invoke(ctx context.Context, who Caller, req InvokeRequest) (In
 		}
 		s.endMedia(inv, true, "CANCELLED")
 		return InvokeResult{}, fmt.Errorf("node.invoke %s on %s: %w", req.Command, inv.name, context.Cause(ctx))
+	}
+	if out.detached {
+		// The node's connection ended mid-transfer: the file may still
+		// come, resumed by the same device on a new connection.
+		res := InvokeResult{NodeID: inv.nodeID, Command: req.Command, OK: true, Payload: json.RawMessage(`{"resumed":true}`),
+			Media: json.RawMessage(fmt.Sprintf(`{"id":%q}`, inv.transfer))}
+		return s.mediaResult(ctx, inv, res, deadline)
 	}
 	if out.err != nil {
 		s.endMedia(inv, true, "CANCELLED")
@@ -544,17 +561,30 @@ func (s *Service) connClosing(connID, nodeID string) {
 	gone := s.failConnLocked(connID)
 	s.mu.Unlock()
 	for _, inv := range gone {
+		if inv.detached {
+			inv.finish(invokeOutcome{detached: true})
+			continue
+		}
 		inv.finish(invokeOutcome{err: gateway.Errorf(gateway.CodeUnavailable, "node %s disconnected (its connection is closing)", inv.name)})
 	}
 	s.changed()
 }
 
 // failConnLocked removes and returns the pending invokes sent to connID.
+// A media command whose transfer had begun (its offer was answered) on a
+// paired device's connection is marked detached instead of failed: its
+// file may still come, the same device resuming the transfer from a new
+// connection (a reloaded page; Offer), and its invoke waits for that
+// until its deadline. A local node's id names its connection, so its
+// transfers cannot be resumed and fail as the others.
 func (s *Service) failConnLocked(connID string) []*pendingInvoke {
 	var gone []*pendingInvoke
 	for id, inv := range s.invokes {
 		if inv.connID == connID {
 			gone = append(gone, s.takeInvokeLocked(id))
+			if inv.tr != nil && inv.offered && !strings.HasPrefix(inv.nodeID, "local:") {
+				inv.detached = true
+			}
 		}
 	}
 	return gone

@@ -138,13 +138,14 @@ func (s *Service) endMedia(inv *pendingInvoke, abort bool, code string) {
 	}
 	s.mu.Lock()
 	delete(s.transfers, inv.transfer)
+	connID := inv.connID
 	s.mu.Unlock()
 	if !abort {
 		return
 	}
 	inv.tr.Abort()
 	// Best effort: a node gone or closing has nothing to cancel.
-	_ = s.gw.Send(inv.connID, EventMediaCancel, map[string]string{"transferId": inv.transfer, "code": code})
+	_ = s.gw.Send(connID, EventMediaCancel, map[string]string{"transferId": inv.transfer, "code": code})
 }
 
 // mediaResult completes a media command's result: the node's result must
@@ -195,7 +196,9 @@ func (s *Service) mediaResult(ctx context.Context, inv *pendingInvoke, res Invok
 
 // Offer serves node.media.offer {transferId, sdp} from connection connID:
 // only the connection a media command's request went to, only for that
-// invoke's transfer. Errors (*gateway.Error): INVALID_REQUEST (no id, a
+// invoke's transfer; once that connection ended mid-transfer (the invoke
+// is detached, failConnLocked), any new connection of the same device
+// from the same address may resume it (a reloaded phone page). Errors (*gateway.Error): INVALID_REQUEST (no id, a
 // malformed or oversized SDP), FORBIDDEN (any other transfer: audited),
 // UNAVAILABLE (no media receiver, or the answer failed).
 func (s *Service) Offer(ctx context.Context, connID string, who Caller, nodeID, transferID, sdp string) (string, error) {
@@ -212,18 +215,35 @@ func (s *Service) Offer(ctx context.Context, connID string, who Caller, nodeID, 
 	}
 	s.mu.Lock()
 	inv := s.transfers[transferID]
+	var owner, reason string
+	if inv != nil {
+		owner, reason = inv.connID, "was asked of another node connection"
+		if inv.detached && owner != connID && inv.nodeID == nodeID {
+			// A resume from a new connection of the same device (its page
+			// was reloaded): from the address the transfer was asked at,
+			// which ICE is bound to.
+			if ps := s.peers[connID]; ps != nil && ps.p.RemoteIP == inv.peerIP {
+				inv.connID, owner = connID, connID
+			} else {
+				reason = "was asked of this device at another address"
+			}
+		}
+	}
 	s.mu.Unlock()
 	switch {
 	case inv == nil:
 		return refuse(fmt.Sprintf("no transfer %q was asked for (unknown, finished or expired)", transferID))
-	case inv.connID != connID:
-		return refuse(fmt.Sprintf("transfer %s was asked of another node connection", transferID))
+	case owner != connID:
+		return refuse(fmt.Sprintf("transfer %s %s", transferID, reason))
 	case s.o.Media == nil:
 		return "", gateway.Errorf(gateway.CodeUnavailable, "node.media.offer: this gateway takes no media transfers")
 	}
 	answer, err := s.o.Media.Answer(ctx, inv.nodeID, transferID, sdp)
 	switch {
 	case err == nil:
+		s.mu.Lock()
+		inv.offered = true
+		s.mu.Unlock()
 		return answer, nil
 	case errors.Is(err, ErrMediaUnrequested):
 		return refuse(fmt.Sprintf("transfer %s is no longer expected", transferID))

@@ -241,6 +241,11 @@ func (s *Service) Disconnected(ci gateway.ConnInfo) {
 		return
 	}
 	for _, inv := range gone {
+		if inv.detached {
+			s.log.Info("media: node disconnected mid-transfer, waiting for a resume", "node", inv.nodeID, "transfer", inv.transfer)
+			inv.finish(invokeOutcome{detached: true})
+			continue
+		}
 		inv.finish(invokeOutcome{err: gateway.Errorf(gateway.CodeUnavailable, "node %s disconnected", inv.name)})
 	}
 	s.presence.Gone(ps.key, connID)
