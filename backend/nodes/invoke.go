@@ -262,6 +262,11 @@ type NodeError struct {
 	Retryable bool   `json:"retryable,omitempty"`
 }
 
+// Refused reports whether the node refused the command (code FORBIDDEN:
+// its person said no, or turned the feature off, as a phone's location
+// is until its person turns it on).
+func (e *NodeError) Refused() bool { return e != nil && e.Code == gateway.CodeForbidden }
+
 // InvokeResult is node.invoke's answer: which node ran Command, whether it
 // succeeded (OK with Payload, else Error), and Media when the result is a
 // transfer outside the frame (reserved for camera/screen commands: {id, …}).

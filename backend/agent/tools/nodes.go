@@ -92,12 +92,16 @@ const nodesSchema = `{"type":"object","properties":{` +
 	`},"required":["action"],"additionalProperties":false}`
 
 func (n *nodesTool) register(r *agent.Registry) error {
-	return r.Register(agent.Spec{Name: NodesTool, Level: agent.L0, Schema: json.RawMessage(nodesSchema),
+	err := r.Register(agent.Spec{Name: NodesTool, Level: agent.L0, Schema: json.RawMessage(nodesSchema),
 		// An invoke may wait for the person, then for the node.
 		Timeout: agent.DefaultAskTimeout + nodes.MaxInvokeTimeout + 5*time.Second,
 		Description: "Other devices paired with Atrium (nodes: computers, phones). list: the nodes, their capabilities and allowed commands; " +
 			"describe: one node; invoke: run a command on a node (the person is asked first). A photo or screenshot a command returns is shown to you " +
-			"when you take images, else its file path and size are given."}, n.run)
+			"when you take images, else its file path and size are given; a clip's path, length, size and type are given."}, n.run)
+	if err != nil {
+		return err
+	}
+	return n.registerShortcuts(r)
 }
 
 type nodesArgs struct {
@@ -107,6 +111,9 @@ type nodesArgs struct {
 	Command   string          `json:"command"`
 	Params    json.RawMessage `json:"params"`
 	TimeoutMs int64           `json:"timeoutMs"`
+	// label names the node in the person's question (the node tools of
+	// their own: its name and id); default NodeID.
+	label string
 }
 
 func (n *nodesTool) run(ctx context.Context, c agent.Call) (agent.Output, error) {
@@ -151,7 +158,9 @@ func (n *nodesTool) invoke(ctx context.Context, c agent.Call, a nodesArgs) (agen
 		return agent.Output{}, errors.New("nodes: invoke needs command and either nodeId or caps")
 	}
 	where := a.NodeID
-	if where == "" {
+	if a.label != "" {
+		where = a.label
+	} else if where == "" {
 		where = "a node with caps " + strings.Join(a.Caps, ",")
 	}
 	target := where + " " + a.Command
@@ -194,22 +203,62 @@ func (n *nodesTool) invoke(ctx context.Context, c agent.Call, a nodesArgs) (agen
 		}
 		return agent.Output{}, fmt.Errorf("nodes: %w", err)
 	}
-	sum := fmt.Sprintf("%s on %s: ok", res.Command, res.NodeID)
 	if !res.OK {
-		sum = fmt.Sprintf("%s on %s failed: %s", res.Command, res.NodeID, res.Error.Message)
+		return agent.Output{}, nodeFailed(res)
 	}
-	out := agent.Output{Data: res, LogSummary: sum}
-	if res.OK {
-		img, ok, err := n.e.mediaImage(n.o.Media, res.Media)
-		if err != nil {
-			return agent.Output{}, fmt.Errorf("nodes: %s on %s: %w", res.Command, res.NodeID, err)
-		}
-		if ok {
-			out.Images = []agent.Image{img}
-			out.LogSummary = fmt.Sprintf("%s on %s: ok, %s %dx%d", res.Command, res.NodeID, img.MIME, img.Width, img.Height)
-		}
+	out := agent.Output{Data: res, LogSummary: fmt.Sprintf("%s on %s: ok", res.Command, res.NodeID)}
+	img, ok, err := n.e.mediaImage(n.o.Media, res.Media)
+	if err != nil {
+		return agent.Output{}, fmt.Errorf("nodes: %s on %s: %w", res.Command, res.NodeID, err)
+	}
+	switch {
+	case ok:
+		out.Images = []agent.Image{img}
+		out.LogSummary = fmt.Sprintf("%s on %s: ok, %s %dx%d", res.Command, res.NodeID, img.MIME, img.Width, img.Height)
+	case len(res.Media) > 0:
+		out.LogSummary = fmt.Sprintf("%s on %s: ok, %s", res.Command, res.NodeID, mediaSummary(res.Media))
 	}
 	return out, nil
+}
+
+// ErrNodeFailed: the node ran the command and reported a failure (its
+// code and message follow; docs/PROTOCOL.md "Nodes"). A node's FORBIDDEN
+// (its person said no, or turned the feature off) is a denial as well.
+var ErrNodeFailed = errors.New("the node could not do it")
+
+// nodeFailed is the tool error for a failed result: the node, the
+// command, the node's code and its message as the node wrote it (the
+// phone page says what its person can do about it).
+func nodeFailed(res nodes.InvokeResult) error {
+	code, msg := "ERROR", "no reason given"
+	if e := res.Error; e != nil {
+		code, msg = e.Code, e.Message
+	}
+	err := fmt.Errorf("%w: %s on %s: %s: %s", ErrNodeFailed, res.Command, res.NodeID, code, msg)
+	if res.Error.Refused() {
+		return fmt.Errorf("%w: %w", agent.ErrDenied, err)
+	}
+	return err
+}
+
+// mediaSummary says what a stored file that is not a picture is (a clip, a
+// recording): its type, length, size and path, from the media field of a
+// result (the sidecar and its path).
+func mediaSummary(raw json.RawMessage) string {
+	var m struct {
+		MIME       string `json:"mime"`
+		Size       int64  `json:"size"`
+		DurationMs int64  `json:"durationMs"`
+		Path       string `json:"path"`
+	}
+	if json.Unmarshal(raw, &m) != nil {
+		return "media stored"
+	}
+	s := orDefault(m.MIME, "a file of unknown type")
+	if m.DurationMs > 0 {
+		s += fmt.Sprintf(", %.1f s", float64(m.DurationMs)/1000)
+	}
+	return s + fmt.Sprintf(", %d bytes at %s", m.Size, m.Path)
 }
 
 func (n *nodesTool) askEveryCall(command string) bool {
@@ -231,8 +280,18 @@ func matchCommand(pattern, command string) (bool, error) {
 	return pattern == command, nil
 }
 
-// describeParams says what a system.run will run, for the question.
+// describeParams says what a system.run will run, or which camera a
+// camera command uses, for the question.
 func describeParams(command string, params json.RawMessage) string {
+	if strings.HasPrefix(command, "camera.") {
+		var p struct {
+			Facing string `json:"facing"`
+		}
+		if json.Unmarshal(params, &p) == nil && p.Facing != "" {
+			return " (" + cut(p.Facing, 16) + " camera)"
+		}
+		return ""
+	}
 	if command != "system.run" {
 		return ""
 	}
