@@ -168,8 +168,12 @@ func (n *nodesTool) invoke(ctx context.Context, c agent.Call, a nodesArgs) (agen
 		return agent.Output{}, n.e.deny(NodesTool, target, "nobody to ask: node commands need the person's permission")
 	}
 	summary := cut(target+" "+string(a.Params), agent.MaxArgsSummaryChars)
+	tool := c.Tool // the question names the tool the model called (nodes, camera_snap, …)
+	if tool == "" {
+		tool = NodesTool
+	}
 	if n.askEveryCall(a.Command) {
-		yes, err := n.o.Permissions.AskOnce(ctx, agent.PermissionRequest{Kind: KindNode, Tool: NodesTool, CallID: c.ID, Level: agent.L3,
+		yes, err := n.o.Permissions.AskOnce(ctx, agent.PermissionRequest{Kind: KindNode, Tool: tool, CallID: c.ID, Level: agent.L3,
 			ArgsSummary: summary, Reason: fmt.Sprintf("run %s on %s%s?", a.Command, where, describeParams(a.Command, a.Params))})
 		if err != nil {
 			return agent.Output{}, fmt.Errorf("nodes: %w", err)
@@ -181,7 +185,7 @@ func (n *nodesTool) invoke(ctx context.Context, c agent.Call, a nodesArgs) (agen
 			return agent.Output{}, err
 		}
 	} else {
-		d, err := n.o.Permissions.Allow(ctx, agent.L3, agent.PermissionRequest{Tool: NodesTool, CallID: c.ID, ArgsSummary: summary})
+		d, err := n.o.Permissions.Allow(ctx, agent.L3, agent.PermissionRequest{Tool: tool, CallID: c.ID, ArgsSummary: summary})
 		if err != nil {
 			return agent.Output{}, fmt.Errorf("nodes: %w", err)
 		}

@@ -108,7 +108,7 @@ func TestNodeToolsOfTheirOwn(t *testing.T) {
 		t.Fatalf("camera.snap params %v, want the back camera", p)
 	}
 	q := ask.questions()
-	if len(q) != 1 || q[0].Kind != KindNode || q[0].Tool != NodesTool || !contains(q[0].Reason, "run camera.snap on build-box ("+n.nodeID+") (back camera)?") {
+	if len(q) != 1 || q[0].Kind != KindNode || q[0].Tool != CameraSnapTool || !contains(q[0].Reason, "run camera.snap on build-box ("+n.nodeID+") (back camera)?") {
 		t.Fatalf("questions %+v", q)
 	}
 	r := e.call(CameraSnapTool, map[string]any{"node": "BUILD-BOX", "facing": "front", "maxWidth": 800})
