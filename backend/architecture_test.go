@@ -119,7 +119,7 @@ var testAllowed = map[string][]string{
 	// The tests that run headless Chromium start it through chromiumtest.
 	"backend/device": {"backend/chromiumtest"},
 	"backend/gwid":   {"backend/chromiumtest"},
-	"backend/e2e":    {"backend/chromiumtest"},
+	"backend/e2e":    {"backend/chromiumtest", "backend/model/modeltest"},
 	"backend/rtc":    {"backend/chromiumtest"},
 	// The scripted OpenAI-compatible server is model/modeltest (the
 	// wiring's and agent/tools' tests above too); its own tests run the

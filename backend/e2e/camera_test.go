@@ -37,12 +37,22 @@ type mediaGateway struct {
 // startMediaGateway starts the app under tmp, bound to 127.0.0.2.
 func startMediaGateway(t *testing.T, tmp string) *mediaGateway {
 	t.Helper()
+	return startMediaGatewayWith(t, tmp, nil)
+}
+
+// startMediaGatewayWith is startMediaGateway after prepare (when not nil)
+// got $ATRIUM_HOME to fill (a config.json).
+func startMediaGatewayWith(t *testing.T, tmp string, prepare func(home string)) *mediaGateway {
+	t.Helper()
 	bin := buildAtrium(t)
 	home, ws := filepath.Join(tmp, "home"), filepath.Join(tmp, "workspace")
 	for _, d := range []string{home, ws} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if prepare != nil {
+		prepare(home)
 	}
 	port := freePort(t)
 	uiURL, _ := serve(t, bin, home, ws, port, nil, "--bind", "127.0.0.2")

@@ -1,0 +1,318 @@
+package e2e
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"image/jpeg"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/atrium-dev/atrium/backend/chromiumtest"
+	"github.com/atrium-dev/atrium/backend/model/modeltest"
+)
+
+// seeModel is a scripted model server of one API shape ("openai",
+// "anthropic" or "ollama": Ollama is reached through its OpenAI-compatible
+// /v1): a request without a tool result in its conversation is answered
+// with a call of camera_snap {} (the seed's "look out of the window" in
+// one call), one with a tool result by streaming reply. It records every
+// request's body.
+type seeModel struct {
+	api, reply string
+
+	mu     sync.Mutex
+	bodies [][]byte
+}
+
+func (m *seeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	path := modeltest.ChatPath
+	if m.api == "anthropic" {
+		path = modeltest.AnthropicPath
+	}
+	if r.Method != http.MethodPost || r.URL.Path != path {
+		http.NotFound(w, r)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
+	if err != nil {
+		http.Error(w, "read the body", http.StatusBadRequest)
+		return
+	}
+	m.mu.Lock()
+	m.bodies = append(m.bodies, body)
+	m.mu.Unlock()
+	turn := modeltest.Turn{Calls: [][2]string{{"camera_snap", `{}`}}}
+	if bytes.Contains(body, []byte(`"role":"tool"`)) || bytes.Contains(body, []byte(`"type":"tool_result"`)) {
+		turn = modeltest.Turn{Text: m.reply}
+	}
+	if m.api == "anthropic" {
+		modeltest.AnthropicTurns(turn)[0](w, r)
+		return
+	}
+	modeltest.Turns(turn)[0](w, r)
+}
+
+// answered is the body of the first request that carries a tool result,
+// or nil.
+func (m *seeModel) answered() []byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, b := range m.bodies {
+		if bytes.Contains(b, []byte(`"role":"tool"`)) || bytes.Contains(b, []byte(`"type":"tool_result"`)) {
+			return b
+		}
+	}
+	return nil
+}
+
+// first is the body of the first request, or nil.
+func (m *seeModel) first() []byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.bodies) == 0 {
+		return nil
+	}
+	return m.bodies[0]
+}
+
+// TestAgentLooksOutOfTheWindow (issue 22 item 6, the seed's example end to
+// end): the real app with a scripted model of each API shape
+// (OpenAI-compatible, Anthropic, Ollama), a paired phone Chromium with a
+// fake camera, and the desktop UI in another Chromium. The person types
+// "look out of the window"; the model calls camera_snap {}; the desktop
+// asks and the person clicks Allow; the phone takes the photo and sends
+// it over WebRTC; the next model request carries it in that API's shape,
+// its bytes' SHA-256 equal to the stored file's and the page's; the
+// answer streams into the chat, which shows the photo inline at its
+// natural size. A model configured without vision gets the photo's path
+// and details as text and no image.
+func TestAgentLooksOutOfTheWindow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: skipped in -short mode")
+	}
+	chromium := chromiumtest.Path(t)
+	for _, tc := range []struct {
+		name, api string
+		vision    bool
+	}{{"openai", "openai", true}, {"anthropic", "anthropic", true}, {"ollama", "ollama", true}, {"openai-without-vision", "openai", false}} {
+		t.Run(tc.name, func(t *testing.T) { lookOutOfTheWindow(t, chromium, tc.api, tc.vision) })
+	}
+}
+
+func lookOutOfTheWindow(t *testing.T, chromium, api string, vision bool) {
+	reply := "Out of the window: a green test picture with a moving circle. 窗外是一张绿色的测试画面。"
+	mdl := &seeModel{api: api, reply: reply}
+	srv := httptest.NewServer(mdl)
+	t.Cleanup(srv.Close)
+	cfg := map[string]any{"provider": api, "baseUrl": srv.URL, "apiKey": "k-e2e", "model": "scripted-vision", "vision": vision}
+	switch api {
+	case "openai":
+		cfg["baseUrl"] = srv.URL + "/v1"
+	case "ollama":
+		delete(cfg, "apiKey")
+	}
+	tmp := t.TempDir()
+	g := startMediaGatewayWith(t, tmp, func(home string) {
+		b, err := json.Marshal(map[string]any{"model": cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(home, "config.json"), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	})
+	phone, deviceID := g.pairBrowser(t, chromium, filepath.Join(tmp, "phone"), []string{"camera.snap"}, []string{"camera"},
+		chromedp.UserAgent(phoneUA), chromedp.WindowSize(412, 915))
+
+	desktop := newBrowser(t, chromium, filepath.Join(tmp, "desktop"))
+	if err := chromedp.Do(desktop, chromedp.Navigate(g.uiURL)); err != nil {
+		t.Fatalf("navigate: %v", err)
+	}
+	waitFor(t, desktop, "the UI to connect", connected, 30*time.Second)
+	sendChat(t, desktop, "look out of the window")
+
+	// The person is asked on the desktop, and allows it.
+	waitFor(t, desktop, "the question for camera_snap",
+		`document.querySelector('[data-testid=permission-prompt] [data-testid=permission-tool]')?.textContent === 'camera_snap'`, 60*time.Second)
+	prompt := js[string](t, desktop, `document.querySelector('[data-testid=permission-prompt]').innerText`)
+	for _, want := range []string{"camera.snap", deviceID, "back camera"} {
+		if !strings.Contains(prompt, want) {
+			t.Errorf("the question does not say %q:\n%s", want, prompt)
+		}
+	}
+	click(t, desktop, `[data-testid=permission-allow]`)
+	waitFor(t, desktop, "the question to close", `!document.querySelector('[data-testid=permission-prompt]')`, 10*time.Second)
+
+	// The answer streams in and the photo shows inline.
+	q, _ := json.Marshal(reply)
+	waitFor(t, desktop, "the model's answer in the chat",
+		`[...document.querySelectorAll('[data-testid=chat-message][data-role=assistant][data-state=final]')].some(e => e.textContent.includes(`+string(q)+`))`, 90*time.Second)
+	const img = `document.querySelector('[data-testid=chat-message][data-role=assistant] [data-testid=chat-image] img')`
+	waitFor(t, desktop, "the photo in the chat", `!!`+img+` && `+img+`.complete && `+img+`.naturalWidth > 0`, 30*time.Second)
+	mediaID := js[string](t, desktop, `document.querySelector('[data-testid=chat-image]').dataset.mediaId`)
+	natural := js[[]int](t, desktop, `[`+img+`.naturalWidth, `+img+`.naturalHeight]`)
+
+	// The stored photo: the page's bytes, the size the chat shows.
+	waitFor(t, phone, "the phone to show the photo it sent", `!!document.querySelector('[data-testid=phone-last-photo]')`, 10*time.Second)
+	pageSum := js[string](t, phone, `document.querySelector('[data-testid=phone-last-photo]').dataset.sha256`)
+	var side struct {
+		File, MIME, Command, Device string
+		SHA256                      string `json:"sha256"`
+		Width, Height               int
+	}
+	raw, err := os.ReadFile(filepath.Join(g.home, "media", mediaID+".json"))
+	if err != nil || json.Unmarshal(raw, &side) != nil {
+		t.Fatalf("the photo's sidecar %s: %v", raw, err)
+	}
+	photo, err := os.ReadFile(filepath.Join(g.home, "media", side.File))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(photo)
+	stored := hex.EncodeToString(sum[:])
+	if stored != pageSum || side.SHA256 != stored || side.Command != "camera.snap" || side.Device != deviceID || side.MIME != "image/jpeg" {
+		t.Fatalf("the stored photo's SHA-256 %s, the page's %s; sidecar %+v", stored, pageSum, side)
+	}
+	dim, err := jpeg.DecodeConfig(bytes.NewReader(photo))
+	if err != nil {
+		t.Fatalf("the stored photo is no JPEG: %v", err)
+	}
+	if len(natural) != 2 || natural[0] != dim.Width || natural[1] != dim.Height || side.Width != dim.Width || side.Height != dim.Height {
+		t.Fatalf("the chat's photo is %v, the file %d×%d, the sidecar %d×%d", natural, dim.Width, dim.Height, side.Width, side.Height)
+	}
+
+	// The model requests.
+	if first := mdl.first(); !bytes.Contains(first, []byte(`"camera_snap"`)) || !bytes.Contains(first, []byte("look out of the window")) {
+		t.Fatalf("the first request offers no camera_snap: %.600s", first)
+	}
+	body := mdl.answered()
+	if body == nil {
+		t.Fatal("no model request carried the tool's result")
+	}
+	sent := sentImages(t, api, body)
+	if !vision {
+		if len(sent) != 0 || bytes.Contains(body, []byte("data:image")) || bytes.Contains(body, []byte(`"image_url"`)) {
+			t.Fatalf("a model without vision was sent the picture: %.800s", body)
+		}
+		tool := toolText(t, body)
+		for _, want := range []string{filepath.Join(g.home, "media", side.File), `"mime":"image/jpeg"`, `"attached":false`, "does not take images",
+			`"width":` + itoa(dim.Width), `"height":` + itoa(dim.Height), `"bytes":` + itoa(len(photo))} {
+			if !strings.Contains(tool, want) {
+				t.Errorf("the tool result the model read lacks %s:\n%s", want, tool)
+			}
+		}
+		return
+	}
+	if len(sent) != 1 {
+		t.Fatalf("%d images in the request after the photo, want 1: %.800s", len(sent), body)
+	}
+	got := sha256.Sum256(sent[0])
+	if hex.EncodeToString(got[:]) != stored {
+		t.Fatalf("the image the model got (%d bytes) is not the stored photo (%d bytes)", len(sent[0]), len(photo))
+	}
+	t.Logf("%s: photo %s %d×%d, %d bytes, in the request as this API's image", api, mediaID, dim.Width, dim.Height, len(photo))
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// sentImages are the JPEG images in a model request body, in the shape of
+// api: OpenAI-compatible and Ollama (/v1) a user message's image_url part
+// with a data URL; Anthropic an image block (base64 source) inside the
+// tool_result. An image in any other place fails the test.
+func sentImages(t *testing.T, api string, body []byte) [][]byte {
+	t.Helper()
+	var req struct {
+		Messages []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		t.Fatalf("the request body: %v", err)
+	}
+	type part struct {
+		Type     string `json:"type"`
+		ImageURL *struct {
+			URL string `json:"url"`
+		} `json:"image_url"`
+		Source *struct {
+			Type, Data string
+			MediaType  string `json:"media_type"`
+		} `json:"source"`
+		Content json.RawMessage `json:"content"`
+	}
+	decode := func(s string) []byte {
+		b, err := base64.StdEncoding.DecodeString(s)
+		if err != nil {
+			t.Fatalf("an image's base64: %v", err)
+		}
+		return b
+	}
+	var out [][]byte
+	for _, m := range req.Messages {
+		var parts []part
+		if json.Unmarshal(m.Content, &parts) != nil {
+			continue // a string
+		}
+		for _, p := range parts {
+			switch {
+			case api != "anthropic" && p.Type == "image_url":
+				u, ok := strings.CutPrefix(p.ImageURL.URL, "data:image/jpeg;base64,")
+				if m.Role != "user" || !ok {
+					t.Fatalf("an image_url in a %s message, or not a JPEG data URL: %.80s", m.Role, p.ImageURL.URL)
+				}
+				out = append(out, decode(u))
+			case api == "anthropic" && p.Type == "tool_result":
+				var inner []part
+				_ = json.Unmarshal(p.Content, &inner)
+				for _, ip := range inner {
+					if ip.Type == "image" {
+						if ip.Source == nil || ip.Source.Type != "base64" || ip.Source.MediaType != "image/jpeg" {
+							t.Fatalf("an image block %+v", ip.Source)
+						}
+						out = append(out, decode(ip.Source.Data))
+					}
+				}
+			case p.Type == "image" || p.Type == "image_url":
+				t.Fatalf("an image part %q outside its place for %s", p.Type, api)
+			}
+		}
+	}
+	return out
+}
+
+// toolText is the text of the tool result in an OpenAI-compatible request
+// (the tool message's content).
+func toolText(t *testing.T, body []byte) string {
+	t.Helper()
+	var req struct {
+		Messages []struct {
+			Role    string `json:"role"`
+			Content any    `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range req.Messages {
+		if m.Role == "tool" {
+			s, _ := m.Content.(string)
+			return s
+		}
+	}
+	t.Fatalf("no tool message in %.600s", body)
+	return ""
+}
+
