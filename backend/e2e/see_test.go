@@ -315,4 +315,3 @@ func toolText(t *testing.T, body []byte) string {
 	t.Fatalf("no tool message in %.600s", body)
 	return ""
 }
-
