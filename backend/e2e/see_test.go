@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -152,6 +153,7 @@ func lookOutOfTheWindow(t *testing.T, chromium, api string, vision bool) {
 			t.Errorf("the question does not say %q:\n%s", want, prompt)
 		}
 	}
+	shot(t, desktop, "see-ask-en-desktop.png")
 	click(t, desktop, `[data-testid=permission-allow]`)
 	waitFor(t, desktop, "the question to close", `!document.querySelector('[data-testid=permission-prompt]')`, 10*time.Second)
 
@@ -215,6 +217,9 @@ func lookOutOfTheWindow(t *testing.T, chromium, api string, vision bool) {
 		}
 		return
 	}
+	if api == "openai" {
+		phoneShowsThePhoto(t, g, desktop, phone, deviceID, mediaID, dim.Width, dim.Height)
+	}
 	if len(sent) != 1 {
 		t.Fatalf("%d images in the request after the photo, want 1: %.800s", len(sent), body)
 	}
@@ -223,6 +228,35 @@ func lookOutOfTheWindow(t *testing.T, chromium, api string, vision bool) {
 		t.Fatalf("the image the model got (%d bytes) is not the stored photo (%d bytes)", len(sent[0]), len(photo))
 	}
 	t.Logf("%s: photo %s %d×%d, %d bytes, in the request as this API's image", api, mediaID, dim.Width, dim.Height, len(photo))
+}
+
+// phoneShowsThePhoto: the phone, scoped admin by the person (its chat UI
+// then shows main's conversation and may read media), shows the same photo
+// inline at its natural size. With $ATRIUM_E2E_OUT set, the chat with the
+// photo is saved in English and Chinese, on the desktop and the phone
+// (see-chat-{en,zh}-{desktop,phone}.png).
+func phoneShowsThePhoto(t *testing.T, g *mediaGateway, desktop, phone context.Context, deviceID, mediaID string, w, h int) {
+	t.Helper()
+	g.admin.call("device.scope.set", map[string]any{"deviceId": deviceID, "scope": "admin"})
+	sel := `document.querySelector('[data-testid=chat-image][data-media-id="` + mediaID + `"] img')`
+	waitFor(t, phone, "the photo in the phone's chat", `!!`+sel+` && `+sel+`.complete && `+sel+`.naturalWidth > 0`, 30*time.Second)
+	if got := js[[]int](t, phone, `[`+sel+`.naturalWidth, `+sel+`.naturalHeight]`); len(got) != 2 || got[0] != w || got[1] != h {
+		t.Fatalf("the phone's chat shows the photo at %v, want %d×%d", got, w, h)
+	}
+	if js[float64](t, phone, sel+`.getBoundingClientRect().width`) > 412 {
+		t.Errorf("the photo is wider than the phone's screen")
+	}
+	for _, l := range []string{"en", "zh"} {
+		for _, tab := range []struct {
+			name string
+			ctx  context.Context
+		}{{"desktop", desktop}, {"phone", phone}} {
+			js[bool](t, tab.ctx, `(() => { const s = document.querySelector('[data-testid=lang-select]'); s.value = '`+l+`'; s.dispatchEvent(new Event('change', {bubbles: true})); return true; })()`)
+			waitFor(t, tab.ctx, "the UI in "+l, `document.querySelector('[data-testid=lang-select]').value === '`+l+`'`, 10*time.Second)
+			js[bool](t, tab.ctx, `(`+sel+`.scrollIntoView({block: 'center'}), true)`)
+			shot(t, tab.ctx, "see-chat-"+l+"-"+tab.name+".png")
+		}
+	}
 }
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }

@@ -111,9 +111,10 @@ type nodesArgs struct {
 	Command   string          `json:"command"`
 	Params    json.RawMessage `json:"params"`
 	TimeoutMs int64           `json:"timeoutMs"`
-	// label names the node in the person's question (the node tools of
-	// their own: its name and id); default NodeID.
-	label string
+	// name is the node's display name (the node tools of their own know
+	// it): the person's question says "<name> (<id>)" and the summary
+	// "<name>"; default NodeID in both.
+	name string
 }
 
 func (n *nodesTool) run(ctx context.Context, c agent.Call) (agent.Output, error) {
@@ -158,8 +159,8 @@ func (n *nodesTool) invoke(ctx context.Context, c agent.Call, a nodesArgs) (agen
 		return agent.Output{}, errors.New("nodes: invoke needs command and either nodeId or caps")
 	}
 	where := a.NodeID
-	if a.label != "" {
-		where = a.label
+	if a.name != "" {
+		where = a.name + " (" + a.NodeID + ")"
 	} else if where == "" {
 		where = "a node with caps " + strings.Join(a.Caps, ",")
 	}
@@ -210,7 +211,11 @@ func (n *nodesTool) invoke(ctx context.Context, c agent.Call, a nodesArgs) (agen
 	if !res.OK {
 		return agent.Output{}, nodeFailed(res)
 	}
-	out := agent.Output{Data: res, LogSummary: fmt.Sprintf("%s on %s: ok", res.Command, res.NodeID)}
+	shown := res.NodeID
+	if a.name != "" {
+		shown = a.name
+	}
+	out := agent.Output{Data: res, LogSummary: fmt.Sprintf("%s on %s: ok", res.Command, shown)}
 	img, ok, err := n.e.mediaImage(n.o.Media, res.Media)
 	if err != nil {
 		return agent.Output{}, fmt.Errorf("nodes: %s on %s: %w", res.Command, res.NodeID, err)
@@ -218,9 +223,9 @@ func (n *nodesTool) invoke(ctx context.Context, c agent.Call, a nodesArgs) (agen
 	switch {
 	case ok:
 		out.Images = []agent.Image{img}
-		out.LogSummary = fmt.Sprintf("%s on %s: ok, %s %dx%d", res.Command, res.NodeID, img.MIME, img.Width, img.Height)
+		out.LogSummary = fmt.Sprintf("%s on %s: ok, %s %dx%d", res.Command, shown, img.MIME, img.Width, img.Height)
 	case len(res.Media) > 0:
-		out.LogSummary = fmt.Sprintf("%s on %s: ok, %s", res.Command, res.NodeID, mediaSummary(res.Media))
+		out.LogSummary = fmt.Sprintf("%s on %s: ok, %s", res.Command, shown, mediaSummary(res.Media))
 	}
 	return out, nil
 }

@@ -180,7 +180,7 @@ func (n *nodesTool) shortcut(ctx context.Context, c agent.Call, s nodeShortcut) 
 		return agent.Output{}, fmt.Errorf("%s: %w", s.name, err)
 	}
 	return n.invoke(ctx, c, nodesArgs{Action: "invoke", NodeID: nd.NodeID, Command: s.command, Params: params, TimeoutMs: timeoutMs,
-		label: fmt.Sprintf("%s (%s)", nd.DisplayName, nd.NodeID)})
+		name: nd.DisplayName})
 }
 
 // pickNode is the connected node spec names (its id, else its name,

@@ -121,7 +121,7 @@ func TestNodeToolsOfTheirOwn(t *testing.T) {
 
 	// A clip is no image: its type, length, size and path.
 	r = e.call(CameraClipTool, map[string]any{"node": n.nodeID, "seconds": 3, "audio": false})
-	want := "camera.clip on " + n.nodeID + ": ok, video/webm, 3.0 s, 14 bytes at " + clipPath
+	want := "camera.clip on build-box: ok, video/webm, 3.0 s, 14 bytes at " + clipPath
 	if r.Status != agent.StatusOK || len(r.Images) != 0 || r.LogSummary != want || !contains(agent.ForModel(r, 4000), `"durationMs":3000`) {
 		t.Fatalf("clip: %+v, want summary %q", r, want)
 	}
