@@ -331,12 +331,7 @@ func sentImages(t *testing.T, api string, body []byte) [][]byte {
 // (the tool message's content).
 func toolText(t *testing.T, body []byte) string {
 	t.Helper()
-	var req struct {
-		Messages []struct {
-			Role    string `json:"role"`
-			Content any    `json:"content"`
-		} `json:"messages"`
-	}
+	var req chatRequest
 	if err := json.Unmarshal(body, &req); err != nil {
 		t.Fatal(err)
 	}

@@ -47,6 +47,17 @@ func storeMedia(t *testing.T, s *media.Store, name, mime string, data []byte, w,
 	return m
 }
 
+// openMediaStore opens an empty media store, closed when t ends.
+func openMediaStore(t *testing.T) *media.Store {
+	t.Helper()
+	store, err := media.Open(filepath.Join(t.TempDir(), "media"), media.Options{MinFree: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return store
+}
+
 func pngOf(t *testing.T, w, h int) []byte {
 	t.Helper()
 	var b bytes.Buffer
@@ -74,11 +85,7 @@ func mediaNode(t *testing.T, answers map[string]media.Meta) *nodeNet {
 // photo; a clip is no image; a media id the store does not have is an
 // error.
 func TestNodesToolReturnsThePhoto(t *testing.T) {
-	store, err := media.Open(filepath.Join(t.TempDir(), "media"), media.Options{MinFree: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := openMediaStore(t)
 	photo := pngOf(t, 32, 24)
 	snap := storeMedia(t, store, "snap.png", "image/png", photo, 32, 24)
 	clip := storeMedia(t, store, "clip.webm", "video/webm", []byte("not really a video, but stored as one"), 0, 0)

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -30,11 +29,7 @@ import (
 // not there, or bad arguments, are errors naming what is there. A node
 // without those commands gets none of these tools.
 func TestNodeToolsOfTheirOwn(t *testing.T) {
-	store, err := media.Open(filepath.Join(t.TempDir(), "media"), media.Options{MinFree: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := openMediaStore(t)
 	photo := pngOf(t, 40, 30)
 	snap := storeMedia(t, store, "snap.png", "image/png", photo, 40, 30)
 	clip := storeMedia(t, store, "clip.webm", "video/webm", []byte("a clip's bytes"), 0, 0)
