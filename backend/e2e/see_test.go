@@ -153,6 +153,9 @@ func lookOutOfTheWindow(t *testing.T, chromium, api string, vision bool) {
 			t.Errorf("the question does not say %q:\n%s", want, prompt)
 		}
 	}
+	if overflow := js[[]int](t, desktop, `[...document.querySelectorAll('[data-testid=permission-prompt] *')].filter(e => e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).overflowX !== 'auto').map(e => e.scrollWidth - e.clientWidth)`); len(overflow) > 0 {
+		t.Errorf("the question's text runs out of its box (by %v px)", overflow)
+	}
 	shot(t, desktop, "see-ask-en-desktop.png")
 	click(t, desktop, `[data-testid=permission-allow]`)
 	waitFor(t, desktop, "the question to close", `!document.querySelector('[data-testid=permission-prompt]')`, 10*time.Second)
