@@ -148,7 +148,7 @@ func lookOutOfTheWindow(t *testing.T, chromium, api string, vision bool) {
 	waitFor(t, desktop, "the question for camera_snap",
 		`document.querySelector('[data-testid=permission-prompt] [data-testid=permission-tool]')?.textContent === 'camera_snap'`, 60*time.Second)
 	prompt := js[string](t, desktop, `document.querySelector('[data-testid=permission-prompt]').innerText`)
-	for _, want := range []string{"camera.snap", deviceID, "back camera"} {
+	for _, want := range []string{"camera.snap", deviceID, "back camera", "for this call only"} {
 		if !strings.Contains(prompt, want) {
 			t.Errorf("the question does not say %q:\n%s", want, prompt)
 		}

@@ -156,6 +156,7 @@ export const MESSAGES = {
   'perm.title': ['Permission needed', '需要授权'],
   'perm.wants': ['wants to use', '请求使用'],
   'perm.holds': ['A yes holds 10 minutes for this session and level.', '允许后，本会话在该级别 10 分钟内有效。'],
+  'perm.thisCall': ['A yes is for this call only: the next one asks again.', '允许仅对这一次调用有效，下次会再次询问。'],
   'perm.expires': ['Expires in {left}', '剩余 {left}'],
   'perm.more': ['+{n} more', '还有 {n} 个'],
   'perm.deny': ['Deny', '拒绝'],

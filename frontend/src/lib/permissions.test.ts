@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
+  answerHolds,
   current,
   formatCountdown,
   initialPermissions,
@@ -84,5 +85,18 @@ describe('permission prompt lifecycle', () => {
     expect(levelLabel('L3')).toBe('L3 网络访问');
     resetLang();
     expect(levelLabel('L9')).toBe('L9');
+  });
+});
+
+describe('what a yes holds', () => {
+  it('a level for 10 minutes, a command or a node command for this call only, in en and zh', () => {
+    resetLang();
+    setLang('en');
+    expect(answerHolds('level')).toBe('A yes holds 10 minutes for this session and level.');
+    for (const kind of ['exec', 'node', 'something-new']) expect(answerHolds(kind)).toBe('A yes is for this call only: the next one asks again.');
+    setLang('zh');
+    expect(answerHolds('level')).toContain('10 分钟');
+    expect(answerHolds('node')).toBe('允许仅对这一次调用有效，下次会再次询问。');
+    resetLang();
   });
 });

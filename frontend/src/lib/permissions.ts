@@ -157,5 +157,15 @@ export function levelLabel(level: string): string {
   return level === 'L0' || level === 'L1' || level === 'L2' || level === 'L3' ? t(`level.${level}`) : level;
 }
 
+/**
+ * What a yes grants, as the prompt says it: a question of kind "level" grants the session that
+ * level for 10 minutes (agent.DefaultGrantTTL); any other kind ("exec": one command under exec
+ * approval "ask", "node": one node command such as camera.snap, asked on every call) is for this
+ * call only and is never remembered (agent.Permissions.AskOnce).
+ */
+export function answerHolds(kind: string): string {
+  return kind === 'level' ? t('perm.holds') : t('perm.thisCall');
+}
+
 /** Events the prompt reduces. */
 export const PERMISSION_EVENTS = ['agent.permission', 'agent.permission.answered'] as const;
