@@ -38,7 +38,9 @@ var allowed = map[string][]string{
 	"backend/chromiumtest":        {},
 	"backend/model/modeltest":     {},
 	"backend/device/devicetest":   {"backend/device", "backend/gateway"},
-	"backend/nodehost":            {"backend/device", "backend/gwid", "backend/gateway", "backend/safefile"},
+	"backend/capture":             {},
+	"backend/capture/xvfbtest":    {},
+	"backend/nodehost":            {"backend/device", "backend/gwid", "backend/gateway", "backend/safefile", "backend/capture", "backend/rtc"},
 	"backend/memory/chunk":        {},
 	"backend/memory/hanzi":        {},
 	"backend/memory/embed":        {"backend/memory/chunk", "backend/memory/hanzi"},
@@ -119,8 +121,10 @@ var testAllowed = map[string][]string{
 	// The tests that run headless Chromium start it through chromiumtest.
 	"backend/device": {"backend/chromiumtest"},
 	"backend/gwid":   {"backend/chromiumtest"},
-	"backend/e2e":    {"backend/chromiumtest", "backend/model/modeltest"},
+	"backend/e2e":    {"backend/chromiumtest", "backend/model/modeltest", "backend/capture/xvfbtest"},
 	"backend/rtc":    {"backend/chromiumtest"},
+	// The screen tests run Xvfb through capture/xvfbtest (e2e's above too).
+	"backend/capture": {"backend/capture/xvfbtest"},
 	// The scripted OpenAI-compatible server is model/modeltest (the
 	// wiring's and agent/tools' tests above too); its own tests run the
 	// real client against it.
