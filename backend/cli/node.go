@@ -31,6 +31,7 @@ type nodeFlags struct {
 	discoverIfaces                                          string
 	discoverWait                                            time.Duration
 	verbose                                                 bool
+	ffmpeg                                                  string
 }
 
 func runNode(ctx context.Context, args []string, o Options) error {
@@ -49,6 +50,8 @@ func runNode(ctx context.Context, args []string, o Options) error {
 	fs.StringVar(&f.discoverIfaces, "discover-interfaces", "", "comma-separated network `interfaces` to browse (default: every multicast one)")
 	fs.DurationVar(&f.discoverWait, "discover-wait", 3*time.Second, "how long to listen for mDNS answers")
 	fs.BoolVar(&f.verbose, "verbose", false, "log every connection and command to standard error")
+	fs.StringVar(&f.ffmpeg, "ffmpeg", "ffmpeg", "the ffmpeg `executable` for the camera and screen commands (a path, or a name looked up in PATH;\n"+
+		"without it they are not offered)")
 	pos, err := parse(fs, args, o)
 	if err != nil {
 		return err
@@ -75,8 +78,9 @@ func runNode(ctx context.Context, args []string, o Options) error {
 	if err != nil {
 		return err
 	}
-	opts := nodehost.Options{State: st, Target: target, DisplayName: f.name, Version: o.Version, Log: log,
-		OnStatus: nodeStatusPrinter(o, c.json, st.DeviceID())}
+	var h *nodehost.Host
+	opts := nodehost.Options{State: st, Target: target, DisplayName: f.name, Version: o.Version, Log: log, FFmpeg: f.ffmpeg,
+		OnStatus: nodeStatusPrinter(o, c.json, st.DeviceID(), func() []string { return h.Commands() })}
 	if f.discover {
 		var ifaces []string
 		if f.discoverIfaces != "" {
@@ -86,12 +90,24 @@ func runNode(ctx context.Context, args []string, o Options) error {
 			return browseGateways(ctx, ifaces, f.discoverWait)
 		}
 	}
-	h, err := nodehost.New(opts)
+	h, err = nodehost.New(opts)
 	if err != nil {
 		return err
 	}
-	if !c.json {
+	left, why := h.LeftOut()
+	switch {
+	case c.json:
+		line := map[string]any{"state": "starting", "deviceId": st.DeviceID(), "commands": h.Commands(), "caps": h.Caps()}
+		if len(left) > 0 {
+			line["leftOut"], line["leftOutReason"] = left, why.Error()
+		}
+		data, _ := json.Marshal(line)
+		fmt.Fprintln(o.Stdout, string(data))
+	default:
 		fmt.Fprintf(o.Stdout, "atrium node: device %s, state %s\n", st.DeviceID(), dir)
+		if len(left) > 0 {
+			fmt.Fprintf(o.Stdout, "not serving %s: %v\n", strings.Join(left, ", "), why)
+		}
 	}
 	return h.Run(ctx)
 }
@@ -166,8 +182,9 @@ func gatewayTargets(found []discovery.Gateway) []nodehost.Target {
 }
 
 // nodeStatusPrinter tells the person what the node is doing: a line per
-// change, or one JSON object per line with --json.
-func nodeStatusPrinter(o Options, asJSON bool, deviceID string) func(nodehost.Status) {
+// change, or one JSON object per line with --json; served is what the
+// node declares, called once it is paired.
+func nodeStatusPrinter(o Options, asJSON bool, deviceID string, served func() []string) func(nodehost.Status) {
 	last := ""
 	return func(s nodehost.Status) {
 		if asJSON {
@@ -194,7 +211,7 @@ func nodeStatusPrinter(o Options, asJSON bool, deviceID string) func(nodehost.St
 		case "pending":
 			fmt.Fprintf(o.Stdout, "waiting for approval (request %s): approve it on the gateway, in the Nodes panel or with `atrium nodes approve %s`\n", s.RequestID, s.RequestID)
 		case "paired":
-			fmt.Fprintf(o.Stdout, "connected to gateway %s as a paired node; serving %s\n", shortID(s.GatewayID), strings.Join(nodehost.Commands(), ", "))
+			fmt.Fprintf(o.Stdout, "connected to gateway %s as a paired node; serving %s\n", shortID(s.GatewayID), strings.Join(served(), ", "))
 		case "repair":
 			fmt.Fprintln(o.Stdout, "the gateway no longer accepts this node's token; asking it to repair the pairing (the key is kept)")
 		case "disconnected":

@@ -118,7 +118,8 @@ func (a *nodeApp) startHostProc(t *testing.T, name, mode string) *hostProc {
 	if err := os.WriteFile(filepath.Join(bin, "notify-send"), []byte(script), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "node", "--json", "--state", state, "--name", name, "--url", a.pairURL(t))
+	// No ffmpeg: no media commands (these tests are about the others).
+	cmd := exec.Command(os.Args[0], "node", "--json", "--state", state, "--name", name, "--url", a.pairURL(t), "--ffmpeg", "atrium-test-no-ffmpeg")
 	cmd.Env = []string{envCLIMain + "=1", "PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"), "HOME=" + home}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -199,6 +200,9 @@ func (a *nodeApp) startHostInProcess(t *testing.T, name string, o nodehost.Optio
 	var mu sync.Mutex
 	states := map[string]string{}
 	o.State, o.Target, o.DisplayName = st, target, name
+	if o.FFmpeg == "" {
+		o.FFmpeg = "atrium-test-no-ffmpeg" // no media commands: these tests are about the others
+	}
 	o.OnStatus = func(s nodehost.Status) {
 		mu.Lock()
 		defer mu.Unlock()

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/atrium-dev/atrium/backend/capture"
+	"github.com/atrium-dev/atrium/backend/rtc"
 )
 
 // Commands and capabilities this host declares at connect.
@@ -19,10 +22,12 @@ const (
 	CapSystem = "system"
 )
 
-// Commands is the list declared at connect.
+// Commands is the list every host declares at connect; Host.Commands adds
+// MediaCommands when ffmpeg is found.
 func Commands() []string { return []string{CmdRun, CmdWhich, CmdNotify} }
 
-// Caps is the capability list declared at connect.
+// Caps is the capability list every host declares at connect; Host.Caps
+// adds camera and screen when ffmpeg is found.
 func Caps() []string { return []string{CapSystem} }
 
 // WhichParams / WhichResult: system.which {name} → {path}.
@@ -62,10 +67,36 @@ type Commander struct {
 	// tests point it elsewhere.
 	Notifier string
 	Log      *slog.Logger
+	// Capture serves the media commands (nil, or ffmpeg not found: they
+	// fail FFMPEG_NOT_FOUND).
+	Capture *capture.Capturer
+	// Send and Signal carry a media command's file to the gateway
+	// (rtc.Sender.Send over node.media.offer); set per connection.
+	Send   Sender
+	Signal rtc.Signal
+	// transfers are the media transfers running, for node.media.cancel.
+	transfers *transfers
 }
 
-// Invoke runs command with raw JSON params. The result is JSON-encodable;
-// errors are *CommandError.
+func (c *Commander) logger() *slog.Logger {
+	if c.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return c.Log
+}
+
+// served is what this Commander serves: Commands, and MediaCommands when
+// ffmpeg is found.
+func (c *Commander) served() []string {
+	if c.Capture != nil && c.Capture.Available() == nil {
+		return append(Commands(), MediaCommands()...)
+	}
+	return Commands()
+}
+
+// Invoke runs command with raw JSON params. The result is JSON-encodable,
+// or a *MediaResult for a media command (its payload and the transfer that
+// carried the file); errors are *CommandError.
 func (c *Commander) Invoke(ctx context.Context, command string, params json.RawMessage) (any, error) {
 	switch command {
 	case CmdRun:
@@ -86,8 +117,10 @@ func (c *Commander) Invoke(ctx context.Context, command string, params json.RawM
 			return nil, err
 		}
 		return c.notify(ctx, p)
+	case CmdCameraList, CmdCameraSnap, CmdCameraClip, CmdScreenSnapshot, CmdScreenRecord:
+		return c.media(ctx, command, params)
 	}
-	return nil, cmdErr(CodeNotFound, "%q is not a command of this node (it serves %s)", command, strings.Join(Commands(), ", "))
+	return nil, cmdErr(CodeNotFound, "%q is not a command of this node (it serves %s)", command, strings.Join(c.served(), ", "))
 }
 
 func decodeParams(command string, raw json.RawMessage, v any) error {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"runtime"
@@ -19,8 +20,10 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/atrium-dev/atrium/backend/capture"
 	"github.com/atrium-dev/atrium/backend/gateway"
 	"github.com/atrium-dev/atrium/backend/gwid"
+	"github.com/atrium-dev/atrium/backend/rtc"
 )
 
 // Events and methods of the node protocol (docs/PROTOCOL.md).
@@ -120,6 +123,18 @@ type Options struct {
 	// PresenceInterval is how often the host reports LastInput (default
 	// 60 s).
 	PresenceInterval time.Duration
+	// FFmpeg is the ffmpeg executable of the default Capture: a path, or a
+	// name looked up in PATH (default "ffmpeg").
+	FFmpeg string
+	// Capture serves the media commands (camera.*, screen.*) through
+	// ffmpeg (default capture.New with FFmpeg and the other defaults).
+	// They are declared only when its ffmpeg was found (Host.LeftOut says
+	// why not).
+	Capture *capture.Capturer
+	// Sender sends a media command's file (default: an rtc.Sender whose
+	// ICE candidates are on the address this computer reaches the gateway
+	// from).
+	Sender Sender
 }
 
 // Status is the host's situation, for people.
@@ -143,6 +158,8 @@ type Host struct {
 	cmd *Commander
 	// dialURL etc. are the current target (Run's goroutine only).
 	target Target
+	// tx are the media transfers being sent (node.media.cancel).
+	tx transfers
 }
 
 // New checks o and applies the defaults.
@@ -189,9 +206,39 @@ func New(o Options) (*Host, error) {
 	if o.PresenceInterval <= 0 {
 		o.PresenceInterval = 60 * time.Second
 	}
+	if o.Capture == nil {
+		o.Capture = capture.New(capture.Options{FFmpeg: o.FFmpeg})
+	}
 	h := &Host{o: o, log: o.Log}
-	h.cmd = &Commander{Runner: &Runner{Approvals: o.Approvals, Log: o.Log}, Notifier: o.Notifier, Log: o.Log}
+	h.cmd = &Commander{Runner: &Runner{Approvals: o.Approvals, Log: o.Log}, Notifier: o.Notifier, Log: o.Log,
+		Capture: o.Capture, transfers: &h.tx}
+	if left, why := h.LeftOut(); len(left) > 0 {
+		h.log.Warn("media commands not declared", "commands", strings.Join(left, ","), "reason", why.Error())
+	}
 	return h, nil
+}
+
+// Commands is what the host declares at connect: Commands(), and
+// MediaCommands() when ffmpeg was found.
+func (h *Host) Commands() []string { return h.cmd.served() }
+
+// Caps is the capability list declared at connect: system, and camera and
+// screen when ffmpeg was found.
+func (h *Host) Caps() []string {
+	if h.o.Capture.Available() == nil {
+		return append(Caps(), CapCamera, CapScreen)
+	}
+	return Caps()
+}
+
+// LeftOut is the commands this host serves only with ffmpeg and why they
+// are not declared (an error wrapping capture.ErrFFmpegNotFound that says
+// how to install it); nil, nil when ffmpeg was found.
+func (h *Host) LeftOut() ([]string, error) {
+	if err := h.o.Capture.Available(); err != nil {
+		return MediaCommands(), err
+	}
+	return nil, nil
 }
 
 // Backoff is the delay before reconnect attempt n (0-based): min·2ⁿ capped
@@ -421,7 +468,7 @@ func (h *Host) session(ctx context.Context, code string) (outcome, error) {
 	opts := gateway.ClientOptions{
 		URL: h.target.URL, Device: h.o.State.Key(), GatewayID: h.target.GatewayID,
 		DeviceToken: token, HTTPClient: hc, Role: gateway.RoleNode,
-		Caps: Caps(), Commands: Commands(), OnEvent: in.handle,
+		Caps: h.Caps(), Commands: h.Commands(), OnEvent: in.handle,
 		Client: gateway.ClientInfo{ID: "atrium-node", Version: h.o.Version, Platform: runtime.GOOS + "/" + runtime.GOARCH,
 			Mode: "node", InstanceID: h.o.State.DeviceID(), DisplayName: h.o.DisplayName},
 	}
@@ -671,6 +718,16 @@ type invokeResult struct {
 	OK      bool          `json:"ok"`
 	Payload any           `json:"payload,omitempty"`
 	Error   *CommandError `json:"error,omitempty"`
+	Media   *MediaRef     `json:"media,omitempty"`
+}
+
+// mediaID is the transfer id in a media command's params ("" when none).
+func mediaID(params json.RawMessage) string {
+	var p struct {
+		Transfer transferParams `json:"transfer"`
+	}
+	_ = json.Unmarshal(params, &p)
+	return p.Transfer.ID
 }
 
 type tokenRotated struct {
@@ -751,6 +808,16 @@ func (h *Host) serve(ctx context.Context, c *gateway.Client, in *inbox) error {
 // node token is saved.
 func (h *Host) applyControl(in *inbox) {
 	for _, ev := range in.takeControl() {
+		if ev.Event == EventMediaCancel {
+			var mc struct {
+				TransferID string `json:"transferId"`
+				Code       string `json:"code"`
+			}
+			if json.Unmarshal(ev.Payload, &mc) == nil && h.tx.stop(mc.TransferID, mc.Code) {
+				h.log.Info("media transfer cancelled by the gateway", "transfer", mc.TransferID, "code", mc.Code)
+			}
+			continue
+		}
 		if ev.Event != EventTokenRotated {
 			continue
 		}
@@ -843,9 +910,29 @@ func (h *Host) invoke(ctx context.Context, c *gateway.Client, req invokeRequest)
 		return out.Decision, nil
 	}
 	cmd.Runner = &runner
+	cmd.Signal = func(ctx context.Context, sdp string) (string, error) {
+		var out struct {
+			SDP string `json:"sdp"`
+		}
+		if err := c.Call(ctx, MethodMediaOffer, map[string]string{"transferId": mediaID(req.Params), "sdp": sdp}, &out); err != nil {
+			return "", fmt.Errorf("node.media.offer: %w", err)
+		}
+		return out.SDP, nil
+	}
+	cmd.Send = h.o.Sender
+	if cmd.Send == nil {
+		snd := &rtc.Sender{}
+		if ip := bindIPFor(h.target.URL); ip != nil {
+			snd.Config.BindIPs = []net.IP{ip}
+		}
+		cmd.Send = snd.Send
+	}
 	start := time.Now()
 	payload, err := cmd.Invoke(ictx, req.Command, req.Params)
 	res := invokeResult{ID: req.ID, OK: err == nil, Payload: payload}
+	if mr, ok := payload.(*MediaResult); ok {
+		res.Payload, res.Media = mr.Payload, &mr.Media
+	}
 	if err != nil {
 		var ce *CommandError
 		if !errors.As(err, &ce) {

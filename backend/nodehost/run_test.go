@@ -394,8 +394,11 @@ func TestWhichAndNotify(t *testing.T) {
 	wantCode(t, err, CodeInvalidRequest)
 	_, err = c.Invoke(ctx, CmdWhich, json.RawMessage(`{"nam":"sh"}`))
 	wantCode(t, err, CodeInvalidRequest)
-	_, err = c.Invoke(ctx, "camera.snap", nil)
+	_, err = c.Invoke(ctx, "sensor.read", nil)
 	wantCode(t, err, CodeNotFound)
+	// A media command without capture (no ffmpeg) says so.
+	_, err = c.Invoke(ctx, "camera.snap", nil)
+	wantCode(t, err, CodeFFmpegNotFound)
 
 	// A notifier that records its arguments stands for notify-send.
 	dir := t.TempDir()
