@@ -64,7 +64,8 @@ func TestHostPairsServesRotatesRepairs(t *testing.T) {
 	g := newTestGW(t)
 	st := openState(t)
 	keyBefore, _ := os.ReadFile(filepath.Join(st.Dir, KeyFileName))
-	stop, _ := runHost(t, Options{State: st, Target: mustTarget(t, g.pairingURL()), DisplayName: "test-node"})
+	// Without ffmpeg: the system commands only (TestMediaCommandsNeedFFmpeg has the others).
+	stop, _ := runHost(t, Options{State: st, Target: mustTarget(t, g.pairingURL()), DisplayName: "test-node", FFmpeg: "atrium-test-no-ffmpeg"})
 
 	req := g.nextRequest()
 	if req.DeviceID != st.DeviceID() || req.Repair {
@@ -112,9 +113,14 @@ func TestHostPairsServesRotatesRepairs(t *testing.T) {
 		t.Fatalf("asks %+v", g.asks)
 	}
 	g.mu.Unlock()
-	r = g.invoke(ci.ConnID, "camera.snap", nil)
+	r = g.invoke(ci.ConnID, "sensor.read", nil)
 	if r.OK || r.Error.Code != CodeNotFound {
 		t.Fatalf("unknown command: %+v", r)
+	}
+	// A media command sent although it was not declared (no ffmpeg).
+	r = g.invoke(ci.ConnID, "camera.snap", nil)
+	if r.OK || r.Error.Code != CodeFFmpegNotFound || !strings.Contains(r.Error.Message, "install") {
+		t.Fatalf("camera.snap without ffmpeg: %+v", r)
 	}
 
 	// The gateway rotates the token: the node keeps the new one.
