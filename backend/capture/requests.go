@@ -403,7 +403,7 @@ func (c *Capturer) video(ctx context.Context, name, device string, ms int64, arg
 	}
 	r.Width, r.Height = outputSize(stderr)
 	r.DurationMs = ms
-	if d, ok := lastTime(stderr); ok && d > 0 {
+	if d, ok := framesTime(stderr); ok {
 		r.DurationMs = d
 	}
 	return r, nil
@@ -411,8 +411,30 @@ func (c *Capturer) video(ctx context.Context, name, device string, ms int64, arg
 
 var (
 	streamSize = regexp.MustCompile(`Stream #\d+:\d+.*: Video: .*?, (\d{2,5})x(\d{2,5})[ ,\[]`)
-	progress   = regexp.MustCompile(`time=(\d+):(\d{2}):(\d{2})\.(\d{2})`)
+	streamFPS  = regexp.MustCompile(`Stream #\d+:\d+.*: Video: .*?, (\d+(?:\.\d+)?) fps`)
+	frames     = regexp.MustCompile(`frame=\s*(\d+)`)
 )
+
+// framesTime is a recording's length in milliseconds: the frames ffmpeg
+// last reported written over the output stream's frame rate (ffmpeg's own
+// time= lags behind by the encoder's delay).
+func framesTime(stderr string) (int64, bool) {
+	_, after, ok := strings.Cut(stderr, "Output #0")
+	if !ok {
+		return 0, false
+	}
+	fm := streamFPS.FindStringSubmatch(after)
+	all := frames.FindAllStringSubmatch(after, -1)
+	if fm == nil || len(all) == 0 {
+		return 0, false
+	}
+	fps, err := strconv.ParseFloat(fm[1], 64)
+	n, _ := strconv.ParseInt(all[len(all)-1][1], 10, 64)
+	if err != nil || fps <= 0 || n <= 0 {
+		return 0, false
+	}
+	return int64(float64(n) * 1000 / fps), true
+}
 
 // outputSize is the WxH of the first video stream after "Output #0" in
 // ffmpeg's stderr (0, 0 when not found).
@@ -428,18 +450,4 @@ func outputSize(stderr string) (int, int) {
 	w, _ := strconv.Atoi(m[1])
 	h, _ := strconv.Atoi(m[2])
 	return w, h
-}
-
-// lastTime is the last progress time= ffmpeg reported, in milliseconds.
-func lastTime(stderr string) (int64, bool) {
-	all := progress.FindAllStringSubmatch(stderr, -1)
-	if len(all) == 0 {
-		return 0, false
-	}
-	m := all[len(all)-1]
-	h, _ := strconv.ParseInt(m[1], 10, 64)
-	mi, _ := strconv.ParseInt(m[2], 10, 64)
-	s, _ := strconv.ParseInt(m[3], 10, 64)
-	cs, _ := strconv.ParseInt(m[4], 10, 64)
-	return ((h*60+mi)*60+s)*1000 + cs*10, true
 }

@@ -183,7 +183,17 @@ type nodeProc struct {
 
 func startNode(t *testing.T, bin, state string, args ...string) *nodeProc {
 	t.Helper()
+	return startNodeEnv(t, bin, state, nil, args...)
+}
+
+// startNodeEnv is startNode with env (KEY=VALUE) added to the test's
+// environment (later entries win: DISPLAY, PATH).
+func startNodeEnv(t *testing.T, bin, state string, env []string, args ...string) *nodeProc {
+	t.Helper()
 	cmd := exec.Command(bin, append([]string{"node", "--state", state, "--json", "--verbose"}, args...)...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
