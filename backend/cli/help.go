@@ -74,9 +74,10 @@ func commands() []command {
 		{"nodes notify", "[flags] --node NODE --title T", "show a notification on a node (system.notify; --body TEXT)", nodeTargetHelp + appHelp},
 		{"nodes camera snap", "[flags] --node NODE", "take a photo on a node (camera.snap; --facing front|back|both):\nprints where it is stored, its size and SHA-256", nodeTargetHelp + snapHelp + appHelp},
 		{"nodes camera clip", "[flags] --node NODE", "record a clip on a node (camera.clip; --duration 10s, --facing front|back):\nprints where it is stored, its size and SHA-256", nodeTargetHelp + clipHelp + appHelp},
-		{"nodes screen record", "[flags] --node NODE", "record a node's screen (screen.record; --duration 15s, --fps 10):\nprints where it is stored, its size and SHA-256", nodeTargetHelp + recordHelp + appHelp},
+		{"nodes screen record", "[flags] --node NODE", "record a node's screen (screen.record; --duration 15s, --fps 10, --screen N):\nprints where it is stored, its size and SHA-256", nodeTargetHelp + recordHelp + appHelp},
+		{"nodes screen snapshot", "[flags] --node NODE", "a picture of a node's screen (screen.snapshot; --format png|jpeg, --screen N):\nprints where it is stored, its size and SHA-256", nodeTargetHelp + shotHelp + appHelp},
 		{"nodes location get", "[flags] --node NODE", "where a node is (location.get; --accuracy coarse|balanced|precise;\noff on a phone until its person turns it on)", nodeTargetHelp + locationHelp + appHelp},
-		{"node", "[flags]", "run this computer as a node of an Atrium gateway (pair once,\nthen serve system.run, system.which, system.notify)", nodeHelp},
+		{"node", "[flags]", "run this computer as a node of an Atrium gateway (pair once,\nthen serve system.run, system.which, system.notify, and with ffmpeg\ncamera.* and screen.*)", nodeHelp},
 		{"version", "", "print the version", ""},
 		{"help", "[COMMAND [SUBCOMMAND]]", "this overview, or a command's usage", ""},
 	}
@@ -134,10 +135,17 @@ const (
 		"defaults to the duration plus 60s.\n\n"
 	recordHelp = "--duration is 0.5s to 60s (default 10s), --fps 1 to 30 (default 10). A browser\n" +
 		"node asks its person which screen or window to share (several displays: the\n" +
-		"person picks one there); a phone offers no screen capture. The recording lands\n" +
+		"person picks one there); a phone offers no screen capture. `atrium node` records\n" +
+		"with ffmpeg: the whole display, or X screen N of it with --screen N (Linux;\n" +
+		"Windows: monitor N, macOS: \"Capture screen N\"). The recording lands\n" +
 		"in the app's media folder ($ATRIUM_HOME/media, beside its JSON sidecar); this\n" +
 		"command prints its path, size, length and SHA-256 (checked against the file),\n" +
 		"and --out DIR copies it there too. --timeout defaults to the duration plus 60s.\n\n"
+	shotHelp = "--format png (default) or jpeg (--quality 0.05…1), --max-width N pixels,\n" +
+		"--screen N as for screen record. The picture lands in the app's media folder\n" +
+		"($ATRIUM_HOME/media, beside its JSON sidecar); this command prints its path, size,\n" +
+		"dimensions and SHA-256 (checked against the file), and --out DIR copies it there\n" +
+		"too. --timeout defaults to 60s.\n\n"
 	locationHelp = "--accuracy: coarse (about 1 km; a position up to 10 minutes old will do),\n" +
 		"balanced (the default: the device's ordinary fix, up to a minute old) or precise\n" +
 		"(GPS, fresh). A phone answers only while its person has turned location on in\n" +

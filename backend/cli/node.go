@@ -23,7 +23,14 @@ const nodeHelp = "The first time, pair with the URL `atrium pair` shows on the g
 	"State dir: --state, else ATRIUM_NODE_HOME, else ~/.atrium-node. What\n" +
 	"system.run may run is in its exec-approvals.json (mode deny, allowlist, ask\n" +
 	"or full; ask, the default, puts each command not on the allowlist to the\n" +
-	"person on the gateway)."
+	"person on the gateway).\n\n" +
+	"With ffmpeg (--ffmpeg, default ffmpeg from PATH) the node also serves\n" +
+	"camera.list, camera.snap, camera.clip (Linux: the V4L2 cameras /dev/video*,\n" +
+	"front the first, back the second), screen.snapshot and screen.record (Linux:\n" +
+	"x11grab of $DISPLAY, X screen N with screen N; a Wayland session without\n" +
+	"XWayland is not supported yet); each file goes to the gateway over a WebRTC\n" +
+	"data channel. Without ffmpeg they are not offered, and the node says so when\n" +
+	"it starts."
 
 type nodeFlags struct {
 	state, gateway, url, code, name, fingerprint, gatewayID string

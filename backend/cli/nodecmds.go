@@ -29,11 +29,11 @@ import (
 
 // nodeCommandSubs are the nodes subcommands that act on nodes (the others
 // manage pairings, devices.go).
-var nodeCommandSubs = []string{"describe", "invoke", "run", "notify", "location get", "camera snap", "camera clip", "screen record"}
+var nodeCommandSubs = []string{"describe", "invoke", "run", "notify", "location get", "camera snap", "camera clip", "screen record", "screen snapshot"}
 
 // nodeSubGroups are the nodes subcommands of two words: the first word and
 // the second words it takes.
-var nodeSubGroups = map[string][]string{"location": {"get"}, "camera": {"snap", "clip"}, "screen": {"record"}}
+var nodeSubGroups = map[string][]string{"location": {"get"}, "camera": {"snap", "clip"}, "screen": {"record", "snapshot"}}
 
 // Defaults of the node commands' --timeout.
 const (
@@ -118,7 +118,8 @@ func runNodeCommand(ctx context.Context, sub string, args []string, o Options) e
 	var quality float64
 	var delay, duration time.Duration
 	var noAudio bool
-	var fps int
+	var fps, screen int
+	var format string
 	switch sub {
 	case "describe":
 		c.register(fs, defaultInvokeTimeout, false)
@@ -151,7 +152,16 @@ func runNodeCommand(ctx context.Context, sub string, args []string, o Options) e
 		c.register(fs, 0, true)
 		fs.DurationVar(&duration, "duration", 10*time.Second, "the recording's length (0.5s to 60s)")
 		fs.IntVar(&fps, "fps", 10, "frames per second (1 to 30)")
+		fs.IntVar(&screen, "screen", -1, "which `screen` of a node with several (0, 1, …; `atrium node`: X screen N of its display;\n"+
+			"default: the whole display, or the one a browser's person picks)")
 		fs.StringVar(&out, "out", "", "also copy the recording into this `dir`ectory (it lands in $ATRIUM_HOME/media in any case)")
+	case "screen snapshot":
+		c.register(fs, defaultMediaTimeout, true)
+		fs.StringVar(&format, "format", "png", "png or jpeg")
+		fs.IntVar(&maxWidth, "max-width", 0, "the picture's width at most, in `pixels` (default: the node's, 3840)")
+		fs.Float64Var(&quality, "quality", 0, "JPEG `quality` 0.05…1 (default: the node's)")
+		fs.IntVar(&screen, "screen", -1, "which `screen` of a node with several (0, 1, …; default: the whole display)")
+		fs.StringVar(&out, "out", "", "also copy the picture into this `dir`ectory (it lands in $ATRIUM_HOME/media in any case)")
 	case "location get":
 		c.register(fs, defaultInvokeTimeout, true)
 		fs.StringVar(&accuracy, "accuracy", "balanced", "coarse (about 1 km, a position up to 10 minutes old), balanced (the device's\n"+
@@ -253,6 +263,26 @@ func runNodeCommand(ctx context.Context, sub string, args []string, o Options) e
 			return fmt.Errorf("%w: --fps %d: want 1 to 30", errUsage, fps)
 		}
 		command, p["durationMs"], p["fps"] = "screen.record", duration.Milliseconds(), fps
+		if screen >= 0 {
+			p["screen"] = screen
+		}
+	case "screen snapshot":
+		if format != "png" && format != "jpeg" {
+			return fmt.Errorf("%w: --format %q: want png or jpeg", errUsage, format)
+		}
+		command, p["format"] = "screen.snapshot", format
+		if maxWidth > 0 {
+			p["maxWidth"] = maxWidth
+		}
+		if quality > 0 {
+			p["quality"] = quality
+		}
+		if screen >= 0 {
+			p["screen"] = screen
+		}
+	}
+	if (sub == "screen record" || sub == "screen snapshot") && screen < -1 {
+		return fmt.Errorf("%w: --screen %d: want 0 or more", errUsage, screen)
 	}
 	if out != "" {
 		if st, err := os.Stat(out); err != nil || !st.IsDir() {
@@ -288,6 +318,8 @@ func runNodeCommand(ctx context.Context, sub string, args []string, o Options) e
 		return takeMedia(ctx, o, r, cands, command, []string{facing}, p, c.timeout, out, "clips", c.json)
 	case "screen record":
 		return takeMedia(ctx, o, r, cands, command, []string{"screen"}, p, c.timeout, out, "recordings", c.json)
+	case "screen snapshot":
+		return takeMedia(ctx, o, r, cands, command, []string{"screen"}, p, c.timeout, out, "screenshots", c.json)
 	}
 	var watch *askWatch
 	if sub == "run" {

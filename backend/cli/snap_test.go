@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -62,7 +63,7 @@ func pairCameraNode(ctx context.Context, t *testing.T, a *nodeApp, name string) 
 		o.URL, o.GatewayID, o.Role = "ws://127.0.0.1:"+a.port+"/ws", frag.Get("g"), gateway.RoleNode
 		o.Client = devicetest.Phone()
 		o.Client.DisplayName = name
-		o.Caps, o.Commands = []string{"camera", "screen"}, []string{"camera.clip", "camera.snap", "screen.record"}
+		o.Caps, o.Commands = []string{"camera", "screen"}, []string{"camera.clip", "camera.snap", "screen.record", "screen.snapshot"}
 		c, err := devicetest.Dial(ctx, t, key, o)
 		if err != nil {
 			t.Fatal(err)
@@ -86,7 +87,8 @@ func pairCameraNode(ctx context.Context, t *testing.T, a *nodeApp, name string) 
 	}
 	pending.Close()
 	node := dial(gateway.ClientOptions{DeviceToken: tok})
-	photos := map[string][]byte{"front": jpegOf(t, 32, 24), "back": jpegOf(t, 64, 48)}
+	photos := map[string][]byte{"front": jpegOf(t, 32, 24), "back": jpegOf(t, 64, 48), "screen": jpegOf(t, 40, 30)}
+	shot := photos["screen"]
 	go func() {
 		for ev := range node.Events() {
 			var r nodes.InvokeRequestEvent
@@ -99,6 +101,8 @@ func pairCameraNode(ctx context.Context, t *testing.T, a *nodeApp, name string) 
 				DurationMs   int64
 				IncludeAudio *bool
 				Fps          int
+				Screen       *int
+				Format       string
 				Transfer     struct{ ID string }
 			}
 			_ = json.Unmarshal(r.Params, &p)
@@ -107,6 +111,17 @@ func pairCameraNode(ctx context.Context, t *testing.T, a *nodeApp, name string) 
 				switch r.Command {
 				case "screen.record":
 					photo, mime, name = []byte(fmt.Sprintf("screen %d ms %d fps", p.DurationMs, p.Fps)), "video/webm", "screen.webm"
+					if p.Screen != nil {
+						photo = fmt.Appendf(photo, " screen %d", *p.Screen)
+					}
+				case "screen.snapshot":
+					// Only screen 1 of this node, as JPEG.
+					if p.Screen == nil || *p.Screen != 1 || p.Format != "jpeg" {
+						_ = node.Call(ctx, nodes.MethodInvokeResult, map[string]any{"id": r.ID, "ok": false,
+							"error": map[string]string{"code": "NO_SCREEN", "message": fmt.Sprintf("no screen %d as %s", *cmp.Or(p.Screen, new(int)), p.Format)}}, nil)
+						return
+					}
+					photo, mime, name = shot, "image/jpeg", "screen.jpg"
 				case "camera.clip":
 					// A stand-in for a recording: its bytes say what was asked.
 					photo, mime, name = []byte(fmt.Sprintf("clip %s %d ms audio %v", p.Facing, p.DurationMs, p.IncludeAudio != nil && *p.IncludeAudio)), "video/webm", "clip.webm"
@@ -206,11 +221,31 @@ func TestNodesCameraSnap(t *testing.T) {
 	if b, err := os.ReadFile(m[1]); err != nil || string(b) != "screen 15000 ms 10 fps" || m[3] != sum(b) {
 		t.Fatalf("the stored recording %s: %q %v", m[1], b, err)
 	}
+	// Screen 1 of several: --screen reaches the node, for a recording and a picture.
+	code, out, errOut = a.cli(t, "nodes", "screen", "record", "--node", "caps:screen", "--duration", "1s", "--fps", "2", "--screen", "1")
+	m = regexp.MustCompile(`^screen: (\S+)\n`).FindStringSubmatch(out)
+	if code != 0 || m == nil {
+		t.Fatalf("nodes screen record --screen 1: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if b, err := os.ReadFile(m[1]); err != nil || string(b) != "screen 1000 ms 2 fps screen 1" {
+		t.Fatalf("the stored recording of screen 1 %s: %q %v", m[1], b, err)
+	}
+	code, out, errOut = a.cli(t, "nodes", "screen", "snapshot", "--node", "caps:screen", "--format", "jpeg", "--screen", "1")
+	m = regexp.MustCompile(`^screen: (\S+)\n  (\d+) bytes, 40×30, image/jpeg, sha256 ([0-9a-f]{64})\n$`).FindStringSubmatch(out)
+	if code != 0 || m == nil || m[3] != sum(photos["screen"]) {
+		t.Fatalf("nodes screen snapshot: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if code, _, errOut := a.cli(t, "nodes", "screen", "snapshot", "--node", dev, "--screen", "0"); code != 1 || !strings.Contains(errOut, "screen.snapshot NO_SCREEN: no screen 0 as png") {
+		t.Fatalf("nodes screen snapshot of a screen the node lacks: exit %d, stderr %q", code, errOut)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"nodes", "screen", "record", "--node", dev, "--fps", "60"}, "want 1 to 30"},
+		{[]string{"nodes", "screen", "snapshot", "--node", dev, "--format", "gif"}, "want png or jpeg"},
+		{[]string{"nodes", "screen", "snapshot", "--node", dev, "--screen", "-3"}, "want 0 or more"},
+		{[]string{"nodes", "screen"}, "nodes screen needs a subcommand: record, snapshot"},
 		{[]string{"nodes", "screen", "record", "--node", dev, "--duration", "100ms"}, "want 0.5s to 60s"},
 		{[]string{"nodes", "camera", "clip", "--node", dev, "--duration", "2m"}, "want 0.5s to 60s"},
 		{[]string{"nodes", "camera", "clip", "--node", dev, "--facing", "both"}, "want front or back"},
