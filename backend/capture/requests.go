@@ -22,6 +22,7 @@ const (
 	DefaultSnapWidth   = 1600
 	DefaultScreenWidth = 3840
 	DefaultQuality     = 0.85
+	DefaultScreenJPEG  = 0.9
 	DefaultClipMs      = 5000
 	DefaultRecordMs    = 10_000
 	DefaultFPS         = 10
@@ -62,7 +63,7 @@ type ClipRequest struct {
 }
 
 // SnapshotRequest is screen.snapshot's params: Format "png" (default) or
-// "jpeg", MaxWidth (default 3840), Quality for JPEG (default 0.85), Screen
+// "jpeg", MaxWidth (default 3840), Quality for JPEG (default 0.9), Screen
 // (nil: the whole display, see the package doc).
 type SnapshotRequest struct {
 	Format   string  `json:"format,omitempty"`
@@ -294,6 +295,9 @@ func (c *Capturer) ScreenSnapshot(ctx context.Context, p SnapshotRequest) (*Resu
 	}
 	if p.MaxWidth, err = checkWidth(command, p.MaxWidth, DefaultScreenWidth); err != nil {
 		return nil, err
+	}
+	if p.Quality == 0 {
+		p.Quality = DefaultScreenJPEG
 	}
 	if p.Quality, err = checkQuality(command, p.Quality); err != nil {
 		return nil, err
