@@ -511,15 +511,24 @@ func listOrDash(l []string) string {
 	return strings.Join(l, ",")
 }
 
+// cannotRunHere are the failures a node reports when the command could
+// not start on it at all (no ffmpeg, no camera, no display or no such
+// screen, a phone page in the background): another node of a caps
+// selector may well run it.
+var cannotRunHere = map[string]bool{"FFMPEG_NOT_FOUND": true, "NO_CAMERA": true, "NO_SCREEN": true,
+	"SCREEN_CAPTURE_UNAVAILABLE": true, "NODE_BACKGROUND_UNAVAILABLE": true}
+
 // invokeFirstFree sends command to the first of cands (ordered by
 // resolveNodes) that takes it: a retryable UNAVAILABLE whose reason says
-// the command did not run (busy, not connected) moves on to the next
-// candidate; anything else is the answer. timeout is node.invoke's
+// the command did not run (busy, not connected), or a node's failure
+// saying it cannot run it there (cannotRunHere), moves on to the next
+// candidate; anything else is the answer. When the last candidate cannot
+// run it either, its failure is the answer. timeout is node.invoke's
 // timeoutMs; the CLI waits at most callSlack longer for the gateway.
 func invokeFirstFree(ctx context.Context, r remoteMemory, cands []nodes.Node, command string, params map[string]any,
 	timeout time.Duration) (nodes.InvokeResult, error) {
 	var refused []string
-	for _, n := range cands {
+	for i, n := range cands {
 		cctx, cancel := context.WithTimeout(ctx, timeout+callSlack)
 		var res nodes.InvokeResult
 		err := r.c.Call(cctx, nodes.MethodNodeInvoke, map[string]any{"nodeId": n.NodeID, "command": command, "params": params,
@@ -533,6 +542,10 @@ func invokeFirstFree(ctx context.Context, r remoteMemory, cands []nodes.Node, co
 		}
 		if err != nil {
 			return res, invokeError(n, command, timeout, err)
+		}
+		if !res.OK && res.Error != nil && cannotRunHere[res.Error.Code] && i < len(cands)-1 {
+			refused = append(refused, fmt.Sprintf("node %s: %s %s", n.DisplayName, res.Error.Code, res.Error.Message))
+			continue
 		}
 		return res, nil
 	}

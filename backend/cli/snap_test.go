@@ -48,7 +48,9 @@ func jpegOf(t *testing.T, w, h int) []byte {
 // the phone page does: the photo of the asked facing (front 32×24, back
 // 64×48) over a pion data channel for the gateway's transfer, the result
 // naming it; quality 0.5 makes the front camera fail FORBIDDEN (denied).
-func pairCameraNode(ctx context.Context, t *testing.T, a *nodeApp, name string) (string, map[string][]byte) {
+// A failCode answers every command with that error instead (a node that
+// declares a camera and a screen but has neither).
+func pairCameraNode(ctx context.Context, t *testing.T, a *nodeApp, name, failCode string) (string, map[string][]byte) {
 	t.Helper()
 	u, err := url.Parse(a.pairURL(t))
 	if err != nil {
@@ -107,6 +109,11 @@ func pairCameraNode(ctx context.Context, t *testing.T, a *nodeApp, name string) 
 			}
 			_ = json.Unmarshal(r.Params, &p)
 			go func() {
+				if failCode != "" {
+					_ = node.Call(ctx, nodes.MethodInvokeResult, map[string]any{"id": r.ID, "ok": false,
+						"error": map[string]string{"code": failCode, "message": "nothing to capture on " + name}}, nil)
+					return
+				}
 				photo, mime, name := photos[p.Facing], "image/jpeg", "photo.jpg"
 				switch r.Command {
 				case "screen.record":
@@ -162,7 +169,7 @@ func TestNodesCameraSnap(t *testing.T) {
 	a := startNodeApp(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	dev, photos := pairCameraNode(ctx, t, a, "my-iphone")
+	dev, photos := pairCameraNode(ctx, t, a, "my-iphone", "")
 	sum := func(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
 	outDir := t.TempDir()
 
@@ -221,7 +228,11 @@ func TestNodesCameraSnap(t *testing.T) {
 	if b, err := os.ReadFile(m[1]); err != nil || string(b) != "screen 15000 ms 10 fps" || m[3] != sum(b) {
 		t.Fatalf("the stored recording %s: %q %v", m[1], b, err)
 	}
-	// Screen 1 of several: --screen reaches the node, for a recording and a picture.
+	// A node that declares a screen but has no display (a headless build
+	// box: "a-headless" comes first in node.list): caps:screen goes on to
+	// the node that has one. Screen 1 of several: --screen reaches the
+	// node, for a recording and a picture.
+	headless, _ := pairCameraNode(ctx, t, a, "a-headless", "SCREEN_CAPTURE_UNAVAILABLE")
 	code, out, errOut = a.cli(t, "nodes", "screen", "record", "--node", "caps:screen", "--duration", "1s", "--fps", "2", "--screen", "1")
 	m = regexp.MustCompile(`^screen: (\S+)\n`).FindStringSubmatch(out)
 	if code != 0 || m == nil {
@@ -237,6 +248,16 @@ func TestNodesCameraSnap(t *testing.T) {
 	}
 	if code, _, errOut := a.cli(t, "nodes", "screen", "snapshot", "--node", dev, "--screen", "0"); code != 1 || !strings.Contains(errOut, "screen.snapshot NO_SCREEN: no screen 0 as png") {
 		t.Fatalf("nodes screen snapshot of a screen the node lacks: exit %d, stderr %q", code, errOut)
+	}
+	// No node of the selector can: the last one's failure is the answer.
+	if code, _, errOut := a.cli(t, "nodes", "screen", "snapshot", "--node", "caps:screen", "--screen", "0"); code != 1 ||
+		!strings.Contains(errOut, "node my-iphone: screen.snapshot NO_SCREEN: no screen 0 as png") {
+		t.Fatalf("nodes screen snapshot that no node can take: exit %d, stderr %q", code, errOut)
+	}
+	// The headless node named alone answers for itself.
+	if code, _, errOut := a.cli(t, "nodes", "screen", "snapshot", "--node", headless); code != 1 ||
+		!strings.Contains(errOut, "node a-headless: screen.snapshot SCREEN_CAPTURE_UNAVAILABLE: nothing to capture on a-headless") {
+		t.Fatalf("nodes screen snapshot on the headless node: exit %d, stderr %q", code, errOut)
 	}
 	for _, tc := range []struct {
 		args []string
