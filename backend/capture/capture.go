@@ -40,6 +40,15 @@
 // whose audio device fails is recorded again without audio, Result.Audio
 // false).
 //
+// A camera opens for one process at a time: captures of one Capturer on
+// the same camera wait for each other (until their deadline:
+// ErrCameraBusy); a camera another program holds is ErrCameraBusy at once.
+// Screens are captured in parallel.
+//
+// On a Wayland desktop with XWayland ($DISPLAY set), x11grab sees the X11
+// windows only: Wayland-native windows come out black. Start the node in
+// an X session for full pictures until the portal is supported.
+//
 // Every run is bounded: by the caller's context (the invoke's deadline;
 // ffmpeg is killed when it ends, and waited for at most 5 s more), and its
 // stderr is kept to a head and a tail of MaxStderr/2 bytes each, of which
@@ -54,6 +63,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -119,6 +129,43 @@ type Capturer struct {
 	o      Options
 	ffmpeg string // resolved path, "" when not found
 	err    error  // why ffmpeg is not usable
+
+	mu   sync.Mutex
+	busy map[string]chan struct{} // a camera in use, by Camera.ID: closed when it is free again
+}
+
+// ErrCameraBusy: the camera stayed in use by another capture of this node
+// until the caller's deadline.
+var ErrCameraBusy = errors.New("camera busy")
+
+// hold waits until no other capture of this Capturer uses camera id (a
+// camera opens for one process at a time), or ctx ends (ErrCameraBusy
+// wrapping ctx's error); release frees it.
+func (c *Capturer) hold(ctx context.Context, id string) (release func(), err error) {
+	for {
+		c.mu.Lock()
+		if c.busy == nil {
+			c.busy = map[string]chan struct{}{}
+		}
+		wait, taken := c.busy[id]
+		if !taken {
+			done := make(chan struct{})
+			c.busy[id] = done
+			c.mu.Unlock()
+			return func() {
+				c.mu.Lock()
+				delete(c.busy, id)
+				c.mu.Unlock()
+				close(done)
+			}, nil
+		}
+		c.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %s is in use by another capture of this node: %w", ErrCameraBusy, id, context.Cause(ctx))
+		}
+	}
 }
 
 // New applies o's defaults and looks ffmpeg up. A missing ffmpeg is not an

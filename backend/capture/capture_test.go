@@ -1,8 +1,12 @@
 package capture
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"image"
+	"image/jpeg"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -293,4 +297,58 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestCameraOneAtATime: captures of one camera wait for each other (a
+// camera opens for one process at a time) instead of failing busy; one
+// still waiting at its deadline is ErrCameraBusy.
+func TestCameraOneAtATime(t *testing.T) {
+	dir := t.TempDir()
+	img := image.NewRGBA(image.Rect(0, 0, 8, 6))
+	var b bytes.Buffer
+	must(t, jpeg.Encode(&b, img, nil))
+	src, lock, overlap := filepath.Join(dir, "src.jpg"), filepath.Join(dir, "lock"), filepath.Join(dir, "overlap")
+	must(t, os.WriteFile(src, b.Bytes(), 0o600))
+	// A DirectShow "ffmpeg": lists one camera; a capture holds a lock
+	// directory while it runs and notes any other capture running then.
+	script := "#!/bin/sh\ncase \"$*\" in *-list_devices*) echo '[dshow @ 01] \"Cam A\" (video)' >&2; exit 1;; esac\n" +
+		"for a in \"$@\"; do last=\"$a\"; done\n" +
+		"mkdir '" + lock + "' 2>/dev/null || echo overlap >> '" + overlap + "'\n" +
+		"sleep 0.2\ncp '" + src + "' \"$last\"\nrmdir '" + lock + "' 2>/dev/null\nexit 0\n"
+	ff := filepath.Join(dir, "ffmpeg")
+	must(t, os.WriteFile(ff, []byte(script), 0o700))
+	c := New(Options{FFmpeg: ff, GOOS: "windows", TempDir: t.TempDir()})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	errs := make(chan error, 3)
+	for range 3 {
+		go func() {
+			r, err := c.Snap(ctx, SnapRequest{})
+			if err == nil && (r.Width != 8 || r.Device != "Cam A") {
+				err = fmt.Errorf("snap %+v", r)
+			}
+			if r != nil {
+				r.Remove()
+			}
+			errs <- err
+		}()
+	}
+	for range 3 {
+		must(t, <-errs)
+	}
+	if b, err := os.ReadFile(overlap); err == nil {
+		t.Fatalf("captures of one camera overlapped: %s", b)
+	}
+
+	release, err := c.hold(ctx, "Cam A")
+	must(t, err)
+	defer release()
+	gone, stop := context.WithCancel(ctx)
+	stop() // the caller's deadline, reached while the camera is held
+	if _, err := c.hold(gone, "Cam A"); !errors.Is(err, ErrCameraBusy) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("waiting for a held camera past the deadline: %v, want ErrCameraBusy", err)
+	}
+	other, err := c.hold(gone, "Cam B") // another camera is free
+	must(t, err)
+	other()
 }

@@ -151,9 +151,10 @@ func (c *Capturer) camera(ctx context.Context, facing string) (Camera, found, er
 	return pickCamera(d.cams, facing), d, nil
 }
 
-// Snap takes a photo (camera.snap): a JPEG at most p.MaxWidth wide.
-// Errors wrap ErrInvalid, ErrFFmpegNotFound, ErrNoCamera, ErrFailed, or
-// ctx's.
+// Snap takes a photo (camera.snap): a JPEG at most p.MaxWidth wide. It
+// waits while another capture of this Capturer uses the camera. Errors
+// wrap ErrInvalid, ErrFFmpegNotFound, ErrNoCamera, ErrCameraBusy,
+// ErrFailed, or ctx's.
 func (c *Capturer) Snap(ctx context.Context, p SnapRequest) (*Result, error) {
 	const command = "camera.snap"
 	var err error
@@ -176,6 +177,11 @@ func (c *Capturer) Snap(ctx context.Context, p SnapRequest) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	release, err := c.hold(ctx, cam.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	return c.picture(ctx, "photo.jpg", "image/jpeg", cam.ID, func(out string) []string { return SnapArgs(c.o.GOOS, cam, p, out) }, c.cameraFailed(cam))
 }
 
@@ -198,6 +204,11 @@ func (c *Capturer) Clip(ctx context.Context, p ClipRequest) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	release, err := c.hold(ctx, cam.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	audio := p.IncludeAudio == nil || *p.IncludeAudio
 	audioDev := ""
 	if c.o.GOOS == "windows" {
@@ -233,7 +244,7 @@ func (c *Capturer) cameraFailed(cam Camera) func(error, string) error {
 		case strings.Contains(stderr, "No such file or directory") && c.o.GOOS == "linux":
 			return fmt.Errorf("%w: %s went away: %v", ErrNoCamera, cam.ID, err)
 		case strings.Contains(stderr, "Device or resource busy"):
-			return fmt.Errorf("camera %s (%s) is busy (another program uses it): %w", cam.Label, cam.ID, err)
+			return fmt.Errorf("%w: %s (%s) is in use by another program: %w", ErrCameraBusy, cam.Label, cam.ID, err)
 		}
 		return err
 	}

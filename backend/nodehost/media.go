@@ -35,6 +35,7 @@ const (
 const (
 	CodeFFmpegNotFound    = "FFMPEG_NOT_FOUND"
 	CodeNoCamera          = "NO_CAMERA"
+	CodeCameraBusy        = "CAMERA_BUSY"
 	CodeNoScreen          = "NO_SCREEN"
 	CodeScreenUnavailable = "SCREEN_CAPTURE_UNAVAILABLE" // as the phone page's: no display, Wayland's portal
 	CodeCaptureFailed     = "CAPTURE_FAILED"
@@ -167,6 +168,8 @@ func captureError(command string, err error) *CommandError {
 		return cmdErr(CodeFFmpegNotFound, "%s: %v", command, err)
 	case errors.Is(err, capture.ErrNoCamera):
 		return cmdErr(CodeNoCamera, "%s: %v", command, err)
+	case errors.Is(err, capture.ErrCameraBusy):
+		return cmdErr(CodeCameraBusy, "%s: %v", command, err)
 	case errors.Is(err, capture.ErrNoScreen):
 		return cmdErr(CodeNoScreen, "%s: %v", command, err)
 	case errors.Is(err, capture.ErrNoDisplay), errors.Is(err, capture.ErrPortalUnsupported):
