@@ -31,3 +31,15 @@ cpSync(join(pkg, 'src', 'v0_9', 'schemas'), join(out, 'v0_9'), { recursive: true
 cpSync(join(pkg, 'LICENSE'), join(out, 'LICENSE'));
 writeFileSync(join(out, 'VERSION'), `${version}\n`);
 console.log(`a2ui-schemas: copied @a2ui/web_core ${version} into ${out}`);
+
+// The validators as code (no eval in the page): see src/lib/a2ui/codegen.js.
+const { generateValidators } = await import('../src/lib/a2ui/codegen.js');
+const read = (p) => JSON.parse(readFileSync(join(out, p), 'utf8'));
+const generated = generateValidators({
+  v08Message: read('v0_8/server_to_client_with_standard_catalog.json'),
+  v09Message: read('v0_9/server_to_client.json'),
+  v09Common: read('v0_9/common_types.json'),
+  v09Basic: read('v0_9/catalogs/basic/catalog.json'),
+});
+writeFileSync(join(root, 'src', 'lib', 'a2ui', 'validators.generated.js'), generated);
+console.log('a2ui-schemas: wrote src/lib/a2ui/validators.generated.js');
