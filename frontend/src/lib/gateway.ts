@@ -107,6 +107,15 @@ export function backoffDelay(attempt: number, opts: BackoffOptions = DEFAULT_BAC
  */
 export const IDEMPOTENT_METHODS: ReadonlySet<string> = new Set([
   'agent.permission.answer',
+  'canvas.a2ui.push',
+  'canvas.a2ui.reset',
+  'canvas.action',
+  'canvas.eval',
+  'canvas.hide',
+  'canvas.navigate',
+  'canvas.present',
+  'canvas.rendered',
+  'canvas.snapshot',
   'chat.cancel',
   'chat.send',
   'collab.accept',

@@ -3,11 +3,25 @@
 // Commands: location.get (navigator.geolocation), system.notify (the Notification API where
 // the person allowed it, else a notice in the page), camera.list, camera.snap and camera.clip
 // (camera.ts), screen.snapshot and screen.record where the browser can capture the screen
-// (screen.ts): the file goes as a media transfer, the result names it.
+// (screen.ts): the file goes as a media transfer, the result names it; canvas.a2ui.push, .reset,
+// canvas.present, .navigate, .hide and .eval (canvas.ts: the page's Canvas shows the surfaces).
 import type { GatewayClient } from './gateway';
 
-export const PHONE_CAPS = ['camera', 'location', 'system'] as const;
-export const PHONE_COMMANDS = ['camera.clip', 'camera.list', 'camera.snap', 'location.get', 'system.notify'] as const;
+export const PHONE_CAPS = ['camera', 'canvas', 'location', 'system'] as const;
+/** The Canvas commands are served by lib/canvas.ts canvasNodeHandlers (issue 23). */
+export const PHONE_COMMANDS = [
+  'camera.clip',
+  'camera.list',
+  'camera.snap',
+  'canvas.a2ui.push',
+  'canvas.a2ui.reset',
+  'canvas.eval',
+  'canvas.hide',
+  'canvas.navigate',
+  'canvas.present',
+  'location.get',
+  'system.notify',
+] as const;
 /** What the page adds where the browser can capture the screen (screen.ts screenCaptureAvailable). */
 export const SCREEN_CAP = 'screen';
 export const PHONE_SCREEN_COMMANDS = ['screen.record', 'screen.snapshot'] as const;

@@ -7,6 +7,7 @@ import { FakeWebSocket } from './testing/fakeWebSocket';
 import { signedPayloadV2, type DeviceKey } from './device';
 import { parsePairFragment, type StoredPairing } from './pairing';
 import { KEY_RECORD, MemoryKV, PAIRING_RECORD, PhoneSession, deviceDisplayName, loadOrCreateKey } from './phone';
+import { PHONE_CAPS, PHONE_COMMANDS } from './nodeserve';
 
 const G = 'ab'.repeat(32);
 const F = 'cd'.repeat(32);
@@ -80,8 +81,8 @@ describe('PhoneSession', () => {
     expect(c1.params).toMatchObject({
       role: 'node',
       roles: ['operator', 'node'],
-      commands: ['camera.clip', 'camera.list', 'camera.snap', 'location.get', 'system.notify'],
-      caps: ['camera', 'location', 'system'],
+      commands: [...PHONE_COMMANDS],
+      caps: [...PHONE_CAPS],
       auth: { setupCode: 'ABCD2345' },
       client: { id: 'atrium-phone', mode: 'node', displayName: 'Android · Chrome', instanceId: 'inst-pair' },
       device: { id: key!.deviceId, algorithm: key!.algorithm, publicKey: key!.publicKey, nonce: 'nonce-1' },
@@ -107,7 +108,7 @@ describe('PhoneSession', () => {
 
     // 3. The node token is refused as a mismatch: only it is dropped, the key stays, a repair is asked.
     const cNode = await handshakeUntilConnect(nodeWs, 'nonce-node');
-    expect(cNode.params).toMatchObject({ role: 'node', auth: { deviceToken: 'nd-1' }, commands: ['camera.clip', 'camera.list', 'camera.snap', 'location.get', 'system.notify'] });
+    expect(cNode.params).toMatchObject({ role: 'node', auth: { deviceToken: 'nd-1' }, commands: [...PHONE_COMMANDS] });
     expect(await verifyProof(cNode, 'nonce-node')).toBe(true);
     nodeWs.serverSend({ type: 'res', id: cNode.id, ok: false, error: { code: 'UNAUTHORIZED', message: 'device token mismatch', details: { reason: 'device_token_mismatch', repairable: true } } });
     await vi.waitFor(() => expect(FakeWebSocket.instances).toHaveLength(4));

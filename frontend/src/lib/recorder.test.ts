@@ -129,10 +129,11 @@ describe('recording params', () => {
     expect(containerOf('video/mp4; codecs="avc1.42E01E"')).toEqual({ mime: 'video/mp4', ext: 'mp4' });
   });
   it('declares the screen commands only where the browser can capture the screen', () => {
-    expect(phoneDeclares(false)).toEqual({ caps: ['camera', 'location', 'system'], commands: ['camera.clip', 'camera.list', 'camera.snap', 'location.get', 'system.notify'] });
+    const canvas = ['canvas.a2ui.push', 'canvas.a2ui.reset', 'canvas.eval', 'canvas.hide', 'canvas.navigate', 'canvas.present'];
+    expect(phoneDeclares(false)).toEqual({ caps: ['camera', 'canvas', 'location', 'system'], commands: ['camera.clip', 'camera.list', 'camera.snap', ...canvas, 'location.get', 'system.notify'] });
     expect(phoneDeclares(true)).toEqual({
-      caps: ['camera', 'location', 'screen', 'system'],
-      commands: ['camera.clip', 'camera.list', 'camera.snap', 'location.get', 'screen.record', 'screen.snapshot', 'system.notify'],
+      caps: ['camera', 'canvas', 'location', 'screen', 'system'],
+      commands: ['camera.clip', 'camera.list', 'camera.snap', ...canvas, 'location.get', 'screen.record', 'screen.snapshot', 'system.notify'],
     });
     expect(screenCaptureAvailable(undefined)).toBe(false);
     expect(screenCaptureAvailable({ getUserMedia: () => undefined } as unknown as MediaDevices)).toBe(false); // Chrome for Android, iOS Safari
