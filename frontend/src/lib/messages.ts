@@ -30,6 +30,7 @@ export const MESSAGES = {
   'a2ui.close': ['Close', '关闭'],
   'a2ui.filter': ['Filter the options', '筛选选项'],
   'a2ui.choose': ['Choose', '请选择'],
+  'a2ui.checkbox': ['Check box', '复选框'],
   'a2ui.badFormat': ['This does not have the expected format.', '格式不符合要求。'],
   'a2ui.cycle': ['This part of the surface refers to itself and is not shown.', '界面的这一部分引用了自身，未显示。'],
   'a2ui.unknown': ['A component of an unknown kind ({type}) is not shown.', '未知类型的组件（{type}）未显示。'],

@@ -42,11 +42,12 @@ function arg(v: unknown, scope: Scope): unknown {
   return v;
 }
 
-/** Text of a value for display: strings as they are, numbers and booleans as written, objects as JSON. */
+/** Text of a value for display: strings as they are, numbers and booleans as written, lists joined by ", ", objects as JSON. */
 export function toText(v: unknown): string {
   if (v === undefined || v === null) return '';
   if (typeof v === 'string') return v;
   if (typeof v === 'number' || typeof v === 'boolean') return String(v);
+  if (Array.isArray(v)) return v.map(toText).join(', ');
   try {
     return JSON.stringify(v);
   } catch {
