@@ -37,3 +37,25 @@ describe('committed A2UI schemas', () => {
     for (const [name, text] of want) expect(got.get(name), name).toBe(text);
   });
 });
+
+describe('generated validators', () => {
+  it('are what codegen.js makes of the committed schemas (run `npm run a2ui-schemas` after a change)', async () => {
+    const { generateValidators } = await import('./codegen.js');
+    const parse = (p: string) => JSON.parse(committed[`./schemas/${p}`]);
+    const fresh = generateValidators({
+      v08Message: parse('v0_8/server_to_client_with_standard_catalog.json'),
+      v09Message: parse('v0_9/server_to_client.json'),
+      v09Common: parse('v0_9/common_types.json'),
+      v09Basic: parse('v0_9/catalogs/basic/catalog.json'),
+    });
+    const file = import.meta.glob('./validators.generated.js', { query: '?raw', import: 'default', eager: true }) as Record<string, string>;
+    expect(file['./validators.generated.js'] === fresh, 'validators.generated.js is stale').toBe(true);
+  });
+
+  it('run without eval (the page CSP has no unsafe-eval): no Function constructor or eval in the page code', () => {
+    const file = (import.meta.glob('./validators.generated.js', { query: '?raw', import: 'default', eager: true }) as Record<string, string>)['./validators.generated.js'];
+    expect(file).not.toMatch(/new Function|\beval\(/);
+    const validate = (import.meta.glob('./validate.ts', { query: '?raw', import: 'default', eager: true }) as Record<string, string>)['./validate.ts'];
+    expect(validate).not.toMatch(/from 'ajv/);
+  });
+});
