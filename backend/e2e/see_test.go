@@ -26,16 +26,22 @@ import (
 
 // seeModel is a scripted model server of one API shape ("openai",
 // "anthropic" or "ollama": Ollama is reached through its OpenAI-compatible
-// /v1): a request without a tool result in its conversation is answered
-// with a call of camera_snap {} (the seed's "look out of the window" in
-// one call), one with a tool result by streaming reply. It records every
-// request's body.
+// /v1). The person's latest message picks a script (by a text it
+// contains): until a tool result follows that message, the model calls the
+// script's tool (camera_snap {} for "look out of the window": the seed's
+// example in one call); then it streams the script's reply. It records
+// every request's body.
 type seeModel struct {
-	api, reply string
+	api     string
+	scripts []seeScript
 
 	mu     sync.Mutex
 	bodies [][]byte
 }
+
+// seeScript is what the model does when the person's message contains
+// Prompt: call Tool with Args, then answer Reply.
+type seeScript struct{ Prompt, Tool, Args, Reply string }
 
 func (m *seeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := modeltest.ChatPath
@@ -54,9 +60,13 @@ func (m *seeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.mu.Lock()
 	m.bodies = append(m.bodies, body)
 	m.mu.Unlock()
-	turn := modeltest.Turn{Calls: [][2]string{{"camera_snap", `{}`}}}
-	if bytes.Contains(body, []byte(`"role":"tool"`)) || bytes.Contains(body, []byte(`"type":"tool_result"`)) {
-		turn = modeltest.Turn{Text: m.reply}
+	sc, answered := m.state(body)
+	turn := modeltest.Turn{Text: "I do not know what to do."}
+	switch {
+	case sc != nil && answered:
+		turn = modeltest.Turn{Text: sc.Reply}
+	case sc != nil:
+		turn = modeltest.Turn{Calls: [][2]string{{sc.Tool, sc.Args}}}
 	}
 	if m.api == "anthropic" {
 		modeltest.AnthropicTurns(turn)[0](w, r)
@@ -65,13 +75,52 @@ func (m *seeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	modeltest.Turns(turn)[0](w, r)
 }
 
-// answered is the body of the first request that carries a tool result,
-// or nil.
-func (m *seeModel) answered() []byte {
+// state reads a request's conversation: the script of the person's latest
+// message that has one (nil: none) and whether a tool result (an
+// OpenAI-compatible tool message, an Anthropic tool_result block) follows
+// that message.
+func (m *seeModel) state(body []byte) (*seeScript, bool) {
+	var req struct {
+		Messages []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	if json.Unmarshal(body, &req) != nil {
+		return nil, false
+	}
+	var sc *seeScript
+	answered := false
+	for _, msg := range req.Messages {
+		var text string
+		var parts []struct{ Type, Text string }
+		if json.Unmarshal(msg.Content, &text) != nil && json.Unmarshal(msg.Content, &parts) == nil {
+			for _, p := range parts {
+				text += p.Text
+				answered = answered || p.Type == "tool_result"
+			}
+		}
+		answered = answered || msg.Role == "tool"
+		if msg.Role != "user" {
+			continue
+		}
+		for i := range m.scripts {
+			if strings.Contains(text, m.scripts[i].Prompt) {
+				sc, answered = &m.scripts[i], false
+			}
+		}
+	}
+	return sc, answered
+}
+
+// answered is the body of the first request that carries the result of
+// the tool the person's message containing prompt asked for, or nil.
+func (m *seeModel) answered(prompt string) []byte {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, b := range m.bodies {
-		if bytes.Contains(b, []byte(`"role":"tool"`)) || bytes.Contains(b, []byte(`"type":"tool_result"`)) {
+	bodies := append([][]byte(nil), m.bodies...)
+	m.mu.Unlock()
+	for _, b := range bodies {
+		if sc, ok := m.state(b); ok && sc.Prompt == prompt {
 			return b
 		}
 	}
@@ -113,8 +162,12 @@ func TestAgentLooksOutOfTheWindow(t *testing.T) {
 }
 
 func lookOutOfTheWindow(t *testing.T, chromium, api string, vision bool) {
+	const look = "look out of the window"
 	reply := "Out of the window: a green test picture with a moving circle. 窗外是一张绿色的测试画面。"
-	mdl := &seeModel{api: api, reply: reply}
+	mdl := &seeModel{api: api, scripts: []seeScript{
+		{Prompt: look, Tool: "camera_snap", Args: `{}`, Reply: reply},
+		{Prompt: whereIsThePhone, Tool: "location_get", Args: `{}`, Reply: locationOffReply},
+	}}
 	srv := httptest.NewServer(mdl)
 	t.Cleanup(srv.Close)
 	cfg := map[string]any{"provider": api, "baseUrl": srv.URL, "apiKey": "k-e2e", "model": "scripted-vision", "vision": vision}
@@ -142,7 +195,7 @@ func lookOutOfTheWindow(t *testing.T, chromium, api string, vision bool) {
 		t.Fatalf("navigate: %v", err)
 	}
 	waitFor(t, desktop, "the UI to connect", connected, 30*time.Second)
-	sendChat(t, desktop, "look out of the window")
+	sendChat(t, desktop, look)
 
 	// The person is asked on the desktop, and allows it.
 	waitFor(t, desktop, "the question for camera_snap",
@@ -198,11 +251,13 @@ func lookOutOfTheWindow(t *testing.T, chromium, api string, vision bool) {
 		t.Fatalf("the chat's photo is %v, the file %d×%d, the sidecar %d×%d", natural, dim.Width, dim.Height, side.Width, side.Height)
 	}
 
+	askWhereThePhoneIs(t, desktop, phone, mdl)
+
 	// The model requests.
 	if first := mdl.first(); !bytes.Contains(first, []byte(`"camera_snap"`)) || !bytes.Contains(first, []byte("look out of the window")) {
 		t.Fatalf("the first request offers no camera_snap: %.600s", first)
 	}
-	body := mdl.answered()
+	body := mdl.answered(look)
 	if body == nil {
 		t.Fatal("no model request carried the tool's result")
 	}
@@ -231,6 +286,38 @@ func lookOutOfTheWindow(t *testing.T, chromium, api string, vision bool) {
 		t.Fatalf("the image the model got (%d bytes) is not the stored photo (%d bytes)", len(sent[0]), len(photo))
 	}
 	t.Logf("%s: photo %s %d×%d, %d bytes, in the request as this API's image", api, mediaID, dim.Width, dim.Height, len(photo))
+}
+
+// The second message of the e2e: the phone's location, which is off.
+const (
+	whereIsThePhone  = "where is the phone?"
+	locationOffReply = "The phone's location is off; its person can turn it on. 手机的位置是关闭的。"
+)
+
+// askWhereThePhoneIs: the person asks where the phone is; the model calls
+// location_get {}; the person allows it on the desktop; the phone, whose
+// location is off (as it is until its person turns it on), refuses; the
+// model's next request carries a denial in the phone's own words, the chat
+// shows the call denied and the model's answer.
+func askWhereThePhoneIs(t *testing.T, desktop, phone context.Context, mdl *seeModel) {
+	t.Helper()
+	sendChat(t, desktop, whereIsThePhone)
+	waitFor(t, desktop, "the question for location_get",
+		`document.querySelector('[data-testid=permission-prompt] [data-testid=permission-tool]')?.textContent === 'location_get'`, 60*time.Second)
+	click(t, desktop, `[data-testid=permission-allow]`)
+	q, _ := json.Marshal(locationOffReply)
+	waitFor(t, desktop, "the model's answer about the location",
+		`[...document.querySelectorAll('[data-testid=chat-message][data-role=assistant][data-state=final]')].some(e => e.textContent.includes(`+string(q)+`))`, 90*time.Second)
+	waitFor(t, desktop, "the location_get call shown as denied",
+		`[...document.querySelectorAll('[data-testid=chat-tool]')].some(e => e.dataset.status === 'denied' && e.textContent.includes('location_get'))`, 10*time.Second)
+	waitFor(t, phone, "the phone's record of its refusal",
+		`document.querySelector('[data-testid=phone-last-invoke]')?.dataset.command === 'location.get' && document.querySelector('[data-testid=phone-last-invoke]')?.dataset.ok === 'false'`, 10*time.Second)
+	body := mdl.answered(whereIsThePhone)
+	for _, want := range []string{`status\":\"denied`, "location.get on ", "FORBIDDEN: location is off on this device: its person can turn it on"} {
+		if !bytes.Contains(body, []byte(want)) {
+			t.Errorf("the model was not told %s: %.1500s", want, body)
+		}
+	}
 }
 
 // phoneShowsThePhoto: the phone, scoped admin by the person (its chat UI
