@@ -208,12 +208,12 @@ func (n *nodesTool) invoke(ctx context.Context, c agent.Call, a nodesArgs) (agen
 		}
 		return agent.Output{}, fmt.Errorf("nodes: %w", err)
 	}
-	if !res.OK {
-		return agent.Output{}, nodeFailed(res)
-	}
 	shown := res.NodeID
 	if a.name != "" {
 		shown = a.name
+	}
+	if !res.OK {
+		return agent.Output{}, nodeFailed(res, shown)
 	}
 	out := agent.Output{Data: res, LogSummary: fmt.Sprintf("%s on %s: ok", res.Command, shown)}
 	img, ok, err := n.e.mediaImage(n.o.Media, res.Media)
@@ -235,15 +235,15 @@ func (n *nodesTool) invoke(ctx context.Context, c agent.Call, a nodesArgs) (agen
 // (its person said no, or turned the feature off) is a denial as well.
 var ErrNodeFailed = errors.New("the node could not do it")
 
-// nodeFailed is the tool error for a failed result: the node, the
-// command, the node's code and its message as the node wrote it (the
-// phone page says what its person can do about it).
-func nodeFailed(res nodes.InvokeResult) error {
+// nodeFailed is the tool error for a failed result: the command, the
+// node (shown: its name or id), the node's code and its message as the
+// node wrote it (the phone page says what its person can do about it).
+func nodeFailed(res nodes.InvokeResult, shown string) error {
 	code, msg := "ERROR", "no reason given"
 	if e := res.Error; e != nil {
 		code, msg = e.Code, e.Message
 	}
-	err := fmt.Errorf("%w: %s on %s: %s: %s", ErrNodeFailed, res.Command, res.NodeID, code, msg)
+	err := fmt.Errorf("%w: %s on %s: %s: %s", ErrNodeFailed, res.Command, shown, code, msg)
 	if res.Error.Refused() {
 		return fmt.Errorf("%w: %w", agent.ErrDenied, err)
 	}

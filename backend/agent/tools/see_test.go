@@ -134,14 +134,19 @@ func TestNodeToolsOfTheirOwn(t *testing.T) {
 
 	// Location off on the phone: a denial that says what to do.
 	r = e.call(LocationGetTool, map[string]any{"accuracy": "coarse"})
-	if r.Status != agent.StatusDenied || !contains(r.Error, "location.get on "+n.nodeID+": FORBIDDEN: "+locationOff) {
+	if r.Status != agent.StatusDenied || !contains(r.Error, "location.get on build-box: FORBIDDEN: "+locationOff) {
 		t.Fatalf("location off: %+v", r)
 	}
 	if p := sent("location.get"); p["accuracy"] != "coarse" {
 		t.Fatalf("location.get params %v", p)
 	}
-	if got := len(ask.questions()); got != 5 {
-		t.Fatalf("%d questions, want one per call (5)", got)
+	// The same through the nodes tool (it said "ok" for a failed result).
+	r = e.call(NodesTool, map[string]any{"action": "invoke", "nodeId": n.nodeID, "command": "location.get"})
+	if r.Status != agent.StatusDenied || !contains(r.Error, "location.get on "+n.nodeID+": FORBIDDEN: "+locationOff) {
+		t.Fatalf("location off through nodes: %+v", r)
+	}
+	if got := len(ask.questions()); got != 6 {
+		t.Fatalf("%d questions, want one per call (6)", got)
 	}
 
 	// Nothing there, bad arguments: errors that say what is there.
@@ -152,7 +157,7 @@ func TestNodeToolsOfTheirOwn(t *testing.T) {
 	if r := e.call(CameraClipTool, map[string]any{"seconds": 61}); r.Status != agent.StatusError {
 		t.Fatalf("a 61 s clip: %+v", r)
 	}
-	if got := len(ask.questions()); got != 5 {
+	if got := len(ask.questions()); got != 6 {
 		t.Fatalf("refused calls asked the person: %d questions", got)
 	}
 
