@@ -32,6 +32,8 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		s.serveHealth(w, r)
 	case strings.HasPrefix(p, "/ws/") || p == "/api" || strings.HasPrefix(p, "/api/"):
 		http.NotFound(w, r)
+	case s.page(p) != nil:
+		s.page(p).ServeHTTP(w, r)
 	default:
 		s.serveUI(w, r)
 	}
@@ -142,12 +144,17 @@ func (s *Server) originAllowed(r *http.Request) bool {
 // a WebSocket on its own host. Images: its own, and data:/blob: URLs
 // (pictures in rendered Markdown from elsewhere are not fetched); media:
 // its own and blob: URLs (the gallery plays a node's clip from a blob of
-// its bytes, issue 22). Nothing
+// its bytes, issue 22). Frames: its own pages (a Canvas page presented as
+// html, served on an opaque sandboxed origin by package canvas) and http(s)
+// pages an agent presents by url, which the UI shows only in an iframe
+// sandboxed without allow-same-origin (docs/PROTOCOL.md "Presented
+// pages"). Nothing
 // may frame it, and no <base>, <object> or form target can redirect it.
 // %[1]s is the request's host ("127.0.0.1:18789"), for the WebSocket
 // (older WebKit does not match ws: against 'self').
 const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; " +
 	"img-src 'self' data: blob:; media-src 'self' blob:; font-src 'self' data:; connect-src 'self'%[1]s; " +
+	"frame-src 'self' http: https:; " +
 	"object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 // setSecurityHeaders sets the CSP, anti-framing, nosniff and referrer

@@ -12,6 +12,7 @@ import (
 	"path"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -230,7 +231,8 @@ type Server struct {
 	preAuth      map[string]int     // connections before hello-ok, by pool (preAuthPool)
 	preAuthByIP  map[string]int     // the same by pool and IP address
 	forbidden    func(call *Call, reason string)
-	deviceEvents DeviceEventFilter // see OnDeviceEvent
+	deviceEvents DeviceEventFilter       // see OnDeviceEvent
+	pages        map[string]http.Handler // HandlePages: path prefix → handler
 	shuttingDown bool
 	connWG       sync.WaitGroup
 
@@ -360,6 +362,40 @@ func (s *Server) Handle(name string, kind Kind, h Handler) {
 		panic("gateway: duplicate handler for " + name)
 	}
 	s.handlers[name] = method{h: h, kind: kind}
+}
+
+// HandlePages serves the HTTP GET requests whose path starts with prefix
+// ("/canvas/frame/": it must start and end with "/", and not be "/",
+// "/ws/" or "/api/") with h instead of the UI, on every listener, after
+// the gateway's checks of the request and with its security headers set;
+// h may replace them (a presented Canvas page has a CSP of its own). It
+// panics on a bad or duplicate prefix (programming errors). Register
+// before serving.
+func (s *Server) HandlePages(prefix string, h http.Handler) {
+	if len(prefix) < 3 || prefix[0] != '/' || prefix[len(prefix)-1] != '/' || prefix == "/ws/" || prefix == "/api/" || h == nil {
+		panic("gateway: HandlePages needs a prefix /x/ (not /ws/ or /api/) and a handler")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pages == nil {
+		s.pages = map[string]http.Handler{}
+	}
+	if _, dup := s.pages[prefix]; dup {
+		panic("gateway: duplicate HandlePages " + prefix)
+	}
+	s.pages[prefix] = h
+}
+
+// page is the HandlePages handler of path, nil when none.
+func (s *Server) page(path string) http.Handler {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for prefix, h := range s.pages {
+		if strings.HasPrefix(path, prefix) {
+			return h
+		}
+	}
+	return nil
 }
 
 // MethodKind returns the kind method was registered with, or the zero

@@ -84,6 +84,9 @@ var (
 const (
 	TransportWebRTC = "webrtc" // a WebRTC data channel (package rtc)
 	TransportHTTPS  = "https"  // the chunked upload fallback
+	// TransportGateway: inline over the gateway's WebSocket (a Canvas
+	// snapshot, package canvas).
+	TransportGateway = "gateway"
 )
 
 // Defaults of Options.

@@ -72,7 +72,7 @@ func (p Plan) check(o Options) error {
 		return fmt.Errorf("transfer %s: more than %d blocks: %w", p.ID, MaxBlocks, ErrInvalid)
 	case len(p.Blocks) != NumBlocks(p.Size, p.BlockSize):
 		return fmt.Errorf("transfer %s: %d block hashes for %d blocks: %w", p.ID, len(p.Blocks), NumBlocks(p.Size, p.BlockSize), ErrInvalid)
-	case p.Transport != TransportWebRTC && p.Transport != TransportHTTPS:
+	case p.Transport != TransportWebRTC && p.Transport != TransportHTTPS && p.Transport != TransportGateway:
 		return fmt.Errorf("transfer %s: transport %q: %w", p.ID, p.Transport, ErrInvalid)
 	}
 	return nil

@@ -1,0 +1,180 @@
+package canvas
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/atrium-dev/atrium/backend/gateway"
+)
+
+// ActionParams are canvas.action's params: a user action on a surface
+// (A2UI's userAction), the bound data resolved into Context.
+type ActionParams struct {
+	Target      string          `json:"target"`
+	SurfaceID   string          `json:"surfaceId"`
+	ComponentID string          `json:"componentId"`
+	Name        string          `json:"name"`
+	Context     json.RawMessage `json:"context"`
+}
+
+// ActionResult is canvas.action's answer.
+type ActionResult struct {
+	Accepted   bool   `json:"accepted"`
+	ActionID   string `json:"actionId"`
+	SessionKey string `json:"sessionKey"`
+	Queued     bool   `json:"queued"`
+}
+
+// Action takes a user action from who: a node may act only on surfaces
+// shown on itself (its own id as target, FORBIDDEN and audited
+// otherwise), the person's UIs on any target (default desktop). The
+// action is stored before it is acknowledged and becomes a user message
+// in the session owning the surface (see Run). Errors: INVALID_REQUEST,
+// FORBIDDEN, NOT_FOUND (no such surface), UNAVAILABLE (too many waiting,
+// retryable), INTERNAL.
+func (s *Service) Action(ctx context.Context, who Who, p ActionParams) (ActionResult, error) {
+	const method = "canvas.action"
+	if who.Principal.Role == gateway.RoleNode {
+		self := who.Principal.Device
+		if self == "" {
+			self = "local:" + who.ConnID
+		}
+		if p.Target == "" {
+			p.Target = self
+		}
+		if p.Target != self {
+			s.audit(method, who, p.Target+" "+p.SurfaceID, false, "a node acts only on surfaces shown on itself")
+			return ActionResult{}, gateway.Errorf(gateway.CodeForbidden, "%s: a node acts only on surfaces shown on itself (%s), not on %s", method, self, p.Target)
+		}
+	} else if p.Target == "" {
+		p.Target = Desktop
+	}
+	for name, v := range map[string]string{"surfaceId": p.SurfaceID, "componentId": p.ComponentID, "name": p.Name} {
+		if v == "" || len(v) > MaxIDBytes {
+			return ActionResult{}, gateway.Errorf(gateway.CodeInvalidRequest, "%s: %s must be 1..%d bytes", method, name, MaxIDBytes)
+		}
+	}
+	ctxJSON := p.Context
+	if len(ctxJSON) == 0 || string(ctxJSON) == "null" {
+		ctxJSON = json.RawMessage(`{}`)
+	}
+	var obj map[string]any
+	if len(ctxJSON) > MaxContextBytes || json.Unmarshal(ctxJSON, &obj) != nil {
+		return ActionResult{}, gateway.Errorf(gateway.CodeInvalidRequest, "%s: context must be a JSON object of at most %d bytes", method, MaxContextBytes)
+	}
+	s.mu.Lock()
+	sf := s.surfaces[p.Target][p.SurfaceID]
+	owner := ""
+	if sf != nil {
+		owner = sf.Owner
+	}
+	s.mu.Unlock()
+	if sf == nil {
+		return ActionResult{}, gateway.Errorf(gateway.CodeNotFound, "%s: no surface %q on %s", method, p.SurfaceID, p.Target)
+	}
+	now := s.o.Now()
+	msg, err := actionMessage(p, ctxJSON, now)
+	if err != nil {
+		return ActionResult{}, gateway.Errorf(gateway.CodeInvalidRequest, "%s: %v", method, err)
+	}
+	id := newID()
+	n, err := s.st.addAction(ctx, id, owner, p.Target, msg, s.o.MaxWaitingActions, now.UnixMilli())
+	if errors.Is(err, ErrTooManyActions) {
+		return ActionResult{}, &gateway.Error{Code: gateway.CodeUnavailable, Message: fmt.Sprintf("%s: %v", method, err), Retryable: true}
+	}
+	if err != nil {
+		return ActionResult{}, gateway.Errorf(gateway.CodeInternal, "%s: %v", method, err)
+	}
+	queued := n > 1
+	if !queued && s.o.Chat != nil {
+		prof, sess, _ := strings.Cut(owner, "/")
+		queued = s.o.Chat.Busy(prof, sess)
+	}
+	s.Wake()
+	return ActionResult{Accepted: true, ActionID: id, SessionKey: owner, Queued: queued}, nil
+}
+
+// actionMessage is the user message an action becomes: one line a person
+// reads, then A2UI's client-to-server userAction as JSON for the model.
+func actionMessage(p ActionParams, ctxJSON json.RawMessage, now time.Time) (string, error) {
+	ua := map[string]any{"userAction": map[string]any{
+		"name": p.Name, "surfaceId": p.SurfaceID, "sourceComponentId": p.ComponentID,
+		"timestamp": now.UTC().Format(time.RFC3339Nano), "context": ctxJSON,
+	}}
+	b, err := json.MarshalIndent(ua, "", "  ")
+	if err != nil {
+		return "", fmt.Errorf("encode the action: %w", err)
+	}
+	return fmt.Sprintf("Canvas action %q on surface %q (component %q)\n```json\n%s\n```", p.Name, p.SurfaceID, p.ComponentID, b), nil
+}
+
+// Wake makes Run look at the waiting actions now (the wiring calls it when
+// a chat run ends).
+func (s *Service) Wake() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run sends the waiting actions, oldest first per session, one at a time
+// per session, until ctx ends: an action whose session is answering waits
+// for Wake or the next RetryInterval. Actions stored before a restart are
+// sent after it. It returns ctx's error.
+func (s *Service) Run(ctx context.Context) error {
+	t := time.NewTicker(s.o.RetryInterval)
+	defer t.Stop()
+	warned := map[string]bool{}
+	for {
+		s.deliver(ctx, warned)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.wake:
+		case <-t.C:
+		}
+	}
+}
+
+// deliver tries each session's oldest waiting action once, and again
+// while it succeeds.
+func (s *Service) deliver(ctx context.Context, warned map[string]bool) {
+	if s.o.Chat == nil {
+		return
+	}
+	for range s.o.MaxWaitingActions { // bounded: each round sends at least one or stops
+		list, err := s.st.waiting(ctx)
+		if err != nil {
+			s.log.Error("canvas actions not read", "err", err)
+			return
+		}
+		sent := 0
+		for _, w := range list {
+			prof, sess, _ := strings.Cut(w.SessionKey, "/")
+			runID, err := s.o.Chat.SendAction(ctx, prof, sess, w.Message, w.ID)
+			if err != nil {
+				if !errors.Is(err, ErrBusy) && !warned[w.ID] {
+					warned[w.ID] = true
+					s.log.Warn("canvas action waits", "action", w.ID, "session", w.SessionKey, "err", err)
+				}
+				continue
+			}
+			delete(warned, w.ID)
+			if err := s.st.markSent(ctx, w.Seq, runID, s.o.Now().UnixMilli()); err != nil {
+				// The turn started; the action would be sent again after a
+				// restart. Say so loudly.
+				s.log.Error("canvas action sent but not marked", "action", w.ID, "run", runID, "err", err)
+				return
+			}
+			s.log.Info("canvas action sent", "action", w.ID, "session", w.SessionKey, "run", runID)
+			sent++
+		}
+		if sent == 0 {
+			return
+		}
+	}
+}
