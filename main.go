@@ -17,8 +17,9 @@ var version = "dev"
 
 func main() {
 	os.Exit(cli.Main(os.Args[1:], cli.Options{
-		Version: version,
-		UI:      frontend.Dist(),
+		Version:     version,
+		UI:          frontend.Dist(),
+		A2UISchemas: frontend.A2UISchemas(),
 		Desktop: func(ctx context.Context, o cli.DesktopOptions) error {
 			return app.Run(ctx, app.Options{UI: o.UI, WSURL: o.WSURL, Token: o.Token, Logger: o.Logger, Focus: o.Focus,
 				OnPicker: o.SetPicker, Languages: o.Languages})

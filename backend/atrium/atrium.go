@@ -30,6 +30,7 @@ import (
 	"github.com/atrium-dev/atrium/backend/api"
 	"github.com/atrium-dev/atrium/backend/applock"
 	"github.com/atrium-dev/atrium/backend/audit"
+	"github.com/atrium-dev/atrium/backend/canvas"
 	"github.com/atrium-dev/atrium/backend/chat"
 	"github.com/atrium-dev/atrium/backend/collab"
 	"github.com/atrium-dev/atrium/backend/config"
@@ -60,6 +61,10 @@ type Options struct {
 	Port int
 	// UI is the built frontend served at "/" (nil: a page saying it is not built).
 	UI fs.FS
+	// A2UISchemas are the official A2UI schemas (frontend.A2UISchemas())
+	// the Canvas validates every pushed line against. Nil: no Canvas
+	// (canvas.* not served).
+	A2UISchemas fs.FS
 	// Version is reported by health and hello-ok.
 	Version string
 	// AllowedOrigins are extra WebSocket origins (the desktop window's).
@@ -166,6 +171,9 @@ type App struct {
 	// Nodes is presence, the node registry, node.invoke and the exec
 	// asks (SPEC §7; nodes.go).
 	Nodes *nodes.Service
+	// Canvas is the Canvas and A2UI service (canvas.*; nil without
+	// Options.A2UISchemas).
+	Canvas *canvas.Service
 	// Model is the model configuration of the main profile (model.Detect,
 	// then ProfileModel) and ModelReason why it was chosen, at start
 	// (Settings and config.get show the model in force after a change).
@@ -450,7 +458,7 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 		SearcherFor:   func(role string) chat.Searcher { return roleSearcher{m: a.Memory, g: a.Guard, role: role} },
 		Tools:         a.agentTools(o),
 		ContextWindow: a.Model.ContextWindow,
-		Emit:          a.Gateway.Broadcast,
+		Emit:          a.chatEmit,
 		Remote:        runner,
 		MainContext:   a.Memory.MainContext,
 		Logger:        o.Logger,
@@ -490,6 +498,9 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 	runner.pool = a.Pool
 
 	if err := a.newNodes(o.Logger); err != nil {
+		return nil, err
+	}
+	if err := a.newCanvas(ctx, o, o.Logger); err != nil {
 		return nil, err
 	}
 	api.Register(api.Options{
@@ -534,6 +545,7 @@ func (a *App) agentTools(o Options) func(chat.ToolScope) (*agent.Registry, error
 			Fetch:     &tools.FetchOptions{AllowPrivate: o.FetchAllowPrivate},
 			Exec:      a.execOptions(sc),
 			Nodes:     a.nodesTool(sc),
+			Canvas:    a.canvasTool(sc),
 			MediaDir:  a.Layout.MediaDir(),
 			Logger:    o.Logger,
 		})
@@ -642,7 +654,7 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 7)                               // one per goroutine below
+	errc := make(chan error, 8)                               // one per goroutine below
 	go func() { errc <- wrap("profiles", a.Pool.Run(ctx)) }() // stops every instance at the end
 	go func() { errc <- wrap("memory", a.Memory.Run(ctx)) }()
 	go func() { errc <- wrap("gateway", a.Gateway.Run(ctx)) }()
@@ -650,6 +662,7 @@ func (a *App) Run(ctx context.Context) error {
 	go func() { errc <- wrap("nodes", a.Nodes.Run(ctx)) }()     // expires presence entries
 	go func() { errc <- wrap("devices", a.Devices.Run(ctx)) }() // expires pairing requests
 	go func() { errc <- wrap("gateway LAN", a.runLAN(ctx)) }()  // HTTPS/WSS listeners, mDNS
+	go func() { errc <- wrap("canvas", a.runCanvas(ctx)) }()    // sends waiting user actions
 	first := <-errc
 	cancel()
 	var errs []error

@@ -205,6 +205,9 @@ func startAppWith(t *testing.T, getenv func(string) string, edit func(ws string,
 		Version: "test",
 		Getenv:  getenv,
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+		// The committed copy of the official A2UI schemas, as main.go
+		// embeds it (frontend.A2UISchemas).
+		A2UISchemas: os.DirFS(filepath.Join("..", "..", "frontend", "src", "lib", "a2ui", "schemas")),
 	}
 	if edit != nil {
 		edit(ws, &opts)

@@ -129,7 +129,7 @@ func TestWhoMayCall(t *testing.T) {
 		t.Fatal(`docs/PROTOCOL.md has no "## Who may call" section`)
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
-	row := regexp.MustCompile("(?m)^\\| `([a-z.]+)` \\| ([a-z]+) \\| ([a-z, ]+?) \\|")
+	row := regexp.MustCompile("(?m)^\\| `([a-z0-9.]+)` \\| ([a-z]+) \\| ([a-z, ]+?) \\|")
 	documented := map[string]string{}
 	for _, m := range row.FindAllStringSubmatch(section, -1) {
 		documented[m[1]] = m[2] + " | " + m[3]

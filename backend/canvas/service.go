@@ -48,7 +48,7 @@ const (
 	MaxEvalTimeout               = 60 * time.Second
 	DefaultEvalTimeout           = 10 * time.Second
 	MaxIDBytes                   = 256      // surfaceId, componentId, action name
-	MaxContextBytes              = 64 << 10 // an action's context, as JSON
+	MaxContextBytes              = 32 << 10 // an action's context, as JSON (the message stays under chat's 64,000 characters)
 )
 
 // Sentinel errors.

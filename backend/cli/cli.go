@@ -61,6 +61,9 @@ type Options struct {
 	Version string
 	// UI is the built frontend.
 	UI fs.FS
+	// A2UISchemas are the official A2UI schemas the Canvas validates
+	// against (frontend.A2UISchemas()); nil: the app has no Canvas.
+	A2UISchemas fs.FS
 	// Desktop opens the window and blocks until it closes; nil means this
 	// binary has no window (then `atrium` alone behaves like `atrium serve`).
 	Desktop func(ctx context.Context, o DesktopOptions) error
@@ -736,6 +739,7 @@ func startWith(ctx context.Context, c common, af appFlags, o Options, log *slog.
 		Layout:          layout,
 		Port:            c.port,
 		UI:              o.UI,
+		A2UISchemas:     o.A2UISchemas,
 		Version:         o.Version,
 		AllowedOrigins:  so.origins,
 		Getenv:          o.Getenv,

@@ -32,6 +32,10 @@
 //     the highest level, L3: system.run, system.notify, location.get (and
 //     camera.*, screen.*) on every call, other commands through the
 //     session's L3 grant. Every call is audited (operation nodes).
+//   - canvas (only with Options.Canvas): A2UI surfaces and presented pages
+//     on the desktop or a node (SPEC §8): push and reset at L1, present,
+//     navigate, hide and snapshot at L1 on the desktop and L3 on a node,
+//     eval asks the person on every call at L3. Audited (operation canvas).
 //
 // Handler errors wrap agent.ErrDenied (refused: status denied),
 // agent.ErrRetryable (worth another attempt) or neither (status error).
@@ -92,6 +96,8 @@ type Options struct {
 	Fetch *FetchOptions
 	// Nodes enables the nodes tool when not nil.
 	Nodes *NodesOptions
+	// Canvas enables the canvas tool when not nil.
+	Canvas *CanvasOptions
 	// MediaDir is the media folder ($ATRIUM_HOME/media,
 	// paths.Layout.MediaDir): a tool's picture may lie there or in the
 	// workspace, nowhere else (ErrImagePath). Empty: the workspace only.
@@ -152,6 +158,13 @@ func Register(r *agent.Registry, o Options) error {
 			return err
 		}
 		regs = append(regs, n.register)
+	}
+	if o.Canvas != nil {
+		c, err := newCanvasTool(e, *o.Canvas)
+		if err != nil {
+			return err
+		}
+		regs = append(regs, c.register)
 	}
 	for _, reg := range regs {
 		if err := reg(r); err != nil {
