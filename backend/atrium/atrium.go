@@ -173,7 +173,8 @@ type App struct {
 	Nodes *nodes.Service
 	// Canvas is the Canvas and A2UI service (canvas.*; nil without
 	// Options.A2UISchemas).
-	Canvas *canvas.Service
+	Canvas    *canvas.Service
+	canvasLog *slog.Logger
 	// Model is the model configuration of the main profile (model.Detect,
 	// then ProfileModel) and ModelReason why it was chosen, at start
 	// (Settings and config.get show the model in force after a change).
@@ -461,6 +462,7 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 		Emit:          a.chatEmit,
 		Remote:        runner,
 		MainContext:   a.Memory.MainContext,
+		OfflineCard:   a.offlineCard,
 		Logger:        o.Logger,
 	})
 	if err != nil {

@@ -2,10 +2,13 @@ package atrium
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
+	"github.com/atrium-dev/atrium/backend/acl"
 	"github.com/atrium-dev/atrium/backend/agent/tools"
 	"github.com/atrium-dev/atrium/backend/canvas"
 	"github.com/atrium-dev/atrium/backend/chat"
@@ -38,7 +41,7 @@ func (a *App) newCanvas(ctx context.Context, o Options, log *slog.Logger) error 
 	svc.Register()
 	a.Gateway.HandlePages(canvas.FramePath, svc.FrameHandler())
 	a.onAuthenticated(svc.Connected)
-	a.Canvas = svc
+	a.Canvas, a.canvasLog = svc, log
 	return nil
 }
 
@@ -112,4 +115,75 @@ func (a *App) runCanvas(ctx context.Context) error {
 		return nil
 	}
 	return a.Canvas.Run(ctx)
+}
+
+// OfflineCardSurface is the surface of the offline provider's card:
+// "offline-search-<sessionId>", one per session (a new answer replaces it).
+const OfflineCardSurface = "offline-search-"
+
+// offlineCard shows what an offline answer found as a small A2UI card on
+// the desktop Canvas, owned by the answer's session (issue 23: a person
+// with no model sees the Canvas work). In the background: it never delays
+// the answer.
+func (a *App) offlineCard(c chat.OfflineCard) {
+	if a.Canvas == nil {
+		return
+	}
+	jsonl := offlineCardJSONL(c, OfflineCardSurface+c.SessionID)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*canvas.DefaultRenderWait)
+		defer cancel()
+		res, err := a.Canvas.Push(ctx, canvas.Who{Agent: acl.MainRole, SessionKey: c.ProfileID + "/" + c.SessionID}, canvas.Desktop, jsonl)
+		switch {
+		case err != nil:
+			a.canvasLog.Warn("offline card not shown", "err", err)
+		case len(res.Errors) > 0:
+			a.canvasLog.Warn("offline card refused", "line", res.Errors[0].Line, "reason", res.Errors[0].Reason)
+		}
+	}()
+}
+
+// offlineCardJSONL is the card as A2UI v0.8 lines: the surface made anew
+// (deleteSurface first), a title, one Card per passage (its source and the
+// start of its text), in the answer's language.
+func offlineCardJSONL(c chat.OfflineCard, surfaceID string) string {
+	title, srcFmt := "Found in memory: “%s”", "%s:%d-%d · score %.2f"
+	if c.Chinese {
+		title, srcFmt = "记忆中找到：“%s”", "%s:%d-%d · 得分 %.2f"
+	}
+	text := func(id, s, hint string) map[string]any {
+		t := map[string]any{"text": map[string]any{"literalString": s}}
+		if hint != "" {
+			t["usageHint"] = hint
+		}
+		return map[string]any{"id": id, "component": map[string]any{"Text": t}}
+	}
+	ids := []string{"title"}
+	comps := []map[string]any{text("title", fmt.Sprintf(title, c.Query), "h4")}
+	for i, r := range c.Results {
+		card, col := fmt.Sprintf("r%d", i), fmt.Sprintf("r%d-col", i)
+		ids = append(ids, card)
+		snippet := []rune(strings.Join(strings.Fields(r.Snippet), " "))
+		if len(snippet) > 280 {
+			snippet = append(snippet[:280], '…')
+		}
+		comps = append(comps,
+			map[string]any{"id": card, "component": map[string]any{"Card": map[string]any{"child": col}}},
+			map[string]any{"id": col, "component": map[string]any{"Column": map[string]any{"children": map[string]any{"explicitList": []string{col + "-src", col + "-text"}}}}},
+			text(col+"-src", fmt.Sprintf(srcFmt, r.Path, r.StartLine, r.EndLine, r.Score), "caption"),
+			text(col+"-text", string(snippet), "body"))
+	}
+	comps = append(comps, map[string]any{"id": "root", "component": map[string]any{"Column": map[string]any{"children": map[string]any{"explicitList": ids}}}})
+	lines := []any{
+		map[string]any{"deleteSurface": map[string]any{"surfaceId": surfaceID}},
+		map[string]any{"surfaceUpdate": map[string]any{"surfaceId": surfaceID, "components": comps}},
+		map[string]any{"beginRendering": map[string]any{"surfaceId": surfaceID, "root": "root"}},
+	}
+	var b strings.Builder
+	for _, l := range lines {
+		j, _ := json.Marshal(l) // maps of strings and numbers: cannot fail
+		b.Write(j)
+		b.WriteByte('\n')
+	}
+	return b.String()
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/atrium-dev/atrium/backend/audit"
+	"github.com/atrium-dev/atrium/backend/chat"
 	"github.com/atrium-dev/atrium/backend/gateway"
 )
 
@@ -135,5 +136,67 @@ func TestCanvasMethods(t *testing.T) {
 			t.Fatalf("the action never became a message: %+v", page)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestCanvasPromptExample: the A2UI example the system prompt gives models
+// is valid against the official schemas, line by line, and renders a
+// surface with a root.
+func TestCanvasPromptExample(t *testing.T) {
+	a, _ := startApp(t, func(string) string { return "" })
+	var lines []json.RawMessage
+	must(t, json.Unmarshal([]byte(chat.CanvasExample), &lines))
+	if len(lines) != 3 {
+		t.Fatalf("%d lines", len(lines))
+	}
+	for i, l := range lines {
+		if _, err := a.Canvas.Validator().Check(i+1, l); err != nil {
+			t.Errorf("the prompt's example: %v", err)
+		}
+	}
+}
+
+// TestOfflineCard: with no model configured, the offline provider's answer
+// comes with a small A2UI card of what it found on the desktop Canvas,
+// owned by the answer's session; the card's lines are valid.
+func TestOfflineCard(t *testing.T) {
+	a, _ := startApp(t, func(string) string { return "" })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	admin := gwDial(ctx, t, a, gateway.RoleOperator, "offline-card")
+	must(t, admin.Call(ctx, "memory.sync", nil, nil))
+	var sent struct{ SessionID string }
+	must(t, admin.Call(ctx, "chat.send", map[string]any{"profileId": "main", "message": "When does the deploy key rotation happen?"}, &sent))
+	want := OfflineCardSurface + sent.SessionID
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var state struct {
+			Surfaces []struct {
+				SurfaceID, SessionKey string
+				Messages              []json.RawMessage
+			}
+		}
+		must(t, admin.Call(ctx, "canvas.state", map[string]any{"target": "desktop"}, &state))
+		if len(state.Surfaces) == 1 {
+			s := state.Surfaces[0]
+			all := ""
+			for _, m := range s.Messages {
+				all += string(m)
+			}
+			if s.SurfaceID != want || s.SessionKey != "main/"+sent.SessionID || !strings.Contains(all, "MEMORY.md:") ||
+				!strings.Contains(all, "every Friday") || !strings.Contains(all, `"Card"`) {
+				t.Fatalf("card: %+v\n%s", s, all)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no offline card: %+v", state)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Chinese question, Chinese card.
+	jsonl := offlineCardJSONL(chat.OfflineCard{Query: "数据库", Chinese: true, Results: nil}, "x")
+	if !strings.Contains(jsonl, "记忆中找到") {
+		t.Fatalf("zh card: %s", jsonl)
 	}
 }

@@ -177,6 +177,10 @@ type Options struct {
 	// AGENTS.md, TOOLS.md and HEARTBEAT.md (memory.Manager.MainContext).
 	// Nil or "": the built-in persona alone.
 	MainContext func(ctx context.Context) (string, error)
+	// OfflineCard, when set, gets what each offline answer (no model
+	// configured) found, after the answer was made; the wiring shows it as
+	// a small A2UI card on the Canvas (issue 23). It must not block.
+	OfflineCard func(OfflineCard)
 	// Logger receives structured logs. Default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.

@@ -84,6 +84,22 @@ func lastUserText(req model.Request) string {
 // sources it quoted. A failed search is reported inside the answer, not as
 // an error; the only error is ctx's (the partial answer is returned with it).
 func (o *Offline) Answer(ctx context.Context, query string, onDelta func(model.Delta)) (model.Response, []history.Source, error) {
+	resp, src, _, err := o.answer(ctx, query, onDelta)
+	return resp, src, err
+}
+
+// OfflineCard is what an offline answer found, for the Canvas card the
+// wiring shows beside it (Options.OfflineCard): the question (cut as the
+// search used it), the passages, and whether the answer is in Chinese.
+type OfflineCard struct {
+	ProfileID, SessionID string
+	Query                string
+	Results              []memory.SearchResult
+	Chinese              bool
+}
+
+// answer is Answer that also returns the search results it quoted.
+func (o *Offline) answer(ctx context.Context, query string, onDelta func(model.Delta)) (model.Response, []history.Source, []memory.SearchResult, error) {
 	if onDelta == nil {
 		onDelta = func(model.Delta) {}
 	}
@@ -98,7 +114,7 @@ func (o *Offline) Answer(ctx context.Context, query string, onDelta func(model.D
 	if q != "" && o.opts.Memory != nil {
 		res, err := o.opts.Memory.Search(ctx, memory.SearchOptions{Query: q, MaxResults: o.opts.MaxResults, MinScore: o.opts.MinScore})
 		if err != nil && ctx.Err() != nil {
-			return model.Response{}, nil, fmt.Errorf("offline answer: %w", ctx.Err())
+			return model.Response{}, nil, nil, fmt.Errorf("offline answer: %w", ctx.Err())
 		}
 		results, searchErr = res.Results, err
 		if len(results) > o.opts.MaxResults {
@@ -128,12 +144,15 @@ func (o *Offline) Answer(ctx context.Context, query string, onDelta func(model.D
 	var text strings.Builder
 	for _, p := range parts {
 		if err := ctx.Err(); err != nil {
-			return model.Response{Content: text.String()}, sources, fmt.Errorf("offline answer: %w", err)
+			return model.Response{Content: text.String()}, sources, results, fmt.Errorf("offline answer: %w", err)
 		}
 		text.WriteString(p)
 		onDelta(model.Delta{Content: p})
 	}
-	return model.Response{Content: text.String(), FinishReason: "stop"}, sources, nil
+	if searchErr != nil {
+		results = nil
+	}
+	return model.Response{Content: text.String(), FinishReason: "stop"}, sources, results, nil
 }
 
 // offlineText is the offline answer's wording in one language. The answer is

@@ -19,6 +19,32 @@ import (
 const mainPersona = "You are Main, the main agent of Atrium: a local-first desktop app where AI agents chat with a person " +
 	"and share their Markdown memory. You are a helpful, honest and concise assistant."
 
+// ToolCanvas is the canvas tool's name (agent/tools.CanvasTool): when it is
+// offered, the system prompt says how to use A2UI (canvasPrompt).
+const ToolCanvas = "canvas"
+
+// CanvasExample is the A2UI v0.8 example of the system prompt: a form with
+// a bound text field and a button whose press comes back with the value.
+// Every line is valid against the official schemas (backend/atrium
+// TestCanvasPromptExample).
+const CanvasExample = `[{"surfaceUpdate":{"surfaceId":"ask","components":[` +
+	`{"id":"root","component":{"Column":{"children":{"explicitList":["q","name","go"]}}}},` +
+	`{"id":"q","component":{"Text":{"text":{"literalString":"Which city?"},"usageHint":"h3"}}},` +
+	`{"id":"name","component":{"TextField":{"label":{"literalString":"City"},"text":{"path":"/city"}}}},` +
+	`{"id":"goText","component":{"Text":{"text":{"literalString":"Show weather"}}}},` +
+	`{"id":"go","component":{"Button":{"child":"goText","primary":true,"action":{"name":"weather","context":[{"key":"city","value":{"path":"/city"}}]}}}}]}},` +
+	`{"dataModelUpdate":{"surfaceId":"ask","contents":[{"key":"city","valueString":"Paris"}]}},` +
+	`{"beginRendering":{"surfaceId":"ask","root":"root"}}]`
+
+// canvasPrompt tells a model how to show UI with the canvas tool.
+const canvasPrompt = "With the canvas tool you can show UI to the person (A2UI, rendered natively in Atrium's Canvas): push " +
+	"messages in order — surfaceUpdate (components, each {id, component:{Type:{…}}}; text as {\"literalString\":…} or bound to " +
+	"the data model with {\"path\":\"/x\"}), dataModelUpdate (values), then beginRendering {surfaceId, root}. Components: Text, " +
+	"Image, Icon, Row, Column, List, Card, Tabs, Divider, Modal, Button, CheckBox, TextField, DateTimeInput, MultipleChoice, Slider. " +
+	"A Button's action {name, context:[{key, value:{path}}]} comes back to you as a message \"Canvas action …\" with the values " +
+	"as JSON; answer it. A refused line comes back with its number and reason: fix that line and push again. Example " +
+	"(messages): " + CanvasExample + "\n"
+
 // systemPrompt is a run's system prompt: the agent's persona (mainPersona,
 // or an instance's profile persona, see instancePersona), what its tools
 // are for (tools are the names of the tools it is offered), the language
@@ -35,6 +61,9 @@ func systemPrompt(persona string, now time.Time, tools []string) string {
 	if others := slices.DeleteFunc(slices.Clone(tools), func(n string) bool { return n == ToolMemorySearch }); len(others) > 0 {
 		fmt.Fprintf(&b, "Other tools: %s. Tools that run programs or reach the network ask the person first; "+
 			"a call they refuse comes back with status \"denied\": do not retry it, say what you could not do.\n", strings.Join(others, ", "))
+	}
+	if slices.Contains(tools, ToolCanvas) {
+		b.WriteString(canvasPrompt)
 	}
 	b.WriteString("Answer in the language of the person's message. Use Markdown when it helps.\n")
 	fmt.Fprintf(&b, "Current date: %s.", now.Format("Monday 2006-01-02"))
@@ -145,12 +174,18 @@ var errEmptyAnswer = errors.New("the model returned an empty answer")
 // go to the run's sources.
 type offlineRun struct {
 	*Offline
-	add func([]history.Source)
+	add  func([]history.Source)
+	card func(OfflineCard) // Options.OfflineCard with the run's profile and session; nil: none
+	rn   RunRef
 }
 
 func (o offlineRun) Stream(ctx context.Context, req model.Request, onDelta func(model.Delta)) (model.Response, error) {
-	resp, src, err := o.Answer(ctx, lastUserText(req), onDelta)
+	q := lastUserText(req)
+	resp, src, results, err := o.answer(ctx, q, onDelta)
 	o.add(src)
+	if err == nil && o.card != nil && len(results) > 0 {
+		o.card(OfflineCard{ProfileID: o.rn.ProfileID, SessionID: o.rn.SessionID, Query: oneLine(q, 120), Results: results, Chinese: hasHan(q)})
+	}
 	return resp, err
 }
 
@@ -167,7 +202,7 @@ func (st *runState) answer(p model.Provider) error {
 	}
 	st.vision = model.TakesImages(p)
 	if off, ok := p.(*Offline); ok {
-		p = offlineRun{Offline: off, add: st.addSources}
+		p = offlineRun{Offline: off, add: st.addSources, card: s.opts.OfflineCard, rn: rn.RunRef}
 	} else if err := st.economize(ctx, p, reg); err != nil {
 		return err
 	}
