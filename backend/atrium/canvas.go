@@ -83,11 +83,13 @@ func (cc canvasChat) Busy(profileID, sessionID string) bool {
 	return false
 }
 
-// canvasTool gives a run's agents the canvas tool, its surfaces owned by
-// the run's session; present to a node, snapshot of a node and eval ask
-// the person through the session's permissions (none: refused).
+// canvasTool gives a run's agents the canvas tool when something shows a
+// Canvas at the run's start (a UI or a node that renders A2UI; its schema
+// would only cost context otherwise), its surfaces owned by the run's
+// session; present to a node, snapshot of a node and eval ask the person
+// through the session's permissions (none: refused).
 func (a *App) canvasTool(sc chat.ToolScope) *tools.CanvasOptions {
-	if a.Canvas == nil {
+	if a.Canvas == nil || !a.Canvas.Viewers() {
 		return nil
 	}
 	o := &tools.CanvasOptions{Canvas: a.Canvas, SessionKey: sc.ProfileID + "/" + sc.SessionID}

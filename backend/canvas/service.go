@@ -463,13 +463,18 @@ func (s *Service) dispatch(ctx context.Context, who Who, target, pushID, op, com
 	return s.toDesktop(ctx, pushID, op, params, wait)
 }
 
+// UIMode is the client.mode of a connection that shows the desktop Canvas
+// (the UI's gateway.ts connects with it).
+const UIMode = "ui"
+
 // uiConns are the connections that show the desktop Canvas: the person's
-// (admin) and operator devices MayUse allows.
+// UIs (client.mode UIMode; not the CLI) as admin, and those of operator
+// devices MayUse allows.
 func (s *Service) uiConns(ctx context.Context) []string {
 	var ids []string
 	for _, ci := range s.o.Gateway.Conns(func(ci gateway.ConnInfo) bool {
 		c := ci.Principal.Class()
-		return c == gateway.Admin || c == gateway.OperatorDevice
+		return (c == gateway.Admin || c == gateway.OperatorDevice) && ci.Client.Mode == UIMode
 	}) {
 		if ci.Principal.Class() == gateway.OperatorDevice && s.o.MayUse != nil && s.o.MayUse(ctx, ci.Principal.Device) != nil {
 			continue
@@ -478,6 +483,22 @@ func (s *Service) uiConns(ctx context.Context) []string {
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+// Viewers reports whether anything shows a Canvas now: a UI of the person
+// (client.mode UIMode) or a node that renders A2UI (it declared
+// canvas.a2ui.push). The wiring offers agents the canvas tool only then,
+// as it offers the nodes tool only while a node is connected.
+func (s *Service) Viewers() bool {
+	return len(s.o.Gateway.Conns(func(ci gateway.ConnInfo) bool {
+		switch ci.Principal.Class() {
+		case gateway.Admin, gateway.OperatorDevice:
+			return ci.Client.Mode == UIMode
+		case gateway.NodeDevice, gateway.LocalNode:
+			return slices.Contains(ci.Commands, "canvas.a2ui.push")
+		}
+		return false
+	})) > 0
 }
 
 // EventUpdate is the event that carries work to the desktop's UIs.

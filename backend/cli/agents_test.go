@@ -166,6 +166,7 @@ func serveMain(t *testing.T, env map[string]string, args ...string) *syncWriter 
 		served <- Main(args, Options{
 			Version: "test", Stdout: serveOut, Stderr: serveErr,
 			Getenv: func(k string) string { return env[k] }, Context: ctx,
+			A2UISchemas: os.DirFS(filepath.Join("..", "..", "frontend", "src", "lib", "a2ui", "schemas")),
 		})
 	}()
 	t.Cleanup(func() {

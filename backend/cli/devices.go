@@ -149,6 +149,9 @@ const scopeHelp = "what the device reaches in memory as an operator: authenticat
 // commands describe|invoke|run|notify|location get (nodecmds.go).
 func runNodes(ctx context.Context, args []string, o Options) error {
 	sub, args := takeCommand(args)
+	if sub == "canvas" { // nodes canvas present|eval|a2ui push (canvascmds.go)
+		return runCanvas(ctx, args, o)
+	}
 	if verbs, ok := nodeSubGroups[sub]; ok { // nodes location get, nodes camera snap: subcommands of two words
 		verb, rest := takeCommand(args)
 		switch {

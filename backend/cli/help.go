@@ -77,6 +77,9 @@ func commands() []command {
 		{"nodes screen record", "[flags] --node NODE", "record a node's screen (screen.record; --duration 15s, --fps 10, --screen N):\nprints where it is stored, its size and SHA-256", nodeTargetHelp + recordHelp + appHelp},
 		{"nodes screen snapshot", "[flags] --node NODE", "a picture of a node's screen (screen.snapshot; --format png|jpeg, --screen N):\nprints where it is stored, its size and SHA-256", nodeTargetHelp + shotHelp + appHelp},
 		{"nodes location get", "[flags] --node NODE", "where a node is (location.get; --accuracy coarse|balanced|precise;\noff on a phone until its person turns it on)", nodeTargetHelp + locationHelp + appHelp},
+		{"nodes canvas present", "[flags] --node NODE --target URL", "show a web page on a node's Canvas or the app's (--node desktop), in a\nsandboxed frame (--html FILE instead of --target; --x --y --width --height)", canvasHelp + nodeTargetHelp + appHelp},
+		{"nodes canvas eval", "[flags] --node NODE --js EXPR", "run JavaScript inside the page presented there (an --html page; never\nin the app); prints its value as JSON", canvasHelp + nodeTargetHelp + appHelp},
+		{"nodes canvas a2ui push", "[flags] --node NODE --jsonl FILE", "push A2UI JSON Lines (v0.8 or v0.9) to a node's Canvas or the app's\n(--node desktop); refused lines as FILE:LINE: reason", canvasHelp + nodeTargetHelp + appHelp},
 		{"node", "[flags]", "run this computer as a node of an Atrium gateway (pair once,\nthen serve system.run, system.which, system.notify, and with ffmpeg\ncamera.* and screen.*)", nodeHelp},
 		{"version", "", "print the version", ""},
 		{"help", "[COMMAND [SUBCOMMAND]]", "this overview, or a command's usage", ""},
@@ -85,6 +88,10 @@ func commands() []command {
 
 // Help texts shared by several commands.
 const (
+	canvasHelp = "--node desktop is the app's own Canvas (every window and browser of the person).\n" +
+		"A push answers once the target reports it rendered (within 10 s); what is not\n" +
+		"rendered is kept and shown when the Canvas opens, and the command exits 1.\n" +
+		"The first invalid line stops a push: the lines before it apply.\n\n"
 	workspaceHelp = "The workspace must exist, except the default ~/Atrium on the first start (it\n" +
 		"is created then); --create-workspace creates a new one where --workspace or\n" +
 		"ATRIUM_WORKSPACE points. Only one app runs per state dir (--home): a second\n" +
