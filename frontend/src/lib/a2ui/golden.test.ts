@@ -269,6 +269,7 @@ describe('A2UI golden: invalid lines', () => {
     ['two v0.8 kinds on one line', ['{"beginRendering":{"surfaceId":"a","root":"r"},"deleteSurface":{"surfaceId":"a"}}'], /exactly one of/],
     ['a v0.9 update before createSurface', ['{"version":"v0.9","updateComponents":{"surfaceId":"nope","components":[{"id":"root","component":"Text","text":"x"}]}}'], /no surface "nope" \(send createSurface first\)/],
     ['an unknown v0.9 component', ['{"version":"v0.9","createSurface":{"surfaceId":"s","catalogId":"c"}}', '{"version":"v0.9","updateComponents":{"surfaceId":"s","components":[{"id":"root","component":"Marquee","text":"x"}]}}'], /unknown component "Marquee"/],
+    ['a prototype key as a component id', ['{"beginRendering":{"surfaceId":"s","root":"r"}}', '{"surfaceUpdate":{"surfaceId":"s","components":[{"id":"__proto__","component":{"Text":{"text":{"literalString":"x"}}}}]}}'], /component id "__proto__" is not allowed/],
     ['a prototype key in a path', ['{"version":"v0.9","createSurface":{"surfaceId":"s","catalogId":"c"}}', '{"version":"v0.9","updateDataModel":{"surfaceId":"s","path":"/__proto__/x","value":1}}'], /not allowed/],
   ])('%s is refused with its line number', (_name, batch, reason) => {
     const p = createProcessor();

@@ -64,7 +64,11 @@ export class Surface {
   readonly version: A2uiVersion;
   /** The root component's id; null until beginRendering (v0.8). v0.9 surfaces have root "root". */
   root = $state<string | null>(null);
-  components = $state<Record<string, Comp>>({});
+  /**
+   * Replaced as a whole on each component update (not deeply reactive: a Comp never changes in
+   * place), so reading a component costs no proxy; a node whose Comp is the same object does not re-render.
+   */
+  components = $state.raw<Record<string, Comp>>({});
   data = $state<Record<string, unknown>>({});
   styles = $state<SurfaceStyles>({});
   catalogId = $state<string | undefined>(undefined);
@@ -435,6 +439,13 @@ export function normaliseV09(c: Record<string, any>): Comp {
 
 // ---------- the processor ----------
 
+/** A component's id, refused when it would reach Object.prototype. */
+function componentId(c: Record<string, any>): string {
+  const id = String(c.id);
+  if (FORBIDDEN_KEYS.has(id)) throw new Error(`component id "${id}" is not allowed`);
+  return id;
+}
+
 /** What apply() did: how many messages applied, and why the one that stopped it did not (1-based line in the batch). */
 export interface ApplyResult {
   applied: number;
@@ -513,7 +524,9 @@ export function createProcessor(opts: ProcessorOptions = {}): Processor {
       }
       if (!s) throw new Error(`${kind}: no surface "${surfaceId}" (send createSurface first)`);
       if (kind === 'updateComponents') {
-        for (const c of body.components as Record<string, any>[]) s.components[String(c.id)] = normaliseV09(c);
+        const next = { ...s.components };
+        for (const c of body.components as Record<string, any>[]) next[componentId(c)] = normaliseV09(c);
+        s.components = next;
       } else if (kind === 'updateDataModel') {
         const path = typeof body.path === 'string' ? body.path : '/';
         setAt(s, path, 'value' in body ? structuredClone(body.value) : undefined);
@@ -531,7 +544,9 @@ export function createProcessor(opts: ProcessorOptions = {}): Processor {
       const st = isObject(body.styles) ? body.styles : {};
       s.styles = { font: typeof st.font === 'string' ? st.font : undefined, primaryColor: typeof st.primaryColor === 'string' ? st.primaryColor : undefined };
     } else if (kind === 'surfaceUpdate') {
-      for (const c of body.components as Record<string, any>[]) s.components[String(c.id)] = normaliseV08(c);
+      const next = { ...s.components };
+      for (const c of body.components as Record<string, any>[]) next[componentId(c)] = normaliseV08(c);
+      s.components = next;
     } else if (kind === 'dataModelUpdate') {
       const path = typeof body.path === 'string' ? body.path : '/';
       const contents = body.contents as Record<string, any>[];
@@ -556,6 +571,8 @@ export function createProcessor(opts: ProcessorOptions = {}): Processor {
       const errors: LineError[] = [];
       let applied = 0;
       let structural = false;
+      // Only a change of components or root can make a cycle: data updates skip the walk.
+      const shaped = new Set<string>();
       for (let i = 0; i < messages.length; i++) {
         const v = validate(messages[i]);
         if (!v.ok) {
@@ -565,6 +582,8 @@ export function createProcessor(opts: ProcessorOptions = {}): Processor {
         try {
           const r = applyOne(v.version, v.message);
           if (!touched.includes(r.surfaceId)) touched.push(r.surfaceId);
+          const kind = messageKind(v.message);
+          if (kind === 'surfaceUpdate' || kind === 'updateComponents' || kind === 'beginRendering') shaped.add(r.surfaceId);
           if (r.created || r.deleted) structural = true;
           applied++;
         } catch (e) {
@@ -573,7 +592,7 @@ export function createProcessor(opts: ProcessorOptions = {}): Processor {
         }
       }
       if (structural) publish();
-      for (const id of touched) {
+      for (const id of shaped) {
         const s = map.get(id);
         const cycle = s ? findCycle(s) : null;
         if (cycle) errors.push({ line: messages.length, reason: `surface "${id}": components form a cycle (${cycle.join(' → ')}); that branch is not drawn` });
