@@ -124,6 +124,8 @@ var testAllowed = map[string][]string{
 	"backend/gwid":   {"backend/chromiumtest"},
 	"backend/e2e":    {"backend/chromiumtest", "backend/model/modeltest", "backend/capture/xvfbtest"},
 	"backend/rtc":    {"backend/chromiumtest"},
+	// The frontend's A2UI browser benchmark and Canvas screenshots (frontend/bench_test.go).
+	"frontend": {"backend/chromiumtest"},
 	// The screen tests run Xvfb through capture/xvfbtest (e2e's above too).
 	"backend/capture": {"backend/capture/xvfbtest"},
 	// The scripted OpenAI-compatible server is model/modeltest (the
