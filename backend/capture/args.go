@@ -156,7 +156,11 @@ func videoOutput(filters []string, ms int64, audio bool, out string) []string {
 // SnapArgs is ffmpeg's argument list for camera.snap on goos: one frame of
 // cam after p.DelayMs, at most p.MaxWidth wide, JPEG at p.Quality, to out.
 func SnapArgs(goos string, cam Camera, p SnapRequest, out string) []string {
-	args := append(append([]string(nil), common...), cameraInput(goos, cam, false, "")...)
+	return snapArgs(cameraInput(goos, cam, false, ""), p, out)
+}
+
+func snapArgs(input []string, p SnapRequest, out string) []string {
+	args := append(append([]string(nil), common...), input...)
 	if p.DelayMs > 0 {
 		args = append(args, "-ss", seconds(p.DelayMs))
 	}
@@ -167,7 +171,11 @@ func SnapArgs(goos string, cam Camera, p SnapRequest, out string) []string {
 // of cam (and the microphone when audio; audioDev names it on Windows) as
 // MP4 to out.
 func ClipArgs(goos string, cam Camera, p ClipRequest, audio bool, audioDev string, out string) []string {
-	args := append(append([]string(nil), common...), cameraInput(goos, cam, audio, audioDev)...)
+	return clipArgs(cameraInput(goos, cam, audio, audioDev), p, audio, out)
+}
+
+func clipArgs(input []string, p ClipRequest, audio bool, out string) []string {
+	args := append(append([]string(nil), common...), input...)
 	return append(args, videoOutput(nil, p.DurationMs, audio, out)...)
 }
 

@@ -132,6 +132,21 @@ type Capturer struct {
 
 	mu   sync.Mutex
 	busy map[string]chan struct{} // a camera in use, by Camera.ID: closed when it is free again
+
+	// testCameras and testInput, set by tests, stand for the system's
+	// camera list and cameraInput (ffmpeg's lavfi test sources stand for a
+	// camera where there is none).
+	testCameras []Camera
+	testInput   func(cam Camera, audio bool) []string
+}
+
+// input is camera cam's input arguments (audio: with the microphone;
+// audioDev its DirectShow name).
+func (c *Capturer) input(cam Camera, audio bool, audioDev string) []string {
+	if c.testInput != nil {
+		return c.testInput(cam, audio)
+	}
+	return cameraInput(c.o.GOOS, cam, audio, audioDev)
 }
 
 // ErrCameraBusy: the camera stayed in use by another capture of this node

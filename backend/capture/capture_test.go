@@ -352,3 +352,81 @@ func TestCameraOneAtATime(t *testing.T) {
 	must(t, err)
 	other()
 }
+
+// TestCameraThroughFFmpeg runs camera.snap and camera.clip through the
+// real ffmpeg with its lavfi test sources standing for two cameras (no
+// V4L2 camera here): facing picks by order, maxWidth scales down, the clip
+// is H.264 MP4 of the asked length with AAC sound, and a microphone that
+// fails gives the clip again without sound (Audio false).
+func TestCameraThroughFFmpeg(t *testing.T) {
+	if _, err := exec.LookPath("ffmpeg"); err != nil {
+		t.Skip("ffmpeg not installed (Debian ffmpeg; `make deps` installs it)")
+	}
+	tmp := t.TempDir()
+	c := New(Options{GOOS: "linux", TempDir: tmp})
+	c.testCameras = []Camera{{ID: "640x480", Label: "test front"}, {ID: "320x240", Label: "test back"}}
+	mic := "sine=frequency=440"
+	c.testInput = func(cam Camera, audio bool) []string {
+		in := []string{"-f", "lavfi", "-i", "testsrc2=rate=10:size=" + cam.ID}
+		if audio {
+			in = append(in, "-f", "lavfi", "-i", mic)
+		}
+		return in
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if cams, err := c.Cameras(ctx); err != nil || len(cams) != 2 || cams[0].Facing != "front" || cams[1].Facing != "back" {
+		t.Fatalf("cameras %+v %v", cams, err)
+	}
+	r, err := c.Snap(ctx, SnapRequest{MaxWidth: 200})
+	must(t, err)
+	if r.Device != "320x240" || r.Width != 200 || r.Height != 150 || r.MIME != "image/jpeg" {
+		t.Errorf("back snap at most 200 wide: %+v", r)
+	}
+	must(t, r.Remove())
+	r, err = c.Snap(ctx, SnapRequest{Facing: "front", DelayMs: 300, Quality: 0.5})
+	must(t, err)
+	if r.Device != "640x480" || r.Width != 640 || r.Height != 480 {
+		t.Errorf("front snap: %+v", r)
+	}
+	must(t, r.Remove())
+
+	probe := func(r *Result) string {
+		t.Helper()
+		if _, err := exec.LookPath("ffprobe"); err != nil {
+			return ""
+		}
+		out, err := exec.CommandContext(ctx, "ffprobe", "-v", "error", "-show_entries", "stream=codec_name", "-of", "csv=p=0", r.Path).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ffprobe %s: %v %s", r.Path, err, out)
+		}
+		return strings.Join(strings.Fields(string(out)), ",")
+	}
+	for _, tc := range []struct {
+		name    string
+		mic     string
+		include *bool
+		audio   bool
+		streams string
+	}{
+		{"with sound", "sine=frequency=440", nil, true, "h264,aac"},
+		{"a failing microphone", "atrium-no-such-source", nil, false, "h264"},
+		{"without sound", "sine=frequency=440", new(bool), false, "h264"},
+	} {
+		mic = tc.mic
+		r, err := c.Clip(ctx, ClipRequest{Facing: "front", DurationMs: 1500, IncludeAudio: tc.include})
+		if err != nil {
+			t.Fatalf("clip %s: %v", tc.name, err)
+		}
+		if r.MIME != "video/mp4" || r.Width != 640 || r.Height != 480 || r.DurationMs != 1500 || r.Audio != tc.audio || r.Name != "clip.mp4" {
+			t.Errorf("clip %s: %+v", tc.name, r)
+		}
+		if got := probe(r); got != "" && got != tc.streams {
+			t.Errorf("clip %s: streams %s, want %s", tc.name, got, tc.streams)
+		}
+		must(t, r.Remove())
+	}
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Fatalf("left behind: %v", left)
+	}
+}

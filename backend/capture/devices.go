@@ -108,6 +108,9 @@ func (c *Capturer) devices(ctx context.Context) (found, error) {
 	if c.err != nil {
 		return found{}, c.err
 	}
+	if c.testCameras != nil {
+		return found{cams: withFacing(append([]Camera(nil), c.testCameras...))}, nil
+	}
 	if c.o.GOOS == "linux" {
 		cams, denied := v4l2Cameras(c.o.DevDir)
 		f := found{cams: withFacing(cams)}

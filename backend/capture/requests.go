@@ -182,7 +182,7 @@ func (c *Capturer) Snap(ctx context.Context, p SnapRequest) (*Result, error) {
 		return nil, err
 	}
 	defer release()
-	return c.picture(ctx, "photo.jpg", "image/jpeg", cam.ID, func(out string) []string { return SnapArgs(c.o.GOOS, cam, p, out) }, c.cameraFailed(cam))
+	return c.picture(ctx, "photo.jpg", "image/jpeg", cam.ID, func(out string) []string { return snapArgs(c.input(cam, false, ""), p, out) }, c.cameraFailed(cam))
 }
 
 // Clip records a clip (camera.clip): p.DurationMs of H.264 MP4, with sound
@@ -219,7 +219,7 @@ func (c *Capturer) Clip(ctx context.Context, p ClipRequest) (*Result, error) {
 		}
 	}
 	res, err := c.video(ctx, "clip.mp4", cam.ID, p.DurationMs, func(out string) []string {
-		return ClipArgs(c.o.GOOS, cam, p, audio, audioDev, out)
+		return clipArgs(c.input(cam, audio, audioDev), p, audio, out)
 	}, c.cameraFailed(cam))
 	if err != nil && audio && errors.Is(err, ErrFailed) && ctx.Err() == nil {
 		// The microphone may be what failed (no PulseAudio, no access):
@@ -227,7 +227,7 @@ func (c *Capturer) Clip(ctx context.Context, p ClipRequest) (*Result, error) {
 		audio = false
 		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > time.Duration(p.DurationMs)*time.Millisecond+FinishMargin {
 			res, err = c.video(ctx, "clip.mp4", cam.ID, p.DurationMs, func(out string) []string {
-				return ClipArgs(c.o.GOOS, cam, p, false, "", out)
+				return clipArgs(c.input(cam, false, ""), p, false, out)
 			}, c.cameraFailed(cam))
 		}
 	}
