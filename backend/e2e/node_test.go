@@ -178,6 +178,7 @@ type nodeProc struct {
 	cmd    *exec.Cmd
 	lines  chan map[string]any
 	stderr *strings.Builder
+	errMu  *sync.Mutex
 	stop   func()
 }
 
@@ -204,7 +205,7 @@ func startNodeEnv(t *testing.T, bin, state string, env []string, args ...string)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	n := &nodeProc{cmd: cmd, lines: make(chan map[string]any, 4096), stderr: &stderr}
+	n := &nodeProc{cmd: cmd, lines: make(chan map[string]any, 4096), stderr: &stderr, errMu: &errMu}
 	exited := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -238,6 +239,13 @@ func startNodeEnv(t *testing.T, bin, state string, env []string, args ...string)
 	}
 	t.Cleanup(n.stop)
 	return n
+}
+
+// log is what the node wrote to stderr so far (its --verbose log).
+func (n *nodeProc) log() string {
+	n.errMu.Lock()
+	defer n.errMu.Unlock()
+	return n.stderr.String()
 }
 
 type writerFunc func([]byte) (int, error)

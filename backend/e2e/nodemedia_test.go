@@ -137,7 +137,8 @@ func TestNodeHostScreenFFmpeg(t *testing.T) {
 	}
 	g := startMediaGateway(t, t.TempDir())
 	media := []string{"camera.list", "camera.snap", "camera.clip", "screen.snapshot", "screen.record"}
-	node, id, start := g.pairNode(t, "xvfb-node", []string{"DISPLAY=" + display}, media, nil)
+	tmp := t.TempDir() // the node's temporary files
+	node, id, start := g.pairNode(t, "xvfb-node", []string{"DISPLAY=" + display, "TMPDIR=" + tmp}, media, nil)
 	if _, ok := start["leftOut"]; ok {
 		t.Fatalf("a node with ffmpeg left out %v", start["leftOut"])
 	}
@@ -192,6 +193,28 @@ func TestNodeHostScreenFFmpeg(t *testing.T) {
 	}
 	if ms := contentMs(t, ffprobe, file); ms < 1500 || ms > 3000 {
 		t.Errorf("the recording holds %.0f ms, want about 2000", ms)
+	}
+
+	// The invoker goes away during a 60 s recording: the gateway sends
+	// node.media.cancel, the node stops ffmpeg and removes its file, and
+	// nothing is stored.
+	before := len(g.mediaFiles(t))
+	quitter := newAdminSession(t, g.uiURL)
+	go quitter.try("node.invoke", map[string]any{"nodeId": id, "command": "screen.record", "params": map[string]any{"durationMs": 60000, "fps": 2}, "timeoutMs": 120000})
+	waitUntil(t, "the node's recording to start", func() bool {
+		d, _ := filepath.Glob(filepath.Join(tmp, "atrium-capture-*"))
+		return len(d) == 1
+	})
+	quitter.c.CloseNow()
+	waitUntil(t, "the node to hear node.media.cancel", func() bool {
+		return strings.Contains(node.log(), "media transfer cancelled by the gateway")
+	})
+	waitUntil(t, "the node's recording removed", func() bool {
+		d, _ := filepath.Glob(filepath.Join(tmp, "atrium-capture-*"))
+		return len(d) == 0
+	})
+	if after := g.mediaFiles(t); len(after) != before {
+		t.Fatalf("a cancelled recording left %v in the media folder", after)
 	}
 
 	// No V4L2 camera on this machine (none in CI either): a clear NO_CAMERA.
