@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/atrium-dev/atrium/backend/chromiumtest"
 	"github.com/chromedp/chromedp"
 )
 
@@ -255,4 +257,87 @@ func hostileFrame(t *testing.T, ctx context.Context, uiURL string) {
 		t.Errorf("the app is at %s", href)
 	}
 	t.Logf("hostile page: %v", r)
+}
+
+// TestPhoneCanvas (issue 23): the same form pushed to a paired headless
+// phone (the pairing page over TLS, a node that declares the Canvas
+// commands) renders there and the push is acknowledged only then; the
+// person fills it in and presses Send on the phone, and the press reaches
+// the agent's session (here the person's own push: main, session canvas)
+// with the values; a reload of the phone page gets the surface again from
+// the gateway (replayed when its node connects).
+func TestPhoneCanvas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: skipped in -short mode")
+	}
+	chromium := chromiumtest.Path(t)
+	tmp := t.TempDir()
+	g := startMediaGateway(t, tmp)
+	phone, deviceID := g.pairBrowser(t, chromium, filepath.Join(tmp, "phone"),
+		[]string{"canvas.a2ui.push", "canvas.a2ui.reset", "canvas.present", "canvas.eval"}, []string{"canvas"})
+
+	var lines []string
+	for _, m := range canvasForm {
+		b, _ := json.Marshal(m)
+		lines = append(lines, string(b))
+	}
+	var push struct {
+		Applied  int
+		Rendered bool
+		Reason   string
+	}
+	if err := json.Unmarshal(g.admin.call("canvas.a2ui.push", map[string]any{"target": deviceID, "jsonl": strings.Join(lines, "\n")}), &push); err != nil {
+		t.Fatal(err)
+	}
+	if push.Applied != 3 || !push.Rendered {
+		t.Fatalf("push to the phone: %+v", push)
+	}
+	const surface = `document.querySelector('[data-testid=phone-canvas] [data-surface=form]')`
+	// Acknowledged means drawn: the form is there already.
+	if !js[bool](t, phone, `!!`+surface+`?.querySelector('input[type=range]')`) {
+		t.Fatal("the push was acknowledged before the phone showed the form")
+	}
+
+	// A reload: the node connects again and the gateway sends its surface.
+	do := boundedDo(t, phone)
+	do("reload the phone page", chromedp.Reload())
+	waitFor(t, phone, "the phone's node connected again", `document.querySelector('[data-testid=phone-node-state]')?.dataset.state === 'connected'`, 30*time.Second)
+	waitFor(t, phone, "the form after the reload", `!!`+surface+`?.querySelector('input[type=range]')`, 30*time.Second)
+
+	do("type the name", chromedp.SendKeys(chromedp.CSS(`[data-testid=phone-canvas] [data-surface=form] .a2-field input`), "Grace Hopper 格蕾丝"))
+	do("tick the box", chromedp.Click(chromedp.CSS(`[data-testid=phone-canvas] [data-surface=form] input[type=checkbox]`)))
+	js[bool](t, phone, `(() => { const s = document.querySelector('[data-testid=phone-canvas] [data-surface=form] input[type=range]'); s.value = '9';
+		s.dispatchEvent(new Event('input', {bubbles: true})); s.dispatchEvent(new Event('change', {bubbles: true})); return true })()`)
+	do("choose red", chromedp.Click(chromedp.CSS(`[data-testid=phone-canvas] [data-surface=form] input[value=red]`)))
+	do("press Send", chromedp.Click(chromedp.CSS(`[data-testid=phone-canvas] [data-surface=form] button.a2-button`)))
+
+	// The press is a user message in main's session "canvas" (a visible
+	// turn the offline provider answers) with the values.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var page struct {
+			Messages []struct{ Role, SessionID, Content string }
+		}
+		if err := json.Unmarshal(g.admin.call("history.profile", map[string]any{"profileId": "main", "limit": 50}), &page); err != nil {
+			t.Fatal(err)
+		}
+		found := ""
+		for _, m := range page.Messages {
+			if m.Role == "user" && m.SessionID == "canvas" && strings.HasPrefix(m.Content, "Canvas action") {
+				found = m.Content
+			}
+		}
+		if found != "" {
+			for _, want := range []string{`"name": "Grace Hopper 格蕾丝"`, `"agree": true`, `"level": 9`, `"red"`, `"sourceComponentId": "send"`} {
+				if !strings.Contains(found, want) {
+					t.Errorf("the message lacks %s:\n%s", want, found)
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the phone's press never became a message: %+v", page)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
