@@ -211,6 +211,9 @@ func (c *Commander) media(ctx context.Context, command string, raw json.RawMessa
 	if tr.ID == "" {
 		return nil, cmdErr(CodeInvalidRequest, "%s: params.transfer.id is missing (the gateway adds it to a media command)", command)
 	}
+	if c.Send == nil || c.Signal == nil {
+		return nil, cmdErr(CodeInternal, "%s: this node cannot send media (no sender)", command)
+	}
 	// node.media.cancel for this transfer ends the capture or the send.
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)

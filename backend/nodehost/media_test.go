@@ -11,6 +11,7 @@ import (
 	"image/color"
 	"image/png"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -198,5 +199,21 @@ func TestMediaSnapshotSent(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(tmp); len(left) != 0 {
 		t.Fatalf("the captures left %v", left)
+	}
+}
+
+// TestBindIPFor: the sender's ICE address is the one this computer reaches
+// the gateway from (the routing table's answer, no packet sent).
+func TestBindIPFor(t *testing.T) {
+	if ip := bindIPFor("wss://127.0.0.2:18789/ws"); ip == nil || !ip.IsLoopback() {
+		t.Errorf("for a loopback gateway: %v", ip)
+	}
+	if ip := bindIPFor("https://127.0.0.1/pair"); ip == nil || !ip.Equal(net.IPv4(127, 0, 0, 1)) {
+		t.Errorf("for 127.0.0.1 without a port: %v", ip)
+	}
+	for _, u := range []string{"", "::not a url", "wss:///ws"} {
+		if ip := bindIPFor(u); ip != nil {
+			t.Errorf("bindIPFor(%q) = %v, want nil", u, ip)
+		}
 	}
 }
