@@ -566,6 +566,11 @@ func invokeError(n nodes.Node, command string, timeout time.Duration, err error)
 	case gateway.CodeTimeout:
 		return fmt.Errorf("%s (give it longer with --timeout, at most %v)", ge.Message, nodes.MaxInvokeTimeout)
 	case gateway.CodeForbidden:
+		if nodes.IsMediaCommand(command) || command == "camera.list" {
+			return fmt.Errorf("%s (camera and screen commands: `atrium node` offers them only where ffmpeg is installed — it says "+
+				"what it left out when it starts; a phone page has no screen.*; what a node may run is approved at pairing: "+
+				"atrium nodes describe %s)", ge.Message, n.NodeID)
+		}
 		return fmt.Errorf("%s (what a node may run is approved at pairing: atrium nodes describe %s)", ge.Message, n.NodeID)
 	case gateway.CodeUnavailable:
 		return fmt.Errorf("%s (is it running? atrium nodes list shows when it was last seen)", ge.Message)

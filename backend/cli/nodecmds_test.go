@@ -343,7 +343,7 @@ func TestNodesRunNotifyDescribeInvoke(t *testing.T) {
 		want string
 	}{
 		{[]string{"nodes", "run", "--node", "nosuch", "--", "true"}, 1, `no node "nosuch"; connected: build-box (` + box.id},
-		{[]string{"nodes", "invoke", "--node", "build-box", "--command", "camera.snap"}, 1, "may not run camera.snap (allowed: system.notify, system.run, system.which)"},
+		{[]string{"nodes", "invoke", "--node", "build-box", "--command", "camera.snap"}, 1, "may not run camera.snap (allowed: system.notify, system.run, system.which) (camera and screen commands: `atrium node` offers them only where ffmpeg is installed"},
 		{[]string{"nodes", "location", "get", "--node", "build-box", "--accuracy", "precise"}, 1, "may not run location.get"},
 		{[]string{"nodes", "location", "get", "--node", "build-box", "--accuracy", "exact"}, 2, "want coarse, balanced or precise"},
 		{[]string{"nodes", "run", "--node", "caps:camera", "--", "true"}, 1, "no connected node has caps camera; connected: build-box"},
