@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/atrium-dev/atrium/backend/gateway"
 )
@@ -80,6 +81,9 @@ func (s *Service) Action(ctx context.Context, who Who, p ActionParams) (ActionRe
 	msg, err := actionMessage(p, ctxJSON, now)
 	if err != nil {
 		return ActionResult{}, gateway.Errorf(gateway.CodeInvalidRequest, "%s: %v", method, err)
+	}
+	if n := utf8.RuneCountInString(msg); n > MaxActionMessageChars {
+		return ActionResult{}, gateway.Errorf(gateway.CodeInvalidRequest, "%s: the action's message would have %d characters (at most %d); send less context", method, n, MaxActionMessageChars)
 	}
 	id := newID()
 	n, err := s.st.addAction(ctx, id, owner, p.Target, msg, s.o.MaxWaitingActions, now.UnixMilli())

@@ -48,7 +48,11 @@ const (
 	MaxEvalTimeout               = 60 * time.Second
 	DefaultEvalTimeout           = 10 * time.Second
 	MaxIDBytes                   = 256      // surfaceId, componentId, action name
-	MaxContextBytes              = 32 << 10 // an action's context, as JSON (the message stays under chat's 64,000 characters)
+	MaxContextBytes              = 32 << 10 // an action's context, as JSON
+	// MaxActionMessageChars bounds the message an action becomes
+	// (characters): under chat's 64,000 (chat.MaxMessageChars), so that a
+	// stored action is never one chat refuses.
+	MaxActionMessageChars = 60000
 )
 
 // Sentinel errors.

@@ -500,3 +500,29 @@ func TestPresentedFrame(t *testing.T) {
 		t.Fatalf("frame after hide: %d", resp.StatusCode)
 	}
 }
+
+// TestActionBounds: a context that is not an object, or one whose message
+// would be longer than chat takes, is refused before anything is stored.
+func TestActionBounds(t *testing.T) {
+	f := newFixture(t, t.TempDir(), Options{})
+	who := Who{Agent: "main", SessionKey: "main/s1"}
+	if _, err := f.svc.Push(context.Background(), who, Desktop, jsonl(formV08, beginV08)); err != nil {
+		t.Fatal(err)
+	}
+	admin := f.ui()
+	deep := strings.Repeat("[", 5000) + strings.Repeat("]", 5000) // 10 KB of JSON, far more once indented
+	for name, ctxJSON := range map[string]json.RawMessage{
+		"array":  json.RawMessage(`[1,2]`),
+		"string": json.RawMessage(`"x"`),
+		"big":    json.RawMessage(`{"x":"` + strings.Repeat("a", MaxContextBytes) + `"}`),
+		"deep":   json.RawMessage(`{"x":` + deep + `}`),
+	} {
+		e := callErr(admin, MethodAction, map[string]any{"surfaceId": "form", "componentId": "ok", "name": "submit", "context": ctxJSON})
+		if e == nil || e.Code != gateway.CodeInvalidRequest {
+			t.Errorf("%s: %v", name, e)
+		}
+	}
+	if list, err := f.svc.st.waiting(context.Background()); err != nil || len(list) != 0 {
+		t.Fatalf("stored: %v %v", list, err)
+	}
+}
