@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -297,6 +298,27 @@ func TestPhoneCanvas(t *testing.T) {
 	if !js[bool](t, phone, `!!`+surface+`?.querySelector('input[type=range]')`) {
 		t.Fatal("the push was acknowledged before the phone showed the form")
 	}
+
+	// Push → rendered on the phone, measured (docs/BENCHMARKS.md; logged,
+	// never asserted): one bound value's update, from the admin's call to
+	// the gateway's answer, which comes once the phone's DOM shows it.
+	var took []time.Duration
+	for i := range 21 { // the last one empties the field again
+		line := fmt.Sprintf(`{"dataModelUpdate":{"surfaceId":"form","path":"/form/name","contents":[{"key":".","valueString":"name %d"}]}}`, i)
+		if i == 20 {
+			line = `{"dataModelUpdate":{"surfaceId":"form","path":"/form/name","contents":[{"key":".","valueString":""}]}}`
+		}
+		start := time.Now()
+		if err := json.Unmarshal(g.admin.call("canvas.a2ui.push", map[string]any{"target": deviceID, "jsonl": line}), &push); err != nil {
+			t.Fatal(err)
+		}
+		took = append(took, time.Since(start))
+		if !push.Rendered {
+			t.Fatalf("update %d not rendered: %+v", i, push)
+		}
+	}
+	slices.Sort(took)
+	t.Logf("push → rendered on the phone, 21 updates of a bound value: median %v, min %v, max %v", took[len(took)/2], took[0], took[len(took)-1])
 
 	// A reload: the node connects again and the gateway sends its surface.
 	do := boundedDo(t, phone)
