@@ -245,13 +245,23 @@ func run(ctx context.Context, args []string, o Options) error {
 			fmt.Fprint(o.Stdout, overview())
 			return nil
 		}
-		if len(args) > 3 || strings.HasPrefix(args[0], "-") {
-			return fmt.Errorf("%w: help takes a command (and a subcommand), e.g. atrium help memory search", errUsage)
+		if len(args) > maxCommandWords() || strings.HasPrefix(args[0], "-") {
+			return fmt.Errorf("%w: help takes a command (and its subcommands), e.g. atrium help memory search", errUsage)
 		}
 		return run(ctx, append(args[:len(args):len(args)], "--help"), o)
 	default:
 		return fmt.Errorf("%w: unknown command %q", errUsage, cmd)
 	}
+}
+
+// maxCommandWords is the number of words of the longest command name
+// ("nodes canvas a2ui push": 4), so `atrium help` takes any command.
+func maxCommandWords() int {
+	n := 1
+	for _, c := range commands() {
+		n = max(n, len(strings.Fields(c.name)))
+	}
+	return n
 }
 
 // takeCommand returns the command word of args (see commandIndex; "" when
