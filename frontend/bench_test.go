@@ -1,8 +1,11 @@
 package frontend
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
+	"image/png"
 	"net"
 	"net/http"
 	"os"
@@ -94,7 +97,9 @@ func TestA2UIBrowserBench(t *testing.T) {
 }
 
 // TestCanvasScreenshots writes the Canvas panel with a form surface, in English and Chinese,
-// desktop and phone widths, as PNGs into $ATRIUM_SHOTS_DIR (canvas-{en,zh}-{desktop,phone}.png).
+// desktop and phone widths, as PNGs into $ATRIUM_SHOTS_DIR (canvas-{en,zh}-{desktop,phone}.png),
+// and what canvas.snapshot drew (canvas-snapshot-….png),
+// and checks that canvas.snapshot (html-to-image, under the app's CSP) draws the surfaces as a PNG.
 func TestCanvasScreenshots(t *testing.T) {
 	out := os.Getenv("ATRIUM_SHOTS_DIR")
 	if out == "" {
@@ -120,19 +125,36 @@ func TestCanvasScreenshots(t *testing.T) {
 			if err == nil {
 				_, err = chromedp.Run(ctx, chromedp.Evaluate[any](fmt.Sprintf(`window.atriumBench.shot(%q)`, lang), chromedp.EvalAwaitPromise))
 			}
-			var png []byte
+			var shotPNG []byte
 			if err == nil {
-				png, err = chromedp.Run(ctx, chromedp.FullScreenshot(100))
+				shotPNG, err = chromedp.Run(ctx, chromedp.FullScreenshot(100))
+			}
+			// canvas.snapshot as the app takes it (html-to-image under the same CSP): a PNG of the surfaces.
+			var snap string
+			if err == nil {
+				snap, err = chromedp.Run(ctx, chromedp.Evaluate[string](`window.atriumBench.snapshot()`, chromedp.EvalAwaitPromise))
 			}
 			cancel()
 			if err != nil {
 				t.Fatalf("%s %s: %v", lang, layout.name, err)
 			}
+			b, err := base64.StdEncoding.DecodeString(snap)
+			if err != nil {
+				t.Fatalf("%s %s: snapshot is not base64: %v", lang, layout.name, err)
+			}
+			cfg, err := png.DecodeConfig(bytes.NewReader(b))
+			if err != nil || cfg.Width < 100 || cfg.Height < 100 {
+				t.Fatalf("%s %s: snapshot %d bytes is not a PNG of the surfaces: %v (%dx%d)", lang, layout.name, len(b), err, cfg.Width, cfg.Height)
+			}
+			t.Logf("%s %s: canvas.snapshot gave a %dx%d PNG (%d bytes)", lang, layout.name, cfg.Width, cfg.Height, len(b))
+			if err := os.WriteFile(filepath.Join(out, fmt.Sprintf("canvas-snapshot-%s-%s.png", lang, layout.name)), b, 0o644); err != nil {
+				t.Fatalf("write the snapshot: %v", err)
+			}
 			name := filepath.Join(out, fmt.Sprintf("canvas-%s-%s.png", lang, layout.name))
-			if err := os.WriteFile(name, png, 0o644); err != nil {
+			if err := os.WriteFile(name, shotPNG, 0o644); err != nil {
 				t.Fatalf("write %s: %v", name, err)
 			}
-			t.Logf("wrote %s (%d bytes)", name, len(png))
+			t.Logf("wrote %s (%d bytes)", name, len(shotPNG))
 		}
 	}
 }

@@ -102,10 +102,13 @@ const WORDS: Record<Lang, Record<string, string>> = {
   zh: { title: '咖啡订单', name: '您的姓名', qty: '杯数', s: '小杯', m: '中杯', lg: '大杯', oat: '燕麦奶', shot: '加浓', agree: '记住我的订单', send: '下单', who: '王芳' },
 };
 
+let shown: CanvasView | null = null;
+
 async function shot(lang: Lang): Promise<void> {
   setLang(lang);
   const w = WORDS[lang];
   const view = new CanvasView();
+  shown = view;
   const contents = [
     { key: 'title', valueString: w.title },
     { key: 'name', valueString: w.who },
@@ -129,4 +132,10 @@ async function shot(lang: Lang): Promise<void> {
   await new Promise((ok) => setTimeout(ok, 50));
 }
 
-(window as unknown as { atriumBench: unknown }).atriumBench = { run, shot, surfaceLines };
+/** canvas.snapshot of the shown Canvas, with the real html-to-image under the app's CSP: the PNG's base64. */
+async function snapshot(): Promise<string> {
+  if (!shown) throw new Error('call shot first');
+  return shown.snapshot();
+}
+
+(window as unknown as { atriumBench: unknown }).atriumBench = { run, shot, snapshot, surfaceLines };

@@ -7,7 +7,7 @@ import { tick } from 'svelte';
 import { get } from 'svelte/store';
 import { GatewayClient } from './gateway';
 import { FakeWebSocket } from './testing/fakeWebSocket';
-import { CanvasView, canvasNodeHandlers, closeSurface, connectCanvas, hidePage, sendAction, parsePlacement, frameSource } from './canvas';
+import { CanvasView, SNAPSHOT_PAGE_ONLY, canvasNodeHandlers, closeSurface, connectCanvas, hidePage, sendAction, parsePlacement, frameSource } from './canvas';
 import { serveNode } from './nodeserve';
 import CanvasPanel from '../components/CanvasPanel.svelte';
 import { setLang } from './i18n.svelte';
@@ -177,6 +177,27 @@ describe('the desktop Canvas', () => {
   });
 });
 
+describe('canvas.snapshot', () => {
+  it('draws the surfaces (not the page) and answers pngBase64; a page alone is refused with the reason', async () => {
+    const drawn: string[] = [];
+    const view = new CanvasView({ base: 'http://127.0.0.1:18789/', snapshot: async (el) => (drawn.push(el.textContent ?? ''), 'iVBORw0KGgo=') });
+    mountDesktop(view);
+    connectCanvas(gw, view);
+    ws.handshake();
+    ws.serverEvent('canvas.update', { pushId: 'p0', op: 'present', target: 'desktop', url: 'https://example.com/' });
+    await until(() => requests(ws, 'canvas.rendered').length === 1);
+    ws.serverEvent('canvas.update', { pushId: 'p1', op: 'snapshot', target: 'desktop' });
+    await until(() => requests(ws, 'canvas.rendered').length === 2);
+    expect(requests(ws, 'canvas.rendered')[1].params).toMatchObject({ pushId: 'p1', ok: false, error: SNAPSHOT_PAGE_ONLY });
+    ws.serverEvent('canvas.update', { pushId: 'p2', op: 'push', target: 'desktop', messages: TEXT('s', 'draw me') });
+    await until(() => requests(ws, 'canvas.rendered').length === 3);
+    ws.serverEvent('canvas.update', { pushId: 'p3', op: 'snapshot', target: 'desktop' });
+    await until(() => requests(ws, 'canvas.rendered').length === 4);
+    expect(requests(ws, 'canvas.rendered')[3].params).toMatchObject({ pushId: 'p3', ok: true, pngBase64: 'iVBORw0KGgo=' });
+    expect(drawn).toEqual([expect.stringContaining('draw me')]);
+  });
+});
+
 describe('the phone page Canvas (node commands)', () => {
   it('renders canvas.a2ui.push and answers {rendered:true}; replay drops what was shown; errors are answered with their lines', async () => {
     const node = new GatewayClient({ url: 'ws://127.0.0.1:1/ws', WebSocket: FakeWebSocket, role: 'node' });
@@ -204,6 +225,9 @@ describe('the phone page Canvas (node commands)', () => {
     nws.serverEvent('node.invoke.request', { id: 'i5', command: 'canvas.present', params: { url: 'https://example.com/' }, timeoutMs: 10_000 });
     await until(() => results().length === 5);
     expect(container.querySelector('iframe')?.getAttribute('sandbox')).toBe('allow-scripts allow-forms');
+    nws.serverEvent('node.invoke.request', { id: 'i6', command: 'canvas.snapshot', params: {}, timeoutMs: 10_000 });
+    await until(() => results().length === 6);
+    expect(results()[5]).toMatchObject({ id: 'i6', ok: false, error: { code: 'UNAVAILABLE' } });
     nws.answerAll('node.invoke.result', {}, new Set());
     node.stop();
   });

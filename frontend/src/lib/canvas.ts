@@ -13,6 +13,35 @@ import type { LineError } from './a2ui/validate';
 import { isUnknownMethod, toGatewayError, type GatewayClient } from './gateway';
 import { CommandError, type CommandHandler } from './nodeserve';
 
+/** Draws an element as a PNG: the base64 of its bytes (no data: prefix). */
+export type Snapshotter = (el: HTMLElement) => Promise<string>;
+
+/** The default Snapshotter: html-to-image (DOM → SVG foreignObject → canvas), loaded when first used. */
+export const htmlToImage: Snapshotter = async (el) => {
+  const { toPng } = await import('html-to-image');
+  // The clone html-to-image draws keeps attributes, not live state: mirror checked boxes and
+  // radios into the attribute for the moment of the drawing, then put it back.
+  const mirrored: HTMLInputElement[] = [];
+  for (const box of el.querySelectorAll<HTMLInputElement>('input[type="checkbox"], input[type="radio"]')) {
+    if (box.checked && !box.hasAttribute('checked')) {
+      box.setAttribute('checked', '');
+      mirrored.push(box);
+    }
+  }
+  let url: string;
+  try {
+    url = await toPng(el, { cacheBust: false, pixelRatio: 1, skipFonts: true });
+  } finally {
+    for (const box of mirrored) box.removeAttribute('checked');
+  }
+  const comma = url.indexOf(',');
+  if (!url.startsWith('data:image/png;base64,') || comma < 0) throw new Error('the snapshot is not a PNG');
+  return url.slice(comma + 1);
+};
+
+/** The reason a Canvas with only a presented page gives for canvas.snapshot (the frame is another origin). */
+export const SNAPSHOT_PAGE_ONLY = 'a presented page cannot be drawn from the app (its frame is another origin); only A2UI surfaces can';
+
 /** Where a presented page goes on the desktop (CSS pixels of the Canvas area); absent: fill it. */
 export interface Placement {
   x: number;
@@ -86,11 +115,31 @@ export class CanvasView {
   private readonly _attention = writable(0);
   readonly attention: Readable<number> = { subscribe: this._attention.subscribe };
   private frame: Window | null = null;
+  private surfacesEl: HTMLElement | null = null;
   private readonly base: string;
+  private readonly snapshotter: Snapshotter;
 
-  constructor(opts: { processor?: Processor; base?: string } = {}) {
+  /** base: what relative frame URLs resolve against (default the page's); snapshot: default htmlToImage. */
+  constructor(opts: { processor?: Processor; base?: string; snapshot?: Snapshotter } = {}) {
     this.processor = opts.processor ?? createProcessor();
     this.base = opts.base ?? globalThis.location?.href ?? 'http://127.0.0.1/';
+    this.snapshotter = opts.snapshot ?? htmlToImage;
+  }
+
+  /** The element that holds the surfaces (the panel sets it; canvas.snapshot draws it). */
+  setSurfacesElement(el: HTMLElement | null): void {
+    this.surfacesEl = el;
+  }
+
+  /**
+   * The surfaces as a PNG (base64). Throws when nothing can be drawn: no surface (a presented page
+   * alone cannot be: SNAPSHOT_PAGE_ONLY), or no panel mounted.
+   */
+  async snapshot(): Promise<string> {
+    if (get(this.processor.surfaces).length === 0) throw new Error(get(this._presented) ? SNAPSHOT_PAGE_ONLY : 'the Canvas shows nothing to draw');
+    if (!this.surfacesEl) throw new Error('the Canvas is not on screen here');
+    await tick();
+    return this.snapshotter(this.surfacesEl);
   }
 
   /** Applies A2UI lines and waits until the DOM shows them; returns the lines that failed. */
@@ -247,7 +296,7 @@ export function connectCanvas(gw: GatewayClient, view: CanvasView): () => void {
           return;
         }
         case 'snapshot':
-          await answer({ pushId, ok: false, error: 'this Canvas cannot take a snapshot yet' });
+          await answer({ pushId, ok: true, pngBase64: await view.snapshot() });
           return;
         default:
           await answer({ pushId, ok: false, error: `unknown canvas.update op ${String(p.op).slice(0, 40)}` });
@@ -275,7 +324,8 @@ export function connectCanvas(gw: GatewayClient, view: CanvasView): () => void {
  * The node commands of the phone page's Canvas (SPEC §7; PROTOCOL "Nodes"): canvas.a2ui.push
  * {pushId, messages, replay?} → {rendered: true} or {rendered: false, errors}; canvas.a2ui.reset
  * {surfaces?}; canvas.present {url?, frameUrl?, placement?}; canvas.navigate {url}; canvas.hide {};
- * canvas.eval {js, timeoutMs} → {ok, value?, error?}.
+ * canvas.eval {js, timeoutMs} → {ok, value?, error?}; canvas.snapshot {} → {mime: "image/png",
+ * dataBase64} (UNAVAILABLE when nothing can be drawn).
  */
 export function canvasNodeHandlers(view: CanvasView): Record<string, CommandHandler> {
   return {
@@ -300,6 +350,13 @@ export function canvasNodeHandlers(view: CanvasView): Record<string, CommandHand
       await view.hide();
       return { rendered: true };
     },
+    'canvas.snapshot': async () => {
+      try {
+        return { mime: 'image/png', dataBase64: await view.snapshot() };
+      } catch (e) {
+        throw new CommandError('UNAVAILABLE', errorMessage(e));
+      }
+    },
     'canvas.eval': async (params, timeoutMs) => {
       const want = typeof params.timeoutMs === 'number' ? params.timeoutMs : EVAL_DEFAULT_MS;
       return view.evaluate(String(params.js ?? ''), Math.min(want, Math.max(1000, timeoutMs - 500)));
@@ -308,5 +365,5 @@ export function canvasNodeHandlers(view: CanvasView): Record<string, CommandHand
 }
 
 /** The Canvas commands the phone page declares at connect. */
-export const CANVAS_COMMANDS = ['canvas.a2ui.push', 'canvas.a2ui.reset', 'canvas.eval', 'canvas.hide', 'canvas.navigate', 'canvas.present'] as const;
+export const CANVAS_COMMANDS = ['canvas.a2ui.push', 'canvas.a2ui.reset', 'canvas.eval', 'canvas.hide', 'canvas.navigate', 'canvas.present', 'canvas.snapshot'] as const;
 export const CANVAS_CAP = 'canvas';

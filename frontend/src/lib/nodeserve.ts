@@ -4,7 +4,7 @@
 // the person allowed it, else a notice in the page), camera.list, camera.snap and camera.clip
 // (camera.ts), screen.snapshot and screen.record where the browser can capture the screen
 // (screen.ts): the file goes as a media transfer, the result names it; canvas.a2ui.push, .reset,
-// canvas.present, .navigate, .hide and .eval (canvas.ts: the page's Canvas shows the surfaces).
+// canvas.present, .navigate, .hide, .eval and .snapshot (canvas.ts: the page's Canvas shows the surfaces).
 import type { GatewayClient } from './gateway';
 
 export const PHONE_CAPS = ['camera', 'canvas', 'location', 'system'] as const;
@@ -19,6 +19,7 @@ export const PHONE_COMMANDS = [
   'canvas.hide',
   'canvas.navigate',
   'canvas.present',
+  'canvas.snapshot',
   'location.get',
   'system.notify',
 ] as const;

@@ -129,7 +129,7 @@ describe('recording params', () => {
     expect(containerOf('video/mp4; codecs="avc1.42E01E"')).toEqual({ mime: 'video/mp4', ext: 'mp4' });
   });
   it('declares the screen commands only where the browser can capture the screen', () => {
-    const canvas = ['canvas.a2ui.push', 'canvas.a2ui.reset', 'canvas.eval', 'canvas.hide', 'canvas.navigate', 'canvas.present'];
+    const canvas = ['canvas.a2ui.push', 'canvas.a2ui.reset', 'canvas.eval', 'canvas.hide', 'canvas.navigate', 'canvas.present', 'canvas.snapshot'];
     expect(phoneDeclares(false)).toEqual({ caps: ['camera', 'canvas', 'location', 'system'], commands: ['camera.clip', 'camera.list', 'camera.snap', ...canvas, 'location.get', 'system.notify'] });
     expect(phoneDeclares(true)).toEqual({
       caps: ['camera', 'canvas', 'location', 'screen', 'system'],
