@@ -87,6 +87,16 @@ describe('the desktop Canvas', () => {
     ws2.reply(requests(ws2, 'canvas.state')[0], { target: 'desktop', surfaces: [{ surfaceId: 'b', version: 'v0.8', messages: TEXT('b', 'kept B') }] });
     await until(() => container.textContent!.includes('kept B'));
     expect(container.textContent).not.toContain('kept A');
+    // A new surface asks for attention (the desktop brings the Canvas forward); the same one again after a reconnect does not.
+    expect(get(view.attention)).toBe(2);
+    ws2.serverClose(1006, 'gone');
+    await until(() => FakeWebSocket.instances.length === 3);
+    const ws3 = FakeWebSocket.last();
+    ws3.handshake();
+    await until(() => requests(ws3, 'canvas.state').length === 1);
+    ws3.reply(requests(ws3, 'canvas.state')[0], { target: 'desktop', surfaces: [{ surfaceId: 'b', version: 'v0.8', messages: TEXT('b', 'kept B, again') }] });
+    await until(() => container.textContent!.includes('kept B, again'));
+    expect(get(view.attention)).toBe(2);
   });
 
   it('answers canvas.rendered only once the DOM shows the push; an invalid line is answered ok:false with its number', async () => {

@@ -144,11 +144,12 @@ export class CanvasView {
 
   /** Applies A2UI lines and waits until the DOM shows them; returns the lines that failed. */
   async push(messages: unknown[], replay = false): Promise<LineError[]> {
-    const before = get(this.processor.surfaces).length;
+    const before = new Set(get(this.processor.surfaces).map((s) => s.id));
     if (replay) this.processor.reset();
     const res = this.processor.apply(Array.isArray(messages) ? messages : []);
     this._errors.set(res.errors);
-    if (get(this.processor.surfaces).length > before || (replay && res.applied > 0)) this._attention.update((n) => n + 1);
+    // Attention only for a surface not shown before (a replay after a reconnect that brings the same ones does not call).
+    if (get(this.processor.surfaces).some((s) => !before.has(s.id))) this._attention.update((n) => n + 1);
     await tick();
     return res.errors;
   }
