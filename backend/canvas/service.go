@@ -255,9 +255,15 @@ func (w Who) owner() string {
 	return PersonSession
 }
 
+// auditRole names who acts in the audit log: "agent:<role>", the
+// principal (nodes.AuditRole), or "canvas" for the gateway itself (a
+// replay to a node that connects).
 func (w Who) auditRole() string {
-	if w.Agent != "" {
+	switch {
+	case w.Agent != "":
 		return "agent:" + w.Agent
+	case w.Principal.Role == "":
+		return "canvas"
 	}
 	return nodes.AuditRole(w.Principal)
 }
@@ -431,7 +437,7 @@ func (s *Service) Push(ctx context.Context, who Who, target, jsonl string) (Push
 	s.mu.Unlock()
 
 	ans, reason := s.dispatch(ctx, who, target, res.PushID, "push", "canvas.a2ui.push",
-		map[string]any{"surfaces": res.Surfaces, "messages": lines}, s.o.RenderWait, true)
+		map[string]any{"surfaces": res.Surfaces, "messages": lines}, s.o.RenderWait)
 	res.Rendered, res.Reason = reason == "" && ans.OK, reason
 	if reason == "" && !ans.OK {
 		res.Reason = "the target could not render it"
@@ -457,10 +463,10 @@ type Rendered struct {
 // dispatch sends op to target and waits at most wait for its answer:
 // desktop through canvas.update and canvas.rendered, a node through
 // node.invoke of command. reason is why there is no answer ("" when
-// there is). unlocked: the caller holds the target lock, released after
-// the desktop's events are queued (their order is then fixed) but before
-// waiting.
-func (s *Service) dispatch(ctx context.Context, who Who, target, pushID, op, command string, params map[string]any, wait time.Duration, _ bool) (Rendered, string) {
+// there is). Push, Reset and the page methods call it holding the
+// target's lock, so that a target gets changes in the order they were
+// kept; Eval and Snapshot keep nothing and do not take it.
+func (s *Service) dispatch(ctx context.Context, who Who, target, pushID, op, command string, params map[string]any, wait time.Duration) (Rendered, string) {
 	if target != Desktop {
 		return s.toNode(ctx, who, target, pushID, command, params, wait)
 	}
@@ -687,7 +693,7 @@ func (s *Service) Reset(ctx context.Context, who Who, target, surfaceID string) 
 		delete(s.surfaces[target], id)
 	}
 	s.mu.Unlock()
-	ans, reason := s.dispatch(ctx, who, target, res.PushID, "reset", "canvas.a2ui.reset", map[string]any{"surfaces": res.Removed}, s.o.RenderWait, true)
+	ans, reason := s.dispatch(ctx, who, target, res.PushID, "reset", "canvas.a2ui.reset", map[string]any{"surfaces": res.Removed}, s.o.RenderWait)
 	res.Rendered, res.Reason = reason == "" && ans.OK, reason
 	if reason == "" && !ans.OK {
 		res.Reason = ans.Error
@@ -795,7 +801,7 @@ func (s *Service) show(ctx context.Context, who Who, target, method, op string, 
 	if op == "navigate" {
 		deskOp = "present" // the desktop shows the url as a presented page
 	}
-	ans, reason := s.dispatch(ctx, who, target, res.PushID, deskOp, method, params, s.o.RenderWait, true)
+	ans, reason := s.dispatch(ctx, who, target, res.PushID, deskOp, method, params, s.o.RenderWait)
 	res.Rendered, res.Reason = reason == "" && ans.OK, reason
 	if reason == "" && !ans.OK {
 		res.Reason = ans.Error
@@ -832,7 +838,7 @@ func (s *Service) Eval(ctx context.Context, who Who, target, js string, timeout 
 		return EvalResult{}, gateway.Errorf(gateway.CodeConflict, "%s: %s shows no html page (canvas.present {html} first; a page shown by url cannot be reached)", method, target)
 	}
 	s.audit(method, who, target, true, fmt.Sprintf("%d bytes of JavaScript in the presented frame", len(js)))
-	ans, reason := s.dispatch(ctx, who, target, newID(), "eval", method, map[string]any{"js": js, "timeoutMs": timeout.Milliseconds()}, timeout+time.Second, false)
+	ans, reason := s.dispatch(ctx, who, target, newID(), "eval", method, map[string]any{"js": js, "timeoutMs": timeout.Milliseconds()}, timeout+time.Second)
 	if reason != "" {
 		return EvalResult{}, gateway.Errorf(gateway.CodeTimeout, "%s: %s", method, reason)
 	}
@@ -849,7 +855,7 @@ func (s *Service) Snapshot(ctx context.Context, who Who, target string) (media.M
 	if s.o.Media == nil {
 		return media.Meta{}, gateway.Errorf(gateway.CodeUnavailable, "%s: no media store", method)
 	}
-	ans, reason := s.dispatch(ctx, who, target, newID(), "snapshot", method, map[string]any{}, s.o.RenderWait, false)
+	ans, reason := s.dispatch(ctx, who, target, newID(), "snapshot", method, map[string]any{}, s.o.RenderWait)
 	if reason == "" && !ans.OK {
 		reason = ans.Error
 		if reason == "" {
@@ -901,7 +907,7 @@ func (s *Service) replay(nodeID string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*s.o.RenderWait)
 	defer cancel()
-	who := Who{Agent: "canvas", SessionKey: PersonSession}
+	who := Who{} // the gateway itself
 	if len(st.Surfaces) > 0 {
 		var msgs []json.RawMessage
 		var ids []string
