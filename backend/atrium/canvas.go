@@ -33,7 +33,10 @@ func (a *App) newCanvas(ctx context.Context, o Options, log *slog.Logger) error 
 		Chat:    canvasChat{c: a.Chat},
 		Audit:   a.Audit,
 		MayUse:  a.deviceMayUseCanvas,
-		Logger:  log,
+		// The desktop window's pages come from its own origin (Wails'
+		// asset server), and frame the presented pages from the gateway.
+		FrameAncestors: o.AllowedOrigins,
+		Logger:         log,
 	})
 	if err != nil {
 		return fmt.Errorf("canvas: %w", err)

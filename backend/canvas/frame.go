@@ -13,10 +13,25 @@ const FramePath = "/canvas/frame/"
 // (no cookies, storage, IndexedDB of the app; no parent DOM; no top
 // navigation, popups or same-origin access), inline code only, nothing
 // loaded or fetched from anywhere, the gateway included, and framed only
-// by the gateway's own pages.
+// by the gateway's own pages ('self') and Options.FrameAncestors (the
+// desktop window's origins), appended.
 const FrameCSP = "sandbox allow-scripts allow-forms; default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; " +
 	"style-src 'unsafe-inline'; img-src data: blob:; media-src data: blob:; font-src data:; connect-src 'none'; " +
 	"form-action 'none'; base-uri 'none'; frame-src 'none'; worker-src 'none'; manifest-src 'none'; frame-ancestors 'self'"
+
+// validSource reports whether s may be put in a CSP source list as it is:
+// a scheme, host, port or wildcard of letters, digits and . - : / * only.
+func validSource(s string) bool {
+	if s == "" || len(s) > 200 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(".-:/*", r)) {
+			return false
+		}
+	}
+	return true
+}
 
 // evalBridge is put first in a presented page: it runs what the parent
 // (the Canvas that shows the frame) posts as {atrium:"canvas.eval", id, js}
@@ -49,7 +64,7 @@ func (s *Service) FrameHandler() http.Handler {
 			return
 		}
 		h := w.Header()
-		h.Set("Content-Security-Policy", FrameCSP)
+		h.Set("Content-Security-Policy", s.frameCSP)
 		h.Del("X-Frame-Options") // frame-ancestors 'self' says who may frame it
 		h.Set("Content-Type", "text/html; charset=utf-8")
 		h.Set("Cache-Control", "no-store")

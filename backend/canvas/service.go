@@ -110,6 +110,11 @@ type Options struct {
 	// (nil error) — the wiring allows devices scoped admin, as node.invoke.
 	// Nil: every operator device may.
 	MayUse func(ctx context.Context, deviceID string) error
+	// FrameAncestors are more CSP sources that may frame a presented page
+	// besides the gateway's own origin: the desktop window's origins
+	// ("wails://wails", "wails.localhost:*"; the gateway's AllowedOrigins).
+	// Letters, digits and . - : / * only (New refuses others). Default none.
+	FrameAncestors []string
 	// RenderWait bounds how long a push waits for the target to report it
 	// rendered; default DefaultRenderWait (10 s).
 	RenderWait time.Duration
@@ -172,7 +177,8 @@ type Service struct {
 	pending   map[string]chan Rendered // pushId → the first answer
 	targetMu  map[string]*sync.Mutex   // serialises the pushes of one target
 
-	wake chan struct{}
+	wake     chan struct{}
+	frameCSP string // FrameCSP with Options.FrameAncestors
 }
 
 // Presented is a target's page (canvas.present / navigate).
@@ -209,6 +215,13 @@ func New(ctx context.Context, o Options) (*Service, error) {
 		return nil, errors.New("canvas: Options.Gateway is required")
 	}
 	o = o.withDefaults()
+	csp := FrameCSP
+	for _, a := range o.FrameAncestors {
+		if !validSource(a) {
+			return nil, fmt.Errorf("canvas: Options.FrameAncestors: %q is not a CSP source", a)
+		}
+		csp += " " + a
+	}
 	v, err := NewValidator(o.Schemas)
 	if err != nil {
 		return nil, err
@@ -218,7 +231,7 @@ func New(ctx context.Context, o Options) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{o: o, v: v, st: st, log: o.Logger.With("component", "canvas"),
-		pending: map[string]chan Rendered{}, targetMu: map[string]*sync.Mutex{}, wake: make(chan struct{}, 1)}
+		pending: map[string]chan Rendered{}, targetMu: map[string]*sync.Mutex{}, wake: make(chan struct{}, 1), frameCSP: csp}
 	if s.surfaces, err = st.loadSurfaces(ctx); err != nil {
 		return nil, err
 	}

@@ -262,6 +262,17 @@ func TestBounds(t *testing.T) {
 	}
 }
 
+// TestFrameAncestorsChecked: a source that would change the CSP's meaning
+// is refused.
+func TestFrameAncestorsChecked(t *testing.T) {
+	for _, bad := range []string{"x; script-src *", "a b", "'none'", ""} {
+		_, err := New(context.Background(), Options{Gateway: &gateway.Server{}, FrameAncestors: []string{bad}})
+		if err == nil || !strings.Contains(err.Error(), "FrameAncestors") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}
+
 func isCode(err error, code string) bool {
 	ge, ok := err.(*gateway.Error)
 	return ok && ge.Code == code
@@ -432,7 +443,7 @@ func TestActionsQueuedSurviveRestart(t *testing.T) {
 // CSP, the eval bridge first; not after hide; eval needs an html page and
 // runs through the UI's answer; snapshot stores the UI's PNG.
 func TestPresentedFrame(t *testing.T) {
-	f := newFixture(t, t.TempDir(), Options{})
+	f := newFixture(t, t.TempDir(), Options{FrameAncestors: []string{"wails://wails", "wails.localhost:*"}})
 	ui := f.ui()
 	var img bytes.Buffer
 	_ = png.Encode(&img, image.NewRGBA(image.Rect(0, 0, 4, 3)))
@@ -466,7 +477,7 @@ func TestPresentedFrame(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || resp.Header.Get("Content-Security-Policy") != FrameCSP || resp.Header.Get("X-Frame-Options") != "" ||
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Security-Policy") != FrameCSP+" wails://wails wails.localhost:*" || resp.Header.Get("X-Frame-Options") != "" ||
 		!strings.HasPrefix(string(body), "<!DOCTYPE html><script>") || !strings.HasSuffix(string(body), "<p>hello</p>") {
 		t.Fatalf("frame: %d %v\n%s", resp.StatusCode, resp.Header, body)
 	}
