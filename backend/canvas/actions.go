@@ -40,17 +40,11 @@ type ActionResult struct {
 func (s *Service) Action(ctx context.Context, who Who, p ActionParams) (ActionResult, error) {
 	const method = "canvas.action"
 	if who.Principal.Role == gateway.RoleNode {
-		self := who.Principal.Device
-		if self == "" {
-			self = "local:" + who.ConnID
+		target, err := s.ownTarget(method, who, p.Target, p.SurfaceID)
+		if err != nil {
+			return ActionResult{}, err
 		}
-		if p.Target == "" {
-			p.Target = self
-		}
-		if p.Target != self {
-			s.audit(method, who, p.Target+" "+p.SurfaceID, false, "a node acts only on surfaces shown on itself")
-			return ActionResult{}, gateway.Errorf(gateway.CodeForbidden, "%s: a node acts only on surfaces shown on itself (%s), not on %s", method, self, p.Target)
-		}
+		p.Target = target
 	} else if p.Target == "" {
 		p.Target = Desktop
 	}
@@ -100,6 +94,21 @@ func (s *Service) Action(ctx context.Context, who Who, p ActionParams) (ActionRe
 	}
 	s.Wake()
 	return ActionResult{Accepted: true, ActionID: id, SessionKey: owner, Queued: queued}, nil
+}
+
+// ownTarget is a node's own target (its node id) for target ("" is
+// itself); another target is FORBIDDEN and audited: a node acts only on
+// the surfaces shown on itself.
+func (s *Service) ownTarget(method string, who Who, target, surfaceID string) (string, error) {
+	self := who.Principal.Device
+	if self == "" {
+		self = "local:" + who.ConnID
+	}
+	if target == "" || target == self {
+		return self, nil
+	}
+	s.audit(method, who, target+" "+surfaceID, false, "a node acts only on surfaces shown on itself")
+	return "", gateway.Errorf(gateway.CodeForbidden, "%s: a node acts only on surfaces shown on itself (%s), not on %s", method, self, target)
 }
 
 // actionMessage is the user message an action becomes: one line a person

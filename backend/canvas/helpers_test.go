@@ -152,6 +152,11 @@ func (f *fixture) ui() *gateway.Client {
 	return f.dial(gateway.ClientOptions{Client: gateway.ClientInfo{ID: "test-ui", Mode: "ui", Platform: "linux"}})
 }
 
+// operator connects as the person, not as a UI (as the CLI does).
+func (f *fixture) operator() *gateway.Client {
+	return f.dial(gateway.ClientOptions{Client: gateway.ClientInfo{ID: "test-cli", Mode: "cli", Platform: "linux"}})
+}
+
 // node connects as a local node that runs the canvas commands.
 func (f *fixture) node(name string) (*gateway.Client, string) {
 	c := f.dial(gateway.ClientOptions{Role: gateway.RoleNode, Caps: []string{"canvas"},

@@ -66,7 +66,9 @@ func (s *Service) Register() {
 		}
 		return s.Push(ctx, whoOf(c), p.Target, p.JSONL)
 	})
-	person(MethodReset, gateway.Write(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
+	// A node (the phone page) may close the surfaces shown on itself, so
+	// that they stay closed after its next connect.
+	person(MethodReset, gateway.Write(gateway.Operators|gateway.Nodes), func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p struct {
 			Target    string `json:"target"`
 			SurfaceID string `json:"surfaceId"`
@@ -74,7 +76,15 @@ func (s *Service) Register() {
 		if err := gateway.DecodeParams(c, &p); err != nil {
 			return nil, err
 		}
-		return s.Reset(ctx, whoOf(c), p.Target, p.SurfaceID)
+		who := whoOf(c)
+		if c.Principal.Role == gateway.RoleNode {
+			target, err := s.ownTarget(MethodReset, who, p.Target, p.SurfaceID)
+			if err != nil {
+				return nil, err
+			}
+			p.Target = target
+		}
+		return s.Reset(ctx, who, p.Target, p.SurfaceID)
 	})
 	person(MethodPresent, gateway.Write(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p struct {

@@ -302,7 +302,7 @@ func TestNodeTarget(t *testing.T) {
 		}()
 	}
 	serveNode(phone)
-	admin := f.ui()
+	admin := f.operator() // not a UI: desktop pushes say at once that none is open
 	res := call[PushResult](t, admin, MethodPush, map[string]any{"target": id, "jsonl": jsonl(formV08, beginV08)})
 	if !res.Rendered || res.Applied != 2 {
 		t.Fatalf("push to node: %+v", res)
@@ -327,6 +327,27 @@ func TestNodeTarget(t *testing.T) {
 	if e := callErr(phone, MethodState, map[string]any{"target": id}); e == nil || e.Code != gateway.CodeForbidden {
 		t.Fatalf("canvas.state from a node: %v", e)
 	}
+	// The node closes its own surface (it stays closed), not the desktop's.
+	if _, err := f.svc.Push(context.Background(), Who{}, Desktop, formV08); err != nil {
+		t.Fatal(err)
+	}
+	if e := callErr(phone, MethodReset, map[string]any{"target": Desktop, "surfaceId": "form"}); e == nil || e.Code != gateway.CodeForbidden {
+		t.Fatalf("reset of the desktop from a node: %v", e)
+	}
+	rr := call[ResetResult](t, phone, MethodReset, map[string]any{"surfaceId": "form"})
+	if len(rr.Removed) != 1 || !rr.Rendered {
+		t.Fatalf("the node's reset: %+v", rr)
+	}
+	if r := <-reqs; r.Command != "canvas.a2ui.reset" {
+		t.Fatalf("invoke: %+v", r)
+	}
+	if len(f.svc.StateOf(id).Surfaces) != 0 || len(f.svc.StateOf(Desktop).Surfaces) != 1 {
+		t.Fatalf("after the node's reset: %s %s", mustJSON(t, f.svc.StateOf(id)), mustJSON(t, f.svc.StateOf(Desktop)))
+	}
+	if _, err := f.svc.Push(context.Background(), Who{}, id, jsonl(formV08, beginV08)); err != nil {
+		t.Fatal(err)
+	}
+	<-reqs
 	// A node's id is per connection for the local node: the push to a
 	// node that is gone is kept and said so.
 	phone.Close()
