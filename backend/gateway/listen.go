@@ -46,9 +46,10 @@ type Timeouts struct {
 	// (http.Server.ReadHeaderTimeout); default 10 s.
 	Header time.Duration
 	// Request bounds reading a whole request, head and body
-	// (http.Server.ReadTimeout); default 20 s. No route takes a body (a
-	// request that declares one is refused with 413 before net/http reads
-	// it), so this is a second bound only.
+	// (http.Server.ReadTimeout); default 20 s. Only the upload route
+	// (Options.Upload) takes a body, at most Options.MaxUploadBody bytes;
+	// this bounds reading it (a request elsewhere that declares one is
+	// refused with 413 before net/http reads it).
 	Request time.Duration
 	// Write bounds a response, from the end of its request's head to its
 	// last byte (http.Server.WriteTimeout); default 60 s.
@@ -82,6 +83,8 @@ type HTTPServer struct {
 	maxHead int
 	header  time.Duration
 	log     *slog.Logger
+	// bodyOK is Server.bodyAllowed: which request may carry a body.
+	bodyOK func(method, path string, n int64, chunked bool) bool
 }
 
 // HTTPServer returns the server for a listener that serves h (the
@@ -94,12 +97,16 @@ type HTTPServer struct {
 // before net/http reads it, with the checks net/http applies, and refused
 // here, with the security headers, when it would fail them: 400 (malformed
 // request line or header, a missing, malformed or repeated Host, a bad
-// Content-Length or transfer coding), 413 (a request body: no route takes
-// one), 417 (an Expect other than 100-continue), 431 (head too large), 505
+// Content-Length or transfer coding), 413 (a request body, except on the
+// upload route: a POST or PUT there (Options.Upload) may declare a
+// Content-Length of 1 … Options.MaxUploadBody bytes, no Transfer-Encoding;
+// its body is then passed to net/http unchecked, under the same
+// Timeouts.Request bound as the head, and the next request's head is
+// checked again), 417 (an Expect other than 100-continue), 431 (head too large), 505
 // (not HTTP/1.x). The connection is then closed.
 func (s *Server) HTTPServer(h http.Handler, connContext func(ctx context.Context, c net.Conn) context.Context) *HTTPServer {
 	t := s.opts.Timeouts
-	hs := &HTTPServer{maxHead: s.opts.MaxRequestHead, header: t.Header, log: s.log}
+	hs := &HTTPServer{maxHead: s.opts.MaxRequestHead, header: t.Header, log: s.log, bodyOK: s.bodyAllowed}
 	hs.srv = &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: t.Header,
@@ -195,8 +202,9 @@ type guardConn struct {
 	net.Conn
 	hs *HTTPServer
 
-	in  []byte // read, not yet a whole head
-	out []byte // a checked head, not yet read by net/http
+	in   []byte // read, not yet a whole head
+	out  []byte // a checked head, not yet read by net/http
+	body int64  // bytes of the checked head's body not yet read by net/http
 
 	mu       sync.Mutex
 	raw      bool      // hijacked: pass bytes through
@@ -286,15 +294,20 @@ func (g *guardConn) Read(p []byte) (int, error) {
 	if refused {
 		return 0, io.EOF
 	}
+	if g.body > 0 {
+		return g.readBody(p)
+	}
 	for {
 		if end := headEnd(g.in); end >= 0 {
 			head := g.in[:end:end]
 			g.in = bytes.Clone(g.in[end:])
-			g.headDone(len(g.in) > 0)
-			if r := checkHead(head); r != nil {
+			r, body := checkHead(head, g.hs.bodyOK)
+			g.headDone(int64(len(g.in)) > body)
+			if r != nil {
 				g.refuse(r)
 				return 0, io.EOF
 			}
+			g.body = body
 			n := copy(p, head)
 			g.out = head[n:]
 			return n, nil
@@ -319,6 +332,29 @@ func (g *guardConn) Read(p []byte) (int, error) {
 			return 0, err
 		}
 	}
+}
+
+// readBody hands net/http the body of the head it was given (the upload
+// route's), at most g.body bytes, without looking into it.
+func (g *guardConn) readBody(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if int64(len(p)) > g.body {
+		p = p[:g.body]
+	}
+	if len(g.in) > 0 {
+		n := copy(p, g.in)
+		g.in = g.in[n:]
+		g.body -= int64(n)
+		if g.body == 0 && len(g.in) > 0 {
+			g.headBegun() // a pipelined request's head came with the body
+		}
+		return n, nil
+	}
+	n, err := g.Conn.Read(p)
+	g.body -= int64(n)
+	return n, err
 }
 
 // headBegun starts the head's own bound (Timeouts.Header from its first
@@ -425,29 +461,32 @@ func headEnd(b []byte) int {
 // checkHead applies to a whole request head the checks net/http's server
 // applies before it calls a handler (net/http server.go readRequest and
 // request.go readRequest), and refuses what the gateway does not take: a
-// request body of any size or encoding, and an Expect other than
-// 100-continue. It returns nil when net/http may have the head.
-func checkHead(head []byte) *refusal {
+// request body, unless bodyOK (nil: none) allows it for the request's
+// method, path and declared length, and an Expect other than 100-continue.
+// It returns nil when net/http may have the head, with the length of the
+// body that follows it (0: none).
+func checkHead(head []byte, bodyOK func(method, path string, n int64, chunked bool) bool) (*refusal, int64) {
 	tp := textproto.NewReader(bufio.NewReader(bytes.NewReader(head)))
 	if _, err := tp.ReadLine(); err != nil {
-		return &refusal{status: http.StatusBadRequest, text: "malformed request line"}
+		return &refusal{status: http.StatusBadRequest, text: "malformed request line"}, 0
 	}
 	hdr, err := tp.ReadMIMEHeader()
 	if err != nil {
-		return &refusal{status: http.StatusBadRequest, text: "malformed request header"}
+		return &refusal{status: http.StatusBadRequest, text: "malformed request header"}, 0
 	}
-	r := checkRequest(head, hdr)
+	r, body := checkRequest(head, hdr, bodyOK)
 	if r != nil {
 		if hs := hdr["Host"]; len(hs) == 1 && validHostPort(hs[0]) {
 			r.host = hs[0]
 		}
+		return r, 0
 	}
-	return r
+	return nil, body
 }
 
 // checkRequest is checkHead once the header was read as hdr.
-func checkRequest(head []byte, hdr textproto.MIMEHeader) *refusal {
-	bad := func(text string) *refusal { return &refusal{status: http.StatusBadRequest, text: text} }
+func checkRequest(head []byte, hdr textproto.MIMEHeader, bodyOK func(method, path string, n int64, chunked bool) bool) (*refusal, int64) {
+	bad := func(text string) (*refusal, int64) { return &refusal{status: http.StatusBadRequest, text: text}, 0 }
 	hosts := hdr["Host"]
 	req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(head)))
 	switch {
@@ -458,7 +497,7 @@ func checkRequest(head []byte, hdr textproto.MIMEHeader) *refusal {
 	case err != nil:
 		return bad("malformed request")
 	case req.ProtoMajor != 1:
-		return &refusal{status: http.StatusHTTPVersionNotSupported, text: "only HTTP/1.x is served here"}
+		return &refusal{status: http.StatusHTTPVersionNotSupported, text: "only HTTP/1.x is served here"}, 0
 	case req.ProtoAtLeast(1, 1) && len(hosts) == 0 && req.Method != http.MethodConnect:
 		return bad("missing required Host header")
 	case len(hosts) == 1 && !httpguts.ValidHostHeader(hosts[0]):
@@ -479,11 +518,14 @@ func checkRequest(head []byte, hdr textproto.MIMEHeader) *refusal {
 			}
 		}
 	}
-	if req.ContentLength != 0 || len(req.TransferEncoding) > 0 {
-		return &refusal{status: http.StatusRequestEntityTooLarge, text: "this gateway takes no request body"}
-	}
 	if e := hdr.Get("Expect"); e != "" && !strings.EqualFold(e, "100-continue") {
-		return &refusal{status: http.StatusExpectationFailed, text: "unsupported Expect header"}
+		return &refusal{status: http.StatusExpectationFailed, text: "unsupported Expect header"}, 0
 	}
-	return nil
+	if req.ContentLength == 0 && len(req.TransferEncoding) == 0 {
+		return nil, 0
+	}
+	if bodyOK != nil && bodyOK(req.Method, req.URL.Path, req.ContentLength, len(req.TransferEncoding) > 0) {
+		return nil, req.ContentLength
+	}
+	return &refusal{status: http.StatusRequestEntityTooLarge, text: "this gateway takes no request body here"}, 0
 }

@@ -79,7 +79,7 @@ func TestCheckHead(t *testing.T) {
 		{"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n", 400},
 		{"GET / HTTP/1.1\r\nHost: a\r\nExpect: 200-ok\r\n\r\n", 417},
 	} {
-		r := checkHead([]byte(tc.head))
+		r, _ := checkHead([]byte(tc.head), nil)
 		got := 0
 		if r != nil {
 			got = r.status

@@ -151,6 +151,20 @@ type Options struct {
 	MaxRequestHead int
 	// Version is reported in hello-ok server.version and /healthz.
 	Version string
+	// Upload serves the media upload route, the HTTPS fallback of a media
+	// transfer (docs/PROTOCOL.md "Media transfers"; package upload):
+	// POST, GET and DELETE /media/upload/{id} and PUT
+	// /media/upload/{id}/{block}, {id} 32 lower-case hex digits, {block}
+	// a decimal index. It is the only route whose requests may carry a
+	// body (see [Server.HTTPServer]); the gateway refuses a request with
+	// an Origin other than its own scheme://host first (403). Nil: 404,
+	// and no request may carry a body.
+	Upload http.Handler
+	// MaxUploadBody is the largest body a request of the Upload route may
+	// declare, in bytes (Content-Length); default DefaultMaxUploadBody
+	// (4 MiB + 1 KiB, the largest media block with room for nothing else).
+	// A larger one is refused 413 before its first byte is read.
+	MaxUploadBody int64
 	// AllowedOrigins are extra WebSocket Origin patterns (path.Match syntax,
 	// case-insensitive): a pattern containing "://" matches "scheme://host"
 	// (e.g. "wails://wails"), otherwise the origin's host[:port] (e.g.
@@ -259,7 +273,7 @@ func New(opts Options) (*Server, error) {
 	if opts.MaxPayload < 0 || opts.MaxBufferedBytes < 0 || opts.TickInterval < 0 || opts.HandshakeTimeout < 0 ||
 		opts.MaxPreAuthPayload < 0 || opts.MaxUnauthenticated < 0 || opts.MaxUnauthenticatedPerIP < 0 ||
 		opts.MaxTotalBufferedBytes < 0 || opts.CloseGrace < 0 || opts.MaxInFlight < 0 ||
-		opts.FrameWriteTimeout < 0 || opts.MaxRequestHead < 0 ||
+		opts.FrameWriteTimeout < 0 || opts.MaxRequestHead < 0 || opts.MaxUploadBody < 0 ||
 		opts.Timeouts.Header < 0 || opts.Timeouts.Request < 0 || opts.Timeouts.Write < 0 || opts.Timeouts.Idle < 0 {
 		return nil, errors.New("gateway: negative limit in Options")
 	}
@@ -301,6 +315,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.FrameWriteTimeout == 0 {
 		opts.FrameWriteTimeout = DefaultFrameWriteTimeout
+	}
+	if opts.MaxUploadBody == 0 {
+		opts.MaxUploadBody = DefaultMaxUploadBody
 	}
 	if opts.MaxRequestHead == 0 {
 		opts.MaxRequestHead = DefaultMaxRequestHead
