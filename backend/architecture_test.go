@@ -31,6 +31,7 @@ var allowed = map[string][]string{
 	"backend/gwid":                {"backend/safefile"},
 	"backend/media":               {"backend/safefile"},
 	"backend/rtc":                 {"backend/media"},
+	"backend/upload":              {"backend/media"},
 	"backend/pairing":             {},
 	"backend/discovery":           {},
 	"backend/discovery/netnstest": {},
@@ -66,7 +67,7 @@ var allowed = map[string][]string{
 		"backend/model", "backend/chat", "backend/gateway", "backend/api", "backend/acl", "backend/audit", "backend/guard",
 		"backend/collab", "backend/route", "backend/worker", "backend/agent", "backend/agent/tools", "backend/applock",
 		"backend/safefile", "backend/gwid", "backend/pairing", "backend/devices", "backend/device", "backend/nodes", "backend/discovery", "backend/media",
-		"backend/rtc", "backend/canvas"},
+		"backend/rtc", "backend/canvas", "backend/upload"},
 	"backend/devices":         {"backend/gateway", "backend/pairing", "backend/device", "backend/audit"},
 	"backend/memory/versions": {},
 	"backend/bench/retrieval": {"backend/memory", "backend/memory/embed", "backend/memory/chunk"},
@@ -123,7 +124,7 @@ var testAllowed = map[string][]string{
 	"backend/device": {"backend/chromiumtest"},
 	"backend/gwid":   {"backend/chromiumtest"},
 	"backend/e2e":    {"backend/chromiumtest", "backend/model/modeltest", "backend/capture/xvfbtest"},
-	"backend/rtc":    {"backend/chromiumtest"},
+	"backend/rtc":    {"backend/chromiumtest", "backend/upload"}, // the HTTPS fallback in the same throughput run
 	// The frontend's A2UI browser benchmark and Canvas screenshots (frontend/bench_test.go).
 	"frontend": {"backend/chromiumtest"},
 	// The screen tests run Xvfb through capture/xvfbtest (e2e's above too).

@@ -16,6 +16,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -49,6 +50,7 @@ import (
 	"github.com/atrium-dev/atrium/backend/paths"
 	"github.com/atrium-dev/atrium/backend/safefile"
 	"github.com/atrium-dev/atrium/backend/statedb"
+	"github.com/atrium-dev/atrium/backend/upload"
 	"github.com/atrium-dev/atrium/backend/worker"
 )
 
@@ -209,6 +211,9 @@ type App struct {
 	ffmpegOpt  string
 	ffmpegOnce sync.Once
 	ffmpegPath string
+	// uploads is the HTTPS fallback of media transfers (media.go), served
+	// by the gateway's upload route once the nodes service is up.
+	uploads atomic.Pointer[upload.Server]
 }
 
 // AlreadyRunningError is New's error when another app runs on the same
@@ -348,6 +353,7 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 		AllowedOrigins:  o.AllowedOrigins,
 		Logger:          o.Logger,
 		Snapshot:        a.snapshot,
+		Upload:          http.HandlerFunc(a.serveUpload),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
@@ -724,6 +730,9 @@ func (a *App) Close() error {
 	}
 	if a.Chat != nil {
 		errs = append(errs, a.Chat.Close())
+	}
+	if u := a.uploads.Load(); u != nil {
+		u.Close() // uploads suspended, their partials kept
 	}
 	if a.mediaRx != nil {
 		a.mediaRx.Close() // before Media: its transfers are aborted first

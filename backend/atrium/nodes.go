@@ -24,6 +24,11 @@ func (a *App) newNodes(log *slog.Logger) error {
 	}
 	svc.Register()
 	a.Nodes = svc
+	up, err := a.newUploads(log)
+	if err != nil {
+		return fmt.Errorf("media uploads: %w", err)
+	}
+	a.uploads.Store(up)
 	a.onAuthenticated(svc.Connected)
 	a.onClosed(svc.Disconnected)
 	return nil

@@ -170,6 +170,28 @@ func (s *Store) release(id string) {
 	s.mu.Unlock()
 }
 
+// Discard removes what a suspended transfer id left for a resume
+// (Release): its ticket ended without the file, so nothing of it may stay.
+// A transfer under way (between Begin and its end) is left alone: ErrBusy.
+// No partial for id is not an error.
+func (s *Store) Discard(id string) error {
+	if !ValidID(id) {
+		return fmt.Errorf("media: transfer id %q: %w", id, ErrInvalid)
+	}
+	s.mu.Lock()
+	if _, ok := s.inflight[id]; ok {
+		s.mu.Unlock()
+		return fmt.Errorf("media: transfer %s is under way: %w", id, ErrBusy)
+	}
+	s.inflight[id] = "" // no Begin of id while it is removed
+	s.mu.Unlock()
+	defer s.release(id)
+	if err := s.root.RemoveAll(path.Join(partialDir, id)); err != nil {
+		return fmt.Errorf("media: discard partial %s: %w", id, err)
+	}
+	return nil
+}
+
 // InFlight is the number of transfers between Begin and their end.
 func (s *Store) InFlight() int {
 	s.mu.Lock()
