@@ -266,9 +266,10 @@ func (m *mediaRelay) Close() {
 
 // newUploads makes the HTTPS upload fallback over the relay's tickets:
 // a node device's token is checked by pairing (role node), refusals are
-// audited as "media.upload" with target "<deviceId> <transferId>".
-func (a *App) newUploads(log *slog.Logger) (*upload.Server, error) {
-	return upload.New(upload.Options{
+// audited as "media.upload" with target "<deviceId> <transferId>". edit,
+// when set, changes the options first (tests shorten the bounds).
+func (a *App) newUploads(log *slog.Logger, edit func(*upload.Options)) (*upload.Server, error) {
+	o := upload.Options{
 		Store:   a.Media,
 		Tickets: a.mediaRx,
 		Authenticate: func(ctx context.Context, device, token string) error {
@@ -299,7 +300,11 @@ func (a *App) newUploads(log *slog.Logger) (*upload.Server, error) {
 			}
 		},
 		Log: log,
-	})
+	}
+	if edit != nil {
+		edit(&o)
+	}
+	return upload.New(o)
 }
 
 // serveUpload is the gateway's Options.Upload: the upload server once the

@@ -24,7 +24,7 @@ func (a *App) newNodes(log *slog.Logger) error {
 	}
 	svc.Register()
 	a.Nodes = svc
-	up, err := a.newUploads(log)
+	up, err := a.newUploads(log, nil)
 	if err != nil {
 		return fmt.Errorf("media uploads: %w", err)
 	}

@@ -444,3 +444,44 @@ func TestImageDimensionsFromTheFile(t *testing.T) {
 		}
 	}
 }
+
+// TestDiscard: what a suspended transfer left for a resume is removed, so
+// a ticket that ended without its file leaves nothing; a transfer under
+// way is left alone (ErrBusy), and no partial is not an error.
+func TestDiscard(t *testing.T) {
+	s := open(t, Options{})
+	data := randomData(8*1024, 9)
+	p := plan(t, data, 1024, "dev1")
+	tr, err := s.Begin(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.WriteBlock(0, block(p, data, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Discard(p.ID); !errors.Is(err, ErrBusy) {
+		t.Fatalf("Discard of a transfer under way: %v, want ErrBusy", err)
+	}
+	if err := tr.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if _, partial := entries(t, s); len(partial) != 1 {
+		t.Fatalf("after Release the partials are %v", partial)
+	}
+	if err := s.Discard(p.ID); err != nil {
+		t.Fatal(err)
+	}
+	if top, partial := entries(t, s); len(partial) != 0 || len(top) != 0 {
+		t.Fatalf("after Discard: %v %v", top, partial)
+	}
+	if err := s.Discard(p.ID); err != nil {
+		t.Fatalf("a second Discard: %v", err)
+	}
+	if s.InFlight() != 0 {
+		t.Fatalf("%d in flight after Discard", s.InFlight())
+	}
+	if tr, err = s.Begin(p); err != nil || tr.Resumed() != 0 {
+		t.Fatalf("Begin after Discard: resumed %v, %v", tr, err)
+	}
+	tr.Cancel()
+}
