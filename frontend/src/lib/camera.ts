@@ -7,10 +7,11 @@
 // A clip is recorded with MediaRecorder (recorder.ts). node.media.cancel stops a command's capture,
 // recording or send at once (ActiveTransfers).
 import type { GatewayClient } from './gateway';
-import { sendMedia, TransferError, type MediaFile, type Sent, type Signal } from './mediasend';
+import { sendMedia, TransferError, type MediaFile, type Sent, type SendOptions, type Signal } from './mediasend';
 import type { MessageKey } from './messages';
 import { CommandError, MediaResult, type CommandHandler } from './nodeserve';
 import { ActiveTransfers, durationParam, pickRecorderType, record, type Recording } from './recorder';
+import { uploadMedia, type UploadCredential, type UploadOptions } from './upload';
 
 /** camera.snap's defaults and bounds. */
 export const SNAP_DEFAULTS = { maxWidth: 1600, quality: 0.85, delayMs: 0 } as const;
@@ -144,6 +145,8 @@ export interface CameraDeps {
   active?: ActiveTransfers;
   /** Told when a recording starts (the command) and ends (null): the page shows it. */
   onRecording?: (command: string | null) => void;
+  /** The node's deviceId and device token, for the HTTPS fallback of a transfer (none: data channel only). */
+  credential?: () => UploadCredential | null;
 }
 
 /** Signals a transfer's SDP offer through node.media.offer on the node connection gw. */
@@ -155,13 +158,29 @@ export function offerSignal(gw: GatewayClient, transferId: string): Signal {
   };
 }
 
-/** sendMedia over gw, resumed (same id, only missing blocks) when the connection was cut. */
-export function sendOver(gw: GatewayClient): (file: MediaFile, signal?: AbortSignal) => Promise<Sent> {
+/** How sendOver sends: the node's credential for the HTTPS fallback, and what tests replace. */
+export interface SendOverOptions {
+  /** The node's deviceId and device token (none: no HTTPS fallback). */
+  credential?: () => UploadCredential | null;
+  /** Options of the data channel (tests pass a fake RTCPeerConnection). */
+  rtc?: Omit<SendOptions, 'signal'>;
+  /** Options of the HTTPS upload (tests pass a fake fetch). */
+  upload?: Omit<UploadOptions, 'signal'>;
+}
+
+/**
+ * sendMedia over gw, resumed (same id, only missing blocks) when the connection was cut; when no data
+ * channel can be set up at all, the same transfer goes over the HTTPS upload with the node's credential.
+ * The Sent says which path carried the file (transport).
+ */
+export function sendOver(gw: GatewayClient, o: SendOverOptions = {}): (file: MediaFile, signal?: AbortSignal) => Promise<Sent> {
   return async (file, signal) => {
     for (let i = 0; ; i++) {
       try {
-        return await sendMedia(file, offerSignal(gw, file.id), { signal });
+        return await sendMedia(file, offerSignal(gw, file.id), { ...o.rtc, signal });
       } catch (e) {
+        const cred = e instanceof TransferError && e.setup ? o.credential?.() : null;
+        if (cred) return uploadMedia(file, cred, { ...o.upload, signal });
         if (!(e instanceof TransferError) || e.code !== 'CLOSED' || i >= SEND_RETRIES) throw e;
       }
     }
@@ -283,7 +302,7 @@ export function snapHandler(deps: CameraDeps): CommandHandler {
       const data = new Uint8Array(await shot.blob.arrayBuffer());
       const sent = await sendFile(deps, 'camera.snap', { id: p.transferId, name: 'photo.jpg', data, mime: 'image/jpeg', width: shot.width, height: shot.height }, signal);
       const payload: SnapPayload = { width: shot.width, height: shot.height, size: data.length, sha256: sent.sha256, mime: 'image/jpeg', facing: p.facing };
-      return new MediaResult(payload, { id: p.transferId, transport: 'webrtc' });
+      return new MediaResult(payload, { id: p.transferId, transport: sent.transport ?? 'webrtc' });
     });
   };
 }
@@ -345,7 +364,7 @@ export function clipHandler(deps: CameraDeps): CommandHandler {
       const audio = p.includeAudio && (stream.getAudioTracks?.().length ?? 0) > 0;
       const { rec, sent, width, height } = await recordAndSend(deps, { command: 'camera.clip', stream, durationMs: p.durationMs, audio, transferId: p.transferId, maxSize: p.maxSize, name: 'clip', signal });
       const payload: ClipPayload = { durationMs: rec.durationMs, mime: rec.mime, mimeType: rec.mimeType, size: rec.data.length, sha256: sent.sha256, width, height, facing: p.facing, audio };
-      return new MediaResult(payload, { id: p.transferId, transport: 'webrtc' });
+      return new MediaResult(payload, { id: p.transferId, transport: sent.transport ?? 'webrtc' });
     });
   };
 }
@@ -369,6 +388,6 @@ export function listHandler(deps: Pick<CameraDeps, 'mediaDevices'>): CommandHand
 
 /** The camera commands served on the node connection gw; node.media.cancel reaches them through deps.active. */
 export function cameraHandlers(gw: GatewayClient, deps: Omit<CameraDeps, 'send'> = { mediaDevices: globalThis.navigator?.mediaDevices, document }): Record<string, CommandHandler> {
-  const full: CameraDeps = { ...deps, send: sendOver(gw) };
+  const full: CameraDeps = { ...deps, send: sendOver(gw, { credential: deps.credential }) };
   return { 'camera.list': listHandler(full), 'camera.snap': snapHandler(full), 'camera.clip': clipHandler(full) };
 }

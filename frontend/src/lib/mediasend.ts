@@ -55,18 +55,31 @@ export interface Sent {
   /** Blocks sent on this connection (resends included; fewer than blocks on a resume). */
   blocksSent: number;
   rounds: number;
+  /** The path the file took: a WebRTC data channel, or the HTTPS upload fallback (upload.ts). */
+  transport?: 'webrtc' | 'https';
 }
 
-/** A transfer refused or abandoned; `code` as in backend/rtc (TOO_LARGE, BUSY, TIMEOUT, …). */
+/**
+ * A transfer refused or abandoned; `code` as in backend/rtc (TOO_LARGE, BUSY, TIMEOUT, …). `setup` is true
+ * when no data channel could be set up at all (no WebRTC, no address to offer, ICE failed or timed out,
+ * the channel never opened): the HTTPS upload (upload.ts) can still carry the file.
+ */
 export class TransferError extends Error {
   readonly code: string;
   readonly remote: boolean;
+  setup = false;
   constructor(code: string, message: string, remote = false) {
     super(message);
     this.name = 'TransferError';
     this.code = code;
     this.remote = remote;
   }
+}
+
+function setupFailed(code: string, message: string): TransferError {
+  const e = new TransferError(code, message);
+  e.setup = true;
+  return e;
 }
 
 const enc = new TextEncoder();
@@ -195,7 +208,7 @@ class Inbox {
  */
 export async function sendMedia(file: MediaFile, signal: Signal, opts: SendOptions = {}): Promise<Sent> {
   const PC = opts.RTCPeerConnection ?? globalThis.RTCPeerConnection;
-  if (!PC) throw new TransferError('UNAVAILABLE', 'this browser has no WebRTC');
+  if (!PC) throw setupFailed('UNAVAILABLE', 'this browser has no WebRTC');
   const stop = opts.signal;
   if (stop?.aborted) throw cancelled(stop);
   const connectMs = opts.connectTimeoutMs ?? 15000;
@@ -227,16 +240,28 @@ export async function sendMedia(file: MediaFile, signal: Signal, opts: SendOptio
     const opened = new Promise<void>((resolve, reject) => {
       dc.onopen = () => resolve();
       dc.addEventListener('close', () => reject(new TransferError('CLOSED', 'the data channel closed before it opened')));
+      pc.addEventListener('connectionstatechange', () => {
+        if (pc.connectionState === 'failed') reject(new TransferError('CLOSED', 'the connection to the gateway failed (ICE)'));
+      });
     });
+    opened.catch(() => undefined);
     const gathered = new Promise<void>((resolve) => {
       if (pc.iceGatheringState === 'complete') resolve();
       pc.addEventListener('icegatheringstatechange', () => pc.iceGatheringState === 'complete' && resolve());
     });
-    await pc.setLocalDescription(await pc.createOffer());
-    await withTimeout(gathered, connectMs, 'gathering candidates');
-    const answer = await withTimeout(signal(pc.localDescription!.sdp), connectMs, 'signalling');
-    await pc.setRemoteDescription({ type: 'answer', sdp: answer });
-    await withTimeout(opened, connectMs, 'connecting');
+    try {
+      await pc.setLocalDescription(await pc.createOffer());
+      await withTimeout(gathered, connectMs, 'gathering candidates');
+      const offer = pc.localDescription!.sdp;
+      if (!/^a=candidate:/m.test(offer)) throw new TransferError('UNAVAILABLE', 'no network address of this device can carry a data channel');
+      const answer = await withTimeout(signal(offer), connectMs, 'signalling');
+      await pc.setRemoteDescription({ type: 'answer', sdp: answer });
+      await withTimeout(opened, connectMs, 'connecting');
+    } catch (e) {
+      // The gateway's own refusal of the offer (a gateway error, not a TransferError) is no setup failure.
+      if (e instanceof TransferError && !e.remote && !stop?.aborted) e.setup = true;
+      throw e;
+    }
 
     const bs = pickBlockSize(opts.blockSize ?? 64 << 10, pc.sctp?.maxMessageSize);
     if (bs < MIN_BLOCK_SIZE) throw new TransferError('INVALID', `the gateway's maxMessageSize ${pc.sctp?.maxMessageSize} is too small`);
@@ -290,7 +315,7 @@ export async function sendMedia(file: MediaFile, signal: Signal, opts: SendOptio
     const per = Math.max(1, Math.min(2048, peerMax > 0 ? Math.floor((peerMax - HEADER_LEN) / 32) : 2048));
     for (const m of hashMsgs(digests, per)) await send(m);
 
-    const sent: Sent = { sha256: sum, blockSize: bs, blocks, blocksSent: 0, rounds: 0 };
+    const sent: Sent = { sha256: sum, blockSize: bs, blocks, blocksSent: 0, rounds: 0, transport: 'webrtc' };
     for (;;) {
       const msg = parseMsg(await box.next(idleMs));
       if (msg.type === 'N') {

@@ -147,6 +147,12 @@ export class PhoneSession {
     return this.current;
   }
 
+  /** The node's deviceId and device token (the HTTPS fallback of a media transfer), once paired as a node. */
+  nodeCredential(): { deviceId: string; token: string } | null {
+    const token = this.current.pair.tokens.node;
+    return this.key && token ? { deviceId: this.key.deviceId, token } : null;
+  }
+
   /** The connection of a paired role, once open. */
   conn(role: Role): GatewayClient | null {
     return this.roleConns.get(role) ?? null;

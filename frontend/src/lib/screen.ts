@@ -110,7 +110,7 @@ export function screenSnapshotHandler(deps: CameraDeps): CommandHandler {
       if (signal.aborted) throw new CommandError('CANCELLED', `${c}: cancelled`);
       const data = new Uint8Array(await shot.blob.arrayBuffer());
       const sent = await sendFile(deps, c, { id: p.transferId, name: `screen.${p.format === 'png' ? 'png' : 'jpg'}`, data, mime, width: shot.width, height: shot.height }, signal);
-      return new MediaResult({ width: shot.width, height: shot.height, size: data.length, sha256: sent.sha256, mime }, { id: p.transferId, transport: 'webrtc' });
+      return new MediaResult({ width: shot.width, height: shot.height, size: data.length, sha256: sent.sha256, mime }, { id: p.transferId, transport: sent.transport ?? 'webrtc' });
     });
   };
 }
@@ -125,7 +125,7 @@ export function screenRecordHandler(deps: CameraDeps): CommandHandler {
       const { rec, sent, width, height } = await recordAndSend(deps, { command: c, stream, durationMs: p.durationMs, audio: false, transferId: p.transferId, maxSize: p.maxSize, name: 'screen', signal });
       return new MediaResult(
         { durationMs: rec.durationMs, mime: rec.mime, mimeType: rec.mimeType, size: rec.data.length, sha256: sent.sha256, width, height, fps: p.fps },
-        { id: p.transferId, transport: 'webrtc' },
+        { id: p.transferId, transport: sent.transport ?? 'webrtc' },
       );
     });
   };
@@ -134,6 +134,6 @@ export function screenRecordHandler(deps: CameraDeps): CommandHandler {
 /** The screen commands served on gw, none where the browser cannot capture the screen. */
 export function screenHandlers(gw: GatewayClient, deps: Omit<CameraDeps, 'send'>): Record<string, CommandHandler> {
   if (!screenCaptureAvailable(deps.mediaDevices)) return {};
-  const full: CameraDeps = { ...deps, send: sendOver(gw) };
+  const full: CameraDeps = { ...deps, send: sendOver(gw, { credential: deps.credential }) };
   return { 'screen.snapshot': screenSnapshotHandler(full), 'screen.record': screenRecordHandler(full) };
 }
