@@ -4,15 +4,21 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/atrium-dev/atrium/backend/media"
+	"github.com/atrium-dev/atrium/backend/upload"
 )
 
 // benchSize is the file every benchmark moves: 32 MiB of random bytes.
@@ -25,7 +31,9 @@ const benchSize = 32 << 20
 // buffer, sender high water (low water a quarter of it), UDP socket
 // buffers. MB/s = 10^6 bytes per second.
 //
-//	go test -run '^$' -bench 'Transfer|TCPCopy' -benchtime 3x -count 3 ./backend/rtc
+// The data channel, the HTTPS fallback and the raw TCP copy in one run:
+//
+//	go test -run '^$' -bench 'Transfer|HTTPSUpload|TCPCopy' -benchtime 3x -count 3 ./backend/rtc
 func BenchmarkTransfer(b *testing.B) {
 	data := randomData(benchSize, 11)
 	for _, c := range []struct {
@@ -162,5 +170,107 @@ func BenchmarkTCPCopy(b *testing.B) {
 		if err := <-done; err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// benchTickets is upload.Tickets for one expected transfer at a time.
+type benchTickets struct {
+	t      upload.Ticket
+	stored chan media.Meta
+}
+
+func (b *benchTickets) Take(device, id string) (upload.Ticket, context.Context, error) {
+	if id != b.t.ID || device != b.t.Device {
+		return upload.Ticket{}, nil, upload.ErrUnrequested
+	}
+	return b.t, context.Background(), nil
+}
+func (b *benchTickets) Let(string) {}
+func (b *benchTickets) Stored(_ string, m media.Meta) error {
+	b.stored <- m
+	return nil
+}
+func (b *benchTickets) Failed(id, code, message string) {}
+
+// BenchmarkHTTPSUpload moves the same file over the HTTPS fallback
+// (package upload) on 127.0.0.1: TLS (net/http's test certificate), the
+// plan, then one PUT per 1 MiB block (the phone page's default) on one
+// keep-alive connection, each block's declared SHA-256 checked, read with
+// its deadline and written through media.Partial, the file checked and
+// stored with its sidecar. The device check is a constant-time compare
+// (the app's asks the pairing store).
+func BenchmarkHTTPSUpload(b *testing.B) {
+	const block = 1 << 20
+	data := randomData(benchSize, 11)
+	st, err := media.Open(filepath.Join(b.TempDir(), "media"), media.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	tk := &benchTickets{stored: make(chan media.Meta, 1)}
+	const token = "bench-device-token"
+	up, err := upload.New(upload.Options{Store: st, Tickets: tk, Authenticate: func(_ context.Context, device, tok string) error {
+		if subtle.ConstantTimeCompare([]byte(tok), []byte(token)) != 1 {
+			return upload.ErrUnauthorized
+		}
+		return nil
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(up)
+	srv.StartTLS()
+	defer srv.Close()
+	hc := srv.Client()
+	sum := sha256.Sum256(data)
+	plan := upload.Plan{V: upload.Version, Name: "clip.webm", Size: benchSize, SHA256: hex.EncodeToString(sum[:]), BlockSize: block}
+	do := func(method, path string, body []byte, hdr ...string) {
+		req, err := http.NewRequest(method, srv.URL+path, bytes.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set(upload.HeaderDevice, "dev1")
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b.Fatalf("%s %s: %d", method, path, resp.StatusCode)
+		}
+	}
+	b.SetBytes(benchSize)
+	b.ResetTimer()
+	for range b.N {
+		tk.t = upload.Ticket{ID: media.NewID(), Device: "dev1", Command: "camera.clip"}
+		// The sender's hashing is part of the path, as in the data channel's.
+		p := plan
+		p.Blocks = nil
+		for off := 0; off < benchSize; off += block {
+			h := sha256.Sum256(data[off:min(off+block, benchSize)])
+			p.Blocks = append(p.Blocks, hex.EncodeToString(h[:]))
+		}
+		pj, err := json.Marshal(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		do(http.MethodPost, "/media/upload/"+tk.t.ID, pj, "Content-Type", "application/json")
+		for i, h := range p.Blocks {
+			do(http.MethodPut, fmt.Sprintf("/media/upload/%s/%d", tk.t.ID, i), data[i*block:min((i+1)*block, benchSize)], upload.HeaderBlockHash, h)
+		}
+		m := <-tk.stored
+		b.StopTimer()
+		if m.Transport != media.TransportHTTPS {
+			b.Fatalf("stored over %q", m.Transport)
+		}
+		if err := st.Delete(m.ID); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
 	}
 }
