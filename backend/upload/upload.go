@@ -285,13 +285,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// session finds the upload of rf's transfer: nil when there is none, an
-// error wrapping ErrUnrequested when it is another device's.
+// session finds the upload of rf's transfer: nil when there is none,
+// ErrUnrequested when it is another device's or the request comes from
+// another address than the node's gateway connection.
 func (s *Server) session(rf Refusal) (*session, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if se := s.sessions[rf.ID]; se != nil {
-		if se.device != rf.Device {
+		if se.device != rf.Device || se.ticket.PeerIP != nil && !se.ticket.PeerIP.Equal(net.ParseIP(rf.RemoteIP)) {
 			return nil, ErrUnrequested
 		}
 		return se, nil
