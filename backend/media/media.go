@@ -80,6 +80,27 @@ var (
 	ErrDone = errors.New("transfer already finished")
 )
 
+// Code is the code a transfer ends with when the store refuses it with
+// err, the same over every transport (node.invoke's error code, the data
+// channel's cancel): TOO_LARGE (ErrTooLarge), BUSY (ErrBusy), DISK_FULL
+// (ErrDiskFull), CHECKSUM (ErrFileChecksum, ErrBlockChecksum), INVALID
+// (ErrInvalid, ErrBlockSize), else CANCELLED.
+func Code(err error) string {
+	switch {
+	case errors.Is(err, ErrTooLarge):
+		return "TOO_LARGE"
+	case errors.Is(err, ErrBusy):
+		return "BUSY"
+	case errors.Is(err, ErrDiskFull):
+		return "DISK_FULL"
+	case errors.Is(err, ErrFileChecksum), errors.Is(err, ErrBlockChecksum):
+		return "CHECKSUM"
+	case errors.Is(err, ErrInvalid), errors.Is(err, ErrBlockSize):
+		return "INVALID"
+	}
+	return "CANCELLED"
+}
+
 // Transport names for Meta.Transport.
 const (
 	TransportWebRTC = "webrtc" // a WebRTC data channel (package rtc)

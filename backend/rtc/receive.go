@@ -419,7 +419,7 @@ func (tr *Transfer) receive(dc *webrtc.DataChannel, in *inbox, st *ConnStats, pa
 	}
 	p, err := tr.r.store.Begin(plan)
 	if err != nil {
-		return refuse(storeCode(err), err)
+		return refuse(media.Code(err), err)
 	}
 	*part = p
 	st.Resumed = p.Resumed()
@@ -431,7 +431,7 @@ func (tr *Transfer) receive(dc *webrtc.DataChannel, in *inbox, st *ConnStats, pa
 		if len(miss) == 0 {
 			meta, err := p.Commit()
 			if err != nil {
-				return refuse(storeCode(err), err)
+				return refuse(media.Code(err), err)
 			}
 			if err := dc.Send(jsonMsg(msgFinal, Final{ID: meta.ID, Size: meta.Size, SHA256: meta.SHA256})); err != nil {
 				tr.r.log.Warn("rtc: send final", "id", meta.ID, "err", err)
@@ -468,7 +468,7 @@ func (tr *Transfer) receive(dc *webrtc.DataChannel, in *inbox, st *ConnStats, pa
 				case errors.Is(err, media.ErrBlockChecksum):
 					st.Corrupt++
 				case err != nil:
-					return refuse(storeCode(err), err)
+					return refuse(media.Code(err), err)
 				default:
 					st.Received++
 					tr.stored.Add(1)
@@ -485,23 +485,6 @@ func (tr *Transfer) receive(dc *webrtc.DataChannel, in *inbox, st *ConnStats, pa
 			}
 		}
 	}
-}
-
-// storeCode maps a media.Store error to a Cancel code.
-func storeCode(err error) string {
-	switch {
-	case errors.Is(err, media.ErrTooLarge):
-		return CodeTooLarge
-	case errors.Is(err, media.ErrBusy):
-		return CodeBusy
-	case errors.Is(err, media.ErrDiskFull):
-		return CodeDiskFull
-	case errors.Is(err, media.ErrFileChecksum):
-		return CodeChecksum
-	case errors.Is(err, media.ErrInvalid), errors.Is(err, media.ErrBlockSize):
-		return CodeInvalid
-	}
-	return CodeCancelled
 }
 
 // fingerprint returns the one DTLS fingerprint of an SDP ("sha-256

@@ -362,7 +362,7 @@ func (s *Server) postPlan(w http.ResponseWriter, r *http.Request, rf Refusal) {
 		return
 	}
 	if err != nil {
-		code := storeCode(err)
+		code := media.Code(err)
 		s.fail(w, se, rf, storeStatus(code), code, err.Error())
 		return
 	}
@@ -498,35 +498,54 @@ func (s *Server) suspend(se *session) {
 // fail refuses rf, cancels se's transfer (nothing left) and ends its
 // ticket with code. se.mu is held.
 func (s *Server) fail(w http.ResponseWriter, se *session, rf Refusal, status int, code, reason string) {
-	if !se.over {
-		se.over = true
-		if se.part != nil {
-			se.part.Cancel()
-		}
-		s.forget(se)
-		s.o.Tickets.Failed(se.id, code, reason)
-	}
+	s.endWith(se, code, reason)
 	s.refuse(w, rf, status, code, reason)
 }
 
+// endWith cancels se's transfer (its partial removed) and ends its ticket
+// with code, once. se.mu is held.
+func (s *Server) endWith(se *session, code, reason string) {
+	if se.over {
+		return
+	}
+	se.over = true
+	if se.part != nil {
+		se.part.Cancel()
+	}
+	s.forget(se)
+	s.o.Tickets.Failed(se.id, code, reason)
+}
+
 func (s *Server) status(w http.ResponseWriter, rf Refusal) {
+	se := s.held(w, rf, http.StatusNotFound, "no upload under way: post the plan (a suspended one resumes)")
+	if se == nil {
+		return
+	}
+	defer se.mu.Unlock()
+	writeStatus(w, se.statusLocked())
+}
+
+// held finds rf's upload under way and returns it locked (its idle timer
+// reset), or refuses rf and returns nil: 403 another device's, else
+// status and why when there is none.
+func (s *Server) held(w http.ResponseWriter, rf Refusal, status int, why string) *session {
 	se, err := s.session(rf)
 	switch {
 	case err != nil:
 		s.refuse(w, rf, http.StatusForbidden, "", fmt.Sprintf("transfer %s was not asked of this device", rf.ID))
-		return
+		return nil
 	case se == nil:
-		s.refuse(w, rf, http.StatusNotFound, "", "no upload under way: post the plan (a suspended one resumes)")
-		return
+		s.refuse(w, rf, status, "", why)
+		return nil
 	}
 	se.mu.Lock()
-	defer se.mu.Unlock()
 	if se.over || se.part == nil {
-		s.refuse(w, rf, http.StatusNotFound, "", "no upload under way: post the plan")
-		return
+		se.mu.Unlock()
+		s.refuse(w, rf, status, "", why)
+		return nil
 	}
 	se.touch(s.o.IdleTimeout)
-	writeStatus(w, se.statusLocked())
+	return se
 }
 
 func (s *Server) cancel(w http.ResponseWriter, rf Refusal) {
@@ -547,34 +566,16 @@ func (s *Server) cancel(w http.ResponseWriter, rf Refusal) {
 	}
 	se.mu.Lock()
 	defer se.mu.Unlock()
-	if !se.over {
-		se.over = true
-		if se.part != nil {
-			se.part.Cancel()
-		}
-		s.forget(se)
-		s.o.Tickets.Failed(se.id, CodeCancelled, "cancelled by the node")
-	}
+	s.endWith(se, CodeCancelled, "cancelled by the node")
 	w.WriteHeader(http.StatusNoContent)
 }
 
 func (s *Server) putBlock(w http.ResponseWriter, r *http.Request, rf Refusal, i int) {
-	se, err := s.session(rf)
-	switch {
-	case err != nil:
-		s.refuse(w, rf, http.StatusForbidden, "", fmt.Sprintf("transfer %s was not asked of this device", rf.ID))
-		return
-	case se == nil:
-		s.refuse(w, rf, http.StatusConflict, "", "no upload under way: post the plan first")
+	se := s.held(w, rf, http.StatusConflict, "no upload under way: post the plan first")
+	if se == nil {
 		return
 	}
-	se.mu.Lock()
 	defer se.mu.Unlock()
-	if se.over || se.part == nil {
-		s.refuse(w, rf, http.StatusConflict, "", "no upload under way: post the plan first")
-		return
-	}
-	se.touch(s.o.IdleTimeout)
 	p := se.part.Plan()
 	if i < 0 || i >= len(p.Blocks) {
 		s.fail(w, se, rf, http.StatusBadRequest, CodeEndless, fmt.Sprintf("block %d of a plan of %d blocks", i, len(p.Blocks)))
@@ -602,10 +603,7 @@ func (s *Server) putBlock(w http.ResponseWriter, r *http.Request, rf Refusal, i 
 		return
 	}
 	if err := se.part.WriteBlock(i, data); err != nil {
-		code := storeCode(err)
-		if errors.Is(err, media.ErrBlockChecksum) {
-			code = CodeChecksum
-		}
+		code := media.Code(err)
 		s.fail(w, se, rf, storeStatus(code), code, err.Error())
 		return
 	}
@@ -616,7 +614,7 @@ func (s *Server) putBlock(w http.ResponseWriter, r *http.Request, rf Refusal, i 
 	}
 	m, err := se.part.Commit()
 	if err != nil {
-		code := storeCode(err)
+		code := media.Code(err)
 		s.fail(w, se, rf, storeStatus(code), code, err.Error())
 		return
 	}
@@ -743,22 +741,6 @@ func ranges(idx []int) [][2]int {
 		out = append(out, [2]int{i, i + 1})
 	}
 	return out
-}
-
-func storeCode(err error) string {
-	switch {
-	case errors.Is(err, media.ErrTooLarge):
-		return CodeTooLarge
-	case errors.Is(err, media.ErrBusy):
-		return CodeBusy
-	case errors.Is(err, media.ErrDiskFull):
-		return CodeDiskFull
-	case errors.Is(err, media.ErrFileChecksum), errors.Is(err, media.ErrBlockChecksum):
-		return CodeChecksum
-	case errors.Is(err, media.ErrInvalid), errors.Is(err, media.ErrBlockSize):
-		return CodeInvalid
-	}
-	return CodeCancelled
 }
 
 func storeStatus(code string) int {
