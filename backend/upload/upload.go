@@ -355,8 +355,7 @@ func (s *Server) postPlan(w http.ResponseWriter, r *http.Request, rf Refusal) {
 	if errors.Is(err, media.ErrBusy) {
 		// The data channel holds it, or the device has too many transfers
 		// under way: not a fault of this one, the ticket stays.
-		se.over = true
-		s.forget(se)
+		s.stopLocked(se, true)
 		s.o.Tickets.Let(se.id)
 		s.refuse(w, rf, http.StatusConflict, CodeBusy, err.Error())
 		return
@@ -462,37 +461,42 @@ func (s *Server) forget(se *session) {
 	}
 }
 
+// stopLocked ends se once (false when it had ended): its partial is
+// released for a resume (keep) or removed, and se forgotten. se.mu is held.
+func (s *Server) stopLocked(se *session, keep bool) bool {
+	if se.over {
+		return false
+	}
+	se.over = true
+	switch {
+	case se.part == nil:
+	case keep:
+		if err := se.part.Release(); err != nil {
+			s.o.Log.Warn("upload: suspend", "id", se.id, "err", err)
+		}
+	default:
+		se.part.Cancel()
+	}
+	s.forget(se)
+	return true
+}
+
 // end: the ticket ended (the other path stored it, abort, deadline): the
 // partial is removed.
 func (s *Server) end(se *session) {
 	se.mu.Lock()
 	defer se.mu.Unlock()
-	if se.over {
-		return
-	}
-	se.over = true
-	if se.part != nil {
-		se.part.Cancel()
-	}
-	s.forget(se)
+	s.stopLocked(se, false)
 }
 
 // suspend: idle; the partial is kept and the ticket let go.
 func (s *Server) suspend(se *session) {
 	se.mu.Lock()
 	defer se.mu.Unlock()
-	if se.over {
-		return
+	if s.stopLocked(se, true) {
+		s.o.Tickets.Let(se.id)
+		s.o.Log.Info("upload: idle, suspended for a resume", "id", se.id, "blocks", se.count)
 	}
-	se.over = true
-	if se.part != nil {
-		if err := se.part.Release(); err != nil {
-			s.o.Log.Warn("upload: suspend", "id", se.id, "err", err)
-		}
-	}
-	s.forget(se)
-	s.o.Tickets.Let(se.id)
-	s.o.Log.Info("upload: idle, suspended for a resume", "id", se.id, "blocks", se.count)
 }
 
 // fail refuses rf, cancels se's transfer (nothing left) and ends its
@@ -505,15 +509,9 @@ func (s *Server) fail(w http.ResponseWriter, se *session, rf Refusal, status int
 // endWith cancels se's transfer (its partial removed) and ends its ticket
 // with code, once. se.mu is held.
 func (s *Server) endWith(se *session, code, reason string) {
-	if se.over {
-		return
+	if s.stopLocked(se, false) {
+		s.o.Tickets.Failed(se.id, code, reason)
 	}
-	se.over = true
-	if se.part != nil {
-		se.part.Cancel()
-	}
-	s.forget(se)
-	s.o.Tickets.Failed(se.id, code, reason)
 }
 
 func (s *Server) status(w http.ResponseWriter, rf Refusal) {
