@@ -36,6 +36,8 @@ export const MESSAGES = {
   'a2ui.unknown': ['A component of an unknown kind ({type}) is not shown.', '未知类型的组件（{type}）未显示。'],
   'a2ui.noMedia': ['Media from this address is not shown (only http, https, data and blob addresses).', '不显示此地址的媒体（仅限 http、https、data 和 blob 地址）。'],
   'a2ui.dialog': ['Dialog', '对话框'],
+  'a2ui.imageNotLoaded': ['picture from {host} not loaded', '未加载来自 {host} 的图片'],
+  'a2ui.mediaNotLoaded': ['media from {host} not loaded', '未加载来自 {host} 的媒体'],
   'a2ui.surface': ['Surface {id}', '界面 {id}'],
   'canvas.open': ['Canvas', '画布'],
   'canvas.title': ['Canvas', '画布'],

@@ -315,6 +315,32 @@ describe('A2UI golden: invalid lines', () => {
     expect(host.querySelectorAll('img')).toHaveLength(1);
     expect(host.querySelectorAll('.a2-blocked')).toHaveLength(3);
   });
+
+  it('a picture or clip that does not load (the CSP fetches none from elsewhere) is said in words with its alt text', async () => {
+    const p = createProcessor();
+    p.apply([
+      { beginRendering: { surfaceId: 'n', root: 'col' } },
+      {
+        surfaceUpdate: {
+          surfaceId: 'n',
+          components: [
+            { id: 'col', component: { Column: { children: { explicitList: ['img', 'vid'] } } } },
+            { id: 'img', component: { Image: { url: { literalString: 'https://images.example/cat.png' }, altText: { literalString: 'A cat' } } } },
+            { id: 'vid', component: { Video: { url: { literalString: 'https://media.example/clip.mp4' } } } },
+          ],
+        },
+      },
+    ]);
+    const { host } = await mountAll(p);
+    host.querySelector('img')!.dispatchEvent(new Event('error'));
+    host.querySelector('video')!.dispatchEvent(new Event('error'));
+    await tick();
+    expect(host.querySelector('img')).toBeNull();
+    expect(host.querySelector('video')).toBeNull();
+    expect(host.textContent).toContain('A cat — picture from images.example not loaded');
+    expect(host.textContent).toContain('media from media.example not loaded');
+    expect(await seriousViolations(host)).toEqual([]);
+  });
 });
 
 /**
