@@ -38,6 +38,7 @@ type mediaRelay struct {
 	bind   func() []net.IP
 	log    *slog.Logger
 	stored func(ctx context.Context, m media.Meta) media.Meta // the app's step after a file is stored (App.mediaStored)
+	begun  func(id string)                                    // an upload took ticket id (nodes.Service.MediaBegun)
 
 	mu      sync.Mutex
 	r       *rtc.Receiver
@@ -202,15 +203,23 @@ func (m *mediaRelay) Answer(ctx context.Context, device, id, offerSDP string) (s
 // another upload.
 func (m *mediaRelay) Take(device, id string) (upload.Ticket, context.Context, error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	rt := m.tickets[id]
+	var err error
 	switch {
 	case rt == nil || rt.over || rt.t.Device != device:
-		return upload.Ticket{}, nil, fmt.Errorf("media: transfer %s: %w", id, upload.ErrUnrequested)
+		err = fmt.Errorf("media: transfer %s: %w", id, upload.ErrUnrequested)
 	case rt.https:
-		return upload.Ticket{}, nil, fmt.Errorf("media: transfer %s: %w", id, upload.ErrTaken)
+		err = fmt.Errorf("media: transfer %s: %w", id, upload.ErrTaken)
+	default:
+		rt.https = true
 	}
-	rt.https = true
+	m.mu.Unlock()
+	if err != nil {
+		return upload.Ticket{}, nil, err
+	}
+	if m.begun != nil {
+		m.begun(id) // after m.mu: nodes takes its own lock
+	}
 	t := rt.t
 	return upload.Ticket{ID: t.ID, Device: t.Device, Command: t.Command, MaxSize: t.MaxSize, Deadline: t.Deadline, PeerIP: t.PeerIP}, rt.ctx, nil
 }

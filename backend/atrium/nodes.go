@@ -22,6 +22,7 @@ func (a *App) newNodes(log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("nodes: %w", err)
 	}
+	a.mediaRx.begun = svc.MediaBegun // before the upload server exists
 	svc.Register()
 	a.Nodes = svc
 	up, err := a.newUploads(log, nil)

@@ -108,7 +108,8 @@ func (u *uploader) putBlock(id string, i int, data []byte, hash string) (int, up
 // left of the transfer: no or a wrong token, another device's token, a
 // transfer nobody asked for, a file too large, a block longer than its
 // plan's, a block past the plan (endless), a wrong block hash, a slow
-// body; and every other path still refuses a body.
+// body; and every other path still refuses a body. An upload outlives the
+// node's connection, as a data channel's transfer does.
 func TestNodeSnapOverHTTPS(t *testing.T) {
 	a, _ := startApp(t, func(string) string { return "" })
 	// Short bounds for the slow-body case.
@@ -435,8 +436,36 @@ func TestNodeSnapOverHTTPS(t *testing.T) {
 			t.Errorf("POST %s with a body: %d, want 413", p, st)
 		}
 	}
+
+	// 6. The node's connection ends in the middle of an upload that began
+	// without an offer (a page without WebRTC, then reloaded): the invoke
+	// waits for the file, as for a data channel cut, and the upload still
+	// delivers it.
+	plan, blocks = uploadPlan(photo, 1<<10)
+	rq, ch = invoke()
+	if st, _ := u.postPlan(rq.transfer, plan); st != 200 {
+		t.Fatalf("plan: %d", st)
+	}
+	if st, _ := u.putBlock(rq.transfer, 0, blocks[0], plan.Blocks[0]); st != 200 {
+		t.Fatalf("block 0: %d", st)
+	}
+	node.Close()
+	for i := 1; i < len(blocks); i++ {
+		if st, _ := u.putBlock(rq.transfer, i, blocks[i], plan.Blocks[i]); st != 200 {
+			t.Fatalf("block %d after the node's connection ended: %d", i, st)
+		}
+	}
+	select {
+	case got := <-ch:
+		if got.err != nil || !got.r.OK || json.Unmarshal(got.r.Media, &m) != nil || m.ID != rq.transfer || m.Transport != media.TransportHTTPS {
+			t.Fatalf("the invoke of a node gone mid-upload: %+v %v", got.r, got.err)
+		}
+	case <-ctx.Done():
+		t.Fatal("node.invoke did not answer")
+	}
+
 	list, err := a.Media.List()
-	if err != nil || len(list) != 3 {
-		t.Fatalf("the media folder holds %d files (%v), want the 3 uploads", len(list), err)
+	if err != nil || len(list) != 4 {
+		t.Fatalf("the media folder holds %d files (%v), want the 4 uploads", len(list), err)
 	}
 }

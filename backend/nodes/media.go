@@ -194,6 +194,19 @@ func (s *Service) mediaResult(ctx context.Context, inv *pendingInvoke, res Invok
 	}
 }
 
+// MediaBegun records that transfer id began on a path other than
+// node.media.offer — the HTTPS upload fallback, the wiring tells it when an
+// upload takes the ticket — so that, as after an answered offer, the end of
+// the node's connection from then on leaves the invoke waiting (until its
+// deadline) for the file instead of failing it. An unknown id is ignored.
+func (s *Service) MediaBegun(transferID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if inv := s.transfers[transferID]; inv != nil {
+		inv.offered = true
+	}
+}
+
 // Offer serves node.media.offer {transferId, sdp} from connection connID:
 // only the connection a media command's request went to, only for that
 // invoke's transfer; once that connection ended mid-transfer (the invoke
