@@ -95,7 +95,7 @@ func (a *App) canvasTool(sc chat.ToolScope) *tools.CanvasOptions {
 	if a.Canvas == nil || !a.Canvas.Viewers() {
 		return nil
 	}
-	o := &tools.CanvasOptions{Canvas: a.Canvas, SessionKey: sc.ProfileID + "/" + sc.SessionID}
+	o := &tools.CanvasOptions{Canvas: a.Canvas, SessionKey: sc.ProfileID + "/" + sc.SessionID, Media: a.Media}
 	if sc.Permissions != nil {
 		o.Permissions = sc.Permissions
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/atrium-dev/atrium/backend/gateway"
+	"github.com/atrium-dev/atrium/backend/media"
 )
 
 // Methods served by [Service.Register] (docs/PROTOCOL.md "Canvas and
@@ -21,6 +22,12 @@ const (
 	MethodRendered = "canvas.rendered"
 	MethodAction   = "canvas.action"
 )
+
+// storedMedia is a stored file's sidecar with its path.
+type storedMedia struct {
+	media.Meta
+	Path string `json:"path"`
+}
 
 func whoOf(c *gateway.Call) Who {
 	return Who{Principal: c.Principal, ConnID: c.ConnID, IP: c.RemoteIP}
@@ -124,7 +131,13 @@ func (s *Service) Register() {
 		if err != nil {
 			return nil, err
 		}
-		return map[string]any{"media": m}, nil
+		// The sidecar and where the file is on this machine, as node.invoke
+		// gives a node's photo.
+		path, err := s.o.Media.Path(m.ID)
+		if err != nil {
+			return nil, gateway.Errorf(gateway.CodeInternal, "%s: %v", MethodSnapshot, err)
+		}
+		return map[string]any{"media": storedMedia{Meta: m, Path: path}}, nil
 	})
 	person(MethodEval, gateway.Write(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p struct {

@@ -10,6 +10,7 @@ import (
 	"image/png"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -514,11 +515,12 @@ func TestPresentedFrame(t *testing.T) {
 	}
 	snap := call[map[string]json.RawMessage](t, admin, MethodSnapshot, map[string]any{"target": Desktop})
 	var meta struct {
-		ID, MIME, Command, Device string
-		Width, Height             int
+		ID, MIME, Command, Device, Path string
+		Width, Height                   int
 	}
 	_ = json.Unmarshal(snap["media"], &meta)
-	if meta.MIME != "image/png" || meta.Command != "canvas.snapshot" || meta.Device != Desktop || meta.Width != 4 || meta.Height != 3 {
+	if meta.MIME != "image/png" || meta.Command != "canvas.snapshot" || meta.Device != Desktop || meta.Width != 4 || meta.Height != 3 ||
+		meta.Path != filepath.Join(f.media.Dir(), meta.ID+".png") {
 		t.Fatalf("snapshot: %s", snap["media"])
 	}
 	<-got

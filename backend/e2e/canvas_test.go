@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"image"
+	_ "image/png" // snapshots are PNGs
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -182,7 +185,46 @@ func TestCanvasFormEndToEnd(t *testing.T) {
 	waitFor(t, ctx, "the answer to the press",
 		`[...document.querySelectorAll('[data-testid=chat-message][data-role=assistant][data-state=final]')].some(e => e.textContent.includes('got the form'))`, 30*time.Second)
 
+	// A snapshot of the desktop's Canvas: the UI draws its surfaces, the PNG
+	// lands in the media store.
+	snap := snapshotMeta(t, gatewayCall(t, uiURL, "canvas.snapshot", map[string]any{"target": "desktop", "idempotencyKey": "snap-1"}))
+	if snap.Media.Device != "desktop" {
+		t.Errorf("snapshot: %+v", snap.Media)
+	}
+
 	hostileFrame(t, ctx, uiURL)
+}
+
+type snapshotResult struct {
+	Media struct {
+		ID, Path, MIME, Device, Command, Transport string
+		Width, Height                              int
+		Size                                       int64
+	}
+}
+
+// snapshotMeta checks canvas.snapshot's answer: a PNG of some size stored
+// in the media store as canvas.snapshot, whose file is a PNG of that size.
+func snapshotMeta(t *testing.T, raw json.RawMessage) snapshotResult {
+	t.Helper()
+	var r snapshotResult
+	if err := json.Unmarshal(raw, &r); err != nil {
+		t.Fatalf("snapshot %s: %v", raw, err)
+	}
+	m := r.Media
+	if m.MIME != "image/png" || m.Command != "canvas.snapshot" || m.Transport != "gateway" || m.Width < 50 || m.Height < 50 || m.Size == 0 {
+		t.Fatalf("snapshot: %s", raw)
+	}
+	f, err := os.Open(m.Path)
+	if err != nil {
+		t.Fatalf("the snapshot's file: %v", err)
+	}
+	defer f.Close()
+	cfg, format, err := image.DecodeConfig(f)
+	if err != nil || format != "png" || cfg.Width != m.Width || cfg.Height != m.Height {
+		t.Fatalf("the snapshot's file: %s %dx%d %v, want png %dx%d", format, cfg.Width, cfg.Height, err, m.Width, m.Height)
+	}
+	return r
 }
 
 // hostileHTML tries everything a presented page must not do and keeps
@@ -332,6 +374,13 @@ func TestPhoneCanvas(t *testing.T) {
 		s.dispatchEvent(new Event('input', {bubbles: true})); s.dispatchEvent(new Event('change', {bubbles: true})); return true })()`)
 	do("choose red", chromedp.Click(chromedp.CSS(`[data-testid=phone-canvas] [data-surface=form] input[value=red]`)))
 	do("press Send", chromedp.Click(chromedp.CSS(`[data-testid=phone-canvas] [data-surface=form] button.a2-button`)))
+
+	// A snapshot of the phone's Canvas (node.invoke canvas.snapshot; the
+	// page draws its surfaces).
+	snap := snapshotMeta(t, g.admin.call("canvas.snapshot", map[string]any{"target": deviceID}))
+	if snap.Media.Device != deviceID {
+		t.Errorf("snapshot: %+v", snap.Media)
+	}
 
 	// The press is a user message in main's session "canvas" (a visible
 	// turn the offline provider answers) with the values.

@@ -47,6 +47,10 @@ type CanvasOptions struct {
 	SessionKey string
 	// Permissions decide the L3 actions. Nil: they are denied.
 	Permissions Permissions
+	// Media is the media store the snapshots land in: a snapshot is
+	// returned as an image (the model sees it when it takes images, else
+	// its path and size). Nil: the snapshot's metadata only.
+	Media Media
 }
 
 type canvasTool struct {
@@ -160,7 +164,16 @@ func (t *canvasTool) run(ctx context.Context, c agent.Call) (agent.Output, error
 			var m media.Meta
 			m, err = t.o.Canvas.Snapshot(ctx, who, a.Target)
 			if err == nil {
-				return agent.Output{Data: m, LogSummary: fmt.Sprintf("snapshot of %s: %s, %dx%d, %d bytes", a.Target, m.File, m.Width, m.Height, m.Size)}, nil
+				out := agent.Output{Data: m, LogSummary: fmt.Sprintf("snapshot of %s: %s, %dx%d, %d bytes", a.Target, m.File, m.Width, m.Height, m.Size)}
+				raw, _ := json.Marshal(m) // a struct of strings and numbers
+				img, ok, ierr := t.e.mediaImage(t.o.Media, raw)
+				if ierr != nil {
+					return agent.Output{}, fmt.Errorf("canvas: snapshot of %s: %w", a.Target, ierr)
+				}
+				if ok {
+					out.Images = []agent.Image{img}
+				}
+				return out, nil
 			}
 		}
 		if err != nil {

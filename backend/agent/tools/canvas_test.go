@@ -1,15 +1,24 @@
 package tools
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
+	"image"
+	"image/png"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/atrium-dev/atrium/backend/agent"
 	"github.com/atrium-dev/atrium/backend/audit"
 	"github.com/atrium-dev/atrium/backend/canvas"
 	"github.com/atrium-dev/atrium/backend/gateway"
+	"github.com/atrium-dev/atrium/backend/media"
 	"github.com/atrium-dev/atrium/backend/statedb"
 )
 
@@ -96,4 +105,71 @@ func TestCanvasTool(t *testing.T) {
 	if r := e2.call(CanvasTool, map[string]any{"action": "eval", "js": "1"}); r.Status != agent.StatusDenied {
 		t.Fatalf("eval without anyone to ask: %+v", r)
 	}
+}
+
+// TestCanvasToolSnapshot: the desktop's snapshot (a UI of the person
+// draws its Canvas and answers the PNG) lands in the media store and comes
+// back to the model as an image.
+func TestCanvasToolSnapshot(t *testing.T) {
+	const token = "tools-canvas-token-0123456789"
+	gw, err := gateway.New(gateway.Options{Addr: "127.0.0.1:0", Token: token, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := statedb.Open(filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	store, err := media.Open(filepath.Join(t.TempDir(), "media"), media.Options{Log: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cv, err := canvas.New(context.Background(), canvas.Options{Gateway: gw, DB: db, Media: store, Logger: quiet(),
+		Schemas: os.DirFS(filepath.Join("..", "..", "..", "frontend", "src", "lib", "a2ui", "schemas"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cv.Register()
+	if err := gw.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- gw.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	dctx, dcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer dcancel()
+	ui, err := gateway.Dial(dctx, gateway.ClientOptions{URL: "ws://" + gw.Addr() + "/ws", Token: token,
+		Client: gateway.ClientInfo{ID: "atrium-ui", InstanceID: "w", Mode: canvas.UIMode, Platform: "linux"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ui.Close() })
+	var pic bytes.Buffer
+	if err := pngEncode(&pic, 40, 30); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for ev := range ui.Events() {
+			if ev.Event != canvas.EventUpdate {
+				continue
+			}
+			var u struct{ PushID string }
+			_ = json.Unmarshal(ev.Payload, &u)
+			cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+			_ = ui.Call(cctx, canvas.MethodRendered, map[string]any{"pushId": u.PushID, "ok": true, "pngBase64": base64.StdEncoding.EncodeToString(pic.Bytes())}, nil)
+			ccancel()
+		}
+	}()
+	e := newTestEnv(t, Options{MediaDir: store.Dir(), Canvas: &CanvasOptions{Canvas: cv, SessionKey: "main/s-1", Media: store}})
+	r := e.call(CanvasTool, map[string]any{"action": "snapshot"})
+	if r.Status != agent.StatusOK || len(r.Images) != 1 || r.Images[0].MIME != "image/png" || r.Images[0].Width != 40 || r.Images[0].Height != 30 ||
+		!strings.HasPrefix(r.Images[0].Path, store.Dir()) {
+		t.Fatalf("snapshot: %+v", r)
+	}
+}
+
+func pngEncode(w io.Writer, width, height int) error {
+	return png.Encode(w, image.NewRGBA(image.Rect(0, 0, width, height)))
 }
