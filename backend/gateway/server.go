@@ -563,6 +563,23 @@ func (s *Server) Send(connID, event string, payload any) error {
 	return nil
 }
 
+// Queued is the bytes waiting in connection connID's send queue (its
+// events and responses not yet written to the socket), for a producer that
+// paces itself before the connection hits Options.MaxBufferedBytes (a live
+// view ends for a slow viewer rather than have its connection closed).
+// False when no such authenticated connection is open.
+func (s *Server) Queued(connID string) (int64, bool) {
+	s.mu.RLock()
+	c := s.authed[connID]
+	s.mu.RUnlock()
+	if c == nil {
+		return 0, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.queued, true
+}
+
 func encodeEvent(event string, payload any) (nameJSON, body []byte, err error) {
 	if event == "" {
 		return nil, nil, errors.New("empty event name")

@@ -106,6 +106,12 @@ type peer gateway.ConnInfo
 func (p peer) isNode() bool { return p.Principal.Role == gateway.RoleNode }
 
 // nodeID is the registry id of a node connection.
+// NodeIDOf is the node id of a node connection: its device id, or
+// "local:<connID>" for the local node (the operator token with role node).
+func NodeIDOf(p gateway.Principal, connID string) string {
+	return peer(gateway.ConnInfo{ConnID: connID, Principal: p}).nodeID()
+}
+
 func (p peer) nodeID() string {
 	if p.Principal.Device != "" {
 		return p.Principal.Device

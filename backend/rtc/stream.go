@@ -1,0 +1,155 @@
+package rtc
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/pion/webrtc/v4"
+)
+
+// StreamLabel is the label of a live view's data channel (package live
+// defines what travels on it; docs/PROTOCOL.md "Live view").
+const StreamLabel = "atrium-live"
+
+// StreamHooks receive what a Stream's channel delivers. Both are called on
+// pion's goroutines, one message at a time, in order; Message must not
+// block for long (a slow hook holds the channel's reads, which is SCTP
+// flow control back to the node).
+type StreamHooks struct {
+	// Message gets each binary message (at most Config.MaxMessageSize
+	// bytes); a text message is delivered as one zero byte, an invalid
+	// type for the caller to refuse.
+	Message func(b []byte)
+	// Closed is called once when the stream ends: the channel closed, the
+	// connection failed, the channel did not open within
+	// Config.ConnectTimeout, or Close was called.
+	Closed func()
+}
+
+// Stream is the gateway's side of one live view's connection: one ordered,
+// reliable data channel labelled StreamLabel that the node opened.
+type Stream struct {
+	pc    *webrtc.PeerConnection
+	hooks StreamHooks
+
+	mu     sync.Mutex
+	dc     *webrtc.DataChannel
+	closed bool
+}
+
+// AcceptStream answers a node's SDP offer for a live view (non-trickle:
+// the answer holds every candidate) with the same ICE rules as media
+// transfers: host candidates on cfg.BindIPs only, the node's candidates
+// from peer only (nil: any unicast address), no STUN/TURN/mDNS. The
+// stream's first data channel labelled StreamLabel is taken, any other
+// closed. Errors: ErrOffer (no single SHA-256 fingerprint, or an SDP pion
+// refuses), ctx's, pion's; on an error nothing is left open.
+func AcceptStream(ctx context.Context, cfg Config, peer net.IP, offerSDP string, hooks StreamHooks) (*Stream, string, error) {
+	cfg = cfg.withDefaults()
+	if _, err := fingerprint(offerSDP); err != nil {
+		return nil, "", err
+	}
+	pc, err := cfg.newPC(peer)
+	if err != nil {
+		return nil, "", err
+	}
+	s := &Stream{pc: pc, hooks: hooks}
+	pc.OnDataChannel(s.take)
+	pc.OnConnectionStateChange(func(st webrtc.PeerConnectionState) {
+		if st == webrtc.PeerConnectionStateFailed || st == webrtc.PeerConnectionStateClosed {
+			s.Close()
+		}
+	})
+	// A stream whose channel does not open in time is closed.
+	time.AfterFunc(cfg.ConnectTimeout, func() {
+		s.mu.Lock()
+		open := s.dc != nil
+		s.mu.Unlock()
+		if !open {
+			s.Close()
+		}
+	})
+	if err := pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeOffer, SDP: offerSDP}); err != nil {
+		s.Close()
+		return nil, "", fmt.Errorf("rtc: set stream offer: %w: %w", ErrOffer, err)
+	}
+	answer, err := pc.CreateAnswer(nil)
+	if err != nil {
+		s.Close()
+		return nil, "", fmt.Errorf("rtc: stream answer: %w", err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
+	defer cancel()
+	sdp, err := gather(cctx, pc, answer)
+	if err != nil {
+		s.Close()
+		return nil, "", err
+	}
+	return s, sdp, nil
+}
+
+func (s *Stream) take(dc *webrtc.DataChannel) {
+	s.mu.Lock()
+	if dc.Label() != StreamLabel || s.dc != nil || s.closed {
+		s.mu.Unlock()
+		_ = dc.Close()
+		return
+	}
+	s.dc = dc
+	s.mu.Unlock()
+	dc.OnMessage(func(m webrtc.DataChannelMessage) {
+		b := m.Data
+		if m.IsString || len(b) == 0 {
+			b = []byte{0}
+		}
+		if s.hooks.Message != nil {
+			s.hooks.Message(b)
+		}
+	})
+	dc.OnClose(s.Close)
+}
+
+// Send queues b on the channel. Errors: the channel is not open (yet, or
+// any more), pion's.
+func (s *Stream) Send(b []byte) error {
+	s.mu.Lock()
+	dc, closed := s.dc, s.closed
+	s.mu.Unlock()
+	if dc == nil || closed {
+		return fmt.Errorf("rtc: live stream not open")
+	}
+	if err := dc.Send(b); err != nil {
+		return fmt.Errorf("rtc: live stream send: %w", err)
+	}
+	return nil
+}
+
+// Buffered is the bytes queued on the channel and not yet sent.
+func (s *Stream) Buffered() int {
+	s.mu.Lock()
+	dc := s.dc
+	s.mu.Unlock()
+	if dc == nil {
+		return 0
+	}
+	return int(dc.BufferedAmount())
+}
+
+// Close ends the stream (its connection closed); Closed is called once.
+// Safe to call more than once and from the hooks.
+func (s *Stream) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	s.mu.Unlock()
+	go func() { _ = s.pc.Close() }() // not on pion's own callback goroutine
+	if s.hooks.Closed != nil {
+		s.hooks.Closed()
+	}
+}
