@@ -40,6 +40,7 @@ import (
 	"github.com/atrium-dev/atrium/backend/guard"
 	"github.com/atrium-dev/atrium/backend/gwid"
 	"github.com/atrium-dev/atrium/backend/history"
+	"github.com/atrium-dev/atrium/backend/live"
 	"github.com/atrium-dev/atrium/backend/media"
 	"github.com/atrium-dev/atrium/backend/memory"
 	"github.com/atrium-dev/atrium/backend/memory/embed"
@@ -214,6 +215,8 @@ type App struct {
 	// uploads is the HTTPS fallback of media transfers (media.go), served
 	// by the gateway's upload route once the nodes service is up.
 	uploads atomic.Pointer[upload.Server]
+	// Live runs the live views (live.go); nil in a first-run app.
+	Live *live.Service
 }
 
 // AlreadyRunningError is New's error when another app runs on the same
@@ -508,6 +511,9 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 	if err := a.newNodes(o.Logger); err != nil {
 		return nil, err
 	}
+	if err := a.newLive(o.Logger); err != nil {
+		return nil, err
+	}
 	if err := a.newCanvas(ctx, o, o.Logger); err != nil {
 		return nil, err
 	}
@@ -733,6 +739,9 @@ func (a *App) Close() error {
 	}
 	if u := a.uploads.Load(); u != nil {
 		u.Close() // uploads suspended, their partials kept
+	}
+	if a.Live != nil {
+		a.Live.Close() // before Media: no save after it closes
 	}
 	if a.mediaRx != nil {
 		a.mediaRx.Close() // before Media: its transfers are aborted first

@@ -188,6 +188,9 @@ func (o Options) withDefaults() Options {
 type Service struct {
 	o Options
 
+	// queued is the viewer connection's backlog (the gateway's Queued).
+	queued func(connID string) (int64, bool)
+
 	mu     sync.Mutex
 	views  map[string]*view
 	closed bool
@@ -201,7 +204,7 @@ func New(o Options) (*Service, error) {
 	if o.Gateway == nil || o.Nodes == nil || o.Accept == nil {
 		return nil, ErrOptions
 	}
-	return &Service{o: o.withDefaults(), views: map[string]*view{}}, nil
+	return &Service{o: o.withDefaults(), views: map[string]*view{}, queued: o.Gateway.Queued}, nil
 }
 
 type viewState int
@@ -746,7 +749,7 @@ func (v *view) chunk(b []byte, now time.Time) {
 		s.end(v, ReasonBadStream, ByGateway, true)
 		return
 	}
-	if q, ok := s.o.Gateway.Queued(v.viewer); !ok {
+	if q, ok := s.queued(v.viewer); !ok {
 		s.end(v, ReasonViewerGone, ByViewer, true)
 		return
 	} else if q > s.o.ViewerBacklog {

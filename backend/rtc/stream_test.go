@@ -1,0 +1,134 @@
+package rtc
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/pion/webrtc/v4"
+)
+
+// liveNode is a pion peer playing the node of a live view: it offers one
+// data channel labelled label.
+func liveNode(t *testing.T, label string) (*webrtc.PeerConnection, *webrtc.DataChannel, string) {
+	t.Helper()
+	pc, err := Config{}.withDefaults().newPC(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pc.Close() })
+	dc, err := pc.CreateDataChannel(label, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offer, err := pc.CreateOffer(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sdp, err := gather(ctx, pc, offer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pc, dc, sdp
+}
+
+func within(t *testing.T, what string, c <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-c:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// TestAcceptStream: the node's messages reach the hook in order, the
+// gateway's reach the node, and the node closing its channel ends the
+// stream once.
+func TestAcceptStream(t *testing.T) {
+	pc, dc, offer := liveNode(t, StreamLabel)
+	got := make(chan []byte, 16)
+	closed := make(chan struct{})
+	calls := 0
+	s, answer, err := AcceptStream(context.Background(), Config{}, net.IPv4(127, 0, 0, 1), offer, StreamHooks{
+		Message: func(b []byte) { got <- append([]byte(nil), b...) },
+		Closed:  func() { calls++; close(closed) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := make(chan struct{})
+	back := make(chan string, 1)
+	dc.OnOpen(func() { close(open) })
+	dc.OnMessage(func(m webrtc.DataChannelMessage) { back <- string(m.Data) })
+	if err := pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeAnswer, SDP: answer}); err != nil {
+		t.Fatal(err)
+	}
+	within(t, "the channel to open", open)
+	for _, m := range []string{"C1", "C2", "Q3"} {
+		if err := dc.Send([]byte(m)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []string{"C1", "C2", "Q3"} {
+		select {
+		case b := <-got:
+			if string(b) != want {
+				t.Fatalf("got %q, want %q", b, want)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatalf("no %q", want)
+		}
+	}
+	if err := dc.SendText("text"); err != nil {
+		t.Fatal(err)
+	}
+	if b := <-got; len(b) != 1 || b[0] != 0 {
+		t.Fatalf("a text message arrived as %q, want one zero byte", b)
+	}
+	// The gateway's side sends once the channel is open.
+	deadline := time.Now().Add(60 * time.Second)
+	for s.Send([]byte("P")) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the stream never opened on the gateway's side")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if m := <-back; m != "P" {
+		t.Fatalf("the node got %q", m)
+	}
+	_ = dc.Close()
+	within(t, "the stream to end", closed)
+	s.Close()
+	if calls != 1 {
+		t.Fatalf("Closed called %d times", calls)
+	}
+	if s.Send([]byte("P")) == nil {
+		t.Fatal("a closed stream sends")
+	}
+}
+
+// TestAcceptStreamRefuses: a malformed offer, a channel of another label
+// (closed; the stream ends when none opens in time).
+func TestAcceptStreamRefuses(t *testing.T) {
+	if _, _, err := AcceptStream(context.Background(), Config{}, nil, "v=0\r\n", StreamHooks{}); !errors.Is(err, ErrOffer) {
+		t.Fatalf("an offer without a fingerprint: %v", err)
+	}
+	pc, dc, offer := liveNode(t, "something-else")
+	closed := make(chan struct{})
+	_, answer, err := AcceptStream(context.Background(), Config{ConnectTimeout: 3 * time.Second}, nil, offer, StreamHooks{
+		Message: func([]byte) { t.Error("a message of another channel was delivered") },
+		Closed:  func() { close(closed) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeAnswer, SDP: answer}); err != nil {
+		t.Fatal(err)
+	}
+	dc.OnOpen(func() { _ = dc.Send([]byte("C")) })
+	within(t, "the stream without its channel to end", closed)
+}
