@@ -3,7 +3,8 @@
 // Commands: location.get (navigator.geolocation), system.notify (the Notification API where
 // the person allowed it, else a notice in the page), camera.list, camera.snap and camera.clip
 // (camera.ts), screen.snapshot and screen.record where the browser can capture the screen
-// (screen.ts): the file goes as a media transfer, the result names it; canvas.a2ui.push, .reset,
+// (screen.ts): the file goes as a media transfer, the result names it; camera.live and screen.live
+// (livesend.ts) stream to the desktop's live view; canvas.a2ui.push, .reset,
 // canvas.present, .navigate, .hide, .eval and .snapshot (canvas.ts: the page's Canvas shows the surfaces).
 import type { GatewayClient } from './gateway';
 
@@ -12,6 +13,7 @@ export const PHONE_CAPS = ['camera', 'canvas', 'location', 'system'] as const;
 export const PHONE_COMMANDS = [
   'camera.clip',
   'camera.list',
+  'camera.live',
   'camera.snap',
   'canvas.a2ui.push',
   'canvas.a2ui.reset',
@@ -25,7 +27,7 @@ export const PHONE_COMMANDS = [
 ] as const;
 /** What the page adds where the browser can capture the screen (screen.ts screenCaptureAvailable). */
 export const SCREEN_CAP = 'screen';
-export const PHONE_SCREEN_COMMANDS = ['screen.record', 'screen.snapshot'] as const;
+export const PHONE_SCREEN_COMMANDS = ['screen.live', 'screen.record', 'screen.snapshot'] as const;
 
 /** The caps and commands the page declares at connect: the screen ones only where the browser can capture it. */
 export function phoneDeclares(screen: boolean): { caps: string[]; commands: string[] } {

@@ -130,10 +130,10 @@ describe('recording params', () => {
   });
   it('declares the screen commands only where the browser can capture the screen', () => {
     const canvas = ['canvas.a2ui.push', 'canvas.a2ui.reset', 'canvas.eval', 'canvas.hide', 'canvas.navigate', 'canvas.present', 'canvas.snapshot'];
-    expect(phoneDeclares(false)).toEqual({ caps: ['camera', 'canvas', 'location', 'system'], commands: ['camera.clip', 'camera.list', 'camera.snap', ...canvas, 'location.get', 'system.notify'] });
+    expect(phoneDeclares(false)).toEqual({ caps: ['camera', 'canvas', 'location', 'system'], commands: ['camera.clip', 'camera.list', 'camera.live', 'camera.snap', ...canvas, 'location.get', 'system.notify'] });
     expect(phoneDeclares(true)).toEqual({
       caps: ['camera', 'canvas', 'location', 'screen', 'system'],
-      commands: ['camera.clip', 'camera.list', 'camera.snap', ...canvas, 'location.get', 'screen.record', 'screen.snapshot', 'system.notify'],
+      commands: ['camera.clip', 'camera.list', 'camera.live', 'camera.snap', ...canvas, 'location.get', 'screen.live', 'screen.record', 'screen.snapshot', 'system.notify'],
     });
     expect(screenCaptureAvailable(undefined)).toBe(false);
     expect(screenCaptureAvailable({ getUserMedia: () => undefined } as unknown as MediaDevices)).toBe(false); // Chrome for Android, iOS Safari
