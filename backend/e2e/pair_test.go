@@ -183,7 +183,7 @@ func TestPhonePairsByQR(t *testing.T) {
 	reqSel := fmt.Sprintf(`[data-testid=pair-request][data-device="%s"]`, deviceID)
 	click(t, desk, `[data-testid=pair-banner-open]`)
 	waitFor(t, desk, "the request in the Nodes panel", `!!document.querySelector('`+reqSel+`')`, 10*time.Second)
-	if got := js[string](t, desk, `[...document.querySelectorAll('`+reqSel+` [data-testid=request-command]')].map(e => e.value + ':' + e.checked).join(',')`); got != "camera.clip:true,camera.list:true,camera.live:true,camera.snap:true,canvas.a2ui.push:true,canvas.a2ui.reset:true,canvas.eval:true,canvas.hide:true,canvas.navigate:true,canvas.present:true,location.get:true,screen.live:true,screen.record:true,screen.snapshot:true,system.notify:true" {
+	if got := js[string](t, desk, `[...document.querySelectorAll('`+reqSel+` [data-testid=request-command]')].map(e => e.value + ':' + e.checked).join(',')`); got != "camera.clip:true,camera.list:true,camera.live:true,camera.snap:true,canvas.a2ui.push:true,canvas.a2ui.reset:true,canvas.eval:true,canvas.hide:true,canvas.navigate:true,canvas.present:true,canvas.snapshot:true,location.get:true,screen.live:true,screen.record:true,screen.snapshot:true,system.notify:true" {
 		t.Errorf("the request's commands: %s", got)
 	}
 	if !strings.Contains(text(t, desk, reqSel), "Android · Chrome") {
