@@ -107,6 +107,13 @@ describe('A2UI golden: v0.8', () => {
     await click([...host.querySelectorAll('button')].find((b) => b.textContent?.trim() === 'Details') ?? null);
     const dialog = host.querySelector('[role="dialog"]');
     expect(dialog?.textContent).toContain('Modal content');
+    // Tab from the dialog's last control wraps to its first (its Close button is both here): the
+    // browser's own Tab, which would leave the dialog, is prevented.
+    const closeBtn = dialog!.querySelector('button') as HTMLButtonElement;
+    closeBtn.focus();
+    const tabbed = closeBtn.dispatchEvent(new KeyboardEvent('keydown', { key: 'Tab', bubbles: true, cancelable: true }));
+    expect(tabbed).toBe(false);
+    expect(document.activeElement).toBe(closeBtn);
     expect(await seriousViolations(host)).toEqual([]);
     dialog!.dispatchEvent(new KeyboardEvent('keydown', { key: 'Escape', bubbles: true }));
     await tick();
