@@ -7,7 +7,7 @@ import { tick } from 'svelte';
 import { get } from 'svelte/store';
 import { GatewayClient } from './gateway';
 import { FakeWebSocket } from './testing/fakeWebSocket';
-import { CanvasView, SNAPSHOT_PAGE_ONLY, canvasNodeHandlers, closeSurface, connectCanvas, hidePage, sendAction, parsePlacement, frameSource } from './canvas';
+import { CanvasView, SNAPSHOT_PAGE_ONLY, canvasNodeHandlers, closeNodeSurface, closeSurface, connectCanvas, hidePage, sendAction, parsePlacement, frameSource } from './canvas';
 import { serveNode } from './nodeserve';
 import CanvasPanel from '../components/CanvasPanel.svelte';
 import { setLang } from './i18n.svelte';
@@ -240,6 +240,36 @@ describe('the phone page Canvas (node commands)', () => {
     expect(results()[5]).toMatchObject({ id: 'i6', ok: false, error: { code: 'UNAVAILABLE' } });
     nws.answerAll('node.invoke.result', {}, new Set());
     node.stop();
+  });
+});
+
+describe('closing a surface on the phone', () => {
+  it('asks the gateway to forget it (canvas.a2ui.reset, the node\'s own target), so a reconnect does not bring it back', async () => {
+    const node = new GatewayClient({ url: 'ws://127.0.0.1:1/ws', WebSocket: FakeWebSocket, role: 'node' });
+    node.start();
+    const nws = FakeWebSocket.last();
+    nws.handshake();
+    const view = new CanvasView();
+    const { container } = render(CanvasPanel, { props: { view, phone: true, onaction: async () => ({ accepted: true }), onclose: (id: string) => closeNodeSurface(node, view, id) } });
+    serveNode(node, canvasNodeHandlers(view));
+    nws.serverEvent('node.invoke.request', { id: 'i1', command: 'canvas.a2ui.push', params: { pushId: 'p1', messages: TEXT('a', 'close me') }, timeoutMs: 10_000 });
+    await until(() => container.textContent!.includes('close me'));
+    const closing = closeNodeSurface(node, view, 'a');
+    await until(() => requests(nws, 'canvas.a2ui.reset').length === 1);
+    expect(requests(nws, 'canvas.a2ui.reset')[0].params).toMatchObject({ surfaceId: 'a' });
+    expect(requests(nws, 'canvas.a2ui.reset')[0].params).not.toHaveProperty('target');
+    nws.reply(requests(nws, 'canvas.a2ui.reset')[0], { reset: ['a'] });
+    await closing;
+    expect(get(view.processor.surfaces)).toEqual([]);
+    nws.answerAll('node.invoke.result', {}, new Set());
+    node.stop();
+  });
+  it('without a node connection hides it here and says it may come back', async () => {
+    const view = new CanvasView();
+    await view.push(TEXT('a', 'x'));
+    expect(get(view.processor.surfaces)).toHaveLength(1);
+    await expect(closeNodeSurface(null, view, 'a')).rejects.toThrow(/not connected/);
+    expect(get(view.processor.surfaces)).toEqual([]);
   });
 });
 

@@ -231,6 +231,17 @@ export async function closeSurface(gw: GatewayClient, surfaceId: string): Promis
   await gw.request('canvas.a2ui.reset', { target: 'desktop', surfaceId });
 }
 
+/**
+ * Closes a surface shown on this phone: the gateway forgets it (canvas.a2ui.reset, a node's own
+ * target), so it stays closed when the page reconnects, and the page stops showing it. Without a
+ * node connection the surface is hidden here and the error says why it may come back.
+ */
+export async function closeNodeSurface(gw: GatewayClient | null, view: CanvasView, surfaceId: string): Promise<void> {
+  await view.reset([surfaceId]);
+  if (!gw) throw new Error('not connected: the surface comes back when the page reconnects');
+  await gw.request('canvas.a2ui.reset', { surfaceId });
+}
+
 /** Asks the gateway to close the desktop's presented page. */
 export async function hidePage(gw: GatewayClient): Promise<void> {
   await gw.request('canvas.hide', { target: 'desktop' });
