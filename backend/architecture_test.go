@@ -42,7 +42,7 @@ var allowed = map[string][]string{
 	"backend/device/devicetest":   {"backend/device", "backend/gateway"},
 	"backend/capture":             {},
 	"backend/capture/xvfbtest":    {},
-	"backend/nodehost":            {"backend/device", "backend/gwid", "backend/gateway", "backend/safefile", "backend/capture", "backend/rtc"},
+	"backend/nodehost":            {"backend/device", "backend/gwid", "backend/gateway", "backend/safefile", "backend/capture", "backend/rtc", "backend/live"},
 	"backend/memory/chunk":        {},
 	"backend/memory/hanzi":        {},
 	"backend/memory/embed":        {"backend/memory/chunk", "backend/memory/hanzi"},

@@ -137,7 +137,7 @@ func TestLiveView(t *testing.T) {
 	}
 	var side struct {
 		Command, MIME, Device string
-		DurationMs          int64
+		DurationMs            int64
 	}
 	b, err := os.ReadFile(strings.TrimSuffix(clip, ".webm") + ".json")
 	if err != nil || json.Unmarshal(b, &side) != nil || side.Command != "live.save" || side.MIME != "video/webm" || side.Device != r.phoneID {

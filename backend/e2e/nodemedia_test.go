@@ -136,7 +136,7 @@ func TestNodeHostScreenFFmpeg(t *testing.T) {
 		t.Log("ImageMagick's display is not installed: the screens' colours are not checked, only their sizes")
 	}
 	g := startMediaGateway(t, t.TempDir())
-	media := []string{"camera.list", "camera.snap", "camera.clip", "screen.snapshot", "screen.record"}
+	media := []string{"camera.list", "camera.snap", "camera.clip", "screen.snapshot", "screen.record", "camera.live", "screen.live"}
 	tmp := t.TempDir() // the node's temporary files
 	node, id, start := g.pairNode(t, "xvfb-node", []string{"DISPLAY=" + display, "TMPDIR=" + tmp}, media, nil)
 	if _, ok := start["leftOut"]; ok {

@@ -74,6 +74,13 @@ type Commander struct {
 	// (rtc.Sender.Send over node.media.offer); set per connection.
 	Send   Sender
 	Signal rtc.Signal
+	// Call calls a gateway method on the node's connection (node.live.offer);
+	// Background lives as long as that connection (a live view outlasts its
+	// invoke); LiveConfig is the live connection's ICE (the address the
+	// gateway is reached on). Set per connection.
+	Call       func(ctx context.Context, method string, params, out any) error
+	Background context.Context
+	LiveConfig rtc.Config
 	// transfers are the media transfers running, for node.media.cancel.
 	transfers *transfers
 }
@@ -119,6 +126,8 @@ func (c *Commander) Invoke(ctx context.Context, command string, params json.RawM
 		return c.notify(ctx, p)
 	case CmdCameraList, CmdCameraSnap, CmdCameraClip, CmdScreenSnapshot, CmdScreenRecord:
 		return c.media(ctx, command, params)
+	case CmdCameraLive, CmdScreenLive:
+		return c.live(ctx, command, params)
 	}
 	return nil, cmdErr(CodeNotFound, "%q is not a command of this node (it serves %s)", command, strings.Join(c.served(), ", "))
 }

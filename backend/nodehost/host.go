@@ -927,6 +927,13 @@ func (h *Host) invoke(ctx context.Context, c *gateway.Client, req invokeRequest)
 		}
 		cmd.Send = snd.Send
 	}
+	cmd.Call = func(ctx context.Context, method string, params, out any) error {
+		return c.Call(ctx, method, params, out)
+	}
+	cmd.Background = ctx
+	if ip := bindIPFor(h.target.URL); ip != nil {
+		cmd.LiveConfig.BindIPs = []net.IP{ip}
+	}
 	start := time.Now()
 	payload, err := cmd.Invoke(ictx, req.Command, req.Params)
 	res := invokeResult{ID: req.ID, OK: err == nil, Payload: payload}

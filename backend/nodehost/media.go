@@ -45,9 +45,10 @@ const (
 	CodeTransferFailed    = "TRANSFER_FAILED"
 )
 
-// MediaCommands are the commands served through ffmpeg.
+// MediaCommands are the commands served through ffmpeg (the live view's
+// too: live.go).
 func MediaCommands() []string {
-	return []string{CmdCameraList, CmdCameraSnap, CmdCameraClip, CmdScreenSnapshot, CmdScreenRecord}
+	return []string{CmdCameraList, CmdCameraSnap, CmdCameraClip, CmdScreenSnapshot, CmdScreenRecord, CmdCameraLive, CmdScreenLive}
 }
 
 // sendAttempts bounds the sends of one file: the first and two resumes

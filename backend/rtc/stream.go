@@ -153,3 +153,60 @@ func (s *Stream) Close() {
 		s.hooks.Closed()
 	}
 }
+
+// DialStream is the node's side of a live view: it offers one ordered,
+// reliable data channel labelled StreamLabel (non-trickle: host
+// candidates on cfg.BindIPs, no STUN/TURN/mDNS), has signal carry the
+// offer to the gateway (node.live.offer) and returns once the channel is
+// open, within cfg.ConnectTimeout. The hooks get the gateway's messages
+// and the end. Errors: signal's, ctx's, the channel not opening in time,
+// pion's; on an error nothing is left open.
+func DialStream(ctx context.Context, cfg Config, signal Signal, hooks StreamHooks) (*Stream, error) {
+	cfg = cfg.withDefaults()
+	pc, err := cfg.newPC(nil)
+	if err != nil {
+		return nil, err
+	}
+	s := &Stream{pc: pc, hooks: hooks}
+	ordered := true
+	dc, err := pc.CreateDataChannel(StreamLabel, &webrtc.DataChannelInit{Ordered: &ordered})
+	if err != nil {
+		_ = pc.Close()
+		return nil, fmt.Errorf("rtc: live channel: %w", err)
+	}
+	open := make(chan struct{})
+	dc.OnOpen(func() { close(open) })
+	pc.OnConnectionStateChange(func(st webrtc.PeerConnectionState) {
+		if st == webrtc.PeerConnectionStateFailed || st == webrtc.PeerConnectionStateClosed {
+			s.Close()
+		}
+	})
+	fail := func(err error) (*Stream, error) {
+		s.Close()
+		return nil, err
+	}
+	offer, err := pc.CreateOffer(nil)
+	if err != nil {
+		return fail(fmt.Errorf("rtc: live offer: %w", err))
+	}
+	cctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
+	defer cancel()
+	sdp, err := gather(cctx, pc, offer)
+	if err != nil {
+		return fail(err)
+	}
+	answer, err := signal(cctx, sdp)
+	if err != nil {
+		return fail(fmt.Errorf("rtc: live offer refused: %w", err))
+	}
+	if err := pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeAnswer, SDP: answer}); err != nil {
+		return fail(fmt.Errorf("rtc: live answer: %w", err))
+	}
+	select {
+	case <-open:
+	case <-cctx.Done():
+		return fail(fmt.Errorf("rtc: the live channel did not open: %w", cctx.Err()))
+	}
+	s.take(dc)
+	return s, nil
+}

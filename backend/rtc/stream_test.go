@@ -132,3 +132,47 @@ func TestAcceptStreamRefuses(t *testing.T) {
 	dc.OnOpen(func() { _ = dc.Send([]byte("C")) })
 	within(t, "the stream without its channel to end", closed)
 }
+
+// TestDialStream: a node's DialStream reaches a gateway's AcceptStream:
+// messages go both ways, the node's Close ends the gateway's side.
+func TestDialStream(t *testing.T) {
+	atGateway := make(chan []byte, 4)
+	gwClosed := make(chan struct{})
+	var gw *Stream
+	signal := func(ctx context.Context, offer string) (string, error) {
+		s, answer, err := AcceptStream(ctx, Config{}, net.IPv4(127, 0, 0, 1), offer, StreamHooks{
+			Message: func(b []byte) { atGateway <- append([]byte(nil), b...) },
+			Closed:  func() { close(gwClosed) },
+		})
+		gw = s
+		return answer, err
+	}
+	atNode := make(chan []byte, 4)
+	node, err := DialStream(context.Background(), Config{}, signal, StreamHooks{Message: func(b []byte) { atNode <- append([]byte(nil), b...) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := node.Send([]byte("C1")); err != nil {
+		t.Fatal(err)
+	}
+	if b := <-atGateway; string(b) != "C1" {
+		t.Fatalf("the gateway got %q", b)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for gw.Send([]byte("P")) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the gateway's side never opened")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if b := <-atNode; string(b) != "P" {
+		t.Fatalf("the node got %q", b)
+	}
+	node.Close()
+	within(t, "the gateway's side to end", gwClosed)
+
+	refused := func(context.Context, string) (string, error) { return "", ErrUnrequested }
+	if _, err := DialStream(context.Background(), Config{}, refused, StreamHooks{}); !errors.Is(err, ErrUnrequested) {
+		t.Fatalf("a refused offer: %v", err)
+	}
+}
