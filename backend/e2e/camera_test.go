@@ -130,6 +130,7 @@ type mediaResult struct {
 		SHA256        string `json:"sha256"`
 		MIME          string `json:"mime"`
 		DurationMs    int64
+		Resumed       bool // the node's page was killed mid-transfer and the file came from the page opened again
 	} `json:"payload"`
 	Error *struct{ Code, Message string } `json:"error"`
 	Media *struct {

@@ -8,6 +8,7 @@
 // recording or send at once (ActiveTransfers).
 import type { GatewayClient } from './gateway';
 import { sendMedia, TransferError, type MediaFile, type Sent, type SendOptions, type Signal } from './mediasend';
+import { sendKept, type Outbox } from './outbox';
 import type { MessageKey } from './messages';
 import { CommandError, MediaResult, type CommandHandler } from './nodeserve';
 import { ActiveTransfers, durationParam, pickRecorderType, record, type Recording } from './recorder';
@@ -147,6 +148,10 @@ export interface CameraDeps {
   onRecording?: (command: string | null) => void;
   /** The node's deviceId and device token, for the HTTPS fallback of a transfer (none: data channel only). */
   credential?: () => UploadCredential | null;
+  /** Keeps each file while it is sent, for a resume by the page opened again (none: not kept). */
+  outbox?: Outbox;
+  /** Told when a file was sent, with the attempts it took (the page shows a resumed send). */
+  onSent?: (file: MediaFile, sent: Sent & { attempts: number }) => void;
 }
 
 /** Signals a transfer's SDP offer through node.media.offer on the node connection gw. */
@@ -158,7 +163,7 @@ export function offerSignal(gw: GatewayClient, transferId: string): Signal {
   };
 }
 
-/** How sendOver sends: the node's credential for the HTTPS fallback, and what tests replace. */
+/** How sendOver sends: the node's credential for the HTTPS fallback, the outbox, and what tests replace. */
 export interface SendOverOptions {
   /** The node's deviceId and device token (none: no HTTPS fallback). */
   credential?: () => UploadCredential | null;
@@ -166,24 +171,32 @@ export interface SendOverOptions {
   rtc?: Omit<SendOptions, 'signal'>;
   /** Options of the HTTPS upload (tests pass a fake fetch). */
   upload?: Omit<UploadOptions, 'signal'>;
+  /** Keeps each file while it is sent, for a resume by the page opened again (outbox.ts; none: not kept). */
+  outbox?: Outbox;
+  /** Told when a file was sent, with the attempts it took (the page shows a send resumed after a cut). */
+  onSent?: (file: MediaFile, sent: Sent & { attempts: number }) => void;
 }
 
 /**
- * sendMedia over gw, resumed (same id, only missing blocks) when the connection was cut; when no data
- * channel can be set up at all, the same transfer goes over the HTTPS upload with the node's credential.
- * The Sent says which path carried the file (transport).
+ * sendMedia over gw, resumed (same id, only missing blocks) when the connection was cut, at most SEND_RETRIES
+ * times; when no data channel can be set up at all, the same transfer goes over the HTTPS upload with the
+ * node's credential. The Sent says which path carried the file (transport). The file is kept in o.outbox
+ * meanwhile, so that the page opened again after being killed resumes it (outbox.ts).
  */
 export function sendOver(gw: GatewayClient, o: SendOverOptions = {}): (file: MediaFile, signal?: AbortSignal) => Promise<Sent> {
-  return async (file, signal) => {
-    for (let i = 0; ; i++) {
-      try {
-        return await sendMedia(file, offerSignal(gw, file.id), { ...o.rtc, signal });
-      } catch (e) {
-        const cred = e instanceof TransferError && e.setup ? o.credential?.() : null;
-        if (cred) return uploadMedia(file, cred, { ...o.upload, signal });
-        if (!(e instanceof TransferError) || e.code !== 'CLOSED' || i >= SEND_RETRIES) throw e;
-      }
+  const once = async (file: MediaFile, signal: Signal, opts: SendOptions = {}): Promise<Sent> => {
+    try {
+      return await sendMedia(file, signal, { ...o.rtc, ...opts });
+    } catch (e) {
+      const cred = e instanceof TransferError && e.setup ? o.credential?.() : null;
+      if (cred) return uploadMedia(file, cred, { ...o.upload, signal: opts.signal });
+      throw e;
     }
+  };
+  return async (file, signal) => {
+    const sent = await sendKept(file, offerSignal(gw, file.id), { outbox: o.outbox, retries: SEND_RETRIES, abort: signal, send: once });
+    o.onSent?.(file, sent);
+    return sent;
   };
 }
 
@@ -388,6 +401,6 @@ export function listHandler(deps: Pick<CameraDeps, 'mediaDevices'>): CommandHand
 
 /** The camera commands served on the node connection gw; node.media.cancel reaches them through deps.active. */
 export function cameraHandlers(gw: GatewayClient, deps: Omit<CameraDeps, 'send'> = { mediaDevices: globalThis.navigator?.mediaDevices, document }): Record<string, CommandHandler> {
-  const full: CameraDeps = { ...deps, send: sendOver(gw, { credential: deps.credential }) };
+  const full: CameraDeps = { ...deps, send: sendOver(gw, { credential: deps.credential, outbox: deps.outbox, onSent: deps.onSent }) };
   return { 'camera.list': listHandler(full), 'camera.snap': snapHandler(full), 'camera.clip': clipHandler(full) };
 }

@@ -574,6 +574,8 @@ export const MESSAGES = {
     '未允许共享屏幕。请在浏览器询问时选择一个屏幕或窗口，然后重试。',
   ],
   'phone.clipSent': ['Recording sent to your computer ({seconds} s, {kb} KB)', '录像已发送到电脑（{seconds} 秒，{kb} KB）'],
+  'phone.sendRetried': ['The connection was cut while sending; it went on where it stopped ({sent} of {blocks} parts sent again)', '发送时连接中断，已从中断处继续（重发 {blocks} 块中的 {sent} 块）'],
+  'phone.sendResumed': ['Finished sending a file that was cut off when this page closed ({sent} of {blocks} parts were left)', '已发送完此页面关闭时中断的文件（剩余 {blocks} 块中的 {sent} 块）'],
   'phone.recordingCamera': ['● Recording with the camera for your computer…', '● 正在用摄像头为电脑录像…'],
   'phone.recordingScreen': ['● Recording this screen for your computer…', '● 正在为电脑录制此屏幕…'],
   'phone.err.noRecorder': ['This browser cannot record video in a form the live view streams (WebM).', '此浏览器无法以实时查看所用的格式（WebM）录制视频。'],

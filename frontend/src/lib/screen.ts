@@ -134,6 +134,6 @@ export function screenRecordHandler(deps: CameraDeps): CommandHandler {
 /** The screen commands served on gw, none where the browser cannot capture the screen. */
 export function screenHandlers(gw: GatewayClient, deps: Omit<CameraDeps, 'send'>): Record<string, CommandHandler> {
   if (!screenCaptureAvailable(deps.mediaDevices)) return {};
-  const full: CameraDeps = { ...deps, send: sendOver(gw, { credential: deps.credential }) };
+  const full: CameraDeps = { ...deps, send: sendOver(gw, { credential: deps.credential, outbox: deps.outbox, onSent: deps.onSent }) };
   return { 'screen.snapshot': screenSnapshotHandler(full), 'screen.record': screenRecordHandler(full) };
 }
