@@ -38,6 +38,20 @@ const (
 	MaxThumbPixels = 64 << 20
 )
 
+// MaxMediaReadBytes caps one media.read, in bytes (1 MiB: a client reads
+// a file of any size in pieces of at most this, e.g. a clip over
+// MaxMediaGetBytes for the gallery's player).
+const MaxMediaReadBytes = 1 << 20
+
+// Events of the media store, broadcast to the operator connections with
+// the media.list rule (the device filter withholds them from a device
+// scoped below admin; nodes get no broadcasts): media.added {…sidecar}
+// once a node's file is stored (after its remux), media.deleted {id}.
+const (
+	EventMediaAdded   = "media.added"
+	EventMediaDeleted = "media.deleted"
+)
+
 // media.list page sizes.
 const (
 	mediaListDefault = 50
@@ -58,8 +72,8 @@ type Attacher interface {
 	Attach(ctx context.Context, r memory.AttachRequest) (memory.AttachResult, error)
 }
 
-// registerMedia adds media.list, media.get, media.delete and (with mem)
-// media.attach: the stored photos, clips and recordings of the nodes
+// registerMedia adds media.list, media.get, media.read, media.delete
+// (broadcasting media.deleted) and (with mem) media.attach: the stored photos, clips and recordings of the nodes
 // (SPEC §7). Who: the person — the local operator, or a paired operator
 // device scoped admin ("everything, like this computer": such a device
 // may already have a node take the photo through node.invoke, so seeing
@@ -150,6 +164,43 @@ func registerMedia(g *gateway.Server, files MediaFiles, mem Attacher, ac *access
 			"dataBase64": base64.StdEncoding.EncodeToString(data), "meta": meta}, nil
 	})
 
+	g.Handle("media.read", gateway.Read(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
+		var p struct {
+			ID     string `json:"id"`
+			Offset int64  `json:"offset"`
+			Length int64  `json:"length"`
+		}
+		if err := decode(c, &p); err != nil {
+			return nil, err
+		}
+		if _, err := ac.mediaScope(ctx, c, p.ID); err != nil {
+			return nil, err
+		}
+		switch {
+		case p.Offset < 0:
+			return nil, gateway.Errorf(gateway.CodeInvalidRequest, "media.read: offset %d (want ≥ 0)", p.Offset)
+		case p.Length < 0 || p.Length > MaxMediaReadBytes:
+			return nil, gateway.Errorf(gateway.CodeInvalidRequest, "media.read: length %d (want 1…%d bytes; 0: %d)", p.Length, MaxMediaReadBytes, MaxMediaReadBytes)
+		case p.Length == 0:
+			p.Length = MaxMediaReadBytes
+		}
+		f, meta, err := openMedia(files, "media.read", p.ID)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		if p.Offset > meta.Size {
+			return nil, gateway.Errorf(gateway.CodeInvalidRequest, "media.read: offset %d is past the end of %s (%d bytes)", p.Offset, meta.ID, meta.Size)
+		}
+		buf := make([]byte, min(p.Length, meta.Size-p.Offset))
+		n, err := f.ReadAt(buf, p.Offset)
+		if err != nil && !(errors.Is(err, io.EOF) && n == len(buf)) {
+			return nil, fmt.Errorf("media.read %s at %d: %w", meta.ID, p.Offset, err)
+		}
+		return map[string]any{"id": meta.ID, "offset": p.Offset, "length": n, "size": meta.Size, "sha256": meta.SHA256,
+			"mime": meta.MIME, "eof": p.Offset+int64(n) >= meta.Size, "dataBase64": base64.StdEncoding.EncodeToString(buf[:n])}, nil
+	})
+
 	g.Handle("media.delete", gateway.Write(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p struct {
 			ID string `json:"id"`
@@ -177,6 +228,7 @@ func registerMedia(g *gateway.Server, files MediaFiles, mem Attacher, ac *access
 		if err != nil {
 			return nil, fmt.Errorf("media.delete: %w", err)
 		}
+		g.Broadcast(EventMediaDeleted, map[string]string{"id": p.ID})
 		return map[string]any{"deleted": true}, nil
 	})
 

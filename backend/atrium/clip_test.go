@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"os"
@@ -44,6 +45,12 @@ func liveWebM(t *testing.T) []byte {
 // (rtc.Sender through node.media.offer) and then its result; it returns
 // the node's client and device id.
 func mediaNode(ctx context.Context, t *testing.T, a *App, admin *gateway.Client, commands []string, file func(command string) rtc.File) (*gateway.Client, string) {
+	return mediaNodeSeeing(ctx, t, a, admin, commands, file, nil)
+}
+
+// mediaNodeSeeing is mediaNode telling seen (when not nil) the name of
+// every event its connection gets, in order.
+func mediaNodeSeeing(ctx context.Context, t *testing.T, a *App, admin *gateway.Client, commands []string, file func(command string) rtc.File, seen func(event string)) (*gateway.Client, string) {
 	t.Helper()
 	key, toks := pairDevice(ctx, t, a, admin, []string{gateway.RoleNode}, commands)
 	node, err := deviceDial(ctx, t, a, key, gateway.ClientOptions{DeviceToken: toks[gateway.RoleNode], Role: gateway.RoleNode,
@@ -54,6 +61,9 @@ func mediaNode(ctx context.Context, t *testing.T, a *App, admin *gateway.Client,
 	waitNode(ctx, t, a, dev, "")
 	go func() {
 		for ev := range node.Events() {
+			if seen != nil {
+				seen(ev.Event)
+			}
 			var r nodes.InvokeRequestEvent
 			if ev.Event != nodes.EventInvokeRequest || json.Unmarshal(ev.Payload, &r) != nil {
 				continue
@@ -280,4 +290,137 @@ func TestNodeMediaResumesOnNewConnection(t *testing.T) {
 		t.Fatalf("the resumed file %+v (%d bytes, %v), payload %s", m.Meta, len(got), err, ans.r.Payload)
 	}
 	t.Logf("resumed: %d of %d blocks sent again", sent.BlocksSent, blocks)
+}
+
+// TestMediaReadAndEvents (issue 22): media.added reaches the person's
+// connections and an operator device scoped admin once a node's file is
+// stored, media.deleted after media.delete; a device scoped below admin
+// and the node get neither (everything before a later event each does
+// get is checked). media.read serves a 2.5 MiB clip in pieces of at most
+// 1 MiB that assemble to the file, with the file's size and SHA-256;
+// a length over 1 MiB or an offset past the end is INVALID_REQUEST.
+func TestMediaReadAndEvents(t *testing.T) {
+	a, admin, ctx := scopeApp(t)
+	data := make([]byte, 5<<19)
+	for i := range data {
+		data[i] = byte(i*31 + i>>9)
+	}
+	sum := sha256.Sum256(data)
+	var mu sync.Mutex
+	var nodeSaw []string
+	_, dev := mediaNodeSeeing(ctx, t, a, admin, []string{"camera.clip"}, func(string) rtc.File {
+		return rtc.File{Name: "clip.mp4", Data: bytes.NewReader(data), Size: int64(len(data)), MIME: "video/mp4", DurationMs: 3000}
+	}, func(ev string) {
+		mu.Lock()
+		nodeSaw = append(nodeSaw, ev)
+		mu.Unlock()
+	})
+	adminPhone, _ := scopedPhone(ctx, t, a, admin, "admin")
+	lowPhone, _ := scopedPhone(ctx, t, a, admin, "authenticated")
+
+	var r nodes.InvokeResult
+	must(t, admin.Call(ctx, nodes.MethodNodeInvoke, map[string]any{"nodeId": dev, "command": "camera.clip", "params": map[string]any{}, "timeoutMs": 60000}, &r))
+	var m nodes.Media
+	if !r.OK || json.Unmarshal(r.Media, &m) != nil {
+		t.Fatalf("camera.clip: %+v", r)
+	}
+	for name, c := range map[string]*gateway.Client{"the person": admin, "a phone scoped admin": adminPhone} {
+		var added media.Meta
+		must(t, json.Unmarshal(waitEventFrom(ctx, t, c, "media.added", m.ID), &added))
+		if added != m.Meta {
+			t.Errorf("%s: media.added %+v, want %+v", name, added, m.Meta)
+		}
+	}
+
+	// media.read in pieces.
+	var whole []byte
+	for off := 0; ; {
+		var p struct {
+			ID         string
+			Offset     int
+			Length     int
+			Size       int64
+			SHA256     string `json:"sha256"`
+			EOF        bool
+			DataBase64 string
+		}
+		must(t, adminPhone.Call(ctx, "media.read", map[string]any{"id": m.ID, "offset": off, "length": 1 << 20}, &p))
+		b, err := base64.StdEncoding.DecodeString(p.DataBase64)
+		must(t, err)
+		if p.Offset != off || p.Length != len(b) || p.Size != int64(len(data)) || p.SHA256 != hex.EncodeToString(sum[:]) || len(b) > 1<<20 {
+			t.Fatalf("media.read at %d: %+v (%d bytes)", off, p, len(b))
+		}
+		whole = append(whole, b...)
+		off += len(b)
+		if p.EOF {
+			break
+		}
+		if len(b) == 0 {
+			t.Fatal("media.read returned nothing before the end")
+		}
+	}
+	if !bytes.Equal(whole, data) {
+		t.Fatalf("media.read assembled %d bytes, not the file's %d", len(whole), len(data))
+	}
+	for _, bad := range []map[string]any{{"id": m.ID, "offset": 0, "length": 1<<20 + 1}, {"id": m.ID, "offset": len(data) + 1},
+		{"id": m.ID, "offset": -1}, {"id": "../x", "offset": 0}} {
+		if err := admin.Call(ctx, "media.read", bad, nil); errCode(err) != gateway.CodeInvalidRequest {
+			t.Errorf("media.read %v: %v, want INVALID_REQUEST", bad, err)
+		}
+	}
+	if err := lowPhone.Call(ctx, "media.read", map[string]any{"id": m.ID}, nil); errCode(err) != gateway.CodeForbidden {
+		t.Errorf("media.read by a phone scoped authenticated: %v, want FORBIDDEN", err)
+	}
+
+	must(t, admin.Call(ctx, "media.delete", map[string]any{"id": m.ID}, nil))
+	for name, c := range map[string]*gateway.Client{"the person": admin, "a phone scoped admin": adminPhone} {
+		if got := waitEventFrom(ctx, t, c, "media.deleted", m.ID); !strings.Contains(string(got), m.ID) {
+			t.Errorf("%s: media.deleted %s", name, got)
+		}
+	}
+
+	// The phone scoped below admin: everything before the sentinel (a
+	// write to a shared note it may read) is no media event.
+	must(t, admin.Call(ctx, "memory.write", map[string]any{"path": "memory/shared/sentinel.md", "content": "- sentinel\n", "mode": "append"}, nil))
+	for {
+		var ev gateway.EventFrame
+		select {
+		case ev = <-lowPhone.Events():
+		case <-ctx.Done():
+			t.Fatal("no memory.changed for the sentinel on the phone scoped authenticated")
+		}
+		if strings.HasPrefix(ev.Event, "media.") {
+			t.Errorf("the phone scoped authenticated got %s %s", ev.Event, ev.Payload)
+		}
+		if ev.Event == "memory.changed" && strings.Contains(string(ev.Payload), "sentinel") {
+			break
+		}
+	}
+	// The node: everything before its next request is no media event.
+	must(t, admin.Call(ctx, nodes.MethodNodeInvoke, map[string]any{"nodeId": dev, "command": "camera.clip", "params": map[string]any{}, "timeoutMs": 60000}, &r))
+	mu.Lock()
+	defer mu.Unlock()
+	requests := 0
+	for _, ev := range nodeSaw {
+		if strings.HasPrefix(ev, "media.") {
+			t.Errorf("the node got %s (all it got: %v)", ev, nodeSaw)
+		}
+		if ev == nodes.EventInvokeRequest {
+			requests++
+		}
+	}
+	if requests != 2 {
+		t.Errorf("the node saw %v, want two requests", nodeSaw)
+	}
+}
+
+// waitEventFrom waits for event name whose payload mentions id.
+func waitEventFrom(ctx context.Context, t *testing.T, c *gateway.Client, name, id string) json.RawMessage {
+	t.Helper()
+	for {
+		p := waitEvent(ctx, t, c, name)
+		if strings.Contains(string(p), id) {
+			return p
+		}
+	}
 }

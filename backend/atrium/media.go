@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/atrium-dev/atrium/backend/api"
 	"github.com/atrium-dev/atrium/backend/audit"
 	"github.com/atrium-dev/atrium/backend/media"
 	"github.com/atrium-dev/atrium/backend/nodes"
@@ -333,8 +334,10 @@ func (a *App) serveUpload(w http.ResponseWriter, r *http.Request) {
 // remuxed by ffmpeg (media.FFmpegRemux, bounded by ctx and
 // media.DefaultRemuxTimeout) when ffmpeg is there, so that it names its
 // duration and can be seeked; without ffmpeg, or when the remux fails
-// (logged), the file stays as the node sent it. It returns the sidecar
-// as it is now.
+// (logged), the file stays as the node sent it. Then the operator
+// connections hear media.added with the sidecar (the gallery shows it; the
+// device filter withholds it from a device scoped below admin, as
+// media.list refuses it). It returns the sidecar as it is now.
 func (a *App) mediaStored(ctx context.Context, m media.Meta) media.Meta {
 	if media.NeedsRemux(m.MIME) {
 		if ff := a.ffmpeg(); ff != "" {
@@ -346,6 +349,7 @@ func (a *App) mediaStored(ctx context.Context, m media.Meta) media.Meta {
 			}
 		}
 	}
+	a.Gateway.Broadcast(api.EventMediaAdded, m)
 	return m
 }
 

@@ -251,6 +251,7 @@ func TestMediaMethods(t *testing.T) {
 	calls := map[string]map[string]any{
 		"media.list":   {},
 		"media.get":    {"id": m1.ID, "thumb": true},
+		"media.read":   {"id": m1.ID, "offset": 0, "length": 16},
 		"media.delete": {"id": m1.ID},
 		"media.attach": {"id": m1.ID, "path": "memory/shared/other.md"},
 	}

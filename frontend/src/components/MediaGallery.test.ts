@@ -6,7 +6,7 @@ import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { fireEvent, render, screen, waitFor } from '@testing-library/svelte';
 import MediaGallery from './MediaGallery.svelte';
 import { resetLang, setLang } from '../lib/i18n.svelte';
-import { MAX_INLINE_BYTES, mergePage, noteChoices, toMediaPage } from '../lib/gallery';
+import { MAX_INLINE_BYTES, MAX_READ_BYTES, mergePage, noteChoices, readPieces, toMediaPage } from '../lib/gallery';
 
 const PHOTO = 'a'.repeat(32);
 const CLIP = 'b'.repeat(32);
@@ -16,16 +16,36 @@ function meta(id: string, command: string, mime: string, size: number, extra: Re
   return { id, file: id, device: 'd'.repeat(64), command, time: '2026-12-03T10:00:00Z', size, sha256: 'e'.repeat(64), mime, transport: 'webrtc', ...extra };
 }
 
-/** A scripted gateway: answers by method, records every call. */
+/** A scripted gateway: answers by method, records every call; emit() delivers an event to on() handlers. */
 function fakeGateway(answers: Record<string, (p: Record<string, unknown>) => unknown>) {
   const calls: { method: string; params: Record<string, unknown> }[] = [];
+  const handlers = new Map<string, Set<(p: unknown) => void>>();
+  const on = (event: string, h: (p: unknown) => void) => {
+    if (!handlers.has(event)) handlers.set(event, new Set());
+    handlers.get(event)!.add(h);
+    return () => handlers.get(event)!.delete(h);
+  };
+  const emit = (event: string, p: unknown) => handlers.get(event)?.forEach((h) => h(p));
   async function request<T>(method: string, params: Record<string, unknown> = {}): Promise<T> {
     calls.push({ method, params });
     const f = answers[method];
     if (!f) throw Object.assign(new Error(`${method}: not served`), { code: 'NOT_FOUND' });
     return (await f(params)) as T;
   }
-  return { calls, supports: (m: string) => m in answers, request };
+  return { calls, supports: (m: string) => m in answers, request, on, emit };
+}
+
+/** media.read over bytes (its sha256 the bytes' own unless sha is given). */
+async function reader(bytes: Uint8Array, sha?: string) {
+  const digest = sha ?? Array.from(new Uint8Array(await crypto.subtle.digest('SHA-256', bytes as Uint8Array<ArrayBuffer>)), (x) => x.toString(16).padStart(2, '0')).join('');
+  return (p: Record<string, unknown>) => {
+    const off = Number(p.offset);
+    const part = bytes.subarray(off, Math.min(bytes.length, off + Number(p.length)));
+    let bin = '';
+    for (let i = 0; i < part.length; i += 0x8000) bin += String.fromCharCode(...part.subarray(i, i + 0x8000));
+    const dataBase64 = btoa(bin);
+    return { id: p.id, offset: off, length: part.length, size: bytes.length, sha256: digest, eof: off + part.length >= bytes.length, dataBase64 };
+  };
 }
 
 function gallery(extra: Record<string, (p: Record<string, unknown>) => unknown> = {}) {
@@ -155,6 +175,56 @@ describe('media gallery', () => {
     await waitFor(() => expect(screen.getAllByTestId('gallery-item').map((t) => t.dataset.mediaId)).toEqual([PHOTO, CLIP, HUGE]));
     expect(n).toBe(2);
     expect(screen.queryByTestId('gallery-more')).toBeNull();
+  });
+});
+
+describe('media events and large files', () => {
+  it('adds a stored file on media.added and removes one on media.deleted, closing its viewer', async () => {
+    const gw = gallery();
+    render(MediaGallery, { gw, connected: true });
+    await screen.findAllByTestId('gallery-item');
+    const NEW = 'f'.repeat(32);
+    gw.emit('media.added', meta(NEW, 'camera.snap', 'image/png', 99));
+    gw.emit('media.added', meta(NEW, 'camera.snap', 'image/png', 99)); // twice: shown once
+    await waitFor(() => expect(screen.getAllByTestId('gallery-item').map((t) => t.dataset.mediaId)).toEqual([NEW, PHOTO, CLIP, HUGE]));
+    await waitFor(() => expect(gw.calls.some((c) => c.method === 'media.get' && c.params.id === NEW && c.params.thumb)).toBe(true));
+    await fireEvent.click(screen.getAllByTestId('gallery-item')[1]);
+    await screen.findByTestId('gallery-viewer');
+    gw.emit('media.deleted', { id: PHOTO });
+    await waitFor(() => expect(screen.getAllByTestId('gallery-item').map((t) => t.dataset.mediaId)).toEqual([NEW, CLIP, HUGE]));
+    expect(screen.queryByTestId('gallery-viewer')).toBeNull();
+    gw.emit('media.deleted', { id: 'nope' });
+    gw.emit('media.added', { id: '../x' });
+    expect(screen.getAllByTestId('gallery-item')).toHaveLength(3);
+  });
+
+  it('plays a clip over the inline limit from media.read pieces, checked whole', async () => {
+    const bytes = new Uint8Array(MAX_INLINE_BYTES + 1);
+    for (let i = 0; i < bytes.length; i += 4096) bytes[i] = i & 0xff;
+    const gw = gallery({ 'media.read': await reader(bytes) });
+    render(MediaGallery, { gw, connected: true });
+    await fireEvent.click((await screen.findAllByTestId('gallery-item'))[2]);
+    await waitFor(() => expect(screen.getByTestId('gallery-video').getAttribute('src')).toBe('blob:clip'), { timeout: 10_000 });
+    const reads = gw.calls.filter((c) => c.method === 'media.read');
+    expect(reads.length).toBe(Math.ceil(bytes.length / MAX_READ_BYTES));
+    expect(reads.every((c) => c.params.id === HUGE && Number(c.params.length) === MAX_READ_BYTES)).toBe(true);
+    expect(gw.calls.some((c) => c.method === 'media.get' && c.params.id === HUGE)).toBe(false);
+  });
+
+  it('refuses pieces that do not make the stored file', async () => {
+    const bytes = new Uint8Array(3 * MAX_READ_BYTES + 5).fill(7);
+    const gw = gallery({ 'media.read': await reader(bytes, '0'.repeat(64)) });
+    await expect(readPieces(gw, { id: HUGE, size: bytes.length })).rejects.toThrow(/do not make the stored file/);
+    const ok = gallery({ 'media.read': await reader(bytes) });
+    const seen: number[] = [];
+    const parts = await readPieces(ok, { id: HUGE, size: bytes.length }, (done) => seen.push(done));
+    expect(parts?.reduce((n, p) => n + p.length, 0)).toBe(bytes.length);
+    expect(seen).toEqual([MAX_READ_BYTES, 2 * MAX_READ_BYTES, 3 * MAX_READ_BYTES, bytes.length]);
+    // The file changes between two reads (another sha256): refused at once.
+    let n = 0;
+    const changing = gallery({ 'media.read': async (p) => ({ ...(await reader(bytes))(p), sha256: n++ === 0 ? 'a'.repeat(64) : 'b'.repeat(64) }) });
+    await expect(readPieces(changing, { id: HUGE, size: bytes.length })).rejects.toThrow(/changed while it was read/);
+    expect(await readPieces(ok, { id: HUGE, size: bytes.length }, undefined, () => true)).toBeNull();
   });
 });
 

@@ -1,13 +1,17 @@
 // The Nodes panel's gallery (issue 22 item 4): the stored photos, clips and recordings of the nodes
 // (media.list), their thumbnails (media.get {id, thumb:true}: a JPEG the gateway makes of a JPEG or
 // PNG), a full view (media.get {id}: a picture as a data: URL, a clip as a blob: URL for <video>),
-// delete (media.delete) and "attach to a note" (media.attach) with the notes of memory.files.
+// delete (media.delete) and "attach to a note" (media.attach) with the notes of memory.files; a file over
+// media.get's 16 MiB is read in 1 MiB pieces (media.read) and checked whole; media.added and media.deleted
+// keep the list current without a reload.
 // Shapes: docs/PROTOCOL.md "Media in the app".
 
 /** What the gallery needs of the gateway client (GatewayClient implements it). */
 export interface GalleryGateway {
   supports(method: string): boolean;
   request<T = unknown>(method: string, params?: Record<string, unknown>, opts?: { timeoutMs?: number }): Promise<T>;
+  /** Subscribes to an event (media.added, media.deleted); returns the unsubscribe. */
+  on?(event: string, handler: (payload: any) => void): () => void; // eslint-disable-line @typescript-eslint/no-explicit-any
 }
 
 /** One stored file: its sidecar as media.list gives it. */
@@ -84,9 +88,58 @@ export function isVideo(mime: string): boolean {
   return mime.startsWith('video/') || mime.startsWith('audio/');
 }
 
-/** Whether media.get can send the file whole (else the viewer says why not). */
-export function openable(m: MediaItem): boolean {
-  return m.size <= MAX_INLINE_BYTES;
+/** media.read serves at most this many bytes a call (api.MaxMediaReadBytes). */
+export const MAX_READ_BYTES = 1 << 20;
+/** The largest file the gallery assembles from media.read pieces to play it (a Blob in the page's memory). */
+export const MAX_PLAY_BYTES = 512 << 20;
+
+/** Whether the app can open the file: whole through media.get, or (canRead: the gateway serves media.read) in
+ *  pieces up to MAX_PLAY_BYTES. Else the viewer says why not. */
+export function openable(m: MediaItem, canRead = false): boolean {
+  return m.size <= MAX_INLINE_BYTES || (canRead && m.size <= MAX_PLAY_BYTES);
+}
+
+/** Reads a stored file with media.read in pieces of MAX_READ_BYTES and checks the whole against the size and
+ *  SHA-256 the gateway names (a file remuxed or deleted while it was read fails); onProgress hears the bytes
+ *  read so far; stop() true ends the read (null). */
+export async function readPieces(
+  gw: GalleryGateway,
+  m: Pick<MediaItem, 'id' | 'size'>,
+  onProgress: (done: number, total: number) => void = () => undefined,
+  stop: () => boolean = () => false,
+): Promise<Uint8Array<ArrayBuffer>[] | null> {
+  const parts: Uint8Array<ArrayBuffer>[] = [];
+  let offset = 0;
+  let size = m.size;
+  let sha = '';
+  for (;;) {
+    if (stop()) return null;
+    const r = await gw.request<{ offset?: number; size?: number; sha256?: string; eof?: boolean; dataBase64?: string }>(
+      'media.read',
+      { id: m.id, offset, length: MAX_READ_BYTES },
+      { timeoutMs: 60_000 },
+    );
+    const b = fromBase64(typeof r?.dataBase64 === 'string' ? r.dataBase64 : '');
+    if (r?.offset !== offset || typeof r.size !== 'number' || (sha && r.sha256 !== sha) || (offset > 0 && r.size !== size)) {
+      throw new Error(`media.read ${m.id}: the file changed while it was read; open it again`);
+    }
+    size = r.size;
+    sha = String(r.sha256 ?? '');
+    parts.push(b);
+    offset += b.length;
+    onProgress(offset, size);
+    if (r.eof || offset >= size) break;
+    if (b.length === 0) throw new Error(`media.read ${m.id}: no data at ${offset} of ${size} bytes`);
+  }
+  const whole = new Uint8Array(offset);
+  let at = 0;
+  for (const p of parts) {
+    whole.set(p, at);
+    at += p.length;
+  }
+  const digest = Array.from(new Uint8Array(await crypto.subtle.digest('SHA-256', whole)), (x) => x.toString(16).padStart(2, '0')).join('');
+  if (offset !== size || digest !== sha) throw new Error(`media.read ${m.id}: the pieces do not make the stored file (${offset} of ${size} bytes); open it again`);
+  return parts;
 }
 
 /** "1:05" for 65 000 ms. */

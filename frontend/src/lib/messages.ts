@@ -486,6 +486,7 @@ export const MESSAGES = {
   'gallery.itemLabel': ['{command}, {when}', '{command}，{when}'],
   'gallery.device': ['from device {device}', '来自设备 {device}'],
   'gallery.tooLarge': ['This file is {size}: the app opens files up to {limit}. It stays in the media folder.', '此文件大小为 {size}，应用只能打开 {limit} 以内的文件。它仍保存在媒体文件夹中。'],
+  'gallery.reading': ['Loading {percent}% of {size}…', '正在加载 {size} 中的 {percent}%…'],
   'gallery.cannotShow': ['A file of type {mime} cannot be shown here.', '无法在此显示类型为 {mime} 的文件。'],
   'gallery.delete': ['Delete', '删除'],
   'gallery.deleteConfirm': ['Delete for good', '永久删除'],
