@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,13 +52,9 @@ func TestPhoneTransferCutAndResume(t *testing.T) {
 		t.Skip("e2e: ffmpeg is needed for the camera's picture (make deps installs it)")
 	}
 	tmp := t.TempDir()
-	// The fake camera shows noise (a 1 s loop): its clips are megabytes,
-	// where Chromium's own fake picture compresses to almost nothing.
-	noise := filepath.Join(tmp, "noise.y4m")
-	if out, err := exec.Command(ffmpeg, "-nostdin", "-v", "error", "-f", "lavfi", "-i", "nullsrc=s=320x240:r=15,geq=lum='random(1)*255':cb=128:cr=128",
-		"-t", "1", "-pix_fmt", "yuv420p", noise).CombinedOutput(); err != nil {
-		t.Fatalf("make the camera's noise: %v\n%s", err, out)
-	}
+	// The fake camera shows noise: its clips are megabytes, where
+	// Chromium's own fake picture compresses to almost nothing.
+	noise := noiseCamera(t, ffmpeg, tmp, 320, 240, 15)
 	g := startMediaGateway(t, tmp)
 	phone, phoneID := g.pairBrowser(t, chromium, filepath.Join(tmp, "phone"), []string{"camera.clip"}, []string{"camera"},
 		chromedp.UserAgent(phoneUA), chromedp.WindowSize(412, 915), chromedp.Flag("use-file-for-fake-video-capture", noise))
@@ -247,4 +244,16 @@ func TestPhoneTransferCutAndResume(t *testing.T) {
 	if files := g.mediaFiles(t); len(files) != 4 {
 		t.Errorf("$ATRIUM_HOME/media holds %v, want the two clips and their sidecars", files)
 	}
+}
+
+// noiseCamera writes a 1 s Y4M of random pictures w×h at fps (the loop
+// Chromium's --use-file-for-fake-video-capture plays) and returns its path.
+func noiseCamera(t *testing.T, ffmpeg, dir string, w, h, fps int) string {
+	t.Helper()
+	p := filepath.Join(dir, "noise.y4m")
+	src := fmt.Sprintf("nullsrc=s=%dx%d:r=%d,geq=lum='random(1)*255':cb='128+random(2)*32':cr=128", w, h, fps)
+	if out, err := exec.Command(ffmpeg, "-nostdin", "-v", "error", "-f", "lavfi", "-i", src, "-t", "1", "-pix_fmt", "yuv420p", p).CombinedOutput(); err != nil {
+		t.Fatalf("make the camera's noise: %v\n%s", err, out)
+	}
+	return p
 }
