@@ -22,8 +22,8 @@ import (
 // FILE also writes that object to FILE.
 func runBenchRetrieval(ctx context.Context, args []string, o Options) error {
 	fs := newFlagSet("bench retrieval", o)
-	set := fs.String("set", "", "BEIR-style set folder (corpus*.jsonl, queries.jsonl, qrels*.tsv) or a folder of workspaces")
-	wss := fs.String("workspaces", "", "folder of workspaces to index as they are (queries and qrels from --set)")
+	set := fs.String("set", "", "BEIR-style set folder (corpus*.jsonl, queries.jsonl, qrels*.tsv), a folder of workspaces, or a judged set (judged.jsonl; needs --workspaces)")
+	wss := fs.String("workspaces", "", "folder of workspaces to index as they are (queries and qrels, or judged.jsonl, from --set)")
 	qrels := fs.String("qrels", "", "qrels file in the set folder (default qrels.tsv, else the first qrels*.tsv)")
 	limit := fs.Int("limit", 0, "run only the first N queries (0 = all)")
 	modes := fs.String("modes", "keyword,vector,hybrid", "comma-separated search modes")

@@ -61,6 +61,10 @@ type DefaultsReport struct {
 	AbsentSource  string `json:"absentSource,omitempty"`
 	Absent        Absent `json:"absent"`
 	AbsentHeldOut Absent `json:"absentHeldOut"`
+	// Groups are the answered figures of the held-out half by question
+	// group (a judged set's "paraphrase zh", "direct en", …); omitted when
+	// the questions have no group.
+	Groups map[string]Answered `json:"groups,omitempty"`
 }
 
 // Answered are the figures of questions whose answer is in the index.
@@ -98,6 +102,7 @@ type Absent struct {
 // answer is one question searched with the defaults, with and without the
 // floor.
 type answer struct {
+	group           string
 	heldOut, absent bool
 	// hits[i]: the first i+1 results hold a relevant document (floor);
 	// noFloor the same without the floor.
@@ -134,7 +139,7 @@ func (part *partition) prefixHits(res []memory.SearchResult, rel Judgments) []bo
 // askDefaults searches q with the defaults and with no floor; rel nil
 // marks an absent question. It writes a dump line when dump is set.
 func askDefaults(ctx context.Context, m *memory.Manager, part *partition, q query, absent bool, dump *dumper) (answer, error) {
-	a := answer{heldOut: heldOutHalf(q.id), absent: absent}
+	a := answer{group: q.group, heldOut: heldOutHalf(q.id), absent: absent}
 	def, err := m.Search(ctx, memory.SearchOptions{Query: q.text})
 	if err != nil {
 		return a, fmt.Errorf("bench retrieval: query %s (defaults): %w", q.id, err)
@@ -173,6 +178,18 @@ func summarise(ans []answer, maxResults int, source string) *DefaultsReport {
 	r.HeldOut = answered(ans, func(a answer) bool { return !a.absent && a.heldOut })
 	r.Absent = absentFigures(ans, func(a answer) bool { return a.absent })
 	r.AbsentHeldOut = absentFigures(ans, func(a answer) bool { return a.absent && a.heldOut })
+	for _, a := range ans {
+		if a.absent || !a.heldOut || a.group == "" {
+			continue
+		}
+		if r.Groups == nil {
+			r.Groups = map[string]Answered{}
+		}
+		if _, done := r.Groups[a.group]; !done {
+			g := a.group
+			r.Groups[g] = answered(ans, func(a answer) bool { return !a.absent && a.heldOut && a.group == g })
+		}
+	}
 	return r
 }
 
@@ -251,6 +268,9 @@ func quantile(xs []float64, q float64) float64 {
 // assignAbsent gives each partition its absent questions (see above) and
 // returns where they come from.
 func (p *plan) assignAbsent() string {
+	if p.kind == "judged" {
+		return "the set's absent questions, asked in their workspace"
+	}
 	if len(p.parts) > 1 {
 		for i, part := range p.parts {
 			for j := 1; j < len(p.parts); j++ {

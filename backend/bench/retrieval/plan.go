@@ -31,6 +31,9 @@ type partition struct {
 	workspace string
 	lines     map[string][]string
 	session   bool
+	// Judged sets (judged.go): the judged answer spans by
+	// workspace-relative path.
+	spans map[string][]span
 	// ids are the judgeable document ids of the partition; docCount their
 	// number.
 	ids      map[string]bool
@@ -50,6 +53,13 @@ func prepare(o Options) (*plan, error) {
 	}
 	if st, err := os.Stat(set); err != nil || !st.IsDir() {
 		return nil, fmt.Errorf("%w: %s is not a folder", ErrInvalidSet, o.Set)
+	}
+	if isJudged(set) {
+		p := &plan{name: filepath.Base(set)}
+		if err := p.loadJudged(o, set, o.Workspaces); err != nil {
+			return nil, err
+		}
+		return p.keepUsed()
 	}
 	beirDir, wsDir := set, o.Workspaces
 	var files []string
@@ -94,6 +104,12 @@ func prepare(o Options) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	return p.keepUsed()
+}
+
+// keepUsed drops the partitions without queries; none left is
+// ErrInvalidSet.
+func (p *plan) keepUsed() (*plan, error) {
 	var used []*partition
 	for _, part := range p.parts {
 		if len(part.queries) > 0 {
@@ -102,7 +118,7 @@ func prepare(o Options) (*plan, error) {
 	}
 	p.parts = used
 	if len(p.parts) == 0 {
-		return nil, fmt.Errorf("%w: no query of %s has a judged document in %s", ErrInvalidSet, filepath.Base(qpath), p.qrels)
+		return nil, fmt.Errorf("%w: no query of %s has a judged document in %s", ErrInvalidSet, p.name, p.qrels)
 	}
 	return p, nil
 }
@@ -344,6 +360,13 @@ func (part *partition) rank(results []memory.SearchResult) []string {
 		}
 	}
 	for _, r := range results {
+		if part.spans != nil {
+			// A chunk that overlaps no judged span still takes its rank.
+			if !part.spanIDs(r.Path, r.StartLine, r.EndLine, add) {
+				add(fmt.Sprintf("chunk %s:%d-%d", r.Path, r.StartLine, r.EndLine))
+			}
+			continue
+		}
 		if part.lines == nil {
 			add(part.paths[r.Path])
 			for _, p := range r.AlsoIn {

@@ -93,6 +93,23 @@ func (d *DefaultsReport) writeText(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if len(d.Groups) > 0 {
+		names := make([]string, 0, len(d.Groups))
+		for g := range d.Groups {
+			names = append(names, g)
+		}
+		sort.Strings(names)
+		fmt.Fprintln(w, "Held-out half by group (defaults / no floor):")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "group\tn\thit@1\thit@5\tempty\tno floor: hit@1\thit@5\t")
+		for _, g := range names {
+			a := d.Groups[g]
+			fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t\n", g, a.N, a.Hit1, a.Hit5, a.Empty, a.NoFloorHit1, a.NoFloorHit5)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
 	if d.Absent.N == 0 {
 		_, err := fmt.Fprintln(w, "Absent questions: none (a workspaces set with one partition)")
 		return err

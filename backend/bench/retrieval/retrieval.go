@@ -38,6 +38,11 @@
 // lines, in text order ("<conv>:Dn:m", or "<conv>:session_n" for session
 // qrels): the realistic chunk-level figure, since an agent gets chunks.
 //
+// A judged set (a Set folder with judged.jsonl, judged.go) is questions
+// people asked about real workspaces, judged by path and line span; its
+// workspaces come from Options.Workspaces and are indexed as they are, and
+// its absent questions are asked in their own workspace.
+//
 // Query filters: queries with a "category" are kept only in
 // Options.Categories (default 1-4: LoCoMo's category 5 is adversarial and
 // usually excluded); abstention questions ("abstention": true or an id
