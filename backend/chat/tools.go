@@ -122,7 +122,7 @@ func encodeHits(results []memory.SearchResult, limit int) string {
 	tr := toolResult{Results: []toolHit{}}
 	for _, r := range results {
 		h := toolHit{Path: r.Path, StartLine: r.StartLine, EndLine: r.EndLine,
-			Score: math.Round(r.Score*1000) / 1000, Layer: r.Layer, Snippet: r.Snippet}
+			Score: memory.RoundScore(r.Score), Layer: r.Layer, Snippet: r.Snippet}
 		tr.Results = append(tr.Results, h)
 		if b := marshal(tr); len(b) > limit {
 			// Try a shorter snippet before giving up on this result.

@@ -238,7 +238,8 @@ func printStatus(w io.Writer, st memory.Status) {
 }
 
 // printResults prints search results as text: one line per result with
-// its score rounded for people (formatScore; --json keeps full precision),
+// its score rounded for people (formatScore: 3 decimals; --json carries
+// the 4 decimals Search returns, memory.ScoreDecimals),
 // then its snippet indented.
 func printResults(w io.Writer, res memory.SearchResponse) {
 	if len(res.Results) == 0 {

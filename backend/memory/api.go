@@ -1,6 +1,10 @@
 package memory
 
-import "github.com/atrium-dev/atrium/backend/memory/index"
+import (
+	"math"
+
+	"github.com/atrium-dev/atrium/backend/memory/index"
+)
 
 // This file holds the agent- and gateway-facing shapes of the memory API
 // (SPEC §4.3). Field names are the wire names used by the gateway (docs/PROTOCOL.md).
@@ -28,6 +32,17 @@ const (
 	// bounded (docs/BENCHMARKS.md, "Query length").
 	MaxQueryChars = 4000
 )
+
+// ScoreDecimals is how many decimals a score keeps once it leaves the
+// process (issue 25: a person reads "0.2712", not "0.27118005300000003").
+// Search rounds every SearchResult.Score to it (RoundScore) after ranking,
+// so the gateway, `atrium memory search --json`, the agent tools and the
+// starting context all carry the same rounded figure.
+const ScoreDecimals = 4
+
+// RoundScore rounds a score in [0,1] to ScoreDecimals decimals (half away
+// from zero); NaN and ±Inf are returned as they are.
+func RoundScore(s float64) float64 { return math.Round(s*1e4) / 1e4 }
 
 // Layer names (SPEC §4.1, §5.2).
 const (
@@ -82,7 +97,8 @@ const (
 
 // SearchResult is one ranked chunk. Path is workspace-relative with forward
 // slashes (e.g. "MEMORY.md", "memory/2024-05-01.md", "memory/global/decisions.md").
-// Lines are 1-based and inclusive. Score is the hybrid score in [0,1].
+// Lines are 1-based and inclusive. Score is the hybrid score in [0,1],
+// rounded to ScoreDecimals decimals.
 type SearchResult struct {
 	Path      string  `json:"path"`
 	StartLine int     `json:"startLine"`

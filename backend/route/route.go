@@ -103,7 +103,8 @@ type Options struct {
 // Decision is Route's answer. Role is the chosen role (the current one on
 // ReasonStay and ReasonAsk); Candidates the tied roles on ReasonAsk (else
 // nil); Matched the mention, the capability keywords found, or nothing;
-// Score the number of keywords (capability) or the cosine (similarity).
+// Score the number of keywords (capability) or the cosine (similarity),
+// rounded to 4 decimals (memory.ScoreDecimals).
 type Decision struct {
 	Role       string   `json:"role"`
 	Reason     Reason   `json:"reason"`
@@ -317,9 +318,9 @@ func similarity(ctx context.Context, text, current string, roles []Role, o Optio
 	}
 	tied = uniqueSorted(tied)
 	if len(tied) > 1 {
-		return Decision{Role: current, Reason: ReasonAsk, Candidates: tied, Score: top.score}, true, nil
+		return Decision{Role: current, Reason: ReasonAsk, Candidates: tied, Score: math.Round(top.score*1e4) / 1e4}, true, nil
 	}
-	return Decision{Role: top.name, Reason: ReasonSimilarity, Score: top.score}, true, nil
+	return Decision{Role: top.name, Reason: ReasonSimilarity, Score: math.Round(top.score*1e4) / 1e4}, true, nil
 }
 
 // cosine of a and b (0 when either is zero or their lengths differ).

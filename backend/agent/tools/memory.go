@@ -97,7 +97,7 @@ func (e *env) memorySearch(ctx context.Context, c agent.Call) (agent.Output, err
 	hits := make([]searchHit, 0, len(res.Results))
 	for _, h := range res.Results {
 		hits = append(hits, searchHit{Path: h.Path, StartLine: h.StartLine, EndLine: h.EndLine,
-			Score: math.Round(h.Score*1000) / 1000, Layer: h.Layer, Role: h.Role, Snippet: h.Snippet})
+			Score: memory.RoundScore(h.Score), Layer: h.Layer, Role: h.Role, Snippet: h.Snippet})
 	}
 	return agent.Output{Data: map[string]any{"results": hits, "provider": res.Provider, "model": res.Model},
 		LogSummary: fmt.Sprintf("%d results", len(hits))}, nil
