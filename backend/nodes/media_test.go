@@ -213,3 +213,31 @@ func TestMediaTransferFailsAndOffers(t *testing.T) {
 	wantCode(t, got.err, gateway.CodeUnavailable, "disconnected")
 	<-fm.transfer(tp.ID).aborted
 }
+
+// TestLocalNodeCutMidTransferFails: a local node's id names its
+// connection, so its transfer cannot be resumed from another one: when
+// its connection ends after its offer was answered, node.invoke fails
+// UNAVAILABLE (not a wait until its 60 s deadline, which would end
+// TIMEOUT) and the transfer is aborted. Before the offer, the same.
+func TestLocalNodeCutMidTransferFails(t *testing.T) {
+	for _, offered := range []bool{true, false} {
+		fm := &fakeMedia{}
+		f := newFixture(t, Options{Media: fm})
+		n := f.node("desk", []string{"camera"}, []string{"camera.clip"})
+		done := make(chan error, 1)
+		go func() {
+			_, err := invoke(f.operator("ui"), map[string]any{"nodeId": n.id, "command": "camera.clip", "timeoutMs": 60000})
+			done <- err
+		}()
+		tr := transferOf(t, n.request())
+		if offered {
+			var a struct{ SDP string }
+			if err := n.c.Call(context.Background(), MethodMediaOffer, map[string]string{"transferId": tr.ID, "sdp": "v=0"}, &a); err != nil || a.SDP == "" {
+				t.Fatalf("the offer: %+v %v", a, err)
+			}
+		}
+		n.c.Close()
+		wantCode(t, <-done, gateway.CodeUnavailable, "disconnected")
+		<-fm.transfer(tr.ID).aborted
+	}
+}
