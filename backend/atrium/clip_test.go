@@ -7,6 +7,8 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -176,7 +178,8 @@ func (g *gatedReader) ReadAt(p []byte, off int64) (int, error) {
 // cut as well); node.invoke does not fail but waits; the same device,
 // connected again, offers the same transfer, sends only the missing
 // blocks, and node.invoke answers with the file (the right SHA-256,
-// payload {resumed:true}). Another device's offer for it is refused.
+// payload {resumed:true}). Another device's offer for it is refused, and
+// so is the same device's from another address (127.0.0.9).
 func TestNodeMediaResumesOnNewConnection(t *testing.T) {
 	a, _ := startApp(t, func(string) string { return "" })
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
@@ -267,6 +270,17 @@ func TestNodeMediaResumesOnNewConnection(t *testing.T) {
 	if _, err := offerOn(other, transfer)(ctx, "v=0\r\na=fingerprint:sha-256 AB\r\n"); errCode(err) != gateway.CodeForbidden {
 		t.Fatalf("another device's offer for the detached transfer: %v, want FORBIDDEN", err)
 	}
+
+	// Nor may the same device from another address (ICE is bound to the
+	// one the transfer was asked at).
+	from := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 9)}}
+	elsewhere, err := deviceDial(ctx, t, a, key, gateway.ClientOptions{DeviceToken: toks[gateway.RoleNode], Role: gateway.RoleNode,
+		Caps: []string{"camera"}, Commands: commands, HTTPClient: &http.Client{Transport: &http.Transport{DialContext: from.DialContext}}})
+	must(t, err)
+	if _, err := offerOn(elsewhere, transfer)(ctx, "v=0\r\na=fingerprint:sha-256 AB\r\n"); errCode(err) != gateway.CodeForbidden || !strings.Contains(err.Error(), "another address") {
+		t.Fatalf("the device's offer from 127.0.0.9: %v, want FORBIDDEN (another address)", err)
+	}
+	elsewhere.Close()
 
 	// The page is opened again: the same device resumes the transfer.
 	second := dial()
