@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -69,6 +70,16 @@ func TestLayersOverGateway(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(ws, "memory", ".acl")); err != nil {
 		t.Fatal(err)
+	}
+	// The starting context is saved and is part of the role's persona, so
+	// its instances' first turns carry it (issue 24 item 1).
+	if cr.ContextPath != "memory/roles/release-manager/MEMORY.md" {
+		t.Fatalf("context path %q", cr.ContextPath)
+	}
+	persona, err := (&poolRunner{workspace: ws, log: slog.New(slog.DiscardHandler)}).Persona("release-manager")
+	if err != nil || !strings.Contains(persona, "Ships Go backend releases") || !strings.Contains(persona, "memory/global/user-profile.md") ||
+		!strings.Contains(persona, "## Your memory (memory/roles/release-manager/MEMORY.md)") {
+		t.Fatalf("persona of the new role (%v):\n%s", err, persona)
 	}
 	if err := call("profiles.create", map[string]any{"role": "release-manager", "description": "again"}, nil); code(err) != gateway.CodeConflict {
 		t.Fatalf("second create: %v", err)

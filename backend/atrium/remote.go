@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -134,23 +135,45 @@ func (r *poolRunner) Offline(profileID string) bool {
 }
 
 // Persona implements chat.RemoteRunner: the body of
-// memory/roles/<profile>/config.md without its front matter (at most
-// maxPersonaBytes are read).
+// memory/roles/<profile>/config.md without its front matter, followed by
+// the role's MEMORY.md (its curated long-term memory, where the cold start
+// saves the starting context: SPEC §4.1, §5.2) under a "Your memory"
+// heading when it has text, so every run of the role, its first turns
+// included, carries them. At most maxPersonaBytes are read of each; a
+// missing MEMORY.md is no error, a missing config.md is.
 func (r *poolRunner) Persona(profileID string) (string, error) {
-	path := filepath.Join(r.workspace, filepath.FromSlash(worker.RolesDir), profileID, "config.md")
-	f, err := os.Open(path)
+	dir := filepath.Join(r.workspace, filepath.FromSlash(worker.RolesDir), profileID)
+	persona, err := readBody(filepath.Join(dir, "config.md"))
 	if err != nil {
 		return "", fmt.Errorf("persona of %s: %w", profileID, err)
+	}
+	mem, err := readBody(filepath.Join(dir, memory.RoleMemoryFile))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		r.log.Warn("role memory unreadable", "profile", profileID, "error", err.Error())
+	case mem != "":
+		persona += "\n\n## Your memory (" + worker.RolesDir + "/" + profileID + "/" + memory.RoleMemoryFile + ")\n\n" + mem
+	}
+	return persona, nil
+}
+
+// readBody reads at most maxPersonaBytes of a Markdown file and returns
+// its body without front matter, trimmed.
+func readBody(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
 	}
 	defer f.Close()
 	buf := make([]byte, maxPersonaBytes)
-	n, err := f.Read(buf)
-	if err != nil && n == 0 {
-		return "", fmt.Errorf("persona of %s: %w", profileID, err)
+	n, err := io.ReadFull(f, buf)
+	if err != nil && n == 0 && !errors.Is(err, io.EOF) {
+		return "", err
 	}
 	_, body, _, _, err := memory.ParseFrontMatter(string(buf[:n]))
 	if err != nil {
-		return "", fmt.Errorf("persona of %s: %w", profileID, err)
+		return "", err
 	}
 	return strings.TrimSpace(body), nil
 }

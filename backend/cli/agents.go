@@ -167,6 +167,7 @@ func runAgents(ctx context.Context, args []string, o Options) error {
 	if res.Warning != "" {
 		fmt.Fprintf(o.Stdout, "Warning: %s\n", res.Warning)
 	}
+	fmt.Fprintf(o.Stdout, "Starting context saved to %s (its runs read it with the persona).\n", res.ContextPath)
 	fmt.Fprintf(o.Stdout, "Edit %s to refine the persona.\n\n%s", res.Path, res.Summary)
 	return nil
 }

@@ -52,6 +52,7 @@ func TestAgentsCommands(t *testing.T) {
 		{"list takes no arguments", append([]string{"agents", "list", "x"}, common...), 2, "", "takes no arguments"},
 		{"reserved role", append([]string{"agents", "create", "admin", "d"}, common...), 1, "", "reserved"},
 		{"create", append([]string{"agents", "create", "分析师", "分析数据库性能数据，撰写性能报告", "--capabilities", "数据分析, 报告"}, common...), 0, "初始上下文：分析师", ""},
+		{"create saves its starting context", append([]string{"agents", "create", "审稿人", "审阅文章，给出修改意见"}, common...), 0, "Starting context saved to memory/roles/审稿人/MEMORY.md", ""},
 		{"create again", append([]string{"agents", "create", "分析师", "again"}, common...), 1, "", "already exists"},
 		{"list", append([]string{"agents", "list"}, common...), 0, "memory/roles/分析师/config.md", ""},
 	} {
@@ -81,7 +82,7 @@ func TestAgentsCommands(t *testing.T) {
 			found = &list.Roles[i]
 		}
 	}
-	if found == nil || strings.Join(found.Capabilities, ",") != "数据分析,报告" || found.Files != 1 {
+	if found == nil || strings.Join(found.Capabilities, ",") != "数据分析,报告" || found.Files != 2 { // config.md and MEMORY.md (the saved starting context)
 		t.Fatalf("roles %+v", list.Roles)
 	}
 	code, out, errOut = runCLI(t, nil, append([]string{"agents", "create", "reporter", "Writes weekly database performance reports", "--json"}, common...)...)

@@ -117,6 +117,20 @@ type CreateRoleResult struct {
 	ACLCreated bool            `json:"aclCreated,omitempty"`
 	Unfilled   []string        `json:"unfilled,omitempty"`
 	Warning    string          `json:"warning,omitempty"`
+	// ContextPath is where the summary was saved:
+	// memory/roles/<role>/MEMORY.md (RoleMemoryFile).
+	ContextPath string `json:"contextPath"`
+}
+
+// RoleMemoryFile is the name of a role's curated long-term memory in its
+// folder (SPEC §4.1); CreateRole writes the starting context there.
+const RoleMemoryFile = "MEMORY.md"
+
+// startingContextFile is the MEMORY.md CreateRole writes: front matter and
+// the summary.
+func startingContextFile(role string, now time.Time, summary string) string {
+	return "---\ntype: role\nrole: " + yamlQuote(role) + "\ncreated: " + now.UTC().Format(time.RFC3339) +
+		"\n---\n" + strings.TrimRight(summary, "\n") + "\n"
 }
 
 // RoleInfo describes one role found in the workspace: memory/roles/<r>/
@@ -251,7 +265,12 @@ func (m *Manager) countMainOutsideRoles() int {
 //  4. memory/roles/<role>/config.md is written through Write (replace,
 //     by Writer) and so indexed;
 //  5. the starting context is built (see StartingContext), every item
-//     filtered by what the new role may read under the ACL in force.
+//     filtered by what the new role may read under the ACL in force;
+//  6. its summary is written through Write (replace, by Writer) as the
+//     role's curated long-term memory memory/roles/<role>/MEMORY.md
+//     (SPEC §4.1 layout, §5.2 cold start; front matter `type: role`,
+//     `role`, `created`), so it is indexed and the role's runs read it
+//     with config.md (the wiring's persona: the first turns carry it).
 //
 // Errors: ErrInvalidInput (role, description, capabilities, a template
 // whose filled front matter does not parse, a malformed memory/.acl),
@@ -341,6 +360,11 @@ func (m *Manager) CreateRole(ctx context.Context, r CreateRoleRequest) (CreateRo
 	}
 	res.Context = m.startingContext(ctx, pol, r.Role, res.Path, desc, caps)
 	res.Summary = contextSummary(res.Role, desc, caps, res.Context, hasHan(desc))
+	res.ContextPath = dirRel + "/" + RoleMemoryFile
+	if _, err := m.Write(ctx, WriteRequest{Path: res.ContextPath, Content: startingContextFile(res.Role, now, res.Summary),
+		Mode: WriteReplace, Writer: writer}); err != nil {
+		return CreateRoleResult{}, fmt.Errorf("create role %s: write starting context: %w", r.Role, err)
+	}
 	return res, nil
 }
 

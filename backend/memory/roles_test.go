@@ -66,6 +66,19 @@ func TestCreateRole(t *testing.T) {
 	if !hasPath(f.search(t, "Analyse database performance data"), res.Path) {
 		t.Fatal("config not indexed")
 	}
+	// The starting context is saved as the role's MEMORY.md (SPEC §4.1,
+	// §5.2), indexed, so its first turns can carry it.
+	if res.ContextPath != "memory/roles/analyst/MEMORY.md" {
+		t.Fatalf("context path %q", res.ContextPath)
+	}
+	saved := f.read(t, res.ContextPath)
+	sfm, sbody, _, ok, err := ParseFrontMatter(saved)
+	if err != nil || !ok || sfm.Type != "role" || sfm.Role != "analyst" || strings.TrimSpace(sbody) != strings.TrimSpace(res.Summary) {
+		t.Fatalf("saved starting context (%v):\n%s\nwant the summary:\n%s", err, saved, res.Summary)
+	}
+	if !strings.Contains(sbody, "memory/global/user-profile.md") {
+		t.Fatalf("saved starting context names no global file:\n%s", saved)
+	}
 	// The default template was written into the workspace.
 	if tmpl := f.read(t, RoleTemplatePath); tmpl != DefaultRoleTemplate {
 		t.Fatal("template not written as shipped")
