@@ -63,7 +63,7 @@ var allowed = map[string][]string{
 	"backend/collab":              {"backend/acl", "backend/guard", "backend/memory"},
 	"backend/api": {"backend/gateway", "backend/memory", "backend/chat", "backend/history", "backend/acl", "backend/audit", "backend/guard",
 		"backend/collab", "backend/route", "backend/memory/embed", "backend/worker", "backend/config", "backend/model", "backend/media"},
-	"backend/atrium": {"backend/paths", "backend/config", "backend/statedb", "backend/memory/chunk",
+	"backend/atrium": {"backend/paths", "backend/config", "backend/statedb", "backend/memory/chunk", "backend/convo",
 		"backend/memory/embed", "backend/memory/index", "backend/memory/versions", "backend/memory", "backend/history",
 		"backend/model", "backend/chat", "backend/gateway", "backend/api", "backend/acl", "backend/audit", "backend/guard",
 		"backend/collab", "backend/route", "backend/worker", "backend/agent", "backend/agent/tools", "backend/applock",

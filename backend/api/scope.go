@@ -231,7 +231,7 @@ func (ac *access) messageScope(ctx context.Context, c *gateway.Call, msgs Messag
 var profileEvents = map[string]bool{
 	chat.EventThinking: true, chat.EventReasoning: true, chat.EventChunk: true, chat.EventFinal: true,
 	chat.EventCancelled: true, chat.EventError: true, chat.EventState: true, chat.EventTool: true,
-	chat.EventMessageDeleted: true,
+	chat.EventMessageDeleted: true, chat.EventReset: true,
 }
 
 // openEvents say nothing a device's scope could hide: the index's

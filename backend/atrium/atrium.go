@@ -472,6 +472,7 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 		Remote:        runner,
 		MainContext:   a.Memory.MainContext,
 		OfflineCard:   a.offlineCard,
+		SaveNote:      a.saveSessionNote,
 		Logger:        o.Logger,
 	})
 	if err != nil {
@@ -668,7 +669,7 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 8)                               // one per goroutine below
+	errc := make(chan error, 9)                               // one per goroutine below
 	go func() { errc <- wrap("profiles", a.Pool.Run(ctx)) }() // stops every instance at the end
 	go func() { errc <- wrap("memory", a.Memory.Run(ctx)) }()
 	go func() { errc <- wrap("gateway", a.Gateway.Run(ctx)) }()
@@ -677,6 +678,7 @@ func (a *App) Run(ctx context.Context) error {
 	go func() { errc <- wrap("devices", a.Devices.Run(ctx)) }() // expires pairing requests
 	go func() { errc <- wrap("gateway LAN", a.runLAN(ctx)) }()  // HTTPS/WSS listeners, mDNS
 	go func() { errc <- wrap("canvas", a.runCanvas(ctx)) }()    // sends waiting user actions
+	go func() { errc <- a.runSessions(ctx) }()                  // daily and idle session resets
 	first := <-errc
 	cancel()
 	var errs []error

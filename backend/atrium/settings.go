@@ -69,6 +69,9 @@ func (s *settings) Patch(ctx context.Context, patch json.RawMessage) (api.Settin
 			return api.SettingsView{}, err
 		}
 	}
+	if before.Sessions != after.Sessions {
+		a.applySessions()
+	}
 	if before.Gateway != after.Gateway {
 		restart = append(restart, "gateway")
 	}

@@ -181,6 +181,16 @@ type Options struct {
 	// configured) found, after the answer was made; the wiring shows it as
 	// a small A2UI card on the Canvas (issue 23). It must not block.
 	OfflineCard func(OfflineCard)
+	// SaveNote writes the dated note of a closed session (lifecycle.go,
+	// SPEC §6: `/new`, `/reset`, the daily and idle resets) into role's
+	// memory; note.Path is memory/roles/<role>/YYYY-MM-DD-<slug>.md, a
+	// daily log name, so write it with mode append. Nil: sessions close
+	// without a note.
+	SaveNote func(ctx context.Context, role string, note convo.Note) error
+	// ResetPolicy closes sessions on its own (daily, idle; see
+	// RunLifecycle and Service.SetResetPolicy). Nil: only `/new` and
+	// `/reset` close sessions.
+	ResetPolicy *convo.ResetPolicy
 	// Logger receives structured logs. Default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
@@ -241,6 +251,10 @@ type SendResult struct {
 	MessageID     string `json:"messageId"`
 	SessionID     string `json:"sessionId"`
 	UserMessageID string `json:"userMessageId"`
+	// Reset is set, and RunID, MessageID and UserMessageID are empty, when
+	// the message was `/new` or `/reset` (IsResetCommand): the session was
+	// closed and nothing was sent to a model (lifecycle.go).
+	Reset *ResetResult `json:"reset,omitempty"`
 }
 
 // CancelRequest is chat.cancel's params. RunID empty cancels the session's
@@ -272,6 +286,13 @@ type Service struct {
 	// lastTS is the ts (Unix ms) of the newest user message this service
 	// stored; the next one gets at least lastTS+2 (see nextTS).
 	lastTS int64
+	// sessions: the last activity of each open session this service saw;
+	// closedSessions: a closed session → the one that follows it, with
+	// closedOrder to forget the oldest (lifecycle.go).
+	sessions       map[string]sessionInfo
+	closedSessions map[string]string
+	closedOrder    []string
+	resetPolicy    atomic.Pointer[convo.ResetPolicy]
 }
 
 type idemEntry struct {
@@ -394,7 +415,11 @@ func New(opts Options) (*Service, error) {
 		runs:      map[string]*run{},
 		bySession: map[string]*run{},
 		idem:      map[string]idemEntry{},
+
+		sessions:       map[string]sessionInfo{},
+		closedSessions: map[string]string{},
 	}
+	s.resetPolicy.Store(opts.ResetPolicy)
 	var err error
 	if s.builtin, err = defaultTools(opts.Memory); err != nil {
 		return nil, fmt.Errorf("new chat service: %w", err)
@@ -611,6 +636,19 @@ func (s *Service) Send(ctx context.Context, r SendRequest) (SendResult, error) {
 	if err := checkClientHistory(r.History); err != nil {
 		return SendResult{}, fmt.Errorf("chat send: %w", err)
 	}
+	if IsResetCommand(text) { // never sent to a model (SPEC §6)
+		rr, err := s.Reset(ctx, ResetRequest{ProfileID: r.ProfileID, SessionID: r.SessionID, Reason: ResetCommand})
+		if err != nil {
+			return SendResult{}, fmt.Errorf("chat send: %w", err)
+		}
+		return SendResult{SessionID: rr.SessionID, Reset: &rr}, nil
+	}
+	if why := s.dueReset(ctx, r.SessionID, s.opts.Now()); why != "" {
+		if _, err := s.Reset(ctx, ResetRequest{ProfileID: r.ProfileID, SessionID: r.SessionID, Reason: why}); err != nil &&
+			!errors.Is(err, ErrBusy) {
+			return SendResult{}, fmt.Errorf("chat send: %w", err)
+		}
+	}
 	if mustStart { // the run waits until it is ready (RemoteRunner.Stream)
 		if err := s.opts.Remote.Start(r.ProfileID); err != nil {
 			return SendResult{}, fmt.Errorf("chat send: start instance %s: %w", r.ProfileID, err)
@@ -645,10 +683,19 @@ func (s *Service) Send(ctx context.Context, r SendRequest) (SendResult, error) {
 		s.mu.Unlock()
 		return SendResult{}, fmt.Errorf("chat send: %w: %d answers in progress", ErrBusy, len(s.runs))
 	}
-	sessionID := r.SessionID
+	sessionID, moved := s.redirect(r.SessionID)
+	if moved {
+		// The session was closed: the client's history is the old one's.
+		r.History = nil
+		if s.bySession[sessionID] != nil {
+			s.mu.Unlock()
+			return SendResult{}, fmt.Errorf("chat send: %w: session %s is still answering the previous message", ErrBusy, sessionID)
+		}
+	}
 	if sessionID == "" {
 		sessionID = uuid.NewString()
 	}
+	s.touch(r.ProfileID, sessionID, now)
 	ts := s.nextTS(now)
 	base, cancel := context.WithCancelCause(context.Background())
 	rctx, stop := context.WithTimeoutCause(base, s.opts.RunTimeout, errRunTimeout)

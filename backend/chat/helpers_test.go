@@ -96,7 +96,7 @@ func ref(p any) RunRef {
 		return v.RunRef
 	case PermissionRequest:
 		return v.RunRef
-	case MessageDeletedEvent, PermissionAnsweredEvent: // not an event of a run
+	case MessageDeletedEvent, PermissionAnsweredEvent, ResetEvent: // not an event of a run
 		return RunRef{}
 	}
 	panic(fmt.Sprintf("unexpected payload %T", p))

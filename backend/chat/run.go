@@ -77,6 +77,9 @@ func (s *Service) execute(rn *run) {
 	defer func() {
 		s.mu.Lock()
 		s.forget(rn)
+		if _, open := s.sessions[rn.SessionID]; open {
+			s.touch(rn.ProfileID, rn.SessionID, s.opts.Now())
+		}
 		s.mu.Unlock()
 		rn.cancel(nil)
 	}()

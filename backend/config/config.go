@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/atrium-dev/atrium/backend/model"
 )
@@ -43,6 +44,52 @@ type Config struct {
 	Memory Memory `json:"memory"`
 	// Agents holds the agents' tool settings (SPEC §6).
 	Agents Agents `json:"agents"`
+	// Sessions holds the chat session lifecycle (SPEC §6).
+	Sessions Sessions `json:"sessions"`
+}
+
+// Session reset modes of Sessions.Reset (SPEC §6 "Session lifecycle").
+const (
+	ResetDaily     = "daily"
+	ResetIdle      = "idle"
+	ResetDailyIdle = "daily+idle"
+	ResetOff       = "off"
+)
+
+// Sessions is "sessions" in config.json, for example
+//
+//	{"reset": "daily+idle", "dailyAt": "04:00", "idleMinutes": 120}
+//
+// Reset: "daily" (default: at DailyAt local time every day), "idle"
+// (after IdleMinutes without a message), "daily+idle" (whichever comes
+// first) or "off" (only `/new` and `/reset` close a session). DailyAt is
+// "HH:MM", 24 h, default "04:00" (SPEC §6). IdleMinutes: 1 to 10080 (a
+// week); required by the idle modes. Applied at once, no restart.
+type Sessions struct {
+	Reset       string `json:"reset,omitempty"`
+	DailyAt     string `json:"dailyAt,omitempty"`
+	IdleMinutes int    `json:"idleMinutes,omitempty"`
+}
+
+// validate checks sessions.
+func (s Sessions) validate() error {
+	switch s.Reset {
+	case "", ResetDaily, ResetIdle, ResetDailyIdle, ResetOff:
+	default:
+		return fmt.Errorf("sessions.reset %q: want daily, idle, daily+idle or off", s.Reset)
+	}
+	if s.DailyAt != "" {
+		if t, err := time.Parse("15:04", s.DailyAt); err != nil || t.Format("15:04") != s.DailyAt {
+			return fmt.Errorf("sessions.dailyAt %q: want HH:MM (24 h, e.g. 04:00)", s.DailyAt)
+		}
+	}
+	if s.IdleMinutes < 0 || s.IdleMinutes > 10080 {
+		return fmt.Errorf("sessions.idleMinutes %d: want 1 to 10080", s.IdleMinutes)
+	}
+	if (s.Reset == ResetIdle || s.Reset == ResetDailyIdle) && s.IdleMinutes == 0 {
+		return fmt.Errorf("sessions.reset %s needs sessions.idleMinutes (1 to 10080)", s.Reset)
+	}
+	return nil
 }
 
 // Agents is "agents" in config.json.
@@ -317,6 +364,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.Memory.Search.validate(); err != nil {
+		return err
+	}
+	if err := c.Sessions.validate(); err != nil {
 		return err
 	}
 	return c.Agents.Exec.validate()

@@ -47,6 +47,15 @@ func TestLoad(t *testing.T) {
 		{name: "profile with unknown field", body: `{"profiles":{"writer":{"persona":"x"}}}`, wantErr: "unknown field"},
 		{name: "syntax error names line", body: "{\n  \"model\": {\n    \"provider\": \"openai\",,\n  }\n}", wantErr: ":3:"},
 		{name: "unknown field", body: `{"modle":{}}`, wantErr: "unknown field"},
+		{name: "sessions", body: `{"sessions":{"reset":"daily+idle","dailyAt":"03:30","idleMinutes":90}}`,
+			check: func(t *testing.T, c Config) {
+				if c.Sessions != (Sessions{Reset: ResetDailyIdle, DailyAt: "03:30", IdleMinutes: 90}) {
+					t.Fatalf("got %+v", c.Sessions)
+				}
+			}},
+		{name: "sessions bad mode", body: `{"sessions":{"reset":"weekly"}}`, wantErr: `sessions.reset "weekly"`},
+		{name: "sessions bad time", body: `{"sessions":{"dailyAt":"4:00"}}`, wantErr: `sessions.dailyAt "4:00"`},
+		{name: "sessions idle needs minutes", body: `{"sessions":{"reset":"idle"}}`, wantErr: "needs sessions.idleMinutes"},
 		{name: "wrong type", body: `{"gateway":{"port":"x"}}`, wantErr: "config"},
 		{name: "port range", body: `{"gateway":{"port":70000}}`, wantErr: "out of range"},
 		{name: "ollama embedding", body: `{"memory":{"embedding":{"provider":"ollama","model":"bge-m3","baseUrl":"http://gpu:11434","dims":1024,"timeoutSeconds":60,"maxInputTokens":8192}}}`,

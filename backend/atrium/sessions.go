@@ -1,0 +1,57 @@
+package atrium
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/atrium-dev/atrium/backend/config"
+	"github.com/atrium-dev/atrium/backend/convo"
+	"github.com/atrium-dev/atrium/backend/memory"
+)
+
+// ResetPolicy turns the "sessions" settings into chat's reset policy
+// (SPEC §6 "Session lifecycle"): nil for "off"; "" means daily at
+// DailyAt ("04:00" when empty) in the machine's local time. Errors: the
+// settings are invalid (convo.ErrInvalid).
+func ResetPolicy(s config.Sessions) (*convo.ResetPolicy, error) {
+	if s.Reset == config.ResetOff {
+		return nil, nil
+	}
+	p, err := convo.NewResetPolicy(convo.ResetOptions{Mode: s.Reset, DailyAt: s.DailyAt, IdleMinutes: s.IdleMinutes})
+	if err != nil {
+		return nil, fmt.Errorf("sessions settings: %w", err)
+	}
+	return p, nil
+}
+
+// applySessions hands chat the reset policy of the settings in force; an
+// invalid one (config validates it, so only a hand-edited file read at
+// start) turns automatic resets off and is logged.
+func (a *App) applySessions() {
+	p, err := ResetPolicy(a.config().Sessions)
+	if err != nil {
+		a.log.Warn("session resets off", "error", err.Error())
+		p = nil
+	}
+	a.Chat.SetResetPolicy(p)
+}
+
+// runSessions applies the settings' reset policy and closes due sessions
+// every minute until ctx ends (chat.Service.RunLifecycle).
+func (a *App) runSessions(ctx context.Context) error {
+	a.applySessions()
+	a.Chat.RunLifecycle(ctx, 0)
+	<-ctx.Done() // the chat service may close first: the app is stopping
+	return nil
+}
+
+// saveSessionNote writes a closed session's note into its role's memory as
+// that role (chat.Options.SaveNote): an append, since the name is a daily
+// log's (a second note of the same name that day adds a section).
+func (a *App) saveSessionNote(ctx context.Context, role string, note convo.Note) error {
+	_, err := a.Memory.Write(ctx, memory.WriteRequest{Path: note.Path, Content: note.Markdown, Mode: memory.WriteAppend, Writer: role})
+	if err != nil {
+		return fmt.Errorf("session note %s: %w", note.Path, err)
+	}
+	return nil
+}

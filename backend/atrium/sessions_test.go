@@ -1,0 +1,68 @@
+package atrium
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/atrium-dev/atrium/backend/chat"
+	"github.com/atrium-dev/atrium/backend/config"
+)
+
+// waitClientEvent reads cl's events until one named name satisfies ok (nil: any).
+func waitClientEvent(t *testing.T, cl *client, name string, ok func(json.RawMessage) bool) json.RawMessage {
+	t.Helper()
+	deadline := time.After(60 * time.Second)
+	for {
+		select {
+		case e, open := <-cl.events:
+			if !open {
+				t.Fatalf("connection closed waiting for %s", name)
+			}
+			if e.Event == name && (ok == nil || ok(e.Payload)) {
+				return e.Payload
+			}
+		case <-deadline:
+			t.Fatalf("no %s event", name)
+		}
+	}
+}
+
+// TestSessionCommandWritesNote: `/new` over the gateway closes the session
+// and writes its dated note into the role's memory (issue 24 item 3); the
+// "sessions" settings change the reset policy without a restart.
+func TestSessionCommandWritesNote(t *testing.T) {
+	a, ws := startApp(t, func(string) string { return "" }) // offline: no model
+	cl := dial(t, a)
+	var sent chat.SendResult
+	cl.ok("chat.send", map[string]any{"profileId": "main", "sessionId": "s-note", "message": "Remember the pelican migration plan",
+		"idempotencyKey": "n1"}, &sent)
+	waitClientEvent(t, cl, chat.EventFinal, func(p json.RawMessage) bool { return strings.Contains(string(p), sent.RunID) })
+
+	var res chat.SendResult
+	cl.ok("chat.send", map[string]any{"profileId": "main", "sessionId": "s-note", "message": "/new", "idempotencyKey": "n2"}, &res)
+	if res.Reset == nil || res.RunID != "" || res.Reset.ClosedSessionID != "s-note" || res.SessionID == "s-note" ||
+		!strings.HasPrefix(res.Reset.Note, "memory/roles/main/") || !strings.HasSuffix(res.Reset.Note, "-remember-the-pelican-migration-plan.md") {
+		t.Fatalf("/new = %+v (%+v)", res, res.Reset)
+	}
+	waitClientEvent(t, cl, chat.EventReset, func(p json.RawMessage) bool { return strings.Contains(string(p), `"closedSessionId":"s-note"`) })
+	note, err := os.ReadFile(filepath.Join(ws, filepath.FromSlash(res.Reset.Note)))
+	if err != nil || !strings.Contains(string(note), "Remember the pelican migration plan") || !strings.Contains(string(note), "- Session: s-note") {
+		t.Fatalf("note %s: %v\n%s", res.Reset.Note, err, note)
+	}
+
+	// Settings: an invalid policy is refused, a valid one applies at once.
+	if r := cl.call("config.patch", map[string]any{"patch": map[string]any{"sessions": map[string]any{"reset": "idle"}}}); r.OK {
+		t.Fatal("idle without minutes was accepted")
+	}
+	cl.ok("config.patch", map[string]any{"patch": map[string]any{"sessions": map[string]any{"reset": "off"}}}, nil)
+	if got := a.Settings().Sessions; got != (config.Sessions{Reset: config.ResetOff}) {
+		t.Fatalf("sessions settings %+v", got)
+	}
+	if p, err := ResetPolicy(a.Settings().Sessions); p != nil || err != nil {
+		t.Fatalf("off policy = %v, %v", p, err)
+	}
+}
