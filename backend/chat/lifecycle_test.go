@@ -72,7 +72,10 @@ func TestResetCommand(t *testing.T) {
 	clk := &clock{now: time.Date(2026, 5, 4, 10, 30, 0, 0, time.UTC)}
 	e := newEnv(t, m.provider(), nil, func(o *Options) { o.SaveNote = n.save; o.Now = clk.Now })
 
-	first := e.send(t, "s-1", "How do we deploy Heron?")
+	first, err := e.svc.Send(context.Background(), SendRequest{ProfileID: "main", SessionID: "s-1", ConversationID: "c-1", Message: "How do we deploy Heron?"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	checkRun(t, first, e.rec.runEvents(t, first.RunID))
 
 	res := e.send(t, "s-1", "  /NEW ")
@@ -96,9 +99,10 @@ func TestResetCommand(t *testing.T) {
 		t.Fatalf("reset events %+v, want %+v", evs, r)
 	}
 
-	// A client still naming s-1 (with its old history) lands in the new
-	// session, and the model sees none of the closed one.
-	next, err := e.svc.Send(context.Background(), SendRequest{ProfileID: "main", SessionID: "s-1", Message: "Start over: what is new?",
+	// A client still naming s-1 (with its old history, in the same
+	// conversation) lands in the new session, and the model sees none of
+	// the closed one.
+	next, err := e.svc.Send(context.Background(), SendRequest{ProfileID: "main", SessionID: "s-1", ConversationID: "c-1", Message: "Start over: what is new?",
 		History: []ClientMessage{{Role: "user", Content: "How do we deploy Heron?"}, {Role: "assistant", Content: "Use the blue-green plan."}}})
 	if err != nil {
 		t.Fatal(err)

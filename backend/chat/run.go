@@ -352,9 +352,20 @@ func (s *Service) context(ctx context.Context, rn *run, vision bool) ([]model.Me
 	}
 	server := make([]convo.Message, 0, len(past))
 	known := make(map[string]bool, len(past))
+	closed := map[string]bool{} // the closed sessions among past's
+	s.mu.Lock()
+	for _, m := range past {
+		if _, gone := s.closedSessions[m.SessionID]; gone {
+			closed[m.SessionID] = true
+		}
+	}
+	s.mu.Unlock()
 	for _, m := range past {
 		if m.ID == rn.userMsgID {
 			continue
+		}
+		if closed[m.SessionID] && m.SessionID != rn.SessionID {
+			continue // a closed session (`/new`, a reset) is not this one's context
 		}
 		known[m.ID] = true
 		if m.SessionID == rn.SessionID && m.TS <= sum.ThroughTS {
