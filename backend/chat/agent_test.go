@@ -24,6 +24,7 @@ type testClock struct {
 
 func (c *testClock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *testClock) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+func (c *testClock) Set(t time.Time)     { c.mu.Lock(); c.t = t; c.mu.Unlock() }
 
 // callTool streams one call of tool with args.
 func callTool(id, tool, args string) http.HandlerFunc {

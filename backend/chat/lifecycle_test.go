@@ -32,24 +32,6 @@ func (n *notes) all() []convo.Note {
 	return append([]convo.Note(nil), n.saved...)
 }
 
-// clock is a settable clock.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) set(t time.Time) {
-	c.mu.Lock()
-	c.now = t
-	c.mu.Unlock()
-}
-
 func (e *env) resetEvents() []ResetEvent {
 	e.rec.mu.Lock()
 	defer e.rec.mu.Unlock()
@@ -69,7 +51,7 @@ func (e *env) resetEvents() []ResetEvent {
 func TestResetCommand(t *testing.T) {
 	m := newModelServer(t, answer("Use the blue-green plan."))
 	var n notes
-	clk := &clock{now: time.Date(2026, 5, 4, 10, 30, 0, 0, time.UTC)}
+	clk := &testClock{t: time.Date(2026, 5, 4, 10, 30, 0, 0, time.UTC)}
 	e := newEnv(t, m.provider(), nil, func(o *Options) { o.SaveNote = n.save; o.Now = clk.Now })
 
 	first, err := e.svc.Send(context.Background(), SendRequest{ProfileID: "main", SessionID: "s-1", ConversationID: "c-1", Message: "How do we deploy Heron?"})
@@ -152,7 +134,7 @@ func TestResetBusy(t *testing.T) {
 func TestAutomaticResets(t *testing.T) {
 	m := newModelServer(t, answer("Noted."))
 	var n notes
-	clk := &clock{now: time.Date(2026, 5, 4, 2, 0, 0, 0, time.UTC)}
+	clk := &testClock{t: time.Date(2026, 5, 4, 2, 0, 0, 0, time.UTC)}
 	idle, err := convo.NewResetPolicy(convo.ResetOptions{Mode: convo.ResetDailyIdle, IdleMinutes: 30, Location: time.UTC})
 	if err != nil {
 		t.Fatal(err)
@@ -165,7 +147,7 @@ func TestAutomaticResets(t *testing.T) {
 	if got := e.svc.CheckResets(ctx); got != 0 {
 		t.Fatalf("closed %d sessions at once", got)
 	}
-	clk.set(clk.Now().Add(31 * time.Minute))
+	clk.Set(clk.Now().Add(31 * time.Minute))
 	if got := e.svc.CheckResets(ctx); got != 1 {
 		t.Fatalf("idle check closed %d sessions, want 1", got)
 	}
@@ -176,10 +158,10 @@ func TestAutomaticResets(t *testing.T) {
 
 	// Daily at 04:00: a session last active at 03:50 is closed by the send
 	// at 04:05, which goes to a new session.
-	clk.set(time.Date(2026, 5, 4, 3, 50, 0, 0, time.UTC))
+	clk.Set(time.Date(2026, 5, 4, 3, 50, 0, 0, time.UTC))
 	b := e.send(t, "s-day", "Plan for today")
 	e.rec.runEvents(t, b.RunID)
-	clk.set(time.Date(2026, 5, 4, 4, 5, 0, 0, time.UTC))
+	clk.Set(time.Date(2026, 5, 4, 4, 5, 0, 0, time.UTC))
 	c := e.send(t, "s-day", "And tomorrow?")
 	e.rec.runEvents(t, c.RunID)
 	if c.SessionID == "s-day" {
@@ -195,7 +177,7 @@ func TestAutomaticResets(t *testing.T) {
 
 	// Off: nothing closes on its own.
 	e.svc.SetResetPolicy(nil)
-	clk.set(clk.Now().Add(48 * time.Hour))
+	clk.Set(clk.Now().Add(48 * time.Hour))
 	if got := e.svc.CheckResets(ctx); got != 0 {
 		t.Fatalf("closed %d sessions with resets off", got)
 	}
