@@ -104,6 +104,14 @@ func (s *Service) touch(profileID, sessionID string, at time.Time) {
 	s.sessions[sessionID] = sessionInfo{profileID: profileID, last: at}
 }
 
+// isClosed reports whether sessionID was closed.
+func (s *Service) isClosed(sessionID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.closedSessions[sessionID]
+	return ok
+}
+
 // redirect returns the session a send naming sessionID goes to: a new one
 // when sessionID was closed (s.mu held).
 func (s *Service) redirect(sessionID string) (string, bool) {

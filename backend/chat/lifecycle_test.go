@@ -49,7 +49,7 @@ func (e *env) resetEvents() []ResetEvent {
 // goes to a new one without the old context; the old messages stay in
 // history (issue 24 item 3).
 func TestResetCommand(t *testing.T) {
-	m := newModelServer(t, answer("Use the blue-green plan."))
+	m := newModelServer(t, answer("Use the blue-green plan."), answer("Fresh start."))
 	var n notes
 	clk := &testClock{t: time.Date(2026, 5, 4, 10, 30, 0, 0, time.UTC)}
 	e := newEnv(t, m.provider(), nil, func(o *Options) { o.SaveNote = n.save; o.Now = clk.Now })
@@ -85,7 +85,8 @@ func TestResetCommand(t *testing.T) {
 	// conversation) lands in the new session, and the model sees none of
 	// the closed one.
 	next, err := e.svc.Send(context.Background(), SendRequest{ProfileID: "main", SessionID: "s-1", ConversationID: "c-1", Message: "Start over: what is new?",
-		History: []ClientMessage{{Role: "user", Content: "How do we deploy Heron?"}, {Role: "assistant", Content: "Use the blue-green plan."}}})
+		History: []ClientMessage{{ID: first.UserMessageID, Role: "user", Content: "How do we deploy Heron?"},
+			{ID: first.MessageID, Role: "assistant", Content: "Use the blue-green plan."}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,9 +99,23 @@ func TestResetCommand(t *testing.T) {
 			t.Fatalf("the closed session's text reached the model: %v", msg)
 		}
 	}
-	// History stays browsable: the profile's timeline has all four.
+	// The client, now in the new session, still sends the old messages
+	// (with their ids) as its recent history: they stay out.
+	again, err := e.svc.Send(context.Background(), SendRequest{ProfileID: "main", SessionID: r.SessionID, Message: "And then?",
+		History: []ClientMessage{{ID: first.UserMessageID, Role: "user", Content: "How do we deploy Heron?"},
+			{ID: first.MessageID, Role: "assistant", Content: "Use the blue-green plan."}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRun(t, again, e.rec.runEvents(t, again.RunID))
+	for _, msg := range wireMessages(m.body(2)) {
+		if c, _ := msg["content"].(string); strings.Contains(c, "Heron") || strings.Contains(c, "blue-green") {
+			t.Fatalf("the closed session's text came back through the client's history: %v", msg)
+		}
+	}
+	// History stays browsable: the profile's timeline has all six.
 	page, err := e.svc.History(context.Background(), "main", "", 50)
-	if err != nil || len(page.Messages) != 4 {
+	if err != nil || len(page.Messages) != 6 {
 		t.Fatalf("history after /new: %d messages, %v", len(page.Messages), err)
 	}
 

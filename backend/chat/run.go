@@ -380,8 +380,13 @@ func (s *Service) context(ctx context.Context, rn *run, vision bool) ([]model.Me
 			continue
 		}
 		if m.ID != "" && !known[m.ID] {
-			if _, err := s.opts.History.Get(ctx, m.ID); err != nil { // deleted (or never stored)
+			stored, err := s.opts.History.Get(ctx, m.ID)
+			if err != nil { // deleted (or never stored)
 				dropped++
+				continue
+			}
+			if stored.SessionID != rn.SessionID && s.isClosed(stored.SessionID) {
+				dropped++ // of a closed session (`/new`, a reset)
 				continue
 			}
 		}
