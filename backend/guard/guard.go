@@ -358,6 +358,9 @@ func (g *Guard) FilterSearch(p acl.Principal, query string, res memory.SearchRes
 		return memory.SearchResponse{}, err
 	}
 	res.Results = kept
+	if len(kept) == 0 {
+		res.Confidence = memory.Confidence{Level: memory.ConfidenceLow}
+	}
 	return res, nil
 }
 

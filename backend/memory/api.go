@@ -125,10 +125,15 @@ type SearchResponse struct {
 	// length and the score floor applied (the query's default floor when
 	// SearchOptions.MinScore was 0). For measuring (atrium bench
 	// retrieval); not sent.
-	Query    index.QueryInfo `json:"-"`
-	Results  []SearchResult  `json:"results"`
-	Provider string          `json:"provider"`
-	Model    string          `json:"model"`
+	Query   index.QueryInfo `json:"-"`
+	Results []SearchResult  `json:"results"`
+	// Confidence is how sure the search is that Results answer the
+	// query as a whole (confidence.go): "low" with no results, or when
+	// the best result scores below what an answer to a query of this
+	// length usually reaches.
+	Confidence Confidence `json:"confidence"`
+	Provider   string     `json:"provider"`
+	Model      string     `json:"model"`
 }
 
 // GetOptions are the memory_get arguments. From is a 1-based line number

@@ -88,6 +88,7 @@ func (m *Manager) searchParts(ctx context.Context, o SearchOptions, parts []stri
 		score[keyOf(r)] = r.Score
 	}
 	var bests []SearchResult
+	weakest := ""
 	for _, p := range parts {
 		po := o
 		po.Query = p
@@ -103,6 +104,14 @@ func (m *Manager) searchParts(ctx context.Context, o SearchOptions, parts []stri
 		if len(res.Results) > 0 {
 			bests = append(bests, res.Results[0])
 		}
+		if weakest == "" || confidenceRank(res.Confidence.Level) < confidenceRank(weakest) {
+			weakest = res.Confidence.Level
+		}
+	}
+	// The answer as a whole is as sure as the whole question, or as its
+	// least sure part when every part is surer than that.
+	if confidenceRank(weakest) > confidenceRank(whole.Confidence.Level) {
+		whole.Confidence.Level = weakest
 	}
 	if len(bests) == 0 {
 		return whole, nil

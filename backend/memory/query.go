@@ -53,7 +53,7 @@ func CheckQuery(q string) error {
 // Options: MaxResults 0 means DefaultMaxResults (6), larger values are capped
 // at MaxMaxResults, negative values are ErrInvalidInput. MinScore 0 (the
 // zero value, also what an omitted "minScore" decodes to) means the query's
-// default floor (index.DefaultFloor: the best result must reach 0.24-0.28
+// default floor (index.DefaultFloor: the best result must reach 0.13-0.28
 // by the query's length, then every result down to 0.04 less); a negative
 // MinScore means no floor; MinScore above 1 or NaN is ErrInvalidInput
 // (scores are in [0,1]). For a floor just above zero pass a tiny positive
@@ -72,7 +72,7 @@ func CheckQuery(q string) error {
 // CheckQuery); a query with no searchable token (punctuation only, say
 // "???") is not an error and returns no results.
 func (m *Manager) Search(ctx context.Context, o SearchOptions) (SearchResponse, error) {
-	resp := SearchResponse{Results: []SearchResult{}, Provider: m.emb.Provider(), Model: m.emb.Model()}
+	resp := SearchResponse{Results: []SearchResult{}, Provider: m.emb.Provider(), Model: m.emb.Model(), Confidence: Confidence{Level: ConfidenceLow}}
 	if err := CheckQuery(o.Query); err != nil {
 		return resp, fmt.Errorf("search: %w", err)
 	}
@@ -179,6 +179,11 @@ func (m *Manager) Search(ctx context.Context, o SearchOptions) (SearchResponse, 
 			AlsoIn:    h.AlsoIn,
 		})
 	}
+	best := 0.0
+	if len(hits) > 0 {
+		best = hits[0].Score
+	}
+	resp.Confidence = confidenceOf(best, resp.Query.Length, len(hits) > 0)
 	return resp, nil
 }
 

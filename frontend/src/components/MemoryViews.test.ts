@@ -227,3 +227,38 @@ describe('audit view', () => {
     await waitFor(() => expect(screen.getByTestId('audit-view').textContent).toContain('only admin may read the audit log'));
   });
 });
+
+describe('memory search confidence', () => {
+  it('shows the confidence of the answer, and says when results are weak', async () => {
+    const { gw, ws } = connect();
+    render(MemoryPanel, { props: { gw, connected: true, status: null } });
+    const search = screen.getByTestId('memory-search-input') as HTMLInputElement;
+    await fireEvent.input(search, { target: { value: 'dentist on Saturday' } });
+    await fireEvent.keyDown(search, { key: 'Enter' });
+    const done = new Set<string>();
+    const hit = { path: 'memory/2026-04-01.md', startLine: 3, endLine: 5, score: 0.1412, snippet: 'the team', layer: 'role', role: 'main' };
+    await waitFor(() => expect(answer(ws, 'memory.search', { results: [hit], confidence: { level: 'low', score: 0.1412 } }, done)).toHaveLength(1));
+    await waitFor(() => expect(screen.getByTestId('search-confidence').dataset.level).toBe('low'));
+    expect(screen.getByTestId('search-confidence').textContent).toContain('Confidence: low (0.14)');
+    expect(screen.getByTestId('search-confidence').textContent).toContain('may not answer');
+    expect(screen.getAllByTestId('memory-result')).toHaveLength(1);
+
+    await fireEvent.input(search, { target: { value: 'nightly backup' } });
+    await fireEvent.keyDown(search, { key: 'Enter' });
+    await waitFor(() => expect(answer(ws, 'memory.search', { results: [{ ...hit, score: 0.71 }], confidence: { level: 'high', score: 0.71 } }, done)).toHaveLength(1));
+    await waitFor(() => expect(screen.getByTestId('search-confidence').dataset.level).toBe('high'));
+    expect(screen.getByTestId('search-confidence').textContent).toContain('Confidence: high (0.71)');
+  });
+
+  it('shows nothing of a confidence an older gateway does not send', async () => {
+    const { gw, ws } = connect();
+    render(MemoryPanel, { props: { gw, connected: true, status: null } });
+    const search = screen.getByTestId('memory-search-input') as HTMLInputElement;
+    await fireEvent.input(search, { target: { value: 'backup' } });
+    await fireEvent.keyDown(search, { key: 'Enter' });
+    const done = new Set<string>();
+    await waitFor(() => expect(answer(ws, 'memory.search', { results: [{ path: 'a.md', startLine: 1, endLine: 1, score: 0.5, snippet: 'x' }] }, done)).toHaveLength(1));
+    await waitFor(() => expect(screen.getAllByTestId('memory-result')).toHaveLength(1));
+    expect(screen.queryByTestId('search-confidence')).toBeNull();
+  });
+});

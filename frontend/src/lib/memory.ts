@@ -15,10 +15,25 @@ export interface SearchResult {
   role?: string;
 }
 
+/** How sure a search is that its results answer the query as a whole (memory.search `confidence`). */
+export interface SearchConfidence {
+  level: 'high' | 'medium' | 'low';
+  /** The best result's score it comes from (0 without results). */
+  score: number;
+}
+
 export interface SearchPayload {
   results: SearchResult[];
+  confidence?: SearchConfidence;
   provider?: string;
   model?: string;
+}
+
+/** The confidence of a memory.search answer, or null when absent or malformed (an older gateway). */
+export function searchConfidence(p: SearchPayload | null | undefined): SearchConfidence | null {
+  const c = p?.confidence;
+  if (!c || (c.level !== 'high' && c.level !== 'medium' && c.level !== 'low')) return null;
+  return { level: c.level, score: typeof c.score === 'number' && Number.isFinite(c.score) ? c.score : 0 };
 }
 
 /** Who the ACL in force lets read, write and collaborate on a file (memory.files `access`). */
