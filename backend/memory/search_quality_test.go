@@ -158,8 +158,9 @@ func TestSearchQuality(t *testing.T) {
 	}
 
 	// Defect 1: queries with nothing to do with the workspace must not
-	// clear the default floor; their best hit (with no floor) stays well
-	// below it.
+	// clear the default floor of a one-term lookup; their best hit (with no
+	// floor) stays well below it. With the defaults they get nothing, or
+	// (issue 25: a long question's floor is lower) results marked low.
 	t.Run("unrelated", func(t *testing.T) {
 		for _, q := range []string{
 			"how to bake sourdough bread",
@@ -173,8 +174,8 @@ func TestSearchQuality(t *testing.T) {
 				t.Errorf("%q: best hit %s scores %.3f ≥ %.2f", q, describe(rs[:1]), rs[0].Score, DefaultMinScore)
 			}
 			res, err := m.Search(ctx, SearchOptions{Query: q})
-			if err != nil || len(res.Results) != 0 {
-				t.Errorf("%q with the default floor: %v %v (query %+v)", q, describe(res.Results), err, res.Query)
+			if err != nil || res.Confidence.Level != ConfidenceLow {
+				t.Errorf("%q with the default floor: %v %v, confidence %+v, want low (query %+v)", q, describe(res.Results), err, res.Confidence, res.Query)
 			}
 		}
 	})

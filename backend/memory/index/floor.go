@@ -68,10 +68,17 @@ func queryInfo(q *analysedQuery) QueryInfo {
 // half of the questions (LoCoMo turns and workspaces, LongMemEval, CMRC;
 // docs/BENCHMARKS.md): the most absent questions answered with nothing
 // while hit@5 stays within 2 points of hit@5 without a floor on every set.
+// Issue 25 lowered the floor of long questions (FloorSlope 0.02 → 0.05,
+// FloorMin 0.24 → 0.13), calibrated the same way on the tuning half of
+// the judged OpenClaw questions, LoCoMo and CMRC: people's own questions
+// in other words than their notes scored below the old floor although the
+// answer ranked first. At most 2 % of answerable questions now get
+// nothing and hit@5 stays within 3 points of no floor; an absent question
+// more often gets weak results, which memory.Confidence marks "low".
 const (
 	FloorBase     = 0.28
-	FloorSlope    = 0.02
-	FloorMin      = 0.24
+	FloorSlope    = 0.05
+	FloorMin      = 0.13
 	FloorListDrop = 0.04
 )
 
