@@ -370,3 +370,16 @@ func TestBuiltinSearchQueryLimit(t *testing.T) {
 		t.Fatalf("%d searches, want the one at the limit", len(seen))
 	}
 }
+
+// TestSearchToolSaysWeak: the built-in memory_search carries the search's
+// confidence, and tells the model in words when it is low (issue 25).
+func TestSearchToolSaysWeak(t *testing.T) {
+	weak := encodeHits(memory.SearchResponse{Results: sampleHits, Confidence: memory.Confidence{Level: memory.ConfidenceLow, Score: 0.2}}, defaultToolOutputBytes)
+	if !strings.Contains(weak, `"confidence":{"level":"low","score":0.2}`) || !strings.Contains(weak, `"note":"Weak results`) {
+		t.Errorf("low confidence: %s", weak)
+	}
+	sure := encodeHits(memory.SearchResponse{Results: sampleHits, Confidence: memory.Confidence{Level: memory.ConfidenceHigh, Score: 0.82}}, defaultToolOutputBytes)
+	if !strings.Contains(sure, `"level":"high"`) || strings.Contains(sure, `"note"`) {
+		t.Errorf("high confidence: %s", sure)
+	}
+}

@@ -40,7 +40,7 @@ const defaultToolOutputBytes = MaxToolResultChars - 512
 const defaultMemorySearchSchema = `{"type":"object","properties":{` +
 	`"query":{"type":"string","maxLength":%[1]d,"description":"what to look for: keywords, names, identifiers or a question (at most %[1]d characters)"},` +
 	`"maxResults":{"type":"integer","description":"how many passages to return (1-20, default 6)"},` +
-	`"minScore":{"type":"number","description":"lowest relevance score to return (0-1; default: a floor calibrated for the query's length, 0.24-0.28)"}` +
+	`"minScore":{"type":"number","description":"lowest relevance score to return (0-1; default: a floor calibrated for the query's length, 0.13-0.28)"}` +
 	`},"required":["query"]}`
 
 // defaultTools is the registry used when Options.Tools is nil: only
@@ -87,13 +87,17 @@ func searchTool(ctx context.Context, mem Searcher, c agent.Call) (agent.Output, 
 	if err != nil {
 		return agent.Output{}, fmt.Errorf("memory search failed: %w", err)
 	}
-	out := encodeHits(res.Results, defaultToolOutputBytes)
+	out := encodeHits(res, defaultToolOutputBytes)
 	return agent.Output{Data: json.RawMessage(out), LogSummary: fmt.Sprintf("%d results", len(res.Results))}, nil
 }
 
 type toolResult struct {
 	Results   []toolHit `json:"results"`
 	Truncated bool      `json:"truncated,omitempty"`
+	// Confidence is the search's (memory.Confidence); Note tells the model
+	// when the results are weak (memory.Confidence.Note).
+	Confidence memory.Confidence `json:"confidence"`
+	Note       string            `json:"note,omitempty"`
 }
 
 type toolHit struct {
@@ -116,11 +120,12 @@ func marshal(v any) []byte {
 	return []byte(strings.TrimSuffix(b.String(), "\n"))
 }
 
-// encodeHits renders search results as JSON of at most limit bytes, cutting
-// snippets and then dropping results from the end as needed.
-func encodeHits(results []memory.SearchResult, limit int) string {
-	tr := toolResult{Results: []toolHit{}}
-	for _, r := range results {
+// encodeHits renders a search's results and confidence as JSON of at most
+// limit bytes, cutting snippets and then dropping results from the end as
+// needed.
+func encodeHits(res memory.SearchResponse, limit int) string {
+	tr := toolResult{Results: []toolHit{}, Confidence: res.Confidence, Note: res.Confidence.Note()}
+	for _, r := range res.Results {
 		h := toolHit{Path: r.Path, StartLine: r.StartLine, EndLine: r.EndLine,
 			Score: memory.RoundScore(r.Score), Layer: r.Layer, Snippet: r.Snippet}
 		tr.Results = append(tr.Results, h)

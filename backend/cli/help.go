@@ -39,7 +39,7 @@ func commands() []command {
 		{"memory index", "[flags]", "index the workspace's Markdown memory now", ""},
 		{"memory search", "[flags] QUERY", "hybrid (BM25 + vector) search",
 			"--min-score is a hybrid score in 0..1: 0 means the default floor, calibrated\n" +
-				"for the query's length (0.24-0.28), a negative value turns the floor off.\n" +
+				"for the query's length (0.13-0.28), a negative value turns the floor off.\n" +
 				"--mode keyword is the BM25 leg only, vector the\n" +
 				"embedding leg only." + asHelp},
 		{"memory get", "[flags] PATH", "print a memory file (--from N --lines M)", asHelp},

@@ -240,11 +240,15 @@ func printStatus(w io.Writer, st memory.Status) {
 // printResults prints search results as text: one line per result with
 // its score rounded for people (formatScore: 3 decimals; --json carries
 // the 4 decimals Search returns, memory.ScoreDecimals),
-// then its snippet indented.
+// then its snippet indented; a confidence line comes first.
 func printResults(w io.Writer, res memory.SearchResponse) {
 	if len(res.Results) == 0 {
 		fmt.Fprintln(w, "No results.")
 		return
+	}
+	fmt.Fprintf(w, "Confidence: %s (%s)\n", res.Confidence.Level, formatScore(res.Confidence.Score))
+	if res.Confidence.Weak() {
+		fmt.Fprintln(w, "Weak results: they may not answer the query.")
 	}
 	for i, r := range res.Results {
 		fmt.Fprintf(w, "%d. %s:%d-%d  score %s  [%s%s]\n", i+1, r.Path, r.StartLine, r.EndLine, formatScore(r.Score), r.Layer, roleSuffix(r.Role))

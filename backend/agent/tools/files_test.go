@@ -145,6 +145,15 @@ func TestMemoryTools(t *testing.T) {
 	if !contains(string(res.Data), "roles/code-expert/notes.md") {
 		t.Errorf("own memory not found: %s", res.Data)
 	}
+	if !contains(string(res.Data), `"confidence":{"level":"`) || contains(string(res.Data), `"note"`) {
+		t.Errorf("a found note: want a confidence and no weak-results note: %s", res.Data)
+	}
+	// Weak results say so to the model (issue 25): the other role's
+	// private note is out of scope, so nothing answers "marmotfig".
+	res = e.call(MemorySearch, map[string]any{"query": "marmotfig codeword"})
+	if !contains(string(res.Data), `"level":"low"`) || !contains(string(res.Data), `"note":"`) {
+		t.Errorf("weak search: want confidence low and a note for the model: %s", res.Data)
+	}
 	// A query of memory.MaxQueryChars characters searches; one more is
 	// refused before any search (no audit entry), saying the limit (the
 	// schema's maxLength, else the handler's check).

@@ -19,7 +19,7 @@ const (
 	memorySearchSchema = `{"type":"object","properties":{` +
 		`"query":{"type":"string","minLength":1,"maxLength":%[1]d,"description":"what to look for: keywords, names, identifiers or a question (at most %[1]d characters)"},` +
 		`"maxResults":{"type":"integer","minimum":1,"maximum":20,"description":"how many passages to return (default 6)"},` +
-		`"minScore":{"type":"number","minimum":0,"maximum":1,"description":"lowest relevance score to return (0-1; default: a floor calibrated for the query's length, 0.24-0.28)"}` +
+		`"minScore":{"type":"number","minimum":0,"maximum":1,"description":"lowest relevance score to return (0-1; default: a floor calibrated for the query's length, 0.13-0.28)"}` +
 		`},"required":["query"],"additionalProperties":false}`
 	memoryGetSchema = `{"type":"object","properties":{` +
 		`"path":{"type":"string","minLength":1,"description":"workspace-relative path of a memory Markdown file, e.g. memory/global/decisions.md"},` +
@@ -99,7 +99,11 @@ func (e *env) memorySearch(ctx context.Context, c agent.Call) (agent.Output, err
 		hits = append(hits, searchHit{Path: h.Path, StartLine: h.StartLine, EndLine: h.EndLine,
 			Score: memory.RoundScore(h.Score), Layer: h.Layer, Role: h.Role, Snippet: h.Snippet})
 	}
-	return agent.Output{Data: map[string]any{"results": hits, "provider": res.Provider, "model": res.Model},
+	data := map[string]any{"results": hits, "provider": res.Provider, "model": res.Model, "confidence": res.Confidence}
+	if note := res.Confidence.Note(); note != "" {
+		data["note"] = note // the model is told when results are weak
+	}
+	return agent.Output{Data: data,
 		LogSummary: fmt.Sprintf("%d results", len(hits))}, nil
 }
 

@@ -81,6 +81,10 @@ type Answered struct {
 	NoFloorHit1 float64 `json:"noFloorHit@1"`
 	NoFloorHit5 float64 `json:"noFloorHit@5"`
 	NoFloorHitK float64 `json:"noFloorHit@k"`
+	// Low is the share answered with confidence "low" (memory.Confidence),
+	// High the share with "high".
+	Low  float64 `json:"low"`
+	High float64 `json:"high"`
 }
 
 // Absent are the figures of questions whose answer is not in the index.
@@ -97,6 +101,10 @@ type Absent struct {
 	TopP90        float64 `json:"topP90"`
 	NoFloorTopP50 float64 `json:"noFloorTopP50"`
 	NoFloorTopP90 float64 `json:"noFloorTopP90"`
+	// Low and High are the shares answered with confidence "low" and
+	// "high" (the more low the better).
+	Low  float64 `json:"low"`
+	High float64 `json:"high"`
 }
 
 // answer is one question searched with the defaults, with and without the
@@ -109,6 +117,7 @@ type answer struct {
 	hits, noFloor []bool
 	n             int
 	top, topNF    float64
+	confidence    string
 }
 
 // heldOutHalf reports whether the question id is in the held-out half.
@@ -149,6 +158,7 @@ func askDefaults(ctx context.Context, m *memory.Manager, part *partition, q quer
 		return a, fmt.Errorf("bench retrieval: query %s (no floor): %w", q.id, err)
 	}
 	a.n = len(def.Results)
+	a.confidence = def.Confidence.Level
 	if a.n > 0 {
 		a.top = def.Results[0].Score
 	}
@@ -219,10 +229,13 @@ func answered(ans []answer, keep func(answer) bool) Answered {
 		if a.n == 0 {
 			x.Empty++
 		}
+		x.Low += b2f(a.confidence == memory.ConfidenceLow)
+		x.High += b2f(a.confidence == memory.ConfidenceHigh)
 		x.MeanResults += float64(a.n)
 	}
 	if x.N > 0 {
 		n := float64(x.N)
+		x.Low, x.High = x.Low/n, x.High/n
 		x.Hit1, x.Hit5, x.HitK, x.Empty, x.MeanResults = x.Hit1/n, x.Hit5/n, x.HitK/n, x.Empty/n, x.MeanResults/n
 		x.NoFloorHit1, x.NoFloorHit5, x.NoFloorHitK = x.NoFloorHit1/n, x.NoFloorHit5/n, x.NoFloorHitK/n
 	}
@@ -243,15 +256,27 @@ func absentFigures(ans []answer, keep func(answer) bool) Absent {
 			tops = append(tops, a.top)
 		}
 		x.MeanResults += float64(a.n)
+		x.Low += b2f(a.confidence == memory.ConfidenceLow)
+		x.High += b2f(a.confidence == memory.ConfidenceHigh)
 		topsNF = append(topsNF, a.topNF)
 	}
 	if x.N > 0 {
+		x.Low /= float64(x.N)
+		x.High /= float64(x.N)
 		x.Empty /= float64(x.N)
 		x.MeanResults /= float64(x.N)
 	}
 	x.TopP50, x.TopP90 = quantile(tops, 0.5), quantile(tops, 0.9)
 	x.NoFloorTopP50, x.NoFloorTopP90 = quantile(topsNF, 0.5), quantile(topsNF, 0.9)
 	return x
+}
+
+// b2f is 1 for true, 0 for false.
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // quantile is the nearest-rank q-quantile of xs (0 when empty).

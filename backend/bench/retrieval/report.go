@@ -81,14 +81,14 @@ func (r Report) writeGroups(w io.Writer) error {
 func (d *DefaultsReport) writeText(w io.Writer) error {
 	fmt.Fprintf(w, "With the defaults (hybrid, maxResults %d, default floor) against no floor:\n", d.MaxResults)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "questions\tn\thit@1\thit@5\thit@k\tempty\tresults\tno floor: hit@1\thit@5\thit@k\t")
+	fmt.Fprintln(tw, "questions\tn\thit@1\thit@5\thit@k\tempty\tresults\tlow\thigh\tno floor: hit@1\thit@5\thit@k\t")
 	for _, row := range []struct {
 		name string
 		a    Answered
 	}{{"all", d.All}, {"held-out half", d.HeldOut}} {
 		a := row.a
-		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t%.2f\t%.3f\t%.3f\t%.3f\t\n", row.name, a.N,
-			a.Hit1, a.Hit5, a.HitK, a.Empty, a.MeanResults, a.NoFloorHit1, a.NoFloorHit5, a.NoFloorHitK)
+		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t%.2f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t\n", row.name, a.N,
+			a.Hit1, a.Hit5, a.HitK, a.Empty, a.MeanResults, a.Low, a.High, a.NoFloorHit1, a.NoFloorHit5, a.NoFloorHitK)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -116,14 +116,14 @@ func (d *DefaultsReport) writeText(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "Absent questions (%s):\n", d.AbsentSource)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "questions\tn\tempty\tresults\ttop p50\ttop p90\tno floor: top p50\ttop p90\t")
+	fmt.Fprintln(tw, "questions\tn\tempty\tresults\tlow\thigh\ttop p50\ttop p90\tno floor: top p50\ttop p90\t")
 	for _, row := range []struct {
 		name string
 		a    Absent
 	}{{"all", d.Absent}, {"held-out half", d.AbsentHeldOut}} {
 		a := row.a
-		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.2f\t%.3f\t%.3f\t%.3f\t%.3f\t\n", row.name, a.N,
-			a.Empty, a.MeanResults, a.TopP50, a.TopP90, a.NoFloorTopP50, a.NoFloorTopP90)
+		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.2f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t\n", row.name, a.N,
+			a.Empty, a.MeanResults, a.Low, a.High, a.TopP50, a.TopP90, a.NoFloorTopP50, a.NoFloorTopP90)
 	}
 	return tw.Flush()
 }
