@@ -55,8 +55,10 @@ bench: deps frontend ## Run the Go benchmarks and the retrieval harness (results
 	$(MAKE) --no-print-directory bench-retrieval
 
 # The retrieval quality harness (`atrium bench retrieval`) on every set found
-# under $(CORPORA)/bench: the table of each set on the terminal, its JSON in
-# out/bench/<name>.json. Without the corpora it prints a skip line.
+# under $(CORPORA)/bench, then the judged questions people asked about the
+# OpenClaw workspaces in $(CORPORA)/workspaces (issue 25): the table of each
+# set on the terminal, its JSON in out/bench/<name>.json. Without the
+# corpora it prints a skip line.
 CORPORA   ?= $(or $(ATRIUM_CORPORA),../shared/corpora)
 BENCH_BIN := bin/atrium-bench
 
@@ -77,7 +79,8 @@ bench-retrieval: deps-system deps-go ## Run the retrieval harness on every set u
 	run locomo-workspaces-audited "$$d/locomo/workspaces" --qrels qrels_audited.tsv; \
 	run longmemeval               "$$d/longmemeval"; \
 	run cmrc2018                  "$$d/cmrc2018"; \
-	run drcd                      "$$d/drcd"
+	run drcd                      "$$d/drcd"; \
+	run openclaw-judged           backend/bench/retrieval/testdata/openclaw-judged --workspaces "$(CORPORA)/workspaces"
 
 vet-cross: deps-system deps-go ## go vet for Windows (cgo with mingw) and macOS (the packages without cgo)
 	bash build/vet-cross.sh
