@@ -140,6 +140,9 @@ func (s *Service) Input(connID string, lastInputSeconds *float64) bool {
 	if ps == nil {
 		return false
 	}
+	if !inPresence(p) {
+		return true
+	}
 	if !s.presence.Input(ps.key, connID, lastInputSeconds) {
 		e := presenceOf(p)
 		e.LastInputSeconds = lastInputSeconds

@@ -30,6 +30,13 @@ const (
 // absent until it reports. TS is the time of the last change in Unix
 // milliseconds; for a disconnected entry, when its last connection ended
 // (it expires TTL after that).
+//
+// One device's connections with the same instance id are one entry (the
+// seed's rule; a paired phone's UI and node connections): Roles lists the
+// roles of its connections (sorted, distinct); Role, Mode, Caps and
+// Commands are those of its newest node connection when it has one (what
+// the Nodes panel is about), else of its newest connection; the other
+// fields are the newest connection's.
 type PresenceEntry struct {
 	InstanceID       string   `json:"instanceId"`
 	Host             string   `json:"host"`
@@ -38,6 +45,7 @@ type PresenceEntry struct {
 	Platform         string   `json:"platform"`
 	Mode             string   `json:"mode"`
 	Role             string   `json:"role"`
+	Roles            []string `json:"roles"`
 	DeviceID         string   `json:"deviceId,omitempty"`
 	Caps             []string `json:"caps"`
 	Commands         []string `json:"commands"`
@@ -74,10 +82,47 @@ type Presence struct {
 }
 
 type presenceItem struct {
-	e     PresenceEntry
-	conns map[string]struct{}
-	at    time.Time // last change (connected) or end of the last connection
+	e     PresenceEntry            // the merged entry (see PresenceEntry)
+	conns map[string]presenceConn // the open connections carrying it, by connId
+	at    time.Time                // last change (connected) or end of the last connection
 	seq   uint64
+}
+
+// presenceConn is what one connection said of itself; seq orders the
+// connections of an entry (higher = newer).
+type presenceConn struct {
+	e   PresenceEntry
+	seq uint64
+}
+
+// merge recomputes it.e from its open connections (no-op without any: a
+// disconnected entry keeps what its last connections said).
+func (it *presenceItem) merge() {
+	var newest, node *presenceConn
+	roles := []string{}
+	for _, c := range it.conns {
+		c := c
+		if newest == nil || c.seq > newest.seq {
+			newest = &c
+		}
+		if c.e.Role == "node" && (node == nil || c.seq > node.seq) {
+			node = &c
+		}
+		if !slices.Contains(roles, c.e.Role) {
+			roles = append(roles, c.e.Role)
+		}
+	}
+	if newest == nil {
+		return
+	}
+	e := newest.e
+	if node != nil {
+		e.Role, e.Mode, e.Caps, e.Commands = node.e.Role, node.e.Mode, node.e.Caps, node.e.Commands
+	}
+	sort.Strings(roles)
+	e.Roles = roles
+	e.LastInputSeconds, e.Connected, e.TS = it.e.LastInputSeconds, it.e.Connected, it.e.TS
+	it.e = e
 }
 
 // NewPresence returns an empty table with o's defaults.
@@ -96,8 +141,9 @@ func NewPresence(o PresenceOptions) *Presence {
 
 // Seen records that connection connID carries instance e.InstanceID of
 // principal e.DeviceID (an empty InstanceID is connID): the entry is
-// created or its fields replaced by e's, it is connected, and its TS is
-// now. A nil e.LastInputSeconds keeps the value already known. Expired
+// created or connID's part of it replaced by e (the entry merges its
+// connections, see PresenceEntry), it is connected, and its TS is now. A
+// nil e.LastInputSeconds keeps the value already known. Expired
 // entries go first; a new entry over Max drops the oldest. Seen returns
 // the entry's key (for Input and Gone).
 func (p *Presence) Seen(connID string, e PresenceEntry) string {
@@ -115,15 +161,18 @@ func (p *Presence) Seen(connID string, e PresenceEntry) string {
 	it := p.entries[key]
 	if it == nil {
 		p.seq++
-		it = &presenceItem{conns: map[string]struct{}{}, seq: p.seq}
+		it = &presenceItem{conns: map[string]presenceConn{}, seq: p.seq}
 		p.entries[key] = it
-	} else if e.LastInputSeconds == nil {
-		e.LastInputSeconds = it.e.LastInputSeconds
+	}
+	if e.LastInputSeconds != nil {
+		v := *e.LastInputSeconds
+		it.e.LastInputSeconds = &v
 	}
 	e.Caps, e.Commands = nonNil(e.Caps), nonNil(e.Commands)
-	e.Connected, e.TS = true, now.UnixMilli()
-	it.e, it.at = e, now
-	it.conns[connID] = struct{}{}
+	p.seq++
+	it.conns[connID] = presenceConn{e: e, seq: p.seq}
+	it.e.Connected, it.e.TS, it.at = true, now.UnixMilli(), now
+	it.merge()
 	for len(p.entries) > p.max {
 		p.dropOldestLocked(key)
 	}
@@ -173,6 +222,9 @@ func (p *Presence) Gone(key, connID string) bool {
 	delete(it.conns, connID)
 	if len(it.conns) == 0 {
 		it.e.Connected, it.e.TS, it.at = false, now.UnixMilli(), now
+	} else {
+		it.e.TS, it.at = now.UnixMilli(), now
+		it.merge()
 	}
 	return true
 }
@@ -212,7 +264,7 @@ func (p *Presence) List() []PresenceEntry {
 	out := make([]PresenceEntry, 0, len(p.entries))
 	for _, it := range p.entries {
 		e := it.e
-		e.Caps, e.Commands = slices.Clone(e.Caps), slices.Clone(e.Commands)
+		e.Caps, e.Commands, e.Roles = slices.Clone(e.Caps), slices.Clone(e.Commands), slices.Clone(e.Roles)
 		if e.LastInputSeconds != nil {
 			v := *e.LastInputSeconds
 			e.LastInputSeconds = &v

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/atrium-dev/atrium/backend/gateway"
 )
 
 // clock is a settable test clock.
@@ -172,3 +174,65 @@ func TestPresenceKeyedByPrincipal(t *testing.T) {
 }
 
 func secs(v float64) *float64 { return &v }
+
+// One device's connections with one instance id are one entry (issue 24: a
+// paired phone's UI and node connections were two rows): the node's caps
+// and role survive the UI connection's (re)connect, Roles lists both, and
+// the entry stays connected until the last of them ends.
+func TestPresenceMergesOneDeviceInstance(t *testing.T) {
+	c := newClock()
+	p := NewPresence(PresenceOptions{Now: c.Now})
+	node := PresenceEntry{InstanceID: "phone-1", Host: "Pixel 8", Role: "node", Mode: "node", DeviceID: "dev-a",
+		Caps: []string{"camera"}, Commands: []string{"camera.snap"}}
+	ui := PresenceEntry{InstanceID: "phone-1", Host: "Pixel 8", Role: "operator", Mode: "ui", DeviceID: "dev-a"}
+	k1 := p.Seen("conn-node", node)
+	c.Add(time.Second)
+	k2 := p.Seen("conn-ui", ui)
+	if k1 != k2 {
+		t.Fatalf("keys %q and %q for one device's instance", k1, k2)
+	}
+	l := p.List()
+	if len(l) != 1 {
+		t.Fatalf("%d entries for one device's instance, want 1: %+v", len(l), l)
+	}
+	e := l[0]
+	if e.Role != "node" || e.Mode != "node" || fmt.Sprint(e.Caps) != "[camera]" || fmt.Sprint(e.Commands) != "[camera.snap]" ||
+		fmt.Sprint(e.Roles) != "[node operator]" || !e.Connected {
+		t.Fatalf("merged entry %+v, want the node's role, mode, caps and commands, roles [node operator]", e)
+	}
+	if !p.Gone(k1, "conn-node") {
+		t.Fatal("Gone of the node connection reported no change")
+	}
+	e = p.List()[0]
+	if !e.Connected || e.Role != "operator" || len(e.Caps) != 0 || fmt.Sprint(e.Roles) != "[operator]" {
+		t.Fatalf("after the node connection ended: %+v, want the UI connection's entry, connected", e)
+	}
+	p.Gone(k2, "conn-ui")
+	if e = p.List()[0]; e.Connected {
+		t.Fatalf("after both ended: %+v, want disconnected", e)
+	}
+}
+
+// A command line's connection (client.mode "cli") is no presence row,
+// while the person's UI and a node are (issue 24: every CLI command added
+// an "atrium-cli" row).
+func TestPresenceSkipsCommandLine(t *testing.T) {
+	f := newFixture(t, Options{})
+	ci := func(id, mode string, role string) gateway.ConnInfo {
+		return gateway.ConnInfo{ConnID: id, Principal: gateway.Principal{Role: role},
+			Client: gateway.ClientInfo{ID: "atrium-" + mode, Mode: mode, InstanceID: id}}
+	}
+	f.svc.Connected(ci("c-cli", ModeCLI, gateway.RoleOperator))
+	f.svc.Connected(ci("c-ui", "ui", gateway.RoleOperator))
+	if !f.svc.Input("c-cli", nil) {
+		t.Fatal("presence.update of an open CLI connection refused")
+	}
+	got := keys(f.svc.Presence().List())
+	if _, ok := got["c-cli"]; ok || len(got) != 1 {
+		t.Fatalf("presence %+v, want only the UI's entry", got)
+	}
+	f.svc.Disconnected(ci("c-cli", ModeCLI, gateway.RoleOperator))
+	if n := len(f.svc.Presence().List()); n != 1 {
+		t.Fatalf("%d entries after the CLI left, want 1", n)
+	}
+}

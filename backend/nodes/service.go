@@ -207,7 +207,8 @@ func (s *Service) Presence() *Presence { return s.presence }
 // Connected records a new authenticated connection (the gateway's
 // OnAuthenticated hook): its presence entry, and for a node connection its
 // registry entry. Connections of other roles (an unpaired device) are
-// ignored.
+// ignored; an operator connection of client mode ModeCLI (one `atrium`
+// command) gets no presence entry.
 func (s *Service) Connected(ci gateway.ConnInfo) {
 	p := peer(ci)
 	if p.Principal.Role != gateway.RoleOperator && p.Principal.Role != gateway.RoleNode {
@@ -217,7 +218,10 @@ func (s *Service) Connected(ci gateway.ConnInfo) {
 		p.ConnectedAt = s.o.Now()
 	}
 	p.Caps, p.Commands = sortedSet(p.Caps), sortedSet(p.Commands)
-	key := s.presence.Seen(p.ConnID, presenceOf(p))
+	key := ""
+	if inPresence(p) {
+		key = s.presence.Seen(p.ConnID, presenceOf(p))
+	}
 	s.mu.Lock()
 	s.peers[p.ConnID] = &peerState{p: p, key: key}
 	if p.isNode() {
@@ -254,10 +258,21 @@ func (s *Service) Disconnected(ci gateway.ConnInfo) {
 		}
 		inv.finish(invokeOutcome{err: gateway.Errorf(gateway.CodeUnavailable, "node %s disconnected", inv.name)})
 	}
+	if ps.key == "" {
+		return
+	}
 	s.presence.Gone(ps.key, connID)
 	s.log.Debug("peer disconnected", "connId", connID)
 	s.changed()
 }
+
+// ModeCLI is the client.mode of the command line's connections: each
+// command is one short connection, so it is no presence entry (issue 24).
+const ModeCLI = "cli"
+
+// inPresence reports whether connection p has a presence entry: every
+// operator and node connection but a command line's.
+func inPresence(p peer) bool { return p.isNode() || p.Client.Mode != ModeCLI }
 
 func presenceOf(p peer) PresenceEntry {
 	host := p.Client.DisplayName

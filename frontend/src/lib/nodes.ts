@@ -69,6 +69,8 @@ export interface PresenceEntry {
   platform: string;
   mode: string;
   role: string;
+  /** The roles of the instance's connections (one device's UI and node connections are one entry). */
+  roles?: string[];
   deviceId: string;
   caps: string[];
   commands: string[];

@@ -100,7 +100,7 @@ describe('PhoneSession', () => {
     await vi.waitFor(async () => expect((await store.get<StoredPairing>(PAIRING_RECORD))?.tokens).toEqual({ operator: 'op-1', node: 'nd-1' }));
     const [opWs, nodeWs] = FakeWebSocket.instances.slice(1);
     const cOp = await handshakeUntilConnect(opWs, 'nonce-op');
-    expect(cOp.params).toMatchObject({ role: 'operator', auth: { deviceToken: 'op-1' }, client: { id: 'atrium-ui', mode: 'ui', instanceId: 'inst-operator' }, commands: [] });
+    expect(cOp.params).toMatchObject({ role: 'operator', auth: { deviceToken: 'op-1' }, client: { id: 'atrium-ui', mode: 'ui', instanceId: 'inst' }, commands: [] });
     expect(await verifyProof(cOp, 'nonce-op')).toBe(true);
     hello(opWs, { status: 'paired', role: 'operator', deviceId: key!.deviceId });
     expect(s.conn('operator')?.state.state).toBe('connected');
@@ -108,7 +108,7 @@ describe('PhoneSession', () => {
 
     // 3. The node token is refused as a mismatch: only it is dropped, the key stays, a repair is asked.
     const cNode = await handshakeUntilConnect(nodeWs, 'nonce-node');
-    expect(cNode.params).toMatchObject({ role: 'node', auth: { deviceToken: 'nd-1' }, commands: [...PHONE_COMMANDS] });
+    expect(cNode.params).toMatchObject({ role: 'node', auth: { deviceToken: 'nd-1' }, commands: [...PHONE_COMMANDS], client: { instanceId: 'inst' } });
     expect(await verifyProof(cNode, 'nonce-node')).toBe(true);
     nodeWs.serverSend({ type: 'res', id: cNode.id, ok: false, error: { code: 'UNAUTHORIZED', message: 'device token mismatch', details: { reason: 'device_token_mismatch', repairable: true } } });
     await vi.waitFor(() => expect(FakeWebSocket.instances).toHaveLength(4));

@@ -95,7 +95,7 @@ export interface PhoneOptions {
   wsUrl: string;
   store: KVStore;
   fragment: FragmentResult;
-  /** A per-page id; the connections use <id>-pair, <id>-operator, <id>-node as client.instanceId. */
+  /** A per-page id: the pairing connection uses <id>-pair as client.instanceId, the operator and node connections <id> itself, so the gateway's presence lists this phone once (issue 24). */
   instanceId: string;
   displayName: string;
   platform?: string;
@@ -304,7 +304,7 @@ export class PhoneSession {
         clientId: node ? 'atrium-phone' : 'atrium-ui',
         caps: node ? [...this.declares.caps] : [],
         commands: node ? [...this.declares.commands] : [],
-        instanceId: `${this.opts.instanceId}-${role}`,
+        instanceId: this.opts.instanceId,
       },
       () => ({ deviceToken: this.current.pair.tokens[role] ?? tokens[role] }),
     );
