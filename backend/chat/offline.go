@@ -179,10 +179,11 @@ var offlineEnglish = offlineText{
 	},
 	passage: "%d. `%s:%d-%d` (score %.2f)\n%s\n\n",
 	configure: "To get real answers, configure a model in one of these ways:\n" +
-		"- add a `model` block to config.json, e.g. " + configExample + ";\n" +
+		"- open **Settings → Model**, pick a server and a model and save: it applies at once, no restart;\n" +
+		"- or add a `model` block to config.json, e.g. " + configExample + ";\n" +
 		"- or set OPENAI_API_KEY (and OPENAI_BASE_URL for another OpenAI-compatible server such as llama.cpp, vLLM, LM Studio or DeepSeek);\n" +
 		"- or run a local Ollama at 127.0.0.1:11434 with a model pulled (`ollama pull llama3.2`).\n" +
-		"Then restart Atrium.",
+		"A hand-edited config.json and the environment are read when Atrium starts; Settings needs no restart.",
 }
 
 // offlineChineseFound is the Chinese "found" line: the question, the count.
@@ -202,10 +203,11 @@ var offlineChinese = offlineText{
 	found:   chineseFound(offlineChineseFound),
 	passage: "%d. `%s:%d-%d`（得分 %.2f）\n%s\n\n",
 	configure: "要得到真正的回答，请用以下任一方式配置模型：\n" +
-		"- 在 config.json 中加入 `model` 配置，例如 " + configExample + "；\n" +
+		"- 打开 **设置 → 模型**，选择服务器和模型后保存：立即生效，无需重启；\n" +
+		"- 或在 config.json 中加入 `model` 配置，例如 " + configExample + "；\n" +
 		"- 或设置 OPENAI_API_KEY（连接其他 OpenAI 兼容服务，如 llama.cpp、vLLM、LM Studio、DeepSeek 时再设置 OPENAI_BASE_URL）；\n" +
 		"- 或在 127.0.0.1:11434 运行本地 Ollama 并拉取一个模型（`ollama pull qwen2.5`）。\n" +
-		"然后重启 Atrium。",
+		"手动编辑的 config.json 和环境变量在 Atrium 启动时读取；在设置中保存则无需重启。",
 }
 
 // hasHan reports whether s contains a Han (Chinese) character.
