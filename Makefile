@@ -12,19 +12,26 @@ VERSION      := $(shell git describe --tags --always --dirty 2>/dev/null || echo
 LDFLAGS      := -X main.version=$(VERSION)
 CHROMIUM     ?= /usr/bin/chromium
 
-# Debian packages: cgo toolchain + SQLite headers (sqlite-vec), the Wails
-# window (GTK, WebKitGTK 4.1), headless Chromium for UI tests, Xvfb and
-# ImageMagick for window screenshots, CJK and emoji fonts so notes render,
-# bubblewrap for the agents' exec sandbox (SPEC §6), mingw-w64, NSIS and 7-Zip
-# for the Windows .exe and its installer (make package, make package-test).
-APT_PKGS := build-essential pkg-config libsqlite3-dev libgtk-3-dev libwebkit2gtk-4.1-dev \
-            chromium xvfb xauth x11-utils xdotool imagemagick fonts-wqy-microhei fonts-noto-color-emoji \
-            bubblewrap gcc-mingw-w64-x86-64 iproute2 util-linux zbar-tools nsis p7zip-full ffmpeg
+# Debian packages, in three sets so that each target installs only what it needs
+# (issue 24: `make run` installed the packaging tools):
+# APT_RUN      building and running the app: cgo toolchain + SQLite headers
+#              (sqlite-vec), the Wails window (GTK, WebKitGTK 4.1), CJK and emoji
+#              fonts so notes render, bubblewrap for the agents' exec sandbox (SPEC §6);
+# APT_TEST     the tests, benchmarks and screenshots: headless Chromium, Xvfb, xdotool
+#              and ImageMagick for window screenshots, iproute2 and util-linux
+#              (network namespaces), zbar-tools (QR codes), ffmpeg (node captures);
+# APT_PACKAGE  the packages: mingw-w64 (Windows .exe and `go vet` for Windows),
+#              NSIS and 7-Zip (the installer and its check), ImageMagick (icons).
+# `make test` installs all three (it runs vet-cross and the package checks' tests).
+APT_RUN     := build-essential pkg-config libsqlite3-dev libgtk-3-dev libwebkit2gtk-4.1-dev \
+               fonts-wqy-microhei fonts-noto-color-emoji bubblewrap
+APT_TEST    := chromium xvfb xauth x11-utils xdotool imagemagick iproute2 util-linux zbar-tools ffmpeg
+APT_PACKAGE := gcc-mingw-w64-x86-64 nsis p7zip-full imagemagick
 
 FRONTEND_SRC := $(shell find frontend/src frontend/index.html frontend/pair frontend/package.json frontend/vite.config.ts -type f 2>/dev/null)
 
 .DEFAULT_GOAL := help
-.PHONY: help run serve desktop package package-test vet-cross screenshots test test-go test-frontend bench bench-retrieval screenshot deps deps-system deps-go deps-frontend frontend clean
+.PHONY: help run serve desktop package package-test vet-cross screenshots test test-go test-frontend bench bench-retrieval screenshot deps deps-test deps-package deps-system deps-system-test deps-system-package deps-go deps-frontend frontend clean
 
 help: ## Show this help
 	@echo "Atrium make targets:"
@@ -39,7 +46,7 @@ serve: desktop ## Build and run the gateway + UI without a window; ARGS passes f
 desktop: deps frontend ## Build the desktop binary (Wails window + CLI) into bin/atrium
 	$(GO) build -tags $(DESKTOP_TAGS) -ldflags "$(LDFLAGS)" -o $(BIN) .
 
-test: deps frontend test-frontend test-go ## Run all tests (Go unit, integration, end-to-end in headless Chromium; frontend unit)
+test: deps-test frontend test-frontend test-go ## Run all tests (Go unit, integration, end-to-end in headless Chromium; frontend unit)
 
 test-go:
 	$(GO) vet ./...
@@ -50,7 +57,7 @@ test-go:
 test-frontend: deps-frontend
 	cd frontend && npm run check && npm test
 
-bench: deps frontend ## Run the Go benchmarks and the retrieval harness (results go in docs/BENCHMARKS.md)
+bench: deps-test frontend ## Run the Go benchmarks and the retrieval harness (results go in docs/BENCHMARKS.md)
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./backend/...
 	$(MAKE) --no-print-directory bench-retrieval
 
@@ -82,22 +89,24 @@ bench-retrieval: deps-system deps-go ## Run the retrieval harness on every set u
 	run drcd                      "$$d/drcd"; \
 	run openclaw-judged           backend/bench/retrieval/testdata/openclaw-judged --workspaces "$(CORPORA)/workspaces"
 
-vet-cross: deps-system deps-go ## go vet for Windows (cgo with mingw) and macOS (the packages without cgo)
+vet-cross: deps-system-package deps-go ## go vet for Windows (cgo with mingw) and macOS (the packages without cgo)
 	bash build/vet-cross.sh
 
-package: deps frontend ## Build the packages into out/package: .deb, portable .tar.gz, Windows .exe (with mingw)
+package: deps-package frontend ## Build the packages into out/package: .deb, portable .tar.gz, Windows .exe (with mingw)
 	bash build/package.sh $(VERSION)
 
 package-test: package ## Build the packages and check them (install the .deb in a scratch root, run it; the .exe statically)
 	bash build/package-test.sh $(VERSION)
 
-screenshot: desktop ## Screenshot the desktop window under Xvfb with a Chinese note found by search (out/window.png)
+screenshot: deps-system-test desktop ## Screenshot the desktop window under Xvfb with a Chinese note found by search (out/window.png)
 	bash build/screenshot.sh $(BIN) out/window.png
 
-screenshots: desktop ## Screenshot the first-start screen and the Settings panel under Xvfb, in English and Chinese (screenshots/*.png)
+screenshots: deps-system-test desktop ## Screenshot the first-start screen and the Settings panel under Xvfb, in English and Chinese (screenshots/*.png)
 	bash build/screenshots.sh $(BIN) screenshots
 
 deps: deps-system deps-go deps-frontend
+deps-test: deps-system-test deps-go deps-frontend
+deps-package: deps-system-package deps-go deps-frontend
 
 deps-go:
 	@command -v $(GO) >/dev/null || { echo "Go is missing: install Go 1.26 (https://go.dev/dl/) and put it on PATH"; exit 1; }
@@ -106,8 +115,10 @@ deps-go:
 	    echo "Go $$v is too old: Atrium needs Go 1.26 or newer (https://go.dev/dl/)"; exit 1; fi
 	$(GO) mod download
 
-deps-system:
-	@missing=""; for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+# apt_install installs the Debian packages $(1) that are missing (as root, or
+# through sudo without a password), else prints the command and fails.
+define apt_install
+@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then sudo=""; \
 	  elif command -v apt-get >/dev/null && sudo -n true 2>/dev/null; then sudo="sudo"; \
@@ -121,6 +132,16 @@ deps-system:
 	    exit 1; \
 	  fi; \
 	fi
+endef
+
+deps-system:
+	$(call apt_install,$(APT_RUN))
+
+deps-system-test:
+	$(call apt_install,$(sort $(APT_RUN) $(APT_TEST) $(APT_PACKAGE)))
+
+deps-system-package:
+	$(call apt_install,$(sort $(APT_RUN) $(APT_PACKAGE)))
 
 deps-frontend: frontend/node_modules/.package-lock.json
 
