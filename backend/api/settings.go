@@ -45,9 +45,30 @@ type SettingsView struct {
 	// Embedding is the index's embedder now and what a change of it
 	// costs: the files and chunks that the next start re-indexes.
 	Embedding EmbeddingInUse `json:"embedding"`
+	// Heartbeat is main's heartbeat schedule in force.
+	Heartbeat HeartbeatInUse `json:"heartbeat"`
 	// Restart lists changed settings that take effect at the next start
 	// ("gateway", "memory.embedding", "memory.search").
 	Restart []string `json:"restartRequired"`
+}
+
+// HeartbeatInUse is main's heartbeat schedule in force (issue 24 item 7;
+// config.json agents.heartbeat): On whether turns run, Auto whether that
+// follows FileUsed (agents.heartbeat.enabled unset; FileUsed: the
+// workspace's HEARTBEAT.md has something to do), EveryMinutes the
+// interval, Start and End the active hours "HH:MM" (equal: all day),
+// LastRun and Next in Unix ms (0: none), LastOutcome "silent"
+// (HEARTBEAT_OK), "shown" or "failed".
+type HeartbeatInUse struct {
+	On           bool   `json:"on"`
+	Auto         bool   `json:"auto"`
+	FileUsed     bool   `json:"fileUsed"`
+	EveryMinutes int    `json:"everyMinutes"`
+	Start        string `json:"start"`
+	End          string `json:"end"`
+	LastRun      int64  `json:"lastRun,omitempty"`
+	LastOutcome  string `json:"lastOutcome,omitempty"`
+	Next         int64  `json:"next,omitempty"`
 }
 
 // ModelInUse is the model the app answers with now. Vision says whether

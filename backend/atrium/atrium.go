@@ -39,6 +39,7 @@ import (
 	"github.com/atrium-dev/atrium/backend/gateway"
 	"github.com/atrium-dev/atrium/backend/guard"
 	"github.com/atrium-dev/atrium/backend/gwid"
+	"github.com/atrium-dev/atrium/backend/heartbeat"
 	"github.com/atrium-dev/atrium/backend/history"
 	"github.com/atrium-dev/atrium/backend/live"
 	"github.com/atrium-dev/atrium/backend/media"
@@ -134,6 +135,12 @@ type Options struct {
 	// and can be seeked); "" looks for "ffmpeg" on PATH when the first clip
 	// is stored; "none" turns the remux off (the clip stays as sent).
 	FFmpeg string
+	// HeartbeatClock is the heartbeat scheduler's clock (tests move it by
+	// hand); nil: the system clock.
+	HeartbeatClock heartbeat.Clock
+	// HeartbeatLocation is where agents.heartbeat.activeHours are read;
+	// nil: time.Local.
+	HeartbeatLocation *time.Location
 }
 
 // App is a built Atrium backend. Fields are read-only after New.
@@ -146,6 +153,9 @@ type App struct {
 	Memory  *memory.Manager
 	History *history.Store
 	Chat    *chat.Service
+	// Heartbeat schedules main's heartbeat turn (agents.heartbeat,
+	// heartbeat.go).
+	Heartbeat *heartbeat.Scheduler
 	// Media is the media store in $ATRIUM_HOME/media (photos, clips and
 	// recordings from nodes, SPEC §7): media.get serves it, the nodes
 	// tool shows its pictures to the model.
@@ -479,6 +489,10 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 		return nil, fmt.Errorf("chat: %w", err)
 	}
 
+	if a.Heartbeat, err = a.newHeartbeat(o); err != nil {
+		return nil, fmt.Errorf("heartbeat: %w", err)
+	}
+
 	if _, err := a.Chat.RecoverInterrupted(ctx); err != nil {
 		o.Logger.Warn("interrupted chat runs not recovered", "err", err)
 	}
@@ -669,16 +683,17 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 9)                               // one per goroutine below
+	errc := make(chan error, 10)                              // one per goroutine below
 	go func() { errc <- wrap("profiles", a.Pool.Run(ctx)) }() // stops every instance at the end
 	go func() { errc <- wrap("memory", a.Memory.Run(ctx)) }()
 	go func() { errc <- wrap("gateway", a.Gateway.Run(ctx)) }()
-	go func() { errc <- wrap("acl", a.ACL.Run(ctx)) }()         // reloads memory/.acl on change
-	go func() { errc <- wrap("nodes", a.Nodes.Run(ctx)) }()     // expires presence entries
-	go func() { errc <- wrap("devices", a.Devices.Run(ctx)) }() // expires pairing requests
-	go func() { errc <- wrap("gateway LAN", a.runLAN(ctx)) }()  // HTTPS/WSS listeners, mDNS
-	go func() { errc <- wrap("canvas", a.runCanvas(ctx)) }()    // sends waiting user actions
-	go func() { errc <- a.runSessions(ctx) }()                  // daily and idle session resets
+	go func() { errc <- wrap("acl", a.ACL.Run(ctx)) }()            // reloads memory/.acl on change
+	go func() { errc <- wrap("nodes", a.Nodes.Run(ctx)) }()        // expires presence entries
+	go func() { errc <- wrap("devices", a.Devices.Run(ctx)) }()    // expires pairing requests
+	go func() { errc <- wrap("gateway LAN", a.runLAN(ctx)) }()     // HTTPS/WSS listeners, mDNS
+	go func() { errc <- wrap("canvas", a.runCanvas(ctx)) }()       // sends waiting user actions
+	go func() { errc <- wrap("heartbeat", a.runHeartbeat(ctx)) }() // main's heartbeat turns
+	go func() { errc <- a.runSessions(ctx) }()                     // daily and idle session resets
 	first := <-errc
 	cancel()
 	var errs []error

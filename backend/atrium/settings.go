@@ -52,6 +52,7 @@ func (s *settings) view(c config.Config, pending []string) (api.SettingsView, er
 			Reason: s.a.modelReason(), VisionInfo: s.a.vision()},
 		Gateway:   s.a.gatewayInUse(),
 		Embedding: api.EmbeddingInUse{Provider: st.Provider, Model: st.Model, Dims: st.Dims, Files: st.Files, Chunks: st.Chunks},
+		Heartbeat: s.a.heartbeatInUse(c),
 		Restart:   pending,
 	}, nil
 }
@@ -71,6 +72,9 @@ func (s *settings) Patch(ctx context.Context, patch json.RawMessage) (api.Settin
 	}
 	if before.Sessions != after.Sessions {
 		a.applySessions()
+	}
+	if err := a.applyHeartbeat(); err != nil {
+		return api.SettingsView{}, err
 	}
 	if before.Gateway != after.Gateway {
 		restart = append(restart, "gateway")

@@ -228,6 +228,8 @@ type SendRequest struct {
 	// for senders who may start processes (the gateway: operator
 	// connections acting as themselves), never read from the wire.
 	StartInstance bool `json:"-"`
+	// heartbeat marks a heartbeat turn (Service.Heartbeat, heartbeat.go).
+	heartbeat bool
 }
 
 // ClientMessage is one message of chat.send's history: Role "user" or
@@ -320,6 +322,13 @@ type run struct {
 	// onInstance: ProfileID is an instance id; the run goes to its worker
 	// (Options.Remote, remote.go).
 	onInstance bool
+	// done is closed when the run has ended and its terminal event is
+	// out; outcome ("final", "cancelled", "interrupted", "error") and, for
+	// a heartbeat, silent and answer are set before.
+	done    chan struct{}
+	outcome string
+	silent  bool
+	answer  string
 }
 
 // stream is the answer text a run has sent as chat.chunk events. One lock
@@ -599,59 +608,67 @@ func checkClientHistory(h []ClientMessage) error {
 // (the session is already answering, or too many runs), ErrClosed, or a
 // wrapped history error (then nothing was started).
 func (s *Service) Send(ctx context.Context, r SendRequest) (SendResult, error) {
+	res, _, err := s.send(ctx, r)
+	return res, err
+}
+
+// send is Send, also returning the run it started.
+func (s *Service) send(ctx context.Context, r SendRequest) (SendResult, *run, error) {
 	if err := s.checkProfile(r.ProfileID); err != nil {
-		return SendResult{}, fmt.Errorf("chat send: %w", err)
+		return SendResult{}, nil, fmt.Errorf("chat send: %w", err)
 	}
 	onInstance, mustStart, err := s.checkRemoteSend(r.ProfileID, r.StartInstance)
 	if err != nil {
-		return SendResult{}, fmt.Errorf("chat send: %w", err)
+		return SendResult{}, nil, fmt.Errorf("chat send: %w", err)
 	}
 	text := strings.TrimSpace(r.Message)
 	if text == "" {
-		return SendResult{}, fmt.Errorf("chat send: %w: message is empty", ErrInvalidInput)
+		return SendResult{}, nil, fmt.Errorf("chat send: %w: message is empty", ErrInvalidInput)
 	}
 	if n := utf8.RuneCountInString(text); n > MaxMessageChars {
-		return SendResult{}, fmt.Errorf("chat send: %w: message has %d characters (at most %d)", ErrInvalidInput, n, MaxMessageChars)
+		return SendResult{}, nil, fmt.Errorf("chat send: %w: message has %d characters (at most %d)", ErrInvalidInput, n, MaxMessageChars)
 	}
 	if r.SessionID != "" {
 		if err := checkSessionID(r.SessionID); err != nil {
-			return SendResult{}, fmt.Errorf("chat send: %w", err)
+			return SendResult{}, nil, fmt.Errorf("chat send: %w", err)
 		}
 	}
 	if r.ConversationID != "" {
 		if err := checkID("conversationId", r.ConversationID); err != nil {
-			return SendResult{}, fmt.Errorf("chat send: %w", err)
+			return SendResult{}, nil, fmt.Errorf("chat send: %w", err)
 		}
 		// A conversation is one profile's: its history is that profile's
 		// context, which may quote what only that profile's role may read.
 		owner, ok, err := s.opts.History.ConversationProfile(ctx, r.ConversationID)
 		if err != nil {
-			return SendResult{}, fmt.Errorf("chat send: %w", err)
+			return SendResult{}, nil, fmt.Errorf("chat send: %w", err)
 		}
 		if ok && owner != r.ProfileID {
-			return SendResult{}, fmt.Errorf("chat send: %w: conversation %s belongs to profile %s; start a new conversation for %s",
+			return SendResult{}, nil, fmt.Errorf("chat send: %w: conversation %s belongs to profile %s; start a new conversation for %s",
 				ErrInvalidInput, r.ConversationID, owner, r.ProfileID)
 		}
 	}
 	if err := checkClientHistory(r.History); err != nil {
-		return SendResult{}, fmt.Errorf("chat send: %w", err)
+		return SendResult{}, nil, fmt.Errorf("chat send: %w", err)
 	}
-	if IsResetCommand(text) { // never sent to a model (SPEC §6)
+	if IsResetCommand(text) && !r.heartbeat { // never sent to a model (SPEC §6)
 		rr, err := s.Reset(ctx, ResetRequest{ProfileID: r.ProfileID, SessionID: r.SessionID, Reason: ResetCommand})
 		if err != nil {
-			return SendResult{}, fmt.Errorf("chat send: %w", err)
+			return SendResult{}, nil, fmt.Errorf("chat send: %w", err)
 		}
-		return SendResult{SessionID: rr.SessionID, Reset: &rr}, nil
+		return SendResult{SessionID: rr.SessionID, Reset: &rr}, nil, nil
 	}
-	if why := s.dueReset(ctx, r.SessionID, s.opts.Now()); why != "" {
+	// A heartbeat's own session is never reset: it holds only the answers
+	// that reached the person (heartbeat.go).
+	if why := s.dueReset(ctx, r.SessionID, s.opts.Now()); why != "" && !r.heartbeat {
 		if _, err := s.Reset(ctx, ResetRequest{ProfileID: r.ProfileID, SessionID: r.SessionID, Reason: why}); err != nil &&
 			!errors.Is(err, ErrBusy) {
-			return SendResult{}, fmt.Errorf("chat send: %w", err)
+			return SendResult{}, nil, fmt.Errorf("chat send: %w", err)
 		}
 	}
 	if mustStart { // the run waits until it is ready (RemoteRunner.Stream)
 		if err := s.opts.Remote.Start(r.ProfileID); err != nil {
-			return SendResult{}, fmt.Errorf("chat send: start instance %s: %w", r.ProfileID, err)
+			return SendResult{}, nil, fmt.Errorf("chat send: start instance %s: %w", r.ProfileID, err)
 		}
 		s.log.Info("chat started instance", "instance", r.ProfileID)
 	}
@@ -664,7 +681,7 @@ func (s *Service) Send(ctx context.Context, r SendRequest) (SendResult, error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return SendResult{}, fmt.Errorf("chat send: %w", ErrClosed)
+		return SendResult{}, nil, fmt.Errorf("chat send: %w", ErrClosed)
 	}
 	for k, e := range s.idem {
 		if now.Sub(e.seen) > IdempotencyWindow {
@@ -673,15 +690,15 @@ func (s *Service) Send(ctx context.Context, r SendRequest) (SendResult, error) {
 	}
 	if e, ok := s.idem[idemKey]; ok && idemKey != "" {
 		s.mu.Unlock()
-		return e.res, nil
+		return e.res, nil, nil
 	}
 	if r.SessionID != "" && s.bySession[r.SessionID] != nil {
 		s.mu.Unlock()
-		return SendResult{}, fmt.Errorf("chat send: %w: session %s is still answering the previous message", ErrBusy, r.SessionID)
+		return SendResult{}, nil, fmt.Errorf("chat send: %w: session %s is still answering the previous message", ErrBusy, r.SessionID)
 	}
 	if len(s.runs) >= s.opts.MaxRuns {
 		s.mu.Unlock()
-		return SendResult{}, fmt.Errorf("chat send: %w: %d answers in progress", ErrBusy, len(s.runs))
+		return SendResult{}, nil, fmt.Errorf("chat send: %w: %d answers in progress", ErrBusy, len(s.runs))
 	}
 	sessionID, moved := s.redirect(r.SessionID)
 	if moved {
@@ -689,7 +706,7 @@ func (s *Service) Send(ctx context.Context, r SendRequest) (SendResult, error) {
 		r.History = nil
 		if s.bySession[sessionID] != nil {
 			s.mu.Unlock()
-			return SendResult{}, fmt.Errorf("chat send: %w: session %s is still answering the previous message", ErrBusy, sessionID)
+			return SendResult{}, nil, fmt.Errorf("chat send: %w: session %s is still answering the previous message", ErrBusy, sessionID)
 		}
 	}
 	if sessionID == "" {
@@ -701,7 +718,7 @@ func (s *Service) Send(ctx context.Context, r SendRequest) (SendResult, error) {
 	rctx, stop := context.WithTimeoutCause(base, s.opts.RunTimeout, errRunTimeout)
 	runID := uuid.NewString()
 	rn := &run{
-		RunRef:         RunRef{RunID: runID, ProfileID: r.ProfileID, SessionID: sessionID, MessageID: ReplyID(runID)},
+		RunRef:         RunRef{RunID: runID, ProfileID: r.ProfileID, SessionID: sessionID, MessageID: ReplyID(runID), Heartbeat: r.heartbeat},
 		userMsgID:      uuid.NewString(),
 		userText:       text,
 		conversationID: r.ConversationID,
@@ -710,6 +727,7 @@ func (s *Service) Send(ctx context.Context, r SendRequest) (SendResult, error) {
 		onInstance:     onInstance,
 		ctx:            rctx,
 		cancel:         func(cause error) { cancel(cause); stop() },
+		done:           make(chan struct{}),
 	}
 	rn.userMsg = history.Message{
 		ID: rn.userMsgID, ProfileID: rn.ProfileID, SessionID: sessionID, ConversationID: r.ConversationID,
@@ -724,6 +742,12 @@ func (s *Service) Send(ctx context.Context, r SendRequest) (SendResult, error) {
 	}
 	s.mu.Unlock()
 
+	if r.heartbeat {
+		// A heartbeat's prompt is not the person's words: it is not
+		// stored, and the run is not listed as active (heartbeat.go).
+		go s.execute(rn)
+		return res, rn, nil
+	}
 	err = s.opts.History.Append(ctx, rn.userMsg)
 	if err != nil {
 		s.mu.Lock()
@@ -732,14 +756,14 @@ func (s *Service) Send(ctx context.Context, r SendRequest) (SendResult, error) {
 		s.mu.Unlock()
 		rn.cancel(nil)
 		s.wg.Done()
-		return SendResult{}, fmt.Errorf("chat send: store user message: %w", err)
+		return SendResult{}, nil, fmt.Errorf("chat send: store user message: %w", err)
 	}
 	s.mu.Lock()
 	rn.stored = true
 	s.mu.Unlock()
 
 	go s.execute(rn)
-	return res, nil
+	return res, rn, nil
 }
 
 // nextTS returns the ts (Unix ms) for a new user message: now, but at least

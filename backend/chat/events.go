@@ -37,6 +37,9 @@ type RunRef struct {
 	ProfileID string `json:"profileId"`
 	SessionID string `json:"sessionId"`
 	MessageID string `json:"messageId"`
+	// Heartbeat marks every event of a heartbeat turn (Service.Heartbeat):
+	// clients show nothing of it but a final event that is not Silent.
+	Heartbeat bool `json:"heartbeat,omitempty"`
 }
 
 // ThinkingEvent is the payload of chat.thinking: the run was accepted and
@@ -70,6 +73,9 @@ type ChunkEvent struct {
 type FinalEvent struct {
 	RunRef
 	Message history.Message `json:"message"`
+	// Silent: a heartbeat turn answered HEARTBEAT_OK (IsHeartbeatAck);
+	// the answer is not stored and clients show nothing.
+	Silent bool `json:"silent,omitempty"`
 }
 
 // Reasons a run ended without an answer (CancelledEvent.Reason). They equal

@@ -99,6 +99,8 @@ func (s *Service) execute(rn *run) {
 	}
 	err := st.answer(p)
 	outcome := st.finish(err)
+	rn.outcome = outcome
+	defer close(rn.done)
 	s.log.Info("chat run finished", "run", rn.RunID, "session", rn.SessionID, "outcome", outcome,
 		"chunks", st.chunks, "tool_calls", st.toolCalls, "duration_ms", s.opts.Now().Sub(start).Milliseconds(),
 		"prompt_tokens", st.usage.PromptTokens, "completion_tokens", st.usage.CompletionTokens,
@@ -447,6 +449,9 @@ func (st *runState) finish(err error) string {
 		s.mu.Unlock()
 	}
 
+	if rn.Heartbeat {
+		return st.finishHeartbeat(err, msg, store, release)
+	}
 	switch {
 	case err == nil:
 		ok := store(msg)

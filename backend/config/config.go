@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/atrium-dev/atrium/backend/heartbeat"
 	"github.com/atrium-dev/atrium/backend/model"
 )
 
@@ -96,6 +97,62 @@ func (s Sessions) validate() error {
 type Agents struct {
 	// Exec holds the exec approvals of the agents' exec tool.
 	Exec Exec `json:"exec"`
+	// Heartbeat schedules main's heartbeat turn (issue 24 item 7).
+	Heartbeat Heartbeat `json:"heartbeat"`
+}
+
+// Heartbeat is "agents.heartbeat" in config.json, for example
+// {"enabled": true, "every": "30m", "activeHours": {"start": "08:00", "end": "22:00"}}.
+// Enabled unset: on exactly when the workspace's HEARTBEAT.md has
+// something to do (OpenClaw workspaces carry one), else off until the
+// person turns it on. Every is a Go duration of at least a minute (default
+// 30m, heartbeat.DefaultEvery). ActiveHours in local time, "HH:MM"
+// (00:00…24:00); unset or equal: all day.
+type Heartbeat struct {
+	Enabled     *bool       `json:"enabled,omitempty"`
+	Every       string      `json:"every,omitempty"`
+	ActiveHours ActiveHours `json:"activeHours"`
+}
+
+// ActiveHours is "agents.heartbeat.activeHours".
+type ActiveHours struct {
+	Start string `json:"start,omitempty"`
+	End   string `json:"end,omitempty"`
+}
+
+// Settings returns the schedule agents.heartbeat describes; auto is what
+// an unset Enabled means (the workspace uses HEARTBEAT.md). Errors name the
+// key and wrap heartbeat.ErrBadSettings.
+func (h Heartbeat) Settings(auto bool) (heartbeat.Settings, error) {
+	s := heartbeat.Settings{On: auto}
+	if h.Enabled != nil {
+		s.On = *h.Enabled
+	}
+	if h.Every != "" {
+		d, err := time.ParseDuration(h.Every)
+		if err != nil {
+			return s, fmt.Errorf("agents.heartbeat.every %q: %w: want a duration such as 30m or 1h", h.Every, heartbeat.ErrBadSettings)
+		}
+		if d < heartbeat.MinEvery {
+			return s, fmt.Errorf("agents.heartbeat.every %q: %w: at least %v", h.Every, heartbeat.ErrBadSettings, heartbeat.MinEvery)
+		}
+		s.Every = d
+	}
+	for _, f := range []struct {
+		key string
+		in  string
+		out *int
+	}{{"start", h.ActiveHours.Start, &s.Start}, {"end", h.ActiveHours.End, &s.End}} {
+		if f.in == "" {
+			continue
+		}
+		m, err := heartbeat.ParseClock(f.in)
+		if err != nil {
+			return s, fmt.Errorf("agents.heartbeat.activeHours.%s: %w", f.key, err)
+		}
+		*f.out = m
+	}
+	return s, nil
 }
 
 // Exec is "agents.exec" in config.json (SPEC §6 "exec approvals"), for
@@ -367,6 +424,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.Sessions.validate(); err != nil {
+		return err
+	}
+	if _, err := c.Agents.Heartbeat.Settings(false); err != nil {
 		return err
 	}
 	return c.Agents.Exec.validate()

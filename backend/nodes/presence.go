@@ -82,9 +82,9 @@ type Presence struct {
 }
 
 type presenceItem struct {
-	e     PresenceEntry            // the merged entry (see PresenceEntry)
+	e     PresenceEntry           // the merged entry (see PresenceEntry)
 	conns map[string]presenceConn // the open connections carrying it, by connId
-	at    time.Time                // last change (connected) or end of the last connection
+	at    time.Time               // last change (connected) or end of the last connection
 	seq   uint64
 }
 
