@@ -145,3 +145,55 @@ describe('settings: images', () => {
     expect(sent[0].patch.model).toMatchObject({ provider: 'ollama', model: 'llava', vision: false });
   });
 });
+
+describe('settings: heartbeat and the bind in force (issue 24 items 7, 10)', () => {
+  it('shows the bind the gateway serves on, not the placeholder "loopback"', async () => {
+    const { gw, ws } = connect();
+    render(SettingsPanel, { gw, connected: true });
+    const done = new Set<string>();
+    const v = view();
+    v.config = {} as any; // bind not in config.json: serving on what --bind lan chose
+    v.gateway.bind = 'lan';
+    await waitFor(() => expect(answer(ws, 'config.get', v, done)).toHaveLength(1));
+    await waitFor(() => expect(screen.getByTestId('gateway-bind-in-use').textContent).toBe('(bind in force: lan)'));
+    expect((screen.getByTestId('gateway-bind') as HTMLInputElement).placeholder).toBe('lan');
+  });
+
+  it('shows the schedule in force and saves mode, interval and active hours (en, zh)', async () => {
+    const { gw, ws } = connect();
+    render(SettingsPanel, { gw, connected: true });
+    const done = new Set<string>();
+    const v: any = view();
+    v.heartbeat = { on: true, auto: true, fileUsed: true, everyMinutes: 30, start: '00:00', end: '00:00', lastRun: 1, lastOutcome: 'silent', next: 2 };
+    await waitFor(() => expect(answer(ws, 'config.get', v, done)).toHaveLength(1));
+    await waitFor(() => expect(screen.getByTestId('heartbeat-in-use').dataset.on).toBe('true'));
+    const inUse = screen.getByTestId('heartbeat-in-use').textContent ?? '';
+    expect(inUse).toContain('On: every 30 minutes.');
+    expect(inUse).toContain('the workspace uses HEARTBEAT.md');
+    expect(screen.getByTestId('heartbeat-last').textContent).toContain('nothing to report (HEARTBEAT_OK)');
+    expect((screen.getByTestId('heartbeat-mode') as HTMLSelectElement).value).toBe('auto');
+
+    // A bad interval is refused here, in the person's language, before anything is sent.
+    setLang('zh');
+    await fireEvent.input(screen.getByTestId('heartbeat-every'), { target: { value: '0' } });
+    await fireEvent.click(screen.getByTestId('heartbeat-save'));
+    await waitFor(() => expect(screen.getByTestId('settings-error').textContent).toBe('间隔：1 到 1440 之间的整数分钟。'));
+    expect(ws.sent.some((f: any) => f.method === 'config.patch')).toBe(false);
+
+    await fireEvent.change(screen.getByTestId('heartbeat-mode'), { target: { value: 'on' } });
+    await fireEvent.input(screen.getByTestId('heartbeat-every'), { target: { value: '45' } });
+    await fireEvent.input(screen.getByTestId('heartbeat-start'), { target: { value: '08:00' } });
+    await fireEvent.input(screen.getByTestId('heartbeat-end'), { target: { value: '22:00' } });
+    await fireEvent.click(screen.getByTestId('heartbeat-save'));
+    let sent: any[] = [];
+    const after = { ...v, heartbeat: { ...v.heartbeat, auto: false, everyMinutes: 45, start: '08:00', end: '22:00' },
+      config: { agents: { heartbeat: { enabled: true, every: '45m', activeHours: { start: '08:00', end: '22:00' } } } } };
+    await waitFor(() => {
+      sent = answer(ws, 'config.patch', after, done);
+      expect(sent).toHaveLength(1);
+    });
+    expect(sent[0].patch).toEqual({ agents: { heartbeat: { enabled: true, every: '45m', activeHours: { start: '08:00', end: '22:00' } } } });
+    await waitFor(() => expect(screen.getByTestId('heartbeat-in-use').textContent).toContain('已开启：每 45 分钟一次。'));
+    expect((screen.getByTestId('heartbeat-mode') as HTMLSelectElement).value).toBe('on');
+  });
+});

@@ -583,3 +583,27 @@ describe('pictures', () => {
     expect(s.messages[0].images).toBeUndefined();
   });
 });
+
+describe('heartbeat turns (issue 24 item 7)', () => {
+  const hb = { sessionId: 'heartbeat', heartbeat: true };
+  const prompt = wire('u-hb', 'user', 'Read HEARTBEAT.md if it exists …', 900, { sessionId: 'heartbeat' });
+  it('HEARTBEAT_OK stays silent: nothing of the run is shown, not even while it streams', () => {
+    const s = run(
+      initialChat('main'),
+      ev('chat.thinking', { ...hb, runId: 'h1', userMessage: prompt }),
+      ev('chat.chunk', { ...hb, runId: 'h1', seq: 1, delta: 'HEARTBEAT_OK' }),
+      ev('chat.final', { ...hb, runId: 'h1', silent: true, message: wire('a-h1', 'assistant', 'HEARTBEAT_OK', 901, { sessionId: 'heartbeat', runId: 'h1' }) }),
+    );
+    expect(s.messages).toEqual([]);
+  });
+  it('another answer is shown once it is in, as main\'s message, without the prompt', () => {
+    const s = run(
+      initialChat('main'),
+      ev('chat.thinking', { ...hb, runId: 'h2', userMessage: prompt }),
+      ev('chat.chunk', { ...hb, runId: 'h2', seq: 1, delta: 'Your 3 pm' }),
+      ev('chat.final', { ...hb, runId: 'h2', message: wire('a-h2', 'assistant', 'Your 3 pm meeting moved.', 901, { sessionId: 'heartbeat', runId: 'h2' }) }),
+    );
+    expect(s.messages).toHaveLength(1);
+    expect(s.messages[0]).toMatchObject({ role: 'assistant', state: 'final', content: 'Your 3 pm meeting moved.', sessionId: 'heartbeat' });
+  });
+});

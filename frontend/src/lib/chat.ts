@@ -20,6 +20,9 @@ export interface Source {
   endLine: number;
 }
 
+/** The session main's heartbeat turns run in (chat.HeartbeatSession): their answers carry it. */
+export const HEARTBEAT_SESSION = 'heartbeat';
+
 /** A persisted message as the gateway sends it (history.profile, chat.final). */
 export interface WireMessage {
   id: string;
@@ -313,6 +316,12 @@ function onEvent(state: ChatState, event: string, payload: any, now: number): Ch
   if (typeof payload.profileId === 'string' && payload.profileId !== state.profileId) return state;
   const runId: string | undefined = typeof payload.runId === 'string' && payload.runId ? payload.runId : undefined;
   if (!runId) return state;
+  if (payload.heartbeat === true) {
+    // A heartbeat turn (issue 24 item 7): nothing of it is shown until its answer is in; an answer of
+    // HEARTBEAT_OK (silent) never is, another one arrives as main's message.
+    if (event !== 'chat.final' || payload.silent === true || !isWireMessage(payload.message)) return state;
+    return markDone({ ...state, messages: settle(state.messages, runId, payload.message, 'final') }, runId);
+  }
   const done = state.doneRuns.includes(runId);
   if (!done && (event === 'chat.thinking' || event === 'chat.chunk') && state.activeRunId !== runId &&
       state.sessionId && payload.sessionId === state.sessionId) {

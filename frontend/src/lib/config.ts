@@ -31,7 +31,10 @@ export interface ConfigShape {
   profiles?: Record<string, { model?: ModelBlock }>;
   gateway?: { port?: number; bind?: string };
   memory?: { embedding?: EmbeddingBlock };
-  agents?: { exec?: { approval?: string; allowlist?: string[] } };
+  agents?: {
+    exec?: { approval?: string; allowlist?: string[] };
+    heartbeat?: { enabled?: boolean; every?: string; activeHours?: { start?: string; end?: string } };
+  };
 }
 
 /** Where the gateway listens now (config.get "gateway"): the plain 127.0.0.1 listener, the bind in
@@ -59,8 +62,72 @@ export interface SettingsView {
   model: { provider: string; model: string; baseUrl: string; reason: string; vision?: VisionSupport; visionFrom?: string };
   gateway: GatewayInUse;
   embedding: { provider: string; model: string; dims: number; files: number; chunks: number };
+  /** Main's heartbeat schedule in force (absent from an older gateway). */
+  heartbeat?: HeartbeatInUse;
   restartRequired: string[] | null;
 }
+
+/** config.get's heartbeat: the schedule in force (api.HeartbeatInUse). */
+export interface HeartbeatInUse {
+  on: boolean;
+  auto: boolean;
+  fileUsed: boolean;
+  everyMinutes: number;
+  start: string;
+  end: string;
+  lastRun?: number;
+  lastOutcome?: 'silent' | 'shown' | 'failed' | string;
+  next?: number;
+}
+
+/** The heartbeat form: mode auto (follow HEARTBEAT.md), on or off; every in minutes; active hours HH:MM. */
+export interface HeartbeatForm {
+  mode: 'auto' | 'on' | 'off';
+  everyMinutes: string;
+  start: string;
+  end: string;
+}
+
+/** A heartbeat turn's outcome in the person's language. */
+export function heartbeatOutcomeText(outcome: string | undefined): string {
+  switch (outcome) {
+    case 'silent':
+      return t('settings.heartbeat.outcome.silent');
+    case 'shown':
+      return t('settings.heartbeat.outcome.shown');
+    default:
+      return t('settings.heartbeat.outcome.failed');
+  }
+}
+
+export function heartbeatForm(c: ConfigShape['agents'] | undefined, inUse: HeartbeatInUse | undefined): HeartbeatForm {
+  const h = c?.heartbeat ?? {};
+  return {
+    mode: h.enabled === true ? 'on' : h.enabled === false ? 'off' : 'auto',
+    everyMinutes: String(inUse?.everyMinutes || 30),
+    start: h.activeHours?.start ?? '',
+    end: h.activeHours?.end ?? '',
+  };
+}
+
+const CLOCK = /^([01]?\d|2[0-3]):[0-5]\d$|^24:00$/;
+
+/** The agents.heartbeat patch of a form, or the message key of what is wrong with it. */
+export function heartbeatPatch(f: HeartbeatForm): { patch: Record<string, unknown> } | { error: MessageKey } {
+  const n = Number(f.everyMinutes.trim());
+  if (!Number.isInteger(n) || n < 1 || n > 24 * 60) return { error: 'settings.heartbeat.badEvery' };
+  const start = f.start.trim();
+  const end = f.end.trim();
+  if ((start && !CLOCK.test(start)) || (end && !CLOCK.test(end)) || (!start !== !end)) return { error: 'settings.heartbeat.badHours' };
+  return {
+    patch: {
+      enabled: f.mode === 'auto' ? null : f.mode === 'on',
+      every: `${n}m`,
+      activeHours: { start: start || null, end: end || null },
+    },
+  };
+}
+
 
 export interface LocalServer {
   name: string;
