@@ -116,22 +116,47 @@ describe('Nodes', () => {
     expect(screen.queryByTestId('pair-locked')).toBeNull();
   });
 
-  it('an exec ask from `atrium node`: banner, then allow once / always / deny through exec.ask.answer', async () => {
+  it('an exec ask from `atrium node` is a prompt over whatever panel is open (issue 24: it sat at the top of Nodes, out of view): allow once / always / deny through exec.ask.answer', async () => {
     const ws = await connectedApp();
+    // The person is on the chat, not on Nodes.
+    expect(screen.queryByTestId('nodes-panel')).toBeNull();
     ws.serverEvent('exec.ask.requested', { id: 'x1', nodeId: 'n1', displayName: 'build-box', command: ['make', 'test'], cwd: '/src', at: 1, expiresAt: 2 });
     ws.serverEvent('exec.ask.requested', { id: 'x2', nodeId: 'n1', displayName: 'build-box', command: ['rm', '-rf', 'out'], cwd: '/src' });
-    await waitFor(() => expect(screen.getByTestId('pair-banner').textContent).toContain('build-box asks to run a command'));
-    await fireEvent.click(screen.getByTestId('pair-banner-open'));
-    const asks = await screen.findAllByTestId('exec-ask');
-    expect(asks.map((a) => a.querySelector('pre')?.textContent)).toEqual(['make test', 'rm -rf out']);
-    await fireEvent.click(screen.getAllByTestId('exec-allow-always')[0]);
+    const prompt = await screen.findByRole('alertdialog', { name: 'Commands waiting for you' });
+    expect(prompt.dataset.askId).toBe('x1');
+    expect(prompt.querySelector('pre')?.textContent).toBe('make test');
+    expect(prompt.textContent).toContain('+1 more');
+    expect(screen.queryByTestId('pair-banner')).toBeNull();
+    await fireEvent.click(screen.getByTestId('exec-allow-always'));
     await waitFor(() => expect(ws.lastRequest('exec.ask.answer')?.params).toMatchObject({ id: 'x1', decision: 'allow-always' }));
     ws.reply(ws.lastRequest('exec.ask.answer'), { id: 'x1', decision: 'allow-always' });
-    await waitFor(() => expect(screen.getAllByTestId('exec-ask')).toHaveLength(1));
-    // Answered elsewhere (another window, or timed out): it goes here too, and so does the banner.
+    await waitFor(() => expect(screen.getByTestId('exec-ask').dataset.askId).toBe('x2'));
+    expect(screen.getByTestId('exec-ask').querySelector('pre')?.textContent).toBe('rm -rf out');
+    // Answered elsewhere (another window, or timed out): it goes here too.
     ws.serverEvent('exec.ask.resolved', { id: 'x2', decision: 'deny', by: 'timeout' });
     await waitFor(() => expect(screen.queryByTestId('exec-ask')).toBeNull());
-    expect(screen.queryByTestId('pair-banner')).toBeNull();
+  });
+
+  it('pair a phone on a loopback-only gateway says plainly a phone cannot reach it and offers the LAN (en, zh; issue 24)', async () => {
+    const ws = await connectedApp();
+    await fireEvent.click(screen.getByTestId('open-nodes'));
+    await fireEvent.click(await screen.findByTestId('pair-start'));
+    await waitFor(() => expect(ws.lastRequest('device.pair.code')).toBeDefined());
+    ws.reply(ws.lastRequest('device.pair.code'), {
+      code: 'ABCD2345', display: 'ABCD-2345', expiresAt: Date.now() + 600_000,
+      url: 'http://127.0.0.1:18789/pair#c=ABCD2345&g=x', urls: ['http://127.0.0.1:18789/pair#c=ABCD2345&g=x'],
+      qrPng: 'iVBORw0KGgo=', loopbackOnly: true, note: 'the gateway listens on loopback only; a phone cannot reach it',
+    });
+    await waitFor(() => expect(screen.getByTestId('pair-loopback').textContent).toContain('a phone cannot reach it'));
+    expect(screen.queryByTestId('pair-qr')).toBeNull(); // no QR code a phone would scan in vain
+    expect(screen.queryByTestId('pair-words')).toBeNull(); // no empty words line
+    setLang('zh');
+    await waitFor(() => expect(screen.getByTestId('pair-loopback').textContent).toContain('手机无法连接'));
+    await fireEvent.click(screen.getByTestId('pair-switch-lan'));
+    await waitFor(() => expect(ws.lastRequest('config.patch')).toBeDefined());
+    expect(ws.lastRequest('config.patch').params.patch).toEqual({ gateway: { bind: 'lan' } });
+    ws.reply(ws.lastRequest('config.patch'), { restartRequired: ['gateway'] });
+    await waitFor(() => expect(screen.getByTestId('pair-lan-saved').textContent).toContain('下次启动 Atrium 后'));
   });
 
   it('what a device may read: shared notes by default, a role, or everything only when ticked (with a warning); shown and changed in the device list', async () => {

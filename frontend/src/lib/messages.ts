@@ -477,6 +477,19 @@ export const MESSAGES = {
     '配对码 {code} 在网络上被错误尝试 {n} 次后已锁定（可能有人在猜配对码），不能再用，请生成新的配对码。',
   ],
   'nodes.pair.newCode': ['Make a new code', '生成新配对码'],
+  'nodes.pair.loopback': [
+    'The gateway listens on this computer only (127.0.0.1): a phone cannot reach it, so this code cannot pair a phone.',
+    '网关只在本机（127.0.0.1）上监听：手机无法连接，因此这个配对码无法配对手机。',
+  ],
+  'nodes.pair.switchLan': ['Serve on the LAN (HTTPS)', '在局域网上提供服务（HTTPS）'],
+  'nodes.pair.lanSaved': [
+    'Saved: after the next start of Atrium the gateway also serves HTTPS on every LAN address; then make a new code.',
+    '已保存：下次启动 Atrium 后，网关将同时在每个局域网地址上提供 HTTPS；之后请重新生成配对码。',
+  ],
+  'nodes.pair.loopbackNode': [
+    'The code still pairs `atrium node` running on this same computer.',
+    '此配对码仍可用于配对在本机上运行的 `atrium node`。',
+  ],
   'nodes.pending.title': ['Waiting for approval', '等待批准'],
   'nodes.pending.none': ['No device is asking to pair.', '没有设备请求配对。'],
   'nodes.pending.repair': ['repair: a known key lost its token', '修复：已知设备丢失了令牌'],

@@ -21,6 +21,8 @@ export interface PairCode {
   fingerprintWords: string;
   /** Base64 SHA-256 of the certificate's public key (SPKI): what a browser flag or a pin takes. */
   spki: string;
+  /** The gateway listens on loopback only: a phone cannot reach any of `urls` (issue 24 item 10). */
+  loopbackOnly: boolean;
   note?: string;
 }
 
@@ -132,6 +134,7 @@ export function toPairCode(v: unknown): PairCode | null {
     fingerprint: str(o.fingerprint),
     fingerprintWords: str(o.fingerprintWords),
     spki: str(o.spki),
+    loopbackOnly: o.loopbackOnly === true,
     note: str(o.note) || undefined,
   };
 }
