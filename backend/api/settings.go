@@ -80,6 +80,8 @@ type ModelInUse struct {
 	Model    string `json:"model"`
 	BaseURL  string `json:"baseUrl"`
 	Reason   string `json:"reason"`
+	// ReasonCode is Reason as a code the UI translates (model.ReasonCode).
+	ReasonCode string `json:"reasonCode"`
 	model.VisionInfo
 }
 

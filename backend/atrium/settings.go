@@ -49,7 +49,7 @@ func (s *settings) view(c config.Config, pending []string) (api.SettingsView, er
 		Path:   s.store.Path(),
 		Config: red,
 		Model: api.ModelInUse{Provider: s.a.model().Provider, Model: s.a.model().Model, BaseURL: s.a.model().BaseURL,
-			Reason: s.a.modelReason(), VisionInfo: s.a.vision()},
+			Reason: s.a.modelReason(), ReasonCode: model.ReasonCode(s.a.modelReason()), VisionInfo: s.a.vision()},
 		Gateway:   s.a.gatewayInUse(),
 		Embedding: api.EmbeddingInUse{Provider: st.Provider, Model: st.Model, Dims: st.Dims, Files: st.Files, Chunks: st.Chunks},
 		Heartbeat: s.a.heartbeatInUse(c),

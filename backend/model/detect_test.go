@@ -141,6 +141,10 @@ func TestDetect(t *testing.T) {
 			if !strings.Contains(why, tc.why) {
 				t.Fatalf("why = %q, want it to mention %q", why, tc.why)
 			}
+			// Every reason Detect gives has a code the UI translates (issue 24 item 8).
+			if c := ReasonCode(why); c == ReasonOther {
+				t.Errorf("why = %q has no reason code", why)
+			}
 		})
 	}
 }

@@ -59,7 +59,7 @@ export interface GatewayInUse {
 export interface SettingsView {
   path: string;
   config: ConfigShape;
-  model: { provider: string; model: string; baseUrl: string; reason: string; vision?: VisionSupport; visionFrom?: string };
+  model: { provider: string; model: string; baseUrl: string; reason: string; reasonCode?: string; vision?: VisionSupport; visionFrom?: string };
   gateway: GatewayInUse;
   embedding: { provider: string; model: string; dims: number; files: number; chunks: number };
   /** Main's heartbeat schedule in force (absent from an older gateway). */
@@ -274,4 +274,28 @@ export function mdnsText(g: Pick<GatewayInUse, 'mdns' | 'mdnsInterfaces' | 'mdns
 export function restartText(keys: string[] | null | undefined): string {
   if (!keys || keys.length === 0) return '';
   return t('settings.restart', { what: keys.map((k) => (RESTART_LABELS[k] ? t(RESTART_LABELS[k]) : k)).join(', ') });
+}
+
+const REASONS: Record<string, MessageKey> = {
+  'config-offline': 'settings.reason.config-offline',
+  'config-ollama': 'settings.reason.config-ollama',
+  'config-anthropic': 'settings.reason.config-anthropic',
+  'config-openai': 'settings.reason.config-openai',
+  'env-openai': 'settings.reason.env-openai',
+  'env-anthropic': 'settings.reason.env-anthropic',
+  'ollama-found': 'settings.reason.ollama-found',
+  'ollama-empty': 'settings.reason.ollama-empty',
+  none: 'settings.reason.none',
+  failed: 'settings.reason.failed',
+};
+
+/**
+ * Why the model in use was chosen, in the UI's language (issue 24 item 8): by the gateway's
+ * reasonCode, the details from the model's own fields; a code this UI does not know (or an older
+ * gateway without codes) shows the gateway's sentence as sent.
+ */
+export function modelReasonText(m: SettingsView['model']): string {
+  const key = m.reasonCode ? REASONS[m.reasonCode] : undefined;
+  if (!key) return m.reason;
+  return t(key, { model: m.model || '–', url: m.baseUrl || '–' });
 }

@@ -3,7 +3,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { fireEvent, render, screen, waitFor } from '@testing-library/svelte';
 import { LANG_KEY, interpolate, lang, pickLang, resetLang, setLang, t } from './i18n.svelte';
 import { MESSAGES } from './messages';
-import { formatScore, statusSummary } from './memory';
+import { formatScore, layerBadge, layerLabel, statusSummary } from './memory';
+import { heartbeatOutcomeText, modelReasonText } from './config';
 import { sendErrorText, runErrorText } from './friendly';
 import App from '../App.svelte';
 import { GatewayClient } from './gateway';
@@ -84,6 +85,23 @@ describe('i18n', () => {
     expect(runErrorText('UNAVAILABLE', 'instance crashed: exited: signal: killed', 'writer-1')).not.toContain('signal');
     setLang('zh');
     expect(sendErrorText('UNAVAILABLE', raw, 'code-expert-1')).toBe('code-expert-1 暂时无法接收消息，请稍后再试。');
+  });
+
+  it('lib modules speak Chinese too: layer badges, why this model, heartbeat outcomes (issue 24 item 8)', () => {
+    const m = { provider: 'ollama', model: 'qwen2.5:7b', baseUrl: 'http://127.0.0.1:11434/v1', reason: 'found a local Ollama at http://127.0.0.1:11434 with model qwen2.5:7b', reasonCode: 'ollama-found' };
+    expect(layerBadge('global')).toBe('L1 global');
+    expect(modelReasonText(m)).toBe('found a local Ollama (http://127.0.0.1:11434/v1, model qwen2.5:7b)');
+    setLang('zh');
+    expect(layerBadge('global')).toBe('L1 全局');
+    expect(layerBadge('role')).toBe('L2 角色');
+    expect(layerBadge('session')).toBe('L3 会话');
+    expect(layerBadge(undefined)).toBe('记忆');
+    expect(layerLabel(undefined)).toBe('记忆');
+    expect(modelReasonText(m)).toBe('发现本机 Ollama（http://127.0.0.1:11434/v1，模型 qwen2.5:7b）');
+    expect(modelReasonText({ ...m, reasonCode: 'none', model: '', baseUrl: '' })).toBe('未配置模型，本机也未发现模型：离线模式');
+    // An older gateway without codes: its sentence as sent.
+    expect(modelReasonText({ ...m, reasonCode: undefined })).toBe(m.reason);
+    expect(heartbeatOutcomeText('silent')).toBe('无事可报（HEARTBEAT_OK）');
   });
 
   it('the switch in the top bar changes the UI text at once', async () => {

@@ -75,11 +75,20 @@ export function layerCode(layer?: string): LayerCode {
   return 'other';
 }
 
-/** The badge text of a layer: "L1 global", "L2 role", "L3 session", or the layer as reported. */
+const LAYER_WORDS: Record<string, MessageKey> = {
+  global: 'memory.badge.global',
+  role: 'memory.badge.role',
+  session: 'memory.badge.session',
+};
+
+/**
+ * The badge text of a layer in the UI's language: "L1 global", "L2 role", "L3 session" ("L1 全局" …);
+ * a layer this UI does not know as reported, "memory" ("记忆") when none.
+ */
 export function layerBadge(layer?: string): string {
   const code = layerCode(layer);
-  if (code === 'other') return layer || 'memory';
-  return `${code} ${layer}`;
+  if (code === 'other' || !layer) return layer || t('memory.badge.none');
+  return `${code} ${t(LAYER_WORDS[layer])}`;
 }
 
 /** A principal as shown: `$session_owner` with the role it stands for, when known. */
@@ -171,7 +180,7 @@ export function formatBytes(n: number): string {
 export function layerLabel(layer?: string, role?: string): string {
   if (layer === 'global') return t('memory.global');
   if (role) return t('memory.roleChip', { role });
-  return layer || 'memory';
+  return layer || t('memory.badge.none');
 }
 
 const STATE_WORDS: readonly string[] = ['ready', 'indexing', 'keyword-only', 'degraded', 'error'];
