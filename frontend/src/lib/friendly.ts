@@ -38,6 +38,21 @@ export function runErrorText(code: string | undefined, detail: string | undefine
   return t('run.other', { detail: detail || code || '?' });
 }
 
+/**
+ * Why a page of history could not be read (history.profile refused), by code (issue 24 item 8: the
+ * server's English sentence showed in the Chinese UI); the server's text goes to the tooltip.
+ */
+export function loadErrorText(code: string | undefined, detail: string | undefined, name: string): string {
+  switch (code) {
+    case 'FORBIDDEN':
+      return t('load.FORBIDDEN', { name });
+    case 'UNAVAILABLE':
+    case 'UNAUTHORIZED':
+      return t('load.UNAVAILABLE');
+  }
+  return t('chat.historyError', { error: detail || code || '?' });
+}
+
 /** Tooltip of an error: its code and the server's text. */
 export function errorTip(code: string | undefined, detail: string | undefined): string {
   return [code, detail].filter((x) => !!x).join(': ');

@@ -5,7 +5,7 @@ import { LANG_KEY, interpolate, lang, pickLang, resetLang, setLang, t } from './
 import { MESSAGES } from './messages';
 import { formatScore, layerBadge, layerLabel, statusSummary } from './memory';
 import { heartbeatOutcomeText, modelReasonText } from './config';
-import { sendErrorText, runErrorText } from './friendly';
+import { loadErrorText, sendErrorText, runErrorText } from './friendly';
 import App from '../App.svelte';
 import { GatewayClient } from './gateway';
 import { FakeWebSocket } from './testing/fakeWebSocket';
@@ -102,6 +102,10 @@ describe('i18n', () => {
     // An older gateway without codes: its sentence as sent.
     expect(modelReasonText({ ...m, reasonCode: undefined })).toBe(m.reason);
     expect(heartbeatOutcomeText('silent')).toBe('无事可报（HEARTBEAT_OK）');
+    // A refused history page: by its code, not the server's English sentence.
+    const refused = "history.profile profile main: forbidden: this device's memory scope is authenticated";
+    expect(loadErrorText('FORBIDDEN', refused, 'Main')).toBe('本设备无权读取 Main 的对话：它的记忆范围不包含该角色。电脑前的人可以在“节点 → 已配对设备”中更改。');
+    expect(loadErrorText('INTERNAL', 'disk full', 'Main')).toBe('无法加载历史记录：disk full');
   });
 
   it('the switch in the top bar changes the UI text at once', async () => {

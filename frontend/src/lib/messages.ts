@@ -159,6 +159,11 @@ export const MESSAGES = {
   'send.PAYLOAD_TOO_LARGE': ['The message is too large to send.', '消息太大，无法发送。'],
   'send.NOT_FOUND': ['“{name}” is not known to this app (any more). Choose a profile from the list.', '此应用中（已）没有“{name}”。请从列表中选择一个角色。'],
   'send.FORBIDDEN': ['You may not send messages to {name}.', '你无权向 {name} 发送消息。'],
+  'load.FORBIDDEN': [
+    "This device may not read {name}'s chat: its memory scope does not include that role. The person at the computer can change it in Nodes → Paired devices.",
+    '本设备无权读取 {name} 的对话：它的记忆范围不包含该角色。电脑前的人可以在“节点 → 已配对设备”中更改。',
+  ],
+  'load.UNAVAILABLE': ['Could not load the history: not connected to the gateway.', '无法加载历史记录：未连接到网关。'],
   'send.UNAUTHORIZED': ['The gateway did not accept the access token.', '网关未接受访问令牌。'],
   'send.other': ['The message could not be sent: {detail}', '消息发送失败：{detail}'],
   // Why an answer failed (chat.error), by protocol error code.
