@@ -140,6 +140,11 @@ func importTarget(roles bool, r memory.ImportRequest) (string, error) {
 	switch {
 	case r.Layer == memory.LayerGlobal:
 		dir = "memory/global"
+	case r.Layer == memory.LayerSession:
+		if r.Session == "" || strings.ContainsAny(r.Session, `/\`) || r.Session == "." || r.Session == ".." {
+			return "", fmt.Errorf("import session %q must be a session id", r.Session)
+		}
+		dir = memory.SessionsDir + "/" + r.Session
 	case roles && r.Role != "":
 		dir = "memory/roles/" + r.Role
 	case roles:

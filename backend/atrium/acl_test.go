@@ -153,6 +153,8 @@ func TestACLAdversarial(t *testing.T) {
 		{"import with backslash name", op, "memory.import", w(map[string]any{"name": `..\code-expert\x.md`, "content": "pwned"}), "INVALID_REQUEST", "writer"},
 		{"import into main's folder", op, "memory.import", w(map[string]any{"name": "x.md", "content": "pwned", "role": "main"}), "FORBIDDEN", "writer"},
 		{"import into code-expert's folder", op, "memory.import", w(map[string]any{"name": "x.md", "content": "pwned", "role": "code-expert"}), "FORBIDDEN", "writer"},
+		{"import into code-expert's session", op, "memory.import", w(map[string]any{"name": "x.md", "content": "pwned", "layer": "session", "session": "ce-1"}), "FORBIDDEN", "writer"},
+		{"import into a dot-dot session", op, "memory.import", w(map[string]any{"name": "x.md", "content": "pwned", "layer": "session", "session": "../roles/code-expert"}), "INVALID_REQUEST", "writer"},
 		{"promote from code-expert's session", op, "memory.promote", w(map[string]any{"session": "ce-1", "path": "context.md", "to": "global"}), "FORBIDDEN", "writer"},
 		// A conflict on a file the caller may not read does not exist for
 		// it (ids are sequential: FORBIDDEN would confirm it and name the file).
@@ -214,6 +216,10 @@ func TestACLAdversarial(t *testing.T) {
 	var imp memory.ImportResult
 	if err := op.Call(ctx, "memory.import", w(map[string]any{"name": "mine.md", "content": "# Mine\n\nwriter's own note\n"}), &imp); err != nil || imp.Path != "memory/roles/writer/mine.md" {
 		t.Errorf("import as writer: %+v %v, want memory/roles/writer/mine.md", imp, err)
+	}
+	// The session's owner imports into its live session's folder.
+	if err := op.Call(ctx, "memory.import", map[string]any{"name": "brief.md", "content": "# Brief\n", "layer": "session", "session": "ce-1", "as": "code-expert"}, &imp); err != nil || imp.Path != "memory/sessions/ce-1/brief.md" {
+		t.Errorf("import into session ce-1 as its owner: %+v %v, want memory/sessions/ce-1/brief.md", imp, err)
 	}
 	// No existence oracle: a case variant of a real private file and a
 	// made-up name get the same answer (but for the name itself).

@@ -162,6 +162,11 @@ type ImportRequest struct {
 	// Atrium-layout workspace; "" means MainRole. The gateway fills in the
 	// calling role, so a role imports into its own memory.
 	Role string `json:"role,omitempty"`
+	// Session is the live session whose folder layer "session" imports
+	// into (memory/sessions/<Session>/); required for that layer, ignored
+	// by the others. A session that is not live (never created, archived)
+	// is ErrNotFound: an import never creates a session folder.
+	Session string `json:"session,omitempty"`
 }
 
 // ImportResult says where an imported note landed and how many chunks it made.

@@ -22,7 +22,9 @@ const maxImportNameLen = 200
 
 // Import stores one note in memory (memory.import): Layer "global" writes to
 // memory/global/<name>; Layer "" or "role" writes to the main role's folder
-// (memory/roles/main/ when the workspace has memory/roles/, else memory/).
+// (memory/roles/main/ when the workspace has memory/roles/, else memory/);
+// Layer "session" writes to the live session's folder
+// memory/sessions/<Session>/ (L3, SPEC §5.2).
 // Folders under memory/ are created as needed, the workspace itself never
 // (and memory/ not while the index holds notes from a memory/ folder that
 // has gone missing: ErrUnavailable). Only notes named *.md, *.markdown or
@@ -40,7 +42,9 @@ const maxImportNameLen = 200
 // ErrInvalidInput: an empty name, a name without one of those extensions,
 // with a path separator, "..", a leading ".", or control characters; empty
 // content; binary content (NUL bytes or invalid UTF-8); content over
-// MaxImportBytes; an unknown layer. ErrExists: a folder on the way that
+// MaxImportBytes; an unknown layer; layer "session" with a malformed
+// session id. ErrNotFound: layer "session" naming no live session.
+// ErrExists: a folder on the way that
 // does not exist looks like an existing one (`memory/roles/Main/` beside
 // `memory/roles/main/`; folders are not renamed). ErrForbidden: Authorize
 // refused. ErrInvalidPath: a folder on the way is a symlink leaving the
@@ -79,8 +83,16 @@ func (m *Manager) Import(ctx context.Context, r ImportRequest) (ImportResult, er
 		if st, err := os.Stat(filepath.Join(m.ws, "memory", "roles")); err == nil && st.IsDir() {
 			dirRel = "memory/roles/" + role
 		}
+	case LayerSession:
+		if !sessionIDPattern.MatchString(r.Session) {
+			return ImportResult{}, fmt.Errorf("import %s: %w: session %q (want letters, digits, '.', '_' or '-', at most 128)", r.Name, ErrInvalidInput, r.Session)
+		}
+		dirRel = SessionsDir + "/" + r.Session
+		if st, err := os.Lstat(filepath.Join(m.ws, filepath.FromSlash(dirRel))); err != nil || !st.IsDir() {
+			return ImportResult{}, fmt.Errorf("import %s: session %s: %w: no live session", r.Name, r.Session, ErrNotFound)
+		}
 	default:
-		return ImportResult{}, fmt.Errorf("import %s: %w: unknown layer %q (want %q or %q)", r.Name, ErrInvalidInput, r.Layer, LayerRole, LayerGlobal)
+		return ImportResult{}, fmt.Errorf("import %s: %w: unknown layer %q (want %q, %q or %q)", r.Name, ErrInvalidInput, r.Layer, LayerRole, LayerGlobal, LayerSession)
 	}
 	if err := m.importRoots(ctx); err != nil {
 		return ImportResult{}, fmt.Errorf("import %s: %w", r.Name, err)

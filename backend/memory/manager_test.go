@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -582,11 +583,28 @@ func TestImport(t *testing.T) {
 		{"ok", "  \n ", ""},
 		{"ok", "bin\x00ary", ""},
 		{"ok", "bad \xff utf8", ""},
-		{"ok", "x", "session"},
+		{"ok", "x", "session"},  // no session named
+		{"ok", "x", "sessions"}, // no such layer
 	}
 	for _, b := range bad {
 		if _, err := imp(b.name, b.content, b.layer); !errors.Is(err, ErrInvalidInput) {
 			t.Errorf("import(%q, %q, %q) = %v, want ErrInvalidInput", b.name, b.content, b.layer, err)
+		}
+	}
+	// Layer session: into a live session's folder, never creating one.
+	if _, err := f.m.Import(ctx, ImportRequest{Name: "x.md", Content: "x\n", Layer: LayerSession, Session: "nope"}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("import into a missing session = %v, want ErrNotFound", err)
+	}
+	if _, err := os.Stat(filepath.Join(f.ws, "memory/sessions/nope")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("import created a session folder: %v", err)
+	}
+	if _, err := f.m.Import(ctx, ImportRequest{Name: "x.md", Content: "x\n", Layer: LayerSession, Session: "../roles"}); !errors.Is(err, ErrInvalidInput) {
+		t.Errorf("import into session ../roles = %v, want ErrInvalidInput", err)
+	}
+	os.MkdirAll(filepath.Join(f.ws, "memory/sessions/s1"), 0o755)
+	for _, want := range []string{"memory/sessions/s1/plan.md", "memory/sessions/s1/plan-1.md"} {
+		if r, err := f.m.Import(ctx, ImportRequest{Name: "plan.md", Content: "session plan\n", Layer: LayerSession, Session: "s1"}); err != nil || r.Path != want {
+			t.Errorf("session import: %+v %v, want %s", r, err, want)
 		}
 	}
 	// No temp files are left behind.
