@@ -102,11 +102,12 @@ describe('App', () => {
     const imp = ws.lastRequest('memory.import');
     expect(imp.params).toMatchObject({ name: '会议.md', content: '# 会议纪要\nsqlite-vec', layer: 'role' });
     expect(typeof imp.params.idempotencyKey).toBe('string');
-    expect(testid('import-progress').textContent).toBe('0 / 2');
+    expect(testid('import-progress').textContent).toMatch(/^[01] \/ 2$/);
     ws.reply(imp, { path: 'memory/会议.md', bytes: 24, chunks: 1 });
     await waitFor(() => expect(testid('import-progress').textContent).toBe('2 / 2'));
     const results = screen.getAllByTestId('import-result');
-    expect(results.map((r) => r.dataset.status)).toEqual(['ok', 'error']);
+    expect(results.map((r) => r.dataset.status)).toEqual(['ok', 'refused']);
+    expect(testid('import-summary').dataset).toMatchObject({ ok: '1', renamed: '0', refused: '1', error: '0' });
     expect(results[1].textContent).toContain('not UTF-8');
     expect(ws.sent.filter((f) => f.method === 'memory.import')).toHaveLength(1);
 

@@ -26,8 +26,10 @@ export async function listConflicts(gw: GatewayClient, state: 'open' | 'resolved
   return Array.isArray(res.conflicts) ? res.conflicts : [];
 }
 
-export async function resolveConflict(gw: GatewayClient, id: number, choice: Choice, content?: string): Promise<Conflict> {
+/** conflicts.resolve; `as` resolves as that role (the ACL decides), absent: as the person (admin). */
+export async function resolveConflict(gw: GatewayClient, id: number, choice: Choice, content?: string, as?: string): Promise<Conflict> {
   const params: Record<string, unknown> = { id, choice };
+  if (as) params.as = as;
   if (choice === 'merged') {
     if (!content) throw new Error('keeping both needs the merged text');
     params.content = content;
