@@ -63,6 +63,14 @@ describe('merge3', () => {
     expect(m.conflicts).toBe(1);
     expect(m.text).toContain('<<<<<<< mine\nmine\n=======\ntheirs\n>>>>>>> theirs');
   });
+  it('keeps an insertion next to a line the other side changed, in its place', () => {
+    const base = '# 计划\n\n第一步\nStep two: ship.\n';
+    expect(merge3(base, base + '\n中文输入法\n', '# 计划\n\n第一步\nStep two: ship on Friday.\n')).toEqual({
+      text: '# 计划\n\n第一步\nStep two: ship on Friday.\n\n中文输入法\n',
+      conflicts: 0,
+    });
+    expect(merge3('a\nb\n', 'a\nnew\nb\n', 'a\nB\n')).toEqual({ text: 'a\nnew\nB\n', conflicts: 0 });
+  });
   it('merges from an empty base and into an empty file', () => {
     expect(merge3('', 'x\n', '').text).toBe('x\n');
     expect(merge3('a\n', '', 'a\n').text).toBe('');
@@ -182,7 +190,8 @@ describe('drop', () => {
     ];
     const seen: DropResult[] = [];
     const results = await importDropped(gw, files, { layer: 'role', role: 'writer' }, null, (r) => seen.push(r));
-    expect(seen).toEqual(results);
+    expect(results.map((r) => r.name)).toEqual(['a.md', 'sub/b.txt', 'pic.png', 'bin.md']);
+    expect([...seen].sort((x, y) => x.name.localeCompare(y.name))).toEqual([...results].sort((x, y) => x.name.localeCompare(y.name)));
     const by = Object.fromEntries(results.map((r) => [r.name, r]));
     expect(by['a.md']).toMatchObject({ status: 'renamed', path: 'memory/roles/writer/a-1.md' });
     expect(by['sub/b.txt']).toMatchObject({ status: 'ok', path: 'memory/roles/writer/b.md' });

@@ -162,9 +162,9 @@ export interface Merged {
 /**
  * A line-based 3-way merge of mine and theirs from base: a block only one side changed takes that
  * side, a block both changed alike is taken once, a block both changed differently is written
- * between `<<<<<<< mine`, `=======` and `>>>>>>> theirs` markers for the person to edit. Two
- * changes that touch only at a boundary are both kept; an insertion where the other side changed
- * the next line is a conflict (its order is not known).
+ * between `<<<<<<< mine`, `=======` and `>>>>>>> theirs` markers for the person to edit. Changes
+ * that only touch (neighbouring lines, an insertion just before or after a changed line) are both
+ * kept; two different insertions at one place are a conflict (their order is not known).
  */
 export function merge3(base: string, mine: string, theirs: string, labels: MergeLabels = { mine: 'mine', theirs: 'theirs' }): Merged {
   const b = splitTextLines(base);
@@ -177,7 +177,7 @@ export function merge3(base: string, mine: string, theirs: string, labels: Merge
     const s = all[k].start;
     let e = all[k].end;
     const group: Hunk[] = [all[k++]];
-    while (k < all.length && (all[k].start < e || (all[k].start === e && (all[k].start === all[k].end || s === e)))) {
+    while (k < all.length && (all[k].start < e || (all[k].start === e && all[k].start === all[k].end && s === e))) {
       e = Math.max(e, all[k].end);
       group.push(all[k++]);
     }
