@@ -12,7 +12,6 @@ import (
 	"github.com/atrium-dev/atrium/backend/chromiumtest"
 )
 
-
 // TestPhoneLayout (issue 24 item 9): the phone page at 390×844 once paired
 // gives the chat at least 60 % of the screen's height (the pairing header,
 // node bar and language picker took about 45 % before); the tabs are a bar
