@@ -62,6 +62,7 @@ var allowed = map[string][]string{
 	"backend/guard":               {"backend/acl", "backend/audit", "backend/memory"},
 	"backend/route":               {"backend/memory/embed"},
 	"backend/collab":              {"backend/acl", "backend/guard", "backend/memory"},
+	"backend/mcpserve":            {"backend/acl", "backend/guard", "backend/memory"},
 	"backend/api": {"backend/gateway", "backend/memory", "backend/chat", "backend/history", "backend/acl", "backend/audit", "backend/guard",
 		"backend/collab", "backend/route", "backend/memory/embed", "backend/worker", "backend/config", "backend/model", "backend/media"},
 	"backend/atrium": {"backend/paths", "backend/config", "backend/statedb", "backend/memory/chunk", "backend/convo",
@@ -69,7 +70,7 @@ var allowed = map[string][]string{
 		"backend/model", "backend/chat", "backend/gateway", "backend/api", "backend/acl", "backend/audit", "backend/guard",
 		"backend/collab", "backend/route", "backend/worker", "backend/agent", "backend/agent/tools", "backend/applock",
 		"backend/safefile", "backend/gwid", "backend/pairing", "backend/devices", "backend/device", "backend/nodes", "backend/discovery", "backend/media",
-		"backend/rtc", "backend/canvas", "backend/upload", "backend/live", "backend/heartbeat"},
+		"backend/rtc", "backend/canvas", "backend/upload", "backend/live", "backend/heartbeat", "backend/mcpserve"},
 	"backend/devices":         {"backend/gateway", "backend/pairing", "backend/device", "backend/audit"},
 	"backend/memory/versions": {},
 	"backend/bench/retrieval": {"backend/memory", "backend/memory/embed", "backend/memory/chunk"},
@@ -77,7 +78,7 @@ var allowed = map[string][]string{
 	"backend/bench/control":   {"backend/atrium", "backend/gateway", "backend/paths"},
 	"backend/cli": {"backend/device", "backend/atrium", "backend/paths", "backend/memory", "backend/config", "backend/gateway",
 		"backend/bench/retrieval", "backend/bench/scale", "backend/bench/control", "backend/acl", "backend/audit", "backend/guard", "backend/worker",
-		"backend/safefile", "backend/applock", "backend/nodehost", "backend/discovery", "backend/gwid", "backend/nodes"},
+		"backend/safefile", "backend/applock", "backend/nodehost", "backend/discovery", "backend/gwid", "backend/nodes", "backend/mcpserve"},
 	"backend/e2e": {"backend/gwid"},
 	"app":         {},
 	"frontend":    {},
@@ -105,6 +106,9 @@ var testAllowed = map[string][]string{
 	// collab's tests build a real memory engine with its version store and
 	// a real guard with its audit log.
 	"backend/collab": {"backend/audit", "backend/memory/versions"},
+	// mcpserve's tests do the same for the server they call through the
+	// SDK's client.
+	"backend/mcpserve": {"backend/audit", "backend/memory/versions"},
 	// agent/tools' tests build the same real stack and drive the loop
 	// with the real OpenAI-compatible client against a scripted server.
 	"backend/agent/tools": {"backend/audit", "backend/memory/versions", "backend/model", "backend/gateway", "backend/model/modeltest"},

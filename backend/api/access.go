@@ -27,6 +27,12 @@ import (
 // sees the principal through guard.WithPrincipal.
 
 // asParam is the optional `as` parameter of the memory methods.
+// AsAuthenticated is the `as` of an operator token connection that acts
+// as `authenticated` (no role: what a paired device without a role may do;
+// `atrium mcp` without --as through the running app). It is no role name
+// (acl.ValidateRole refuses it).
+const AsAuthenticated = "authenticated"
+
 type asParam struct {
 	As string `json:"as"`
 }
@@ -41,7 +47,8 @@ type access struct {
 // principal returns who call acts as (SPEC §5.1 principals; issue 4 item
 // 3, issue 21 item 4): an operator token connection is the person at the
 // desktop (admin) unless it names a role with `as`, when it is exactly
-// that role (no admin rights); a paired operator device acts as its
+// that role (no admin rights), or `as: "authenticated"` (AsAuthenticated),
+// when it is an authenticated principal without a role; a paired operator device acts as its
 // memory scope (authenticated, one role, or admin) and its `as` may only
 // narrow that scope, never widen it (scopeAs); a node connection is
 // `authenticated` and may not use `as` (FORBIDDEN, audited). A malformed
@@ -74,6 +81,11 @@ func principal(ctx context.Context, ac *access, c *gateway.Call) (context.Contex
 		}
 	case a.As == "":
 		p = acl.Principal{Admin: true, IP: c.RemoteIP}
+	case a.As == AsAuthenticated:
+		if g == nil {
+			return ctx, acl.Principal{Admin: true, IP: c.RemoteIP}, gateway.Errorf(gateway.CodeUnavailable, "%s: as needs the ACL, which this app does not run", c.Method)
+		}
+		p = acl.Principal{Authenticated: true, IP: c.RemoteIP}
 	default:
 		admin := acl.Principal{Admin: true, IP: c.RemoteIP}
 		if err := checkAs(g, admin, c, a.As); err != nil {

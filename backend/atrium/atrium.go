@@ -42,6 +42,7 @@ import (
 	"github.com/atrium-dev/atrium/backend/heartbeat"
 	"github.com/atrium-dev/atrium/backend/history"
 	"github.com/atrium-dev/atrium/backend/live"
+	"github.com/atrium-dev/atrium/backend/mcpserve"
 	"github.com/atrium-dev/atrium/backend/media"
 	"github.com/atrium-dev/atrium/backend/memory"
 	"github.com/atrium-dev/atrium/backend/memory/embed"
@@ -225,6 +226,10 @@ type App struct {
 	// uploads is the HTTPS fallback of media transfers (media.go), served
 	// by the gateway's upload route once the nodes service is up.
 	uploads atomic.Pointer[upload.Server]
+	// mcp is the /mcp handler (mcp.go), nil until built.
+	mcp atomic.Pointer[mcpserve.HTTP]
+	// MCPTokens are the MCP clients' tokens (nil until built).
+	MCPTokens *mcpserve.Tokens
 	// Live runs the live views (live.go); nil in a first-run app.
 	Live *live.Service
 }
@@ -367,6 +372,8 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 		Logger:          o.Logger,
 		Snapshot:        a.snapshot,
 		Upload:          http.HandlerFunc(a.serveUpload),
+		MCP:             http.HandlerFunc(a.serveMCP),
+		MCPAuthorized:   a.mcpAuthorized,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
@@ -426,12 +433,15 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 		Logger:         o.Logger,
 		RescanInterval: o.RescanInterval,
 		LockWait:       5 * time.Second, // a previous run may still be shutting down
-		OnChange:       func(ev memory.ChangeEvent) { a.Gateway.Broadcast("memory.changed", ev) },
-		OnProgress:     func(p memory.Progress) { a.Gateway.Broadcast("memory.progress", p) },
-		Versions:       versionStore,
-		Authorize:      a.Guard.Authorize,
-		Readable:       a.Guard.ReadableFrom,
-		ACL:            a.ACL.Policy,
+		OnChange: func(ev memory.ChangeEvent) {
+			a.Gateway.Broadcast("memory.changed", ev)
+			a.mcpChanged(ev.Paths)
+		},
+		OnProgress: func(p memory.Progress) { a.Gateway.Broadcast("memory.progress", p) },
+		Versions:   versionStore,
+		Authorize:  a.Guard.Authorize,
+		Readable:   a.Guard.ReadableFrom,
+		ACL:        a.ACL.Policy,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("memory: %w", err)
@@ -530,6 +540,9 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 		return nil, err
 	}
 	if err := a.newCanvas(ctx, o, o.Logger); err != nil {
+		return nil, err
+	}
+	if err := a.newMCP(ctx, o.Version, o.Logger); err != nil {
 		return nil, err
 	}
 	api.Register(api.Options{
@@ -683,7 +696,7 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 10)                              // one per goroutine below
+	errc := make(chan error, 11)                              // one per goroutine below
 	go func() { errc <- wrap("profiles", a.Pool.Run(ctx)) }() // stops every instance at the end
 	go func() { errc <- wrap("memory", a.Memory.Run(ctx)) }()
 	go func() { errc <- wrap("gateway", a.Gateway.Run(ctx)) }()
@@ -694,6 +707,7 @@ func (a *App) Run(ctx context.Context) error {
 	go func() { errc <- wrap("canvas", a.runCanvas(ctx)) }()       // sends waiting user actions
 	go func() { errc <- wrap("heartbeat", a.runHeartbeat(ctx)) }() // main's heartbeat turns
 	go func() { errc <- a.runSessions(ctx) }()                     // daily and idle session resets
+	go func() { errc <- wrap("mcp", a.runMCP(ctx)) }()             // memory changes to MCP resources
 	first := <-errc
 	cancel()
 	var errs []error

@@ -1,6 +1,7 @@
 package atrium
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/atrium-dev/atrium/backend/config"
 	"github.com/atrium-dev/atrium/backend/guard"
+	"github.com/atrium-dev/atrium/backend/mcpserve"
 	"github.com/atrium-dev/atrium/backend/memory"
 	"github.com/atrium-dev/atrium/backend/memory/versions"
 	"github.com/atrium-dev/atrium/backend/paths"
@@ -89,4 +91,10 @@ func OpenLocalMemory(layout paths.Layout, getenv func(string) string, log *slog.
 // Close closes the memory engine, then state.db.
 func (l *LocalMemory) Close() error {
 	return errors.Join(l.Manager.Close(), l.db.Close())
+}
+
+// MCPTokens opens the MCP clients' tokens in this state.db (mcpserve.Tokens;
+// `atrium mcp token` when no app runs). They stay usable until Close.
+func (l *LocalMemory) MCPTokens(ctx context.Context) (*mcpserve.Tokens, error) {
+	return mcpserve.OpenTokens(ctx, l.db, mcpserve.TokensOptions{})
 }

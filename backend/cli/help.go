@@ -80,6 +80,10 @@ func commands() []command {
 		{"nodes canvas present", "[flags] --node NODE --target URL", "show a web page on a node's Canvas or the app's (--node desktop), in a\nsandboxed frame (--html FILE instead of --target; --x --y --width --height)", canvasHelp + nodeTargetHelp + appHelp},
 		{"nodes canvas eval", "[flags] --node NODE --js EXPR", "run JavaScript inside the page presented there (an --html page; never\nin the app); prints its value as JSON", canvasHelp + nodeTargetHelp + appHelp},
 		{"nodes canvas a2ui push", "[flags] --node NODE --jsonl FILE", "push A2UI JSON Lines (v0.8 or v0.9) to a node's Canvas or the app's\n(--node desktop); refused lines as FILE:LINE: reason", canvasHelp + nodeTargetHelp + appHelp},
+		{"mcp", "[flags]", "serve memory to an MCP client (Claude Desktop, Cursor, Codex, Claude Code)\nover standard input and output, as one role (--as ROLE)", mcpHelp},
+		{"mcp token create", "--as ROLE --name NAME [flags]", "a bearer token for one MCP client of the gateway's /mcp, acting as ROLE\n(printed once; only its hash is kept)", mcpTokenHelp},
+		{"mcp token list", "[flags]", "the MCP clients' tokens: name, role, created, last used, revoked", mcpTokenHelp},
+		{"mcp token revoke", "[flags] TOKEN_ID", "revoke a client's token (its next request is refused)", mcpTokenHelp},
 		{"node", "[flags]", "run this computer as a node of an Atrium gateway (pair once,\nthen serve system.run, system.which, system.notify, and with ffmpeg\ncamera.* and screen.*)", nodeHelp},
 		{"version", "", "print the version", ""},
 		{"help", "[COMMAND [SUBCOMMAND]]", "this overview, or a command's usage", ""},
@@ -88,6 +92,20 @@ func commands() []command {
 
 // Help texts shared by several commands.
 const (
+	mcpHelp = "Tools memory_search, memory_get, memory_write and memory_note, the memory\n" +
+		"files the role may read as resources (atrium:///PATH), and the prompt\n" +
+		"memory_layers. Without --as the client gets only what the ACL grants\n" +
+		"`authenticated`. Every call is checked by the ACL and audited as the role.\n" +
+		"When an app runs on this state dir and serves the workspace, the calls go to it\n" +
+		"through its gateway; otherwise the workspace is opened here for each call and\n" +
+		"released after it (an app that starts meanwhile gets it).\n" +
+		"Example for a client's settings: {\"command\": \"atrium\", \"args\": [\"mcp\", \"--as\", \"writer\"]}.\n" +
+		"The app also serves MCP over HTTP at http://127.0.0.1:18789/mcp with a token\n" +
+		"(atrium mcp token create)."
+	mcpTokenHelp = "A token lets one MCP client call the gateway's /mcp (streamable HTTP) as one\n" +
+		"role: send it as Authorization: Bearer TOKEN. It goes through the running app\n" +
+		"when there is one (admin only), else state.db directly; either way audited.\n" +
+		"Settings shows the same tokens and each client's configuration snippet."
 	canvasHelp = "--node desktop is the app's own Canvas (every window and browser of the person).\n" +
 		"A push answers once the target reports it rendered (within 10 s); what is not\n" +
 		"rendered is kept and shown when the Canvas opens, and the command exits 1.\n" +
@@ -201,7 +219,7 @@ func lookup(name string) (command, bool) {
 func subcommands(group string) []command {
 	var out []command
 	for _, c := range commands() {
-		if g, _, ok := strings.Cut(c.name, " "); ok && g == group {
+		if strings.HasPrefix(c.name, group+" ") {
 			out = append(out, c)
 		}
 	}

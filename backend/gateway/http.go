@@ -15,7 +15,7 @@ import (
 	"strings"
 )
 
-// route dispatches "/ws", "/healthz", the upload route (Options.Upload) and the UI, every response with the
+// route dispatches "/ws", "/healthz", the upload route (Options.Upload), "/mcp" (Options.MCP) and the UI, every response with the
 // security headers. On a listener wrapped by ServeHosts, a request for
 // another host is refused first.
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
@@ -32,6 +32,8 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		s.serveHealth(w, r)
 	case strings.HasPrefix(p, UploadPrefix):
 		s.serveUpload(w, r)
+	case p == MCPPath:
+		s.serveMCP(w, r)
 	case strings.HasPrefix(p, "/ws/") || p == "/api" || strings.HasPrefix(p, "/api/"):
 		http.NotFound(w, r)
 	case s.page(p) != nil:

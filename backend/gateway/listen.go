@@ -84,7 +84,7 @@ type HTTPServer struct {
 	header  time.Duration
 	log     *slog.Logger
 	// bodyOK is Server.bodyAllowed: which request may carry a body.
-	bodyOK func(method, path string, n int64, chunked bool) bool
+	bodyOK bodyRule
 }
 
 // HTTPServer returns the server for a listener that serves h (the
@@ -187,7 +187,16 @@ type refusal struct {
 	status int
 	text   string
 	host   string // the request's Host when it could be read, for the CSP
+	// authenticate is the WWW-Authenticate header of a 401 ("": none).
+	authenticate string
 }
+
+// bodyRule decides whether the request whose head req is (its body not
+// read) may carry its body: nil, or the refusal to answer instead.
+type bodyRule func(req *http.Request) *refusal
+
+// noBody is the refusal's text for a body where none is taken.
+const noBody = "this gateway takes no request body here"
 
 // guardConn sits between net/http and a connection: it hands net/http a
 // request head only once the whole head arrived and passed the checks
@@ -394,7 +403,7 @@ func (g *guardConn) Close() error {
 	g.answered = g.answered || write
 	g.mu.Unlock()
 	if write {
-		WriteRefusal(g.Conn, r.status, r.text, r.host)
+		writeRefusal(g.Conn, r.status, r.text, r.host, r.authenticate)
 	}
 	return g.Conn.Close()
 }
@@ -412,9 +421,18 @@ const refusalGrace = 2 * time.Second
 // take at most about 2 s each. For answers written outside net/http: the
 // refusals of guardConn and the LAN listeners' plaintext refusal.
 func WriteRefusal(c net.Conn, status int, text, host string) {
+	writeRefusal(c, status, text, host, "")
+}
+
+// writeRefusal is WriteRefusal with a WWW-Authenticate header (when
+// authenticate is not "").
+func writeRefusal(c net.Conn, status int, text, host, authenticate string) {
 	body := fmt.Sprintf("%d %s: %s\n", status, http.StatusText(status), text)
 	h := http.Header{}
 	setSecurityHeaders(h, host)
+	if authenticate != "" {
+		h.Set("WWW-Authenticate", authenticate)
+	}
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("Content-Length", fmt.Sprint(len(body)))
 	h.Set("Cache-Control", "no-store")
@@ -465,7 +483,7 @@ func headEnd(b []byte) int {
 // method, path and declared length, and an Expect other than 100-continue.
 // It returns nil when net/http may have the head, with the length of the
 // body that follows it (0: none).
-func checkHead(head []byte, bodyOK func(method, path string, n int64, chunked bool) bool) (*refusal, int64) {
+func checkHead(head []byte, bodyOK bodyRule) (*refusal, int64) {
 	tp := textproto.NewReader(bufio.NewReader(bytes.NewReader(head)))
 	if _, err := tp.ReadLine(); err != nil {
 		return &refusal{status: http.StatusBadRequest, text: "malformed request line"}, 0
@@ -485,7 +503,7 @@ func checkHead(head []byte, bodyOK func(method, path string, n int64, chunked bo
 }
 
 // checkRequest is checkHead once the header was read as hdr.
-func checkRequest(head []byte, hdr textproto.MIMEHeader, bodyOK func(method, path string, n int64, chunked bool) bool) (*refusal, int64) {
+func checkRequest(head []byte, hdr textproto.MIMEHeader, bodyOK bodyRule) (*refusal, int64) {
 	bad := func(text string) (*refusal, int64) { return &refusal{status: http.StatusBadRequest, text: text}, 0 }
 	hosts := hdr["Host"]
 	req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(head)))
@@ -524,8 +542,11 @@ func checkRequest(head []byte, hdr textproto.MIMEHeader, bodyOK func(method, pat
 	if req.ContentLength == 0 && len(req.TransferEncoding) == 0 {
 		return nil, 0
 	}
-	if bodyOK != nil && bodyOK(req.Method, req.URL.Path, req.ContentLength, len(req.TransferEncoding) > 0) {
-		return nil, req.ContentLength
+	if bodyOK == nil {
+		return &refusal{status: http.StatusRequestEntityTooLarge, text: noBody}, 0
 	}
-	return &refusal{status: http.StatusRequestEntityTooLarge, text: "this gateway takes no request body here"}, 0
+	if r := bodyOK(req); r != nil {
+		return r, 0
+	}
+	return nil, req.ContentLength
 }

@@ -165,6 +165,21 @@ type Options struct {
 	// (4 MiB + 1 KiB, the largest media block with room for nothing else).
 	// A larger one is refused 413 before its first byte is read.
 	MaxUploadBody int64
+	// MCP serves /mcp (MCPPath), the Model Context Protocol's streamable
+	// HTTP transport (package mcpserve; docs/PROTOCOL.md "MCP"). Besides
+	// the upload route it is the only route whose requests may carry a
+	// body: a POST with a Content-Length of 1 … MaxMCPBody bytes and a
+	// bearer token MCPAuthorized accepts, both checked on the request's
+	// head before any byte of the body is read (413, 401). The gateway
+	// refuses a request with an Origin other than its own scheme://host
+	// (403). Nil: /mcp is 404, and takes no body.
+	MCP http.Handler
+	// MCPAuthorized reports whether an Authorization header value carries
+	// a live MCP token (required with MCP; called with the head only).
+	MCPAuthorized func(ctx context.Context, authorization string) bool
+	// MaxMCPBody is the largest body a request to /mcp may declare, in
+	// bytes; default DefaultMaxMCPBody (1 MiB).
+	MaxMCPBody int64
 	// AllowedOrigins are extra WebSocket Origin patterns (path.Match syntax,
 	// case-insensitive): a pattern containing "://" matches "scheme://host"
 	// (e.g. "wails://wails"), otherwise the origin's host[:port] (e.g.
@@ -273,7 +288,7 @@ func New(opts Options) (*Server, error) {
 	if opts.MaxPayload < 0 || opts.MaxBufferedBytes < 0 || opts.TickInterval < 0 || opts.HandshakeTimeout < 0 ||
 		opts.MaxPreAuthPayload < 0 || opts.MaxUnauthenticated < 0 || opts.MaxUnauthenticatedPerIP < 0 ||
 		opts.MaxTotalBufferedBytes < 0 || opts.CloseGrace < 0 || opts.MaxInFlight < 0 ||
-		opts.FrameWriteTimeout < 0 || opts.MaxRequestHead < 0 || opts.MaxUploadBody < 0 ||
+		opts.FrameWriteTimeout < 0 || opts.MaxRequestHead < 0 || opts.MaxUploadBody < 0 || opts.MaxMCPBody < 0 ||
 		opts.Timeouts.Header < 0 || opts.Timeouts.Request < 0 || opts.Timeouts.Write < 0 || opts.Timeouts.Idle < 0 {
 		return nil, errors.New("gateway: negative limit in Options")
 	}
@@ -318,6 +333,12 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.MaxUploadBody == 0 {
 		opts.MaxUploadBody = DefaultMaxUploadBody
+	}
+	if opts.MaxMCPBody == 0 {
+		opts.MaxMCPBody = DefaultMaxMCPBody
+	}
+	if opts.MCP != nil && opts.MCPAuthorized == nil {
+		return nil, errors.New("gateway: Options.MCP needs Options.MCPAuthorized")
 	}
 	if opts.MaxRequestHead == 0 {
 		opts.MaxRequestHead = DefaultMaxRequestHead

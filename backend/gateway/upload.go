@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -65,16 +66,36 @@ func uploadIndex(s string) bool {
 	return true
 }
 
-// bodyAllowed is the listeners' rule for a request body: only a request of
-// the upload route that carries one (uploadRoute), when the route is
-// served, with a Content-Length of 1 … Options.MaxUploadBody and no
-// Transfer-Encoding. n is the declared length (-1: none).
-func (s *Server) bodyAllowed(method, path string, n int64, chunked bool) bool {
-	if s == nil || s.opts.Upload == nil || chunked || n <= 0 || n > s.opts.MaxUploadBody {
-		return false
+// bodyAllowed is the listeners' rule for a request body (req: its head):
+// a request of the upload route that carries one (uploadRoute), when the
+// route is served, with a Content-Length of 1 … Options.MaxUploadBody; a
+// POST to /mcp (Options.MCP) with a Content-Length of 1 …
+// Options.MaxMCPBody and a live bearer token (Options.MCPAuthorized: 401
+// otherwise); never a Transfer-Encoding. Anything else is 413.
+func (s *Server) bodyAllowed(req *http.Request) *refusal {
+	n, chunked := req.ContentLength, len(req.TransferEncoding) > 0
+	tooLarge := &refusal{status: http.StatusRequestEntityTooLarge, text: noBody}
+	if s == nil || chunked || n <= 0 {
+		return tooLarge
 	}
-	route, body := uploadRoute(method, path)
-	return route && body
+	if req.URL.Path == MCPPath && req.Method == http.MethodPost && s.opts.MCP != nil {
+		if n > s.opts.MaxMCPBody {
+			return &refusal{status: http.StatusRequestEntityTooLarge, text: fmt.Sprintf("an MCP request is at most %d bytes", s.opts.MaxMCPBody)}
+		}
+		if s.opts.MCPAuthorized == nil || !s.opts.MCPAuthorized(req.Context(), req.Header.Get("Authorization")) {
+			s.log.Info("gateway mcp request without a live token refused")
+			return &refusal{status: http.StatusUnauthorized, text: "a live MCP token is required (Authorization: Bearer …)",
+				authenticate: `Bearer realm="atrium-mcp"`}
+		}
+		return nil
+	}
+	if s.opts.Upload == nil || n > s.opts.MaxUploadBody {
+		return tooLarge
+	}
+	if route, body := uploadRoute(req.Method, req.URL.Path); route && body {
+		return nil
+	}
+	return tooLarge
 }
 
 // sameOrigin reports whether r has no Origin header (not a browser: the
