@@ -236,19 +236,22 @@ func (s *Server) get(ctx context.Context, _ *mcp.CallToolRequest, a getIn) (*mcp
 	return nil, res, nil
 }
 
-func (s *Server) write(ctx context.Context, _ *mcp.CallToolRequest, a writeIn) (*mcp.CallToolResult, memory.WriteResult, error) {
+// write and note answer memory.WriteResult as an untyped value: its
+// conflict record has fields whose JSON form is not their Go type's (a
+// version vector is a string), so no output schema is derived from it.
+func (s *Server) write(ctx context.Context, _ *mcp.CallToolRequest, a writeIn) (*mcp.CallToolResult, any, error) {
 	res, err := s.o.Memory.Write(ctx, s.o.Role, memory.WriteRequest{Path: a.Path, Content: a.Content, Mode: a.Mode, BaseVersion: a.BaseVersion})
 	if err != nil {
-		return nil, memory.WriteResult{}, s.refusal(ToolWrite, err)
+		return nil, nil, s.refusal(ToolWrite, err)
 	}
 	s.Refresh(ctx, []string{res.Path})
 	return nil, res, nil
 }
 
-func (s *Server) note(ctx context.Context, _ *mcp.CallToolRequest, a noteIn) (*mcp.CallToolResult, memory.WriteResult, error) {
+func (s *Server) note(ctx context.Context, _ *mcp.CallToolRequest, a noteIn) (*mcp.CallToolResult, any, error) {
 	res, err := s.o.Memory.Note(ctx, s.o.Role, a.Text)
 	if err != nil {
-		return nil, memory.WriteResult{}, s.refusal(ToolNote, err)
+		return nil, nil, s.refusal(ToolNote, err)
 	}
 	s.Refresh(ctx, []string{res.Path})
 	return nil, res, nil
