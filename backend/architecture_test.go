@@ -63,6 +63,7 @@ var allowed = map[string][]string{
 	"backend/route":               {"backend/memory/embed"},
 	"backend/collab":              {"backend/acl", "backend/guard", "backend/memory"},
 	"backend/mcpserve":            {"backend/acl", "backend/guard", "backend/memory"},
+	"backend/mcpserve/mcptest":    {},
 	"backend/api": {"backend/gateway", "backend/memory", "backend/chat", "backend/history", "backend/acl", "backend/audit", "backend/guard",
 		"backend/collab", "backend/route", "backend/memory/embed", "backend/worker", "backend/config", "backend/model", "backend/media"},
 	"backend/atrium": {"backend/paths", "backend/config", "backend/statedb", "backend/memory/chunk", "backend/convo",
@@ -108,7 +109,7 @@ var testAllowed = map[string][]string{
 	"backend/collab": {"backend/audit", "backend/memory/versions"},
 	// mcpserve's tests do the same for the server they call through the
 	// SDK's client.
-	"backend/mcpserve": {"backend/audit", "backend/memory/versions"},
+	"backend/mcpserve": {"backend/audit", "backend/memory/versions", "backend/mcpserve/mcptest"},
 	// agent/tools' tests build the same real stack and drive the loop
 	// with the real OpenAI-compatible client against a scripted server.
 	"backend/agent/tools": {"backend/audit", "backend/memory/versions", "backend/model", "backend/gateway", "backend/model/modeltest"},
@@ -121,7 +122,7 @@ var testAllowed = map[string][]string{
 	// The wiring's tests also run a real `atrium node` host (nodehost)
 	// against the real app.
 	"backend/atrium": {"backend/discovery/netnstest", "backend/memory/memorytest", "backend/model/modeltest", "backend/device/devicetest",
-		"backend/nodehost"},
+		"backend/nodehost", "backend/mcpserve/mcptest"},
 	// The tests that damage an index on disk (the wiring's above too)
 	// share memory/memorytest.
 	"backend/memory":       {"backend/memory/memorytest"},
@@ -146,7 +147,7 @@ var testAllowed = map[string][]string{
 	// Device keys and the signed device connect are device/devicetest's
 	// (the wiring's tests above too).
 	"backend/devices": {"backend/device/devicetest"},
-	"backend/cli":     {"backend/memory/memorytest", "backend/device/devicetest", "backend/rtc"},
+	"backend/cli":     {"backend/memory/memorytest", "backend/device/devicetest", "backend/rtc", "backend/mcpserve/mcptest"},
 }
 
 func TestImportRules(t *testing.T) {
