@@ -16,8 +16,8 @@ import (
 
 	"github.com/atrium-dev/atrium/backend/acl"
 	"github.com/atrium-dev/atrium/backend/atrium"
-	"github.com/atrium-dev/atrium/backend/memory"
 	"github.com/atrium-dev/atrium/backend/mcpserve"
+	"github.com/atrium-dev/atrium/backend/memory"
 	"github.com/atrium-dev/atrium/backend/paths"
 )
 
@@ -402,4 +402,3 @@ func (l localTokens) revoke(ctx context.Context, id string) (mcpserve.TokenInfo,
 	}
 	return info, l.m.Guard.Record(acl.Principal{Admin: true}, atrium.MethodMCPTokenRevoke, "token "+info.ID+" as "+info.Role, true, "client "+info.Name)
 }
-

@@ -14,8 +14,8 @@ import (
 	"github.com/atrium-dev/atrium/backend/acl"
 	"github.com/atrium-dev/atrium/backend/audit"
 	"github.com/atrium-dev/atrium/backend/guard"
-	"github.com/atrium-dev/atrium/backend/memory"
 	"github.com/atrium-dev/atrium/backend/mcpserve/mcptest"
+	"github.com/atrium-dev/atrium/backend/memory"
 	"github.com/atrium-dev/atrium/backend/memory/versions"
 	"github.com/atrium-dev/atrium/backend/statedb"
 )
