@@ -140,10 +140,17 @@ func (s *Server) serveUpload(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 	case !sameOrigin(r):
 		s.log.Warn("gateway upload from another origin refused", "remote", r.RemoteAddr)
-		w.Header().Set("Connection", "close")
-		http.Error(w, "uploads are taken from this gateway's own pages only", http.StatusForbidden)
+		refuseOrigin(w, "uploads are taken from this gateway's own pages only")
 	default:
 		w.Header().Set("Cache-Control", "no-store")
 		s.opts.Upload.ServeHTTP(w, r)
 	}
+}
+
+// refuseOrigin answers 403 with text to a request from another origin and
+// closes the connection, so that net/http does not read its unread body
+// to reuse it.
+func refuseOrigin(w http.ResponseWriter, text string) {
+	w.Header().Set("Connection", "close")
+	http.Error(w, text, http.StatusForbidden)
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"sort"
 	"strings"
 	"sync"
@@ -205,17 +204,10 @@ func (s *Server) addTools() {
 			"(memory/roles/<role>/YYYY-MM-DD.md). Use it for facts and events worth remembering; use memory_write for curated files."}, s.note)
 }
 
-// search maps memory_search's arguments as the agents' tool does: a
-// minScore of 0 means no floor (memory: a negative MinScore), none the
-// calibrated default; scores rounded to 3 decimals.
+// search maps memory_search's arguments as the agents' tool does
+// (memory.ToolMinScore, memory.ToolScore).
 func (s *Server) search(ctx context.Context, _ *mcp.CallToolRequest, a searchIn) (*mcp.CallToolResult, SearchOut, error) {
-	o := memory.SearchOptions{Query: a.Query, MaxResults: a.MaxResults}
-	if a.MinScore != nil {
-		o.MinScore = math.Min(math.Max(*a.MinScore, 0), 1)
-		if o.MinScore == 0 {
-			o.MinScore = -1
-		}
-	}
+	o := memory.SearchOptions{Query: a.Query, MaxResults: a.MaxResults, MinScore: memory.ToolMinScore(a.MinScore)}
 	res, err := s.o.Memory.Search(ctx, s.o.Role, o)
 	if err != nil {
 		return nil, SearchOut{}, s.refusal(ToolSearch, err)
@@ -223,7 +215,7 @@ func (s *Server) search(ctx context.Context, _ *mcp.CallToolRequest, a searchIn)
 	out := SearchOut{Results: make([]SearchHit, 0, len(res.Results)), Provider: res.Provider, Model: res.Model}
 	for _, h := range res.Results {
 		out.Results = append(out.Results, SearchHit{Path: h.Path, StartLine: h.StartLine, EndLine: h.EndLine,
-			Score: math.Round(h.Score*1000) / 1000, Layer: h.Layer, Role: h.Role, Snippet: h.Snippet})
+			Score: memory.ToolScore(h.Score), Layer: h.Layer, Role: h.Role, Snippet: h.Snippet})
 	}
 	return nil, out, nil
 }

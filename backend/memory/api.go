@@ -88,6 +88,24 @@ type SearchOptions struct {
 	single bool
 }
 
+// ToolMinScore maps the memory_search tool's minScore argument (SPEC
+// §4.3; the agents' tool and MCP's) to SearchOptions.MinScore: absent
+// (nil) is the calibrated default (0), 0 is no floor (-1, as 0 would mean
+// the default), anything else is clamped to 0..1.
+func ToolMinScore(v *float64) float64 {
+	if v == nil {
+		return 0
+	}
+	if s := math.Min(math.Max(*v, 0), 1); s > 0 {
+		return s
+	}
+	return -1
+}
+
+// ToolScore is a score as the memory_search tools report it: rounded to
+// 3 decimals.
+func ToolScore(s float64) float64 { return math.Round(s*1000) / 1000 }
+
 // Search modes (SearchOptions.Mode).
 const (
 	ModeHybrid  = "hybrid"

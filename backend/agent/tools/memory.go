@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/atrium-dev/atrium/backend/acl"
@@ -78,14 +77,8 @@ func (e *env) memorySearch(ctx context.Context, c agent.Call) (agent.Output, err
 	if err := json.Unmarshal(c.Args, &a); err != nil {
 		return agent.Output{}, fmt.Errorf("memory_search: %w", err)
 	}
-	o := memory.SearchOptions{Query: a.Query, MaxResults: a.MaxResults,
+	o := memory.SearchOptions{Query: a.Query, MaxResults: a.MaxResults, MinScore: memory.ToolMinScore(a.MinScore),
 		Readable: func(rel string) bool { return e.o.Guard.Readable(e.p, rel) }}
-	if a.MinScore != nil {
-		o.MinScore = math.Min(math.Max(*a.MinScore, 0), 1)
-		if o.MinScore == 0 {
-			o.MinScore = -1 // memory: negative means no floor; zero would mean the default
-		}
-	}
 	res, err := e.o.Memory.Search(e.ctx(ctx), o)
 	if err != nil {
 		return agent.Output{}, fmt.Errorf("memory_search: %w", mapErr(err))
