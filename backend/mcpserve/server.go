@@ -122,22 +122,15 @@ type searchIn struct {
 	MinScore   *float64 `json:"minScore,omitempty"`
 }
 
-// SearchHit is one memory_search result (the agents' shape).
-type SearchHit struct {
-	Path      string  `json:"path"`
-	StartLine int     `json:"startLine"`
-	EndLine   int     `json:"endLine"`
-	Score     float64 `json:"score"`
-	Layer     string  `json:"layer,omitempty"`
-	Role      string  `json:"role,omitempty"`
-	Snippet   string  `json:"snippet"`
-}
-
 // SearchOut is memory_search's structured answer.
 type SearchOut struct {
-	Results  []SearchHit `json:"results"`
-	Provider string      `json:"provider"`
-	Model    string      `json:"model"`
+	Results    []memory.ToolHit  `json:"results"`
+	Provider   string            `json:"provider"`
+	Model      string            `json:"model"`
+	Confidence memory.Confidence `json:"confidence"`
+	// Note tells the model when the results are weak (the agents' tool's
+	// note, memory.Confidence.Note); "" otherwise.
+	Note string `json:"note,omitempty"`
 }
 
 type getIn struct {
@@ -186,8 +179,9 @@ func (s *Server) addTools() {
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(false)},
 		Description: "Search the Markdown memory this client may read (hybrid keyword + semantic, CJK aware). " +
 			"Returns the best passages, each with its file path, line range, score (0-1, higher is better), layer " +
-			"(global, role or session), role and a snippet of up to 700 characters. An empty list means nothing " +
-			"relevant is in memory. Read more of a file with memory_get (path, from: startLine)."}, s.search)
+			"(global, role or session), role and a snippet of up to 700 characters, and the search's confidence " +
+			"(high, medium or low) that they answer the query; with low confidence a note says so. An empty list " +
+			"means nothing relevant is in memory. Read more of a file with memory_get (path, from: startLine)."}, s.search)
 	mcp.AddTool(s.srv, &mcp.Tool{Name: ToolGet, Title: "Read a memory file", InputSchema: inputGet,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(false)},
 		Description: "Read a memory Markdown file this client may read, whole or some of its lines. " +
@@ -205,18 +199,15 @@ func (s *Server) addTools() {
 }
 
 // search maps memory_search's arguments as the agents' tool does
-// (memory.ToolMinScore, memory.ToolScore).
+// (memory.ToolMinScore, memory.ToolHits).
 func (s *Server) search(ctx context.Context, _ *mcp.CallToolRequest, a searchIn) (*mcp.CallToolResult, SearchOut, error) {
 	o := memory.SearchOptions{Query: a.Query, MaxResults: a.MaxResults, MinScore: memory.ToolMinScore(a.MinScore)}
 	res, err := s.o.Memory.Search(ctx, s.o.Role, o)
 	if err != nil {
 		return nil, SearchOut{}, s.refusal(ToolSearch, err)
 	}
-	out := SearchOut{Results: make([]SearchHit, 0, len(res.Results)), Provider: res.Provider, Model: res.Model}
-	for _, h := range res.Results {
-		out.Results = append(out.Results, SearchHit{Path: h.Path, StartLine: h.StartLine, EndLine: h.EndLine,
-			Score: memory.ToolScore(h.Score), Layer: h.Layer, Role: h.Role, Snippet: h.Snippet})
-	}
+	out := SearchOut{Results: memory.ToolHits(res.Results), Provider: res.Provider, Model: res.Model,
+		Confidence: res.Confidence, Note: res.Confidence.Note()}
 	return nil, out, nil
 }
 

@@ -102,9 +102,28 @@ func ToolMinScore(v *float64) float64 {
 	return -1
 }
 
-// ToolScore is a score as the memory_search tools report it: rounded to
-// 3 decimals.
-func ToolScore(s float64) float64 { return math.Round(s*1000) / 1000 }
+// ToolHit is one result as the memory_search tools report it (SPEC
+// §4.3): the SearchResult without source and alsoIn, its score rounded
+// (RoundScore).
+type ToolHit struct {
+	Path      string  `json:"path"`
+	StartLine int     `json:"startLine"`
+	EndLine   int     `json:"endLine"`
+	Score     float64 `json:"score"`
+	Layer     string  `json:"layer,omitempty"`
+	Role      string  `json:"role,omitempty"`
+	Snippet   string  `json:"snippet"`
+}
+
+// ToolHits is results as the memory_search tools report them (never nil).
+func ToolHits(results []SearchResult) []ToolHit {
+	hits := make([]ToolHit, 0, len(results))
+	for _, h := range results {
+		hits = append(hits, ToolHit{Path: h.Path, StartLine: h.StartLine, EndLine: h.EndLine,
+			Score: RoundScore(h.Score), Layer: h.Layer, Role: h.Role, Snippet: h.Snippet})
+	}
+	return hits
+}
 
 // Search modes (SearchOptions.Mode).
 const (

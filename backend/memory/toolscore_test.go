@@ -14,7 +14,10 @@ func TestToolMinScore(t *testing.T) {
 			t.Errorf("ToolMinScore(%v) = %v, want %v", c.in, got, c.want)
 		}
 	}
-	if got := ToolScore(0.123456); got != 0.123 {
-		t.Errorf("ToolScore = %v", got)
+	if got := ToolHits([]SearchResult{{Path: "a.md", Score: 0.123456, Snippet: "s"}}); len(got) != 1 || got[0].Score != 0.1235 {
+		t.Errorf("ToolHits = %+v", got)
+	}
+	if got := ToolHits(nil); got == nil {
+		t.Error("ToolHits(nil) is nil, want an empty list")
 	}
 }

@@ -58,16 +58,6 @@ func (e *env) registerMemory(r *agent.Registry) error {
 	return nil
 }
 
-type searchHit struct {
-	Path      string  `json:"path"`
-	StartLine int     `json:"startLine"`
-	EndLine   int     `json:"endLine"`
-	Score     float64 `json:"score"`
-	Layer     string  `json:"layer,omitempty"`
-	Role      string  `json:"role,omitempty"`
-	Snippet   string  `json:"snippet"`
-}
-
 func (e *env) memorySearch(ctx context.Context, c agent.Call) (agent.Output, error) {
 	var a struct {
 		Query      string   `json:"query"`
@@ -87,11 +77,7 @@ func (e *env) memorySearch(ctx context.Context, c agent.Call) (agent.Output, err
 	if res, err = e.o.Guard.FilterSearch(e.p, a.Query, res); err != nil {
 		return agent.Output{}, fmt.Errorf("memory_search: %w", mapErr(err))
 	}
-	hits := make([]searchHit, 0, len(res.Results))
-	for _, h := range res.Results {
-		hits = append(hits, searchHit{Path: h.Path, StartLine: h.StartLine, EndLine: h.EndLine,
-			Score: memory.RoundScore(h.Score), Layer: h.Layer, Role: h.Role, Snippet: h.Snippet})
-	}
+	hits := memory.ToolHits(res.Results)
 	data := map[string]any{"results": hits, "provider": res.Provider, "model": res.Model, "confidence": res.Confidence}
 	if note := res.Confidence.Note(); note != "" {
 		data["note"] = note // the model is told when results are weak

@@ -131,14 +131,20 @@ func Exercise(ctx context.Context, t testing.TB, cs *mcp.ClientSession, me, othe
 	}
 	for _, q := range []string{Key[me], GlobalKey, Key[other], "key " + Key[other] + " turnip plum"} {
 		var res struct {
-			Results  []hit  `json:"results"`
-			Provider string `json:"provider"`
+			Results    []hit  `json:"results"`
+			Provider   string `json:"provider"`
+			Confidence struct {
+				Level string `json:"level"`
+			} `json:"confidence"`
 		}
 		if e := Call(ctx, t, cs, "memory_search", map[string]any{"query": q}, &res); e != "" {
 			t.Fatalf("memory_search %q as %s: %s", q, me, e)
 		}
 		raw, _ := json.Marshal(res)
 		leak("memory_search "+q, string(raw))
+		if l := res.Confidence.Level; l != "high" && l != "medium" && l != "low" {
+			t.Errorf("memory_search %q as %s: confidence %q, want high, medium or low", q, me, l)
+		}
 		var paths []string
 		for _, h := range res.Results {
 			paths = append(paths, h.Path)
