@@ -81,8 +81,7 @@ func TestMCPSearchLatency(t *testing.T) {
 	stats("MCP stdio, no app (index per call)", search(cs))
 	cs.Close()
 
-	app := startAtrium(t, "serve", "--home", home, "--workspace", ws, "--port", freePort(t))
-	app.running(t)
+	startIndexedApp(t, home, ws)
 	info, err := atrium.ReadGatewayInfo(filepath.Join(home, "gateway.json"))
 	benchMust(t, err)
 	tok, err := os.ReadFile(filepath.Join(home, "gateway.token"))

@@ -58,8 +58,7 @@ func TestMCPNodeClient(t *testing.T) {
 	dir = t.TempDir()
 	home, ws = filepath.Join(dir, "home"), filepath.Join(dir, "ws")
 	mcptest.Seed(t, ws)
-	app := startAtrium(t, "serve", "--home", home, "--workspace", ws, "--port", freePort(t))
-	app.running(t)
+	startIndexedApp(t, home, ws)
 	info, err := atrium.ReadGatewayInfo(filepath.Join(home, "gateway.json"))
 	if err != nil {
 		t.Fatal(err)

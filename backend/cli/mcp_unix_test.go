@@ -41,6 +41,19 @@ func mcpStdio(ctx context.Context, t *testing.T, args ...string) *mcp.ClientSess
 	return cs
 }
 
+// startIndexedApp starts `atrium serve` on home and ws and waits until
+// its index holds the workspace (`atrium memory index` asks the running
+// app for memory.sync): a search right after the start would otherwise
+// race the app's first index run.
+func startIndexedApp(t *testing.T, home, ws string) {
+	t.Helper()
+	app := startAtrium(t, "serve", "--home", home, "--workspace", ws, "--port", freePort(t))
+	app.running(t)
+	if code, out, errs := runCLI(t, nil, "memory", "index", "--home", home, "--workspace", ws); code != 0 {
+		t.Fatalf("memory index through the app: %d %s %s", code, out, errs)
+	}
+}
+
 // auditLines reads every audit entry of home.
 func auditLines(t *testing.T, home string) []map[string]any {
 	t.Helper()
@@ -75,8 +88,7 @@ func TestMCPStdio(t *testing.T) {
 		home, ws := filepath.Join(dir, "home"), filepath.Join(dir, "ws")
 		mcptest.Seed(t, ws)
 		if withApp {
-			app := startAtrium(t, "serve", "--home", home, "--workspace", ws, "--port", freePort(t))
-			app.running(t)
+			startIndexedApp(t, home, ws)
 		}
 		for i, me := range mcptest.Roles {
 			cs := mcpStdio(ctx, t, "--as", me, "--home", home, "--workspace", ws)
