@@ -543,6 +543,7 @@ export const MESSAGES = {
     '其他 AI 工具（Claude Desktop、Cursor、Codex、Claude Code）可以通过模型上下文协议（MCP）使用这里的记忆：每个客户端以一个角色的身份访问，只能看到 ACL 允许该角色看到的内容。启动命令的程序使用“atrium mcp”；使用 HTTP 的程序访问 {url}，并携带在此创建的令牌。',
   ],
   'mcp.name': ['Client name', '客户端名称'],
+  'mcp.namePlaceholder': ['e.g. Claude Desktop', '例如 Claude Desktop'],
   'mcp.role': ['Acts as', '身份'],
   'mcp.authenticated': ['authenticated (no role)', 'authenticated（无角色）'],
   'mcp.nameRequired': ['Give the client a name first.', '请先填写客户端名称。'],
