@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { cacheEntries, cancelFailureShown, initialChat, isRunActive, parseCache, reduceChat, runsInProgress, type ChatAction, type ChatState, type WireMessage } from './chat';
+import { cacheEntries, cancelFailureShown, initialChat, isRunActive, isSessionCommand, parseCache, recentHistory, reduceChat, runsInProgress, type ChatAction, type ChatState, type WireMessage } from './chat';
 
 // Every run event carries the id the assistant reply will have (messageId), as chat.send returned it.
 const base = { profileId: 'main', sessionId: 's1', messageId: 'a1' };
@@ -605,5 +605,50 @@ describe('heartbeat turns (issue 24 item 7)', () => {
     );
     expect(s.messages).toHaveLength(1);
     expect(s.messages[0]).toMatchObject({ role: 'assistant', state: 'final', content: 'Your 3 pm meeting moved.', sessionId: 'heartbeat' });
+  });
+});
+
+describe('session reset (/new, /reset, daily and idle resets: chat.reset)', () => {
+  const stored = (id: string, role: 'user' | 'assistant', content: string, ts: number, sessionId: string): WireMessage =>
+    ({ id, profileId: 'main', sessionId, role, content, ts }) as WireMessage;
+  const start = (): ChatState =>
+    reduceChat(initialChat('main', 's-old'), {
+      type: 'history',
+      messages: [stored('u1', 'user', 'How do we deploy?', 1000, 's-old'), stored('a1', 'assistant', 'Blue-green.', 1001, 's-old')],
+    });
+
+  it('recognises only the whole commands', () => {
+    expect(isSessionCommand(' /NEW ')).toBe(true);
+    expect(isSessionCommand('/reset')).toBe(true);
+    expect(isSessionCommand('/new plan')).toBe(false);
+    expect(isSessionCommand('please /new')).toBe(false);
+  });
+
+  it('moves to the new session, keeps the old messages shown and stops sending them as history', () => {
+    const before = start();
+    expect(recentHistory(before).map((m) => m.id)).toEqual(['u1', 'a1']);
+    const after = reduceChat(before, {
+      type: 'reset',
+      own: true,
+      now: 2000,
+      reset: { profileId: 'main', closedSessionId: 's-old', sessionId: 's-new', reason: 'command', note: 'memory/roles/main/x.md' },
+    });
+    expect(after.sessionId).toBe('s-new');
+    expect(after.messages).toHaveLength(2);
+    expect(after.reset?.note).toBe('memory/roles/main/x.md');
+    expect(recentHistory(after)).toEqual([]);
+    const next = reduceChat(after, { type: 'history', messages: [stored('u2', 'user', 'Fresh', 3000, 's-new')] });
+    expect(recentHistory(next).map((m) => m.id)).toEqual(['u2']);
+  });
+
+  it('follows an automatic reset of its own session only', () => {
+    const s = start();
+    const other = reduceChat(s, { type: 'reset', now: 2000, reset: { profileId: 'main', closedSessionId: 's-other', sessionId: 'x', reason: 'idle' } });
+    expect(other).toBe(s);
+    const otherProfile = reduceChat(s, { type: 'reset', now: 2000, reset: { profileId: 'writer-1', closedSessionId: 's-old', sessionId: 'x', reason: 'idle' } });
+    expect(otherProfile).toBe(s);
+    const mine = reduceChat(s, { type: 'reset', now: 2000, reset: { profileId: 'main', closedSessionId: 's-old', sessionId: 's-day', reason: 'daily' } });
+    expect(mine.sessionId).toBe('s-day');
+    expect(mine.reset?.reason).toBe('daily');
   });
 });

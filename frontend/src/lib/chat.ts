@@ -121,6 +121,30 @@ export interface ChatState {
   doneRuns: string[];
   /** This client's chat session (runs of this session can be cancelled from here). */
   sessionId: string | null;
+  /**
+   * The last time (Unix ms) this client saw its session closed (`/new`, `/reset`, a daily or idle
+   * reset: chat.reset): older messages stay shown, below a divider, but are not sent as history.
+   */
+  resetAt?: number;
+  /** What closed it: the reason and the note written (chat.reset's ResetResult). */
+  reset?: ResetInfo;
+}
+
+/** A closed session as chat.send's `reset` and the chat.reset event carry it (docs/PROTOCOL.md). */
+export interface ResetInfo {
+  profileId?: string;
+  closedSessionId?: string;
+  sessionId: string;
+  reason: string;
+  note?: string;
+  messages?: number;
+  noteError?: string;
+}
+
+/** Whether a message is a session command the gateway answers itself (`/new`, `/reset`). */
+export function isSessionCommand(text: string): boolean {
+  const t = text.trim().toLowerCase();
+  return t === '/new' || t === '/reset';
 }
 
 /** A run in progress as history.profile lists it (`active`): the text of its chunks 1..seq. */
@@ -162,7 +186,12 @@ export type ChatAction =
   | { type: 'cache'; messages: WireMessage[] }
   | { type: 'deleted'; messageId: string }
   /** Drops a local message that was never stored (a send that failed, before it is sent again). */
-  | { type: 'discard'; key: string };
+  | { type: 'discard'; key: string }
+  /**
+   * A session was closed (chat.send's `reset`, or a chat.reset event): when it is this client's
+   * session (or `own`: this client closed it), the next message goes to `reset.sessionId`.
+   */
+  | { type: 'reset'; reset: ResetInfo; now: number; own?: boolean };
 
 const MAX_DONE_RUNS = 500;
 
@@ -598,6 +627,14 @@ export function reduceChat(state: ChatState, action: ChatAction): ChatState {
       const messages = state.messages.filter((m) => m.id !== action.messageId);
       return messages.length === state.messages.length ? state : { ...state, messages };
     }
+    case 'reset': {
+      const r = action.reset;
+      if (!r || typeof r.sessionId !== 'string' || r.sessionId === '') return state;
+      if (r.profileId && r.profileId !== state.profileId) return state;
+      const ours = action.own || (!!state.sessionId && r.closedSessionId === state.sessionId);
+      if (!ours) return state;
+      return { ...state, sessionId: r.sessionId, activeRunId: null, resetAt: action.now, reset: r };
+    }
   }
 }
 
@@ -691,7 +728,8 @@ export interface ClientHistoryMessage {
 /**
  * The client's recent history for chat.send (SPEC §6 H_r): the newest stored messages with text,
  * oldest first, at most `max`, each cut to HISTORY_MESSAGE_CHARS and all within HISTORY_CHARS
- * characters (the oldest go first). Failed replies without text and unsent messages are left out.
+ * characters (the oldest go first). Failed replies without text and unsent messages are left out,
+ * and after a reset (state.reset) every message of another session than the current one.
  */
 export function recentHistory(state: ChatState, max = HISTORY_MESSAGES): ClientHistoryMessage[] {
   const out: ClientHistoryMessage[] = [];
@@ -699,6 +737,8 @@ export function recentHistory(state: ChatState, max = HISTORY_MESSAGES): ClientH
   for (let i = state.messages.length - 1; i >= 0 && out.length < max; i--) {
     const m = state.messages[i];
     if (m.id === null || m.state === 'streaming' || m.pending || m.content.trim() === '') continue;
+    // After a reset only the new session's messages count (the server leaves the closed one's out too).
+    if (state.reset && m.sessionId !== state.sessionId) continue;
     const content = [...m.content].slice(0, HISTORY_MESSAGE_CHARS).join('');
     const n = [...content].length;
     if (total + n > HISTORY_CHARS) break;

@@ -35,6 +35,7 @@ export interface ConfigShape {
     exec?: { approval?: string; allowlist?: string[] };
     heartbeat?: { enabled?: boolean; every?: string; activeHours?: { start?: string; end?: string } };
   };
+  sessions?: { reset?: string; dailyAt?: string; idleMinutes?: number };
 }
 
 /** Where the gateway listens now (config.get "gateway"): the plain 127.0.0.1 listener, the bind in
