@@ -258,7 +258,7 @@ func Register(o Options) {
 		o.Layers, _ = o.Memory.(Layers)
 	}
 	if o.Layers != nil {
-		registerLayers(g, o.Layers, o.Memory, ac)
+		registerLayers(g, o.Layers, o.Memory, ac, o.Instances)
 		registerRoute(g, o.Layers, o.Embedder, o.RouteThreshold)
 	}
 	if o.Collab != nil {

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/atrium-dev/atrium/backend/acl"
@@ -28,7 +29,12 @@ type Layers interface {
 // LayerMethods lists the methods registerLayers adds.
 var LayerMethods = []string{"profiles.create", "roles.list", "sessions.create", "sessions.list", "sessions.archive", "memory.promote"}
 
-func registerLayers(g *gateway.Server, l Layers, mem Memory, ac *access) {
+// rescanner is an Instances that can rebuild its profile index at once
+// (worker.Pool): a role just created is then listed by profiles.list and
+// may be spawned without waiting for the index's next scan.
+type rescanner interface{ Rescan() error }
+
+func registerLayers(g *gateway.Server, l Layers, mem Memory, ac *access, inst Instances) {
 	gd := ac.g
 	g.Handle("profiles.create", gateway.Write(gateway.Admin), func(ctx context.Context, c *gateway.Call) (any, error) {
 		var p struct {
@@ -50,7 +56,15 @@ func registerLayers(g *gateway.Server, l Layers, mem Memory, ac *access) {
 			return nil, gateway.Errorf(gateway.CodeInvalidRequest, "profiles.create: role is required")
 		}
 		res, err := l.CreateRole(ctx, memory.CreateRoleRequest{Role: p.Role, Description: p.Description, Capabilities: p.Capabilities, Writer: w})
-		return res, mapErr(err)
+		if err != nil {
+			return nil, mapErr(err)
+		}
+		if r, ok := inst.(rescanner); ok {
+			if err := r.Rescan(); err != nil {
+				slog.Warn("profile index rescan failed", "role", res.Role, "error", err.Error())
+			}
+		}
+		return res, nil
 	})
 	g.Handle("roles.list", gateway.Read(gateway.Operators), func(ctx context.Context, c *gateway.Call) (any, error) {
 		ctx, who, err := principal(ctx, ac, c)

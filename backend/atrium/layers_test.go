@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -70,6 +71,19 @@ func TestLayersOverGateway(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(ws, "memory", ".acl")); err != nil {
 		t.Fatal(err)
+	}
+	// profiles.list names the new role at once (the index is rescanned).
+	var pl struct {
+		Index []struct {
+			ID string `json:"id"`
+		} `json:"index"`
+	}
+	if err := call("profiles.list", nil, &pl); err != nil || !slices.ContainsFunc(pl.Index, func(e struct {
+		ID string `json:"id"`
+	}) bool {
+		return e.ID == "release-manager"
+	}) {
+		t.Fatalf("profiles.list after create: %+v %v", pl, err)
 	}
 	// The starting context is saved and is part of the role's persona, so
 	// its instances' first turns carry it (issue 24 item 1).

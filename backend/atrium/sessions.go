@@ -45,11 +45,14 @@ func (a *App) runSessions(ctx context.Context) error {
 	return nil
 }
 
-// saveSessionNote writes a closed session's note into its role's memory as
-// that role (chat.Options.SaveNote): an append, since the name is a daily
+// saveSessionNote writes a closed session's note into its role's memory
+// (chat.Options.SaveNote) as admin: the app does it for the person (their
+// `/new`) or by the reset policy they set, as profiles.create writes a
+// role's config; the role's own rights may not cover its folder (an .acl
+// created before the role had one). An append, since the name is a daily
 // log's (a second note of the same name that day adds a section).
 func (a *App) saveSessionNote(ctx context.Context, role string, note convo.Note) error {
-	_, err := a.Memory.Write(ctx, memory.WriteRequest{Path: note.Path, Content: note.Markdown, Mode: memory.WriteAppend, Writer: role})
+	_, err := a.Memory.Write(ctx, memory.WriteRequest{Path: note.Path, Content: note.Markdown, Mode: memory.WriteAppend, Writer: memory.AdminWriter})
 	if err != nil {
 		return fmt.Errorf("session note %s: %w", note.Path, err)
 	}
