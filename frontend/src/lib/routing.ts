@@ -20,6 +20,13 @@ export interface RoutePlan {
   role: string;
 }
 
+/** Where a message was routed: the role, chat.route's answer, and whether the person chose another. */
+export interface Routed {
+  role: string;
+  route: RouteResult;
+  chosen: boolean;
+}
+
 /** The most completions listed at once. */
 export const MAX_MENTIONS = 8;
 
