@@ -66,28 +66,6 @@ func (m *recordingModel) request(text string) []map[string]any {
 	return nil
 }
 
-// axeCheck runs axe-core (frontend/node_modules, injected over DevTools,
-// so the page's CSP does not apply) on the page and fails the test on any
-// serious or critical violation.
-func axeCheck(t *testing.T, ctx context.Context, where string) {
-	t.Helper()
-	src, err := os.ReadFile(filepath.Join(repoRoot(t), "frontend", "node_modules", "axe-core", "axe.min.js"))
-	if err != nil {
-		t.Fatalf("axe-core: %v", err)
-	}
-	if !js[bool](t, ctx, `typeof window.axe === 'object'`) {
-		js[bool](t, ctx, string(src)+"\n;true")
-	}
-	js[bool](t, ctx, `(window.__axe = null, axe.run(document, {resultTypes: ['violations'], rules: {'color-contrast': {enabled: false}}})
-		.then(r => { window.__axe = JSON.stringify(r.violations.filter(v => v.impact === 'serious' || v.impact === 'critical')
-			.map(v => ({id: v.id, impact: v.impact, nodes: v.nodes.map(n => n.html.slice(0, 160))}))) })
-		.catch(e => { window.__axe = JSON.stringify([{id: 'axe-failed', impact: String(e)}]) }), true)`)
-	waitFor(t, ctx, "axe-core to finish ("+where+")", `window.__axe !== null`, 60*time.Second)
-	if v := js[string](t, ctx, `window.__axe`); v != "[]" {
-		t.Errorf("axe-core (%s): serious or critical violations: %s", where, v)
-	}
-}
-
 // press clicks the first element sel matches with a script (a hidden tab
 // button as well), once it exists; at most 30 s.
 func press(t *testing.T, ctx context.Context, sel string) {
