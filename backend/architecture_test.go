@@ -259,3 +259,33 @@ func scan(t *testing.T, root string) map[string]*pkgInfo {
 	}
 	return pkgs
 }
+
+// TestUnixFilesConstrained: Go's file-name constraints know GOOS and GOARCH
+// names only, not "unix", so a file named x_unix.go or x_unix_test.go builds
+// on Windows too unless it says //go:build. Each such file must, or the
+// Windows cross-vet (build/vet-cross.sh) fails on what it refers to.
+func TestUnixFilesConstrained(t *testing.T) {
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "node_modules" || d.Name() == ".git" || d.Name() == "dist") {
+			return filepath.SkipDir
+		}
+		name := d.Name()
+		if d.IsDir() || !(strings.HasSuffix(name, "_unix.go") || strings.HasSuffix(name, "_unix_test.go")) {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(b), "//go:build") {
+			t.Errorf("%s: named _unix but has no //go:build line: it builds on Windows too", path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
