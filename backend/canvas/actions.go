@@ -20,6 +20,12 @@ type ActionParams struct {
 	ComponentID string          `json:"componentId"`
 	Name        string          `json:"name"`
 	Context     json.RawMessage `json:"context"`
+	// DataModel is the surface's whole data model as the client holds it
+	// (two-way bindings included), sent when a v0.9 surface was created
+	// with sendDataModel: true; a JSON object of at most MaxContextBytes.
+	// It reaches the agent as A2UI v0.9's a2uiClientDataModel
+	// (client_data_model.json). Ignored for v0.8 surfaces.
+	DataModel json.RawMessage `json:"dataModel,omitempty"`
 }
 
 // ActionResult is canvas.action's answer.
@@ -61,18 +67,26 @@ func (s *Service) Action(ctx context.Context, who Who, p ActionParams) (ActionRe
 	if len(ctxJSON) > MaxContextBytes || json.Unmarshal(ctxJSON, &obj) != nil {
 		return ActionResult{}, gateway.Errorf(gateway.CodeInvalidRequest, "%s: context must be a JSON object of at most %d bytes", method, MaxContextBytes)
 	}
+	if len(p.DataModel) > 0 && string(p.DataModel) != "null" {
+		var dm map[string]any
+		if len(p.DataModel) > MaxContextBytes || json.Unmarshal(p.DataModel, &dm) != nil {
+			return ActionResult{}, gateway.Errorf(gateway.CodeInvalidRequest, "%s: dataModel must be a JSON object of at most %d bytes", method, MaxContextBytes)
+		}
+	} else {
+		p.DataModel = nil
+	}
 	s.mu.Lock()
 	sf := s.surfaces[p.Target][p.SurfaceID]
-	owner := ""
+	owner, version := "", ""
 	if sf != nil {
-		owner = sf.Owner
+		owner, version = sf.Owner, sf.Version
 	}
 	s.mu.Unlock()
 	if sf == nil {
 		return ActionResult{}, gateway.Errorf(gateway.CodeNotFound, "%s: no surface %q on %s", method, p.SurfaceID, p.Target)
 	}
 	now := s.o.Now()
-	msg, err := actionMessage(p, ctxJSON, now)
+	msg, err := actionMessage(p, version, ctxJSON, now)
 	if err != nil {
 		return ActionResult{}, gateway.Errorf(gateway.CodeInvalidRequest, "%s: %v", method, err)
 	}
@@ -112,17 +126,34 @@ func (s *Service) ownTarget(method string, who Who, target, surfaceID string) (s
 }
 
 // actionMessage is the user message an action becomes: one line a person
-// reads, then A2UI's client-to-server userAction as JSON for the model.
-func actionMessage(p ActionParams, ctxJSON json.RawMessage, now time.Time) (string, error) {
-	ua := map[string]any{"userAction": map[string]any{
+// reads, then the action as the surface's A2UI version says a client sends
+// it to the server — v0.8's userAction, v0.9's {version, action}
+// (client_to_server.json) followed, when the client sent its data model,
+// by v0.9's a2uiClientDataModel (client_data_model.json).
+func actionMessage(p ActionParams, version string, ctxJSON json.RawMessage, now time.Time) (string, error) {
+	event := map[string]any{
 		"name": p.Name, "surfaceId": p.SurfaceID, "sourceComponentId": p.ComponentID,
 		"timestamp": now.UTC().Format(time.RFC3339Nano), "context": ctxJSON,
-	}}
-	b, err := json.MarshalIndent(ua, "", "  ")
+	}
+	var body any = map[string]any{"userAction": event}
+	if version == V09 {
+		body = map[string]any{"version": V09, "action": event}
+	}
+	b, err := json.MarshalIndent(body, "", "  ")
 	if err != nil {
 		return "", fmt.Errorf("encode the action: %w", err)
 	}
-	return fmt.Sprintf("Canvas action %q on surface %q (component %q)\n```json\n%s\n```", p.Name, p.SurfaceID, p.ComponentID, b), nil
+	msg := fmt.Sprintf("Canvas action %q on surface %q (component %q)\n```json\n%s\n```", p.Name, p.SurfaceID, p.ComponentID, b)
+	if version == V09 && p.DataModel != nil {
+		dm, err := json.MarshalIndent(map[string]any{"a2uiClientDataModel": map[string]any{
+			"version": V09, "surfaces": map[string]json.RawMessage{p.SurfaceID: p.DataModel},
+		}}, "", "  ")
+		if err != nil {
+			return "", fmt.Errorf("encode the data model: %w", err)
+		}
+		msg += fmt.Sprintf("\nThe surface's data model as the person left it:\n```json\n%s\n```", dm)
+	}
+	return msg, nil
 }
 
 // Wake makes Run look at the waiting actions now (the wiring calls it when

@@ -9,7 +9,9 @@ import (
 	"image"
 	"image/png"
 	"io"
+	"io/fs"
 	"net/http"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/atrium-dev/atrium/backend/gateway"
 	"github.com/atrium-dev/atrium/backend/nodes"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 type update struct {
@@ -559,4 +562,112 @@ func TestActionBounds(t *testing.T) {
 	if list, err := f.svc.st.waiting(context.Background()); err != nil || len(list) != 0 {
 		t.Fatalf("stored: %v %v", list, err)
 	}
+}
+
+// TestV09ActionShape: an action on a v0.9 surface reaches the agent as
+// v0.9's client-to-server event ({version, action}, client_to_server.json),
+// and a surface created with sendDataModel gets the client's data model as
+// a2uiClientDataModel (client_data_model.json) — both validated against
+// the shipped schemas; a v0.8 surface keeps userAction and ignores a data
+// model; a data model that is not an object is refused.
+func TestV09ActionShape(t *testing.T) {
+	f := newFixture(t, t.TempDir(), Options{})
+	who := Who{Agent: "main", SessionKey: "main/s1"}
+	res, err := f.svc.Push(context.Background(), who, Desktop, jsonl(
+		`{"version":"v0.9","createSurface":{"surfaceId":"n","catalogId":"https://a2ui.org/specification/v0_9/catalogs/basic/catalog.json","sendDataModel":true}}`,
+		`{"version":"v0.9","updateComponents":{"surfaceId":"n","components":[{"id":"root","component":"Text","text":"a"}]}}`))
+	if err != nil || res.Applied != 2 {
+		t.Fatalf("push: %+v %v", res, err)
+	}
+	if _, err := f.svc.Push(context.Background(), who, Desktop, jsonl(formV08, beginV08)); err != nil {
+		t.Fatal(err)
+	}
+	ui := f.ui()
+	dm := map[string]any{"email": "ada@example.com", "seats": 2, "名字": "艾达"}
+	call[ActionResult](t, ui, MethodAction, map[string]any{"surfaceId": "n", "componentId": "root", "name": "signup", "context": map[string]any{"seats": 2}, "dataModel": dm})
+	waitFor(t, "the v0.9 action", func() bool { return len(f.chat.messages()) == 1 })
+	blocks := jsonBlocks(f.chat.messages()[0].message)
+	if len(blocks) != 2 {
+		t.Fatalf("want the event and the data model, got %d blocks:\n%s", len(blocks), f.chat.messages()[0].message)
+	}
+	c := compileSchema(t, "v0_9/client_to_server.json")
+	if err := c.Validate(decodeAny(t, blocks[0])); err != nil {
+		t.Fatalf("the event is not v0.9 client_to_server: %v\n%s", err, blocks[0])
+	}
+	d := compileSchema(t, "v0_9/client_data_model.json")
+	var wrapped map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(blocks[1]), &wrapped); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Validate(decodeAny(t, string(wrapped["a2uiClientDataModel"]))); err != nil {
+		t.Fatalf("the data model is not v0.9 client_data_model: %v\n%s", err, blocks[1])
+	}
+	if !strings.Contains(blocks[1], `"名字": "艾达"`) {
+		t.Fatalf("data model: %s", blocks[1])
+	}
+	// v0.8: userAction, no data model block.
+	call[ActionResult](t, ui, MethodAction, map[string]any{"surfaceId": "form", "componentId": "ok", "name": "submit", "dataModel": dm})
+	waitFor(t, "the v0.8 action", func() bool { return len(f.chat.messages()) == 2 })
+	b8 := jsonBlocks(f.chat.messages()[1].message)
+	if len(b8) != 1 || !strings.Contains(b8[0], `"userAction"`) {
+		t.Fatalf("v0.8 action: %q", b8)
+	}
+	if e := callErr(ui, MethodAction, map[string]any{"surfaceId": "n", "componentId": "root", "name": "x", "dataModel": []int{1}}); e == nil || e.Code != gateway.CodeInvalidRequest {
+		t.Fatalf("a data model that is an array: %v", e)
+	}
+}
+
+// jsonBlocks are the ```json fenced blocks of a message, in order.
+func jsonBlocks(msg string) []string {
+	var out []string
+	for {
+		_, rest, ok := strings.Cut(msg, "```json\n")
+		if !ok {
+			return out
+		}
+		block, after, _ := strings.Cut(rest, "\n```")
+		out = append(out, block)
+		msg = after
+	}
+}
+
+// compileSchema compiles one shipped v0.9 schema file (name under the
+// schemas' root, "v0_9/…") with every v0.9 file as a resource.
+func compileSchema(t testing.TB, name string) *jsonschema.Schema {
+	t.Helper()
+	fsys := schemas(t)
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	err := fs.WalkDir(fsys, "v0_9", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || path.Ext(p) != ".json" {
+			return err
+		}
+		b, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			return err
+		}
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+		if err != nil {
+			return err
+		}
+		return c.AddResource(schema09Base+strings.TrimPrefix(p, "v0_9/"), doc)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Compile(schema09Base + strings.TrimPrefix(name, "v0_9/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// decodeAny decodes JSON text for a jsonschema.Schema's Validate.
+func decodeAny(t testing.TB, s string) any {
+	t.Helper()
+	v, err := jsonschema.UnmarshalJSON(strings.NewReader(s))
+	if err != nil {
+		t.Fatalf("decode %q: %v", s, err)
+	}
+	return v
 }

@@ -274,6 +274,18 @@ describe('closing a surface on the phone', () => {
 });
 
 describe('helpers', () => {
+  it('sendAction passes a v0.9 data model on, and sends none when the surface did not ask for it', async () => {
+    ws.handshake();
+    const a = sendAction(gw, 'desktop', { surfaceId: 's', componentId: 'b', name: 'go', context: { n: 1 }, dataModel: { n: 1, all: true } });
+    const b = sendAction(gw, 'desktop', { surfaceId: 's', componentId: 'b', name: 'go', context: {} });
+    await until(() => requests(ws, 'canvas.action').length === 2);
+    const [first, second] = requests(ws, 'canvas.action');
+    expect(first.params).toMatchObject({ target: 'desktop', surfaceId: 's', dataModel: { n: 1, all: true } });
+    expect(second.params).not.toHaveProperty('dataModel');
+    ws.reply(first, { accepted: true });
+    ws.reply(second, { accepted: true });
+    await Promise.all([a, b]);
+  });
   it('parsePlacement wants four finite numbers and a positive size', () => {
     expect(parsePlacement({ x: 0, y: 0, width: 10, height: 10 })).toEqual({ x: 0, y: 0, width: 10, height: 10 });
     expect(parsePlacement({ x: 0, y: 0, width: 0, height: 10 })).toBeNull();

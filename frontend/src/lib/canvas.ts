@@ -65,6 +65,8 @@ export interface CanvasAction {
   componentId: string;
   name: string;
   context: Record<string, unknown>;
+  /** v0.9 sendDataModel: the surface's whole data model. */
+  dataModel?: Record<string, unknown>;
 }
 
 /** canvas.action's answer. */
@@ -223,7 +225,9 @@ export class CanvasView {
 
 /** Sends a press as canvas.action (target: "desktop" or the node's own id). */
 export async function sendAction(gw: GatewayClient, target: string, a: CanvasAction): Promise<ActionAck> {
-  return gw.request<ActionAck>('canvas.action', { target, surfaceId: a.surfaceId, componentId: a.componentId, name: a.name, context: a.context });
+  const params: Record<string, unknown> = { target, surfaceId: a.surfaceId, componentId: a.componentId, name: a.name, context: a.context };
+  if (a.dataModel) params.dataModel = a.dataModel;
+  return gw.request<ActionAck>('canvas.action', params);
 }
 
 /** Asks the gateway to close a surface of the desktop's Canvas (the gateway forgets it and tells every UI). */

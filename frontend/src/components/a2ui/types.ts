@@ -8,6 +8,8 @@ export interface A2uiActionEvent {
   componentId: string;
   name: string;
   context: Record<string, unknown>;
+  /** The surface's whole data model, only for a v0.9 surface created with sendDataModel: true. */
+  dataModel?: Record<string, unknown>;
 }
 
 export interface RenderCtx {

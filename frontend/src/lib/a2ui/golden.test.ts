@@ -422,3 +422,35 @@ function parseLiteral(js: string): unknown[] {
   json = json.replace(/,(\s*[}\]])/g, '$1');
   return JSON.parse(json);
 }
+
+describe('v0.9 sendDataModel', () => {
+  const surface = (send: boolean) => [
+    { version: 'v0.9', createSurface: { surfaceId: 'dm', catalogId: 'https://a2ui.org/specification/v0_9/catalogs/basic/catalog.json', sendDataModel: send } },
+    {
+      version: 'v0.9',
+      updateComponents: {
+        surfaceId: 'dm',
+        components: [
+          { id: 'root', component: 'Column', children: ['name', 'go'] },
+          { id: 'name', component: 'TextField', label: 'Name', value: { path: '/name' } },
+          { id: 'go', component: 'Button', child: 'goText', action: { event: { name: 'go', context: { n: { path: '/name' } } } } },
+          { id: 'goText', component: 'Text', text: 'Go' },
+        ],
+      },
+    },
+    { version: 'v0.9', updateDataModel: { surfaceId: 'dm', path: '/extra', value: { kept: true } } },
+  ];
+  for (const send of [true, false]) {
+    it(`a press ${send ? 'carries the whole data model, as the person left it' : 'carries no data model'} when createSurface says sendDataModel: ${send}`, async () => {
+      const p = createProcessor();
+      expect(p.apply(surface(send)).errors).toEqual([]);
+      const { host, actions } = await mountAll(p);
+      await typeInto(host.querySelector('input'), '张三 Ada');
+      await click([...host.querySelectorAll('button')].find((b) => b.textContent?.trim() === 'Go') ?? null);
+      expect(actions).toHaveLength(1);
+      expect(actions[0].context).toEqual({ n: '张三 Ada' });
+      if (send) expect(actions[0].dataModel).toEqual({ name: '张三 Ada', extra: { kept: true } });
+      else expect(actions[0]).not.toHaveProperty('dataModel');
+    });
+  }
+});
