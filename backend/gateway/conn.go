@@ -103,7 +103,12 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	// closes with a reason. After hello-ok MaxPayload is enforced in
 	// readMessage, which discards the excess without closing.
 	ws.SetReadLimit(s.opts.MaxPreAuthPayload)
-	ctx, cancel := context.WithCancel(r.Context())
+	// The connection's context keeps the request's values but not its
+	// cancellation: net/http may cancel a hijacked request's context when
+	// its background read is aborted at Hijack, which would end the
+	// handshake's first read at once. The connection ends when its socket
+	// does, or when the server shuts down (closeWith on every connection).
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	c := &conn{
 		s:          s,
 		id:         uuid.NewString(),
