@@ -215,12 +215,23 @@ type guardConn struct {
 	out  []byte // a checked head, not yet read by net/http
 	body int64  // bytes of the checked head's body not yet read by net/http
 
-	mu       sync.Mutex
-	raw      bool      // hijacked: pass bytes through
-	refused  *refusal  // the head that failed the checks
-	answered bool      // the refusal was written
-	deadline time.Time // the read deadline net/http set
-	headDL   time.Time // when the head being read must be complete (zero: no head begun)
+	mu  sync.Mutex
+	raw bool // hijacked: pass bytes through
+	// upgrade: the head handed to net/http asks for a protocol upgrade (a
+	// WebSocket) and net/http has neither hijacked the connection nor
+	// finished its response. Bytes that arrive meanwhile belong to the new
+	// protocol — a client sends its first frame as soon as the 101 arrives,
+	// which net/http writes before Hijack stops its background read — and
+	// pass through unread by the head checks (read as a head, a frame that
+	// holds an empty line was cut in two or refused). passed: some did; if
+	// the response then ends without a hijack the connection is dropped,
+	// since net/http holds bytes no check has seen.
+	upgrade, passed bool
+	drop            bool      // an upgrade ended without a hijack after bytes passed: Read reports io.EOF
+	refused         *refusal  // the head that failed the checks
+	answered        bool      // the refusal was written
+	deadline        time.Time // the read deadline net/http set
+	headDL          time.Time // when the head being read must be complete (zero: no head begun)
 }
 
 // tlsGuardConn is a guardConn over a *tls.Conn: net/http fills
@@ -248,14 +259,22 @@ func (g *guardConn) NetConn() net.Conn { return g.Conn }
 // setState is the http.Server.ConnState hook: once the connection is
 // hijacked, bytes pass through and only the deadlines its new owner sets
 // apply (net/http cleared its own just before).
+//
+// A response to an upgrade request that ends without a hijack (StateIdle)
+// ends the upgrade's pass-through (see guardConn.upgrade).
 func (g *guardConn) setState(st http.ConnState) {
-	if st != http.StateHijacked {
-		return
-	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.raw, g.headDL = true, time.Time{}
-	_ = g.Conn.SetReadDeadline(g.deadline)
+	switch st {
+	case http.StateHijacked:
+		g.raw, g.upgrade, g.headDL = true, false, time.Time{}
+		_ = g.Conn.SetReadDeadline(g.deadline)
+	case http.StateIdle:
+		if g.upgrade {
+			g.upgrade = false
+			g.drop = g.passed
+		}
+	}
 }
 
 // SetReadDeadline records net/http's deadline; while a head is being read
@@ -290,9 +309,12 @@ func (g *guardConn) Read(p []byte) (int, error) {
 		return n, nil
 	}
 	g.mu.Lock()
-	raw, refused := g.raw, g.refused != nil
+	raw, upgrade, refused := g.raw, g.upgrade, g.refused != nil || g.drop
+	if upgrade && !raw {
+		g.passed = true // net/http reads only to see whether more comes (its background read)
+	}
 	g.mu.Unlock()
-	if raw {
+	if raw || upgrade {
 		if len(g.in) > 0 {
 			n := copy(p, g.in)
 			g.in = g.in[n:]
@@ -310,11 +332,16 @@ func (g *guardConn) Read(p []byte) (int, error) {
 		if end := headEnd(g.in); end >= 0 {
 			head := g.in[:end:end]
 			g.in = bytes.Clone(g.in[end:])
-			r, body := checkHead(head, g.hs.bodyOK)
-			g.headDone(int64(len(g.in)) > body)
+			r, body, upgrade := checkHead(head, g.hs.bodyOK)
+			g.headDone(!upgrade && int64(len(g.in)) > body)
 			if r != nil {
 				g.refuse(r)
 				return 0, io.EOF
+			}
+			if upgrade {
+				g.mu.Lock()
+				g.upgrade = true
+				g.mu.Unlock()
 			}
 			g.body = body
 			n := copy(p, head)
@@ -482,24 +509,27 @@ func headEnd(b []byte) int {
 // request body, unless bodyOK (nil: none) allows it for the request's
 // method, path and declared length, and an Expect other than 100-continue.
 // It returns nil when net/http may have the head, with the length of the
-// body that follows it (0: none).
-func checkHead(head []byte, bodyOK bodyRule) (*refusal, int64) {
+// body that follows it (0: none) and whether it asks for a protocol upgrade.
+func checkHead(head []byte, bodyOK bodyRule) (r *refusal, body int64, upgrade bool) {
 	tp := textproto.NewReader(bufio.NewReader(bytes.NewReader(head)))
 	if _, err := tp.ReadLine(); err != nil {
-		return &refusal{status: http.StatusBadRequest, text: "malformed request line"}, 0
+		return &refusal{status: http.StatusBadRequest, text: "malformed request line"}, 0, false
 	}
 	hdr, err := tp.ReadMIMEHeader()
 	if err != nil {
-		return &refusal{status: http.StatusBadRequest, text: "malformed request header"}, 0
+		return &refusal{status: http.StatusBadRequest, text: "malformed request header"}, 0, false
 	}
-	r, body := checkRequest(head, hdr, bodyOK)
+	r, body = checkRequest(head, hdr, bodyOK)
 	if r != nil {
 		if hs := hdr["Host"]; len(hs) == 1 && validHostPort(hs[0]) {
 			r.host = hs[0]
 		}
-		return r, 0
+		return r, 0, false
 	}
-	return nil, body
+	// RFC 9110 section 7.8: an upgrade is asked for with Upgrade and a
+	// Connection header naming it.
+	upgrade = hdr.Get("Upgrade") != "" && httpguts.HeaderValuesContainsToken(hdr["Connection"], "upgrade")
+	return nil, body, upgrade
 }
 
 // checkRequest is checkHead once the header was read as hdr.
