@@ -429,7 +429,14 @@ func New(opts Options) (*Service, error) {
 		closedSessions: map[string]string{},
 	}
 	s.resetPolicy.Store(opts.ResetPolicy)
-	var err error
+	// Sessions closed before this start still move on (lifecycle.go).
+	closed, err := opts.History.ClosedSessions(context.Background(), maxClosed)
+	if err != nil {
+		return nil, fmt.Errorf("new chat service: %w", err)
+	}
+	for _, c := range closed {
+		s.rememberClosed(c.SessionID, c.NextSessionID)
+	}
 	if s.builtin, err = defaultTools(opts.Memory); err != nil {
 		return nil, fmt.Errorf("new chat service: %w", err)
 	}

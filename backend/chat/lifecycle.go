@@ -38,7 +38,9 @@ const EventReset = "chat.reset"
 const DefaultResetCheck = time.Minute
 
 // maxClosed bounds the closed sessions remembered for redirecting sends
-// that still name them (the oldest are forgotten first).
+// that still name them (the oldest are forgotten first); each close is
+// also recorded in state.db (history.CloseSession) and the newest
+// maxClosed are loaded again when the service starts.
 const maxClosed = 10000
 
 // ResetResult says what closing a session did: ClosedSessionID was closed
@@ -126,6 +128,21 @@ func (s *Service) redirect(sessionID string) (string, bool) {
 	return sessionID, moved
 }
 
+// rememberClosed records that sessionID was closed and next followed it,
+// forgetting the oldest beyond maxClosed (s.mu held, or before the
+// service is shared).
+func (s *Service) rememberClosed(sessionID, next string) {
+	if _, ok := s.closedSessions[sessionID]; ok {
+		return
+	}
+	s.closedSessions[sessionID] = next
+	s.closedOrder = append(s.closedOrder, sessionID)
+	if len(s.closedOrder) > maxClosed {
+		delete(s.closedSessions, s.closedOrder[0])
+		s.closedOrder = s.closedOrder[1:]
+	}
+}
+
 // Reset closes a session now (see the top of this file). Errors:
 // ErrNotFound (unknown profile), ErrInvalidInput (bad session id),
 // ErrBusy (the session is answering: cancel or wait first), ErrClosed.
@@ -157,17 +174,19 @@ func (s *Service) Reset(ctx context.Context, r ResetRequest) (ResetResult, error
 	}
 	res := ResetResult{ProfileID: r.ProfileID, ClosedSessionID: r.SessionID, SessionID: uuid.NewString(), Reason: r.Reason}
 	if r.SessionID != "" {
-		s.closedSessions[r.SessionID] = res.SessionID
-		s.closedOrder = append(s.closedOrder, r.SessionID)
-		if len(s.closedOrder) > maxClosed {
-			delete(s.closedSessions, s.closedOrder[0])
-			s.closedOrder = s.closedOrder[1:]
-		}
+		s.rememberClosed(r.SessionID, res.SessionID)
 		delete(s.sessions, r.SessionID)
 	}
 	s.mu.Unlock()
 
 	if r.SessionID != "" {
+		// Recorded in state.db too, so that a send still naming the
+		// session after a restart moves on (best effort, as the note: the
+		// session is closed in this run all the same).
+		if err := s.opts.History.CloseSession(ctx, history.Closed{SessionID: r.SessionID, NextSessionID: res.SessionID,
+			ProfileID: r.ProfileID, Reason: r.Reason, ClosedAt: s.opts.Now().UnixMilli()}); err != nil {
+			s.log.Error("chat session close not recorded", "session", r.SessionID, "err", err)
+		}
 		s.saveNote(ctx, r, &res)
 	}
 	s.log.Info("chat session closed", "profile", r.ProfileID, "session", r.SessionID, "next_session", res.SessionID,

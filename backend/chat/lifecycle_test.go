@@ -197,3 +197,39 @@ func TestAutomaticResets(t *testing.T) {
 		t.Fatalf("closed %d sessions with resets off", got)
 	}
 }
+
+// TestClosedSessionAfterRestart: a session closed by `/new` stays closed
+// for a new service on the same state.db (the app restarted): a client
+// still naming it moves on to the session that followed, and the model
+// sees nothing of the closed one.
+func TestClosedSessionAfterRestart(t *testing.T) {
+	m := newModelServer(t, answer("Use the blue-green plan."), answer("Fresh start."))
+	e := newEnv(t, m.provider(), nil, func(o *Options) { o.SaveNote = (&notes{}).save })
+	first := e.send(t, "s-1", "How do we deploy Heron?")
+	checkRun(t, first, e.rec.runEvents(t, first.RunID))
+	res := e.send(t, "s-1", "/new")
+	if res.Reset == nil {
+		t.Fatalf("/new = %+v", res)
+	}
+	e.svc.Close()
+
+	rec := newRecorder()
+	svc, err := New(Options{History: e.store, Provider: m.provider(), Memory: e.mem, Emit: rec.emit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Close() })
+	next, err := svc.Send(context.Background(), SendRequest{ProfileID: "main", SessionID: "s-1", Message: "Start over: what is new?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRun(t, next, rec.runEvents(t, next.RunID))
+	if next.SessionID != res.Reset.SessionID {
+		t.Fatalf("after a restart a send naming the closed session went to %s, want %s", next.SessionID, res.Reset.SessionID)
+	}
+	for _, msg := range wireMessages(m.body(1)) {
+		if c, _ := msg["content"].(string); strings.Contains(c, "Heron") || strings.Contains(c, "blue-green") {
+			t.Fatalf("the closed session's text reached the model after a restart: %v", msg)
+		}
+	}
+}

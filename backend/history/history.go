@@ -203,6 +203,17 @@ var migrations = []string{
 		flushed     INTEGER NOT NULL DEFAULT 0,
 		updated_at  INTEGER NOT NULL DEFAULT 0
 	);`,
+	// 6: closed sessions (SPEC §6 session lifecycle: /new, /reset, the
+	// daily and idle resets) and the session that followed each, so that a
+	// send naming a closed session still moves on after a restart.
+	`CREATE TABLE IF NOT EXISTS history_closed_sessions (
+		session_id      TEXT    PRIMARY KEY,
+		next_session_id TEXT    NOT NULL,
+		profile_id      TEXT    NOT NULL,
+		reason          TEXT    NOT NULL DEFAULT '',
+		closed_at       INTEGER NOT NULL
+	);
+	CREATE INDEX IF NOT EXISTS history_closed_sessions_at ON history_closed_sessions(closed_at);`,
 }
 
 // Open creates or upgrades the history tables (history_*) in db and returns
@@ -574,4 +585,54 @@ func (s *Store) SetSummary(ctx context.Context, sm Summary) error {
 		return fmt.Errorf("set summary of session %s: %w", sm.SessionID, err)
 	}
 	return nil
+}
+
+// Closed is a closed session (SPEC §6 session lifecycle): SessionID was
+// closed at ClosedAt (Unix ms) for Reason ("manual", "daily", "idle") and
+// NextSessionID followed it.
+type Closed struct {
+	SessionID     string `json:"sessionId"`
+	NextSessionID string `json:"nextSessionId"`
+	ProfileID     string `json:"profileId"`
+	Reason        string `json:"reason,omitempty"`
+	ClosedAt      int64  `json:"closedAt"`
+}
+
+// CloseSession records c. A session closes once: recording it again keeps
+// the first record and returns nil. Errors: ErrInvalid without SessionID,
+// NextSessionID or ProfileID, or a wrapped database error.
+func (s *Store) CloseSession(ctx context.Context, c Closed) error {
+	if c.SessionID == "" || c.NextSessionID == "" || c.ProfileID == "" {
+		return fmt.Errorf("close session: %w: sessionId, nextSessionId and profileId are required", ErrInvalid)
+	}
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO history_closed_sessions
+		(session_id, next_session_id, profile_id, reason, closed_at) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT(session_id) DO NOTHING`, c.SessionID, c.NextSessionID, c.ProfileID, c.Reason, c.ClosedAt); err != nil {
+		return fmt.Errorf("close session %s: %w", c.SessionID, err)
+	}
+	return nil
+}
+
+// ClosedSessions returns the newest limit (1 … 100000) closed sessions,
+// oldest first.
+func (s *Store) ClosedSessions(ctx context.Context, limit int) ([]Closed, error) {
+	limit = max(1, min(limit, 100000))
+	rows, err := s.db.QueryContext(ctx, `SELECT session_id, next_session_id, profile_id, reason, closed_at FROM
+		(SELECT *, rowid AS rid FROM history_closed_sessions ORDER BY closed_at DESC, rowid DESC LIMIT ?) ORDER BY closed_at, rid`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("closed sessions: %w", err)
+	}
+	defer rows.Close()
+	var out []Closed
+	for rows.Next() {
+		var c Closed
+		if err := rows.Scan(&c.SessionID, &c.NextSessionID, &c.ProfileID, &c.Reason, &c.ClosedAt); err != nil {
+			return nil, fmt.Errorf("closed sessions: %w", err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("closed sessions: %w", err)
+	}
+	return out, nil
 }
