@@ -213,6 +213,27 @@ func TestDeviceScopes(t *testing.T) {
 		})
 	}
 
+	// chat.reset (a session closed by /new) reaches a device only for the
+	// profiles its scope may chat with: its note path names the closed
+	// session's first question.
+	t.Run("chat.reset events", func(t *testing.T) {
+		phone, _ := scopedPhone(ctx, t, a, admin, "role:writer")
+		for _, prof := range []string{"main", "writer-1"} {
+			var res struct{ SessionID string }
+			must(t, admin.Call(ctx, "chat.send", map[string]any{"profileId": prof, "sessionId": "s-scope-" + prof, "message": "/new"}, &res))
+			if res.SessionID == "" {
+				t.Fatalf("/new for %s: no next session", prof)
+			}
+		}
+		// Events come in order: the first reset the phone gets must be
+		// the writer's, main's withheld before it.
+		var ev struct{ ProfileID, ClosedSessionID string }
+		must(t, json.Unmarshal(waitEvent(ctx, t, phone, "chat.reset"), &ev))
+		if ev.ProfileID != "writer-1" || ev.ClosedSessionID != "s-scope-writer-1" {
+			t.Fatalf("a role:writer phone got chat.reset %+v; want only writer-1's", ev)
+		}
+	})
+
 	// `as` narrows, never widens.
 	t.Run("as", func(t *testing.T) {
 		auth, _ := scopedPhone(ctx, t, a, admin, "")
