@@ -202,6 +202,10 @@ type Manager struct {
 
 	lock *flock.Flock // held on IndexDir/LOCK from Open until Close
 
+	// renameHook, when set (tests), is called at each stage of a Rename
+	// (rename.go); an error stops the rename there, as a crash would.
+	renameHook func(stage string) error
+
 	storeMu sync.RWMutex // guards store (swapped on rebuild)
 	// warmMu guards warmStop, which cancels a running Warm: a rebuild
 	// calls it before it takes storeMu, so that the swap (and the

@@ -44,6 +44,7 @@ const MainRole = "main"
 //	memory/sessions/<id>/**                → layer session
 //	memory/templates/**                    → not indexed
 //	memory/archive/sessions/**             → not indexed (archived sessions, sessions.go)
+//	memory/archive/roles/**                → not indexed (deleted roles' kept memory, roleadmin.go)
 //	any other memory/**                    → layer role, role main
 //
 // Only ".md" files are indexed; names or folders starting with "." are not,
@@ -77,7 +78,7 @@ func classify(rel string) kind {
 		case "templates":
 			return kind{}
 		case "archive":
-			if len(parts) >= 4 && parts[2] == "sessions" {
+			if len(parts) >= 4 && (parts[2] == "sessions" || parts[2] == "roles") {
 				return kind{}
 			}
 		case "sessions":
@@ -289,7 +290,7 @@ func (m *Manager) listFiles(ctx context.Context, st *index.Store) (*listing, err
 		}
 		rel = filepath.ToSlash(rel)
 		if d.IsDir() {
-			if p != root && (strings.HasPrefix(d.Name(), ".") || rel == "memory/templates" || rel == ArchivedSessionsDir) {
+			if p != root && (strings.HasPrefix(d.Name(), ".") || rel == "memory/templates" || rel == ArchivedSessionsDir || rel == ArchivedRolesDir) {
 				return fs.SkipDir
 			}
 			return nil

@@ -556,7 +556,11 @@ func (m *Manager) ArchiveSession(ctx context.Context, id string) (Session, error
 // dropIndexed brings the index in line for paths that left memory (moved
 // to the archive): each is indexed again, which drops it now that it is
 // gone. OnChange fires with reason "archive".
-func (m *Manager) dropIndexed(ctx context.Context, rels []string) {
+func (m *Manager) dropIndexed(ctx context.Context, rels []string) { m.dropIndexedAs(ctx, rels, "archive") }
+
+// dropIndexedAs is dropIndexed with the reason OnChange fires with
+// ("archive", or "delete" for files removed).
+func (m *Manager) dropIndexedAs(ctx context.Context, rels []string, reason string) {
 	ctx = context.WithoutCancel(ctx)
 	var gone []string
 	m.writeMu.Lock()
@@ -584,7 +588,7 @@ func (m *Manager) dropIndexed(ctx context.Context, rels []string) {
 		m.mu.Unlock()
 	}
 	m.writeMu.Unlock()
-	m.fire(gone, "archive")
+	m.fire(gone, reason)
 }
 
 // parseLines parses PromoteRequest.Lines: "N" or "N-M" (1-based).

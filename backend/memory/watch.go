@@ -197,7 +197,7 @@ func (m *Manager) watchTree(w *fsnotify.Watcher, dir string, recursive bool) {
 		if p != dir && strings.HasPrefix(d.Name(), ".") {
 			return fs.SkipDir
 		}
-		if rel, rerr := filepath.Rel(m.ws, p); rerr == nil && (filepath.ToSlash(rel) == "memory/templates" || filepath.ToSlash(rel) == ArchivedSessionsDir) {
+		if rel, rerr := filepath.Rel(m.ws, p); rerr == nil && (filepath.ToSlash(rel) == "memory/templates" || filepath.ToSlash(rel) == ArchivedSessionsDir || filepath.ToSlash(rel) == ArchivedRolesDir) {
 			return fs.SkipDir
 		}
 		if err := w.Add(p); err != nil {

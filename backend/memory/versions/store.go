@@ -496,3 +496,47 @@ func (s *Store) Resolve(ctx context.Context, id int64, r Resolution) (Conflict, 
 	}
 	return out, nil
 }
+
+// Move moves the stored version of from to to, for a rename (SPEC §5.3: a
+// file's history goes with its content): in one transaction it checks that
+// from's stored version still equals expect (else ErrChanged), runs apply
+// (the caller's file system change; may be nil), removes from's record and
+// stores for to the version that dominates both from's and any record to
+// still has (a file of that name deleted earlier), with writer's counter
+// raised by one, so that no client holding a version of either file can
+// write over the renamed one unseen. hash is the content's hash. An error
+// from apply rolls everything back and is returned wrapped. It returns
+// to's new version.
+func (s *Store) Move(ctx context.Context, from, to string, expect Vector, writer, hash string, apply func() error) (FileVersion, error) {
+	if err := ValidateWriter(writer); err != nil {
+		return FileVersion{}, fmt.Errorf("move version of %s: %w", from, err)
+	}
+	var out FileVersion
+	err := s.tx(ctx, func(q *sql.Conn) error {
+		cur, _, err := s.file(ctx, q, from)
+		if err != nil {
+			return err
+		}
+		if Compare(cur.Vector, expect) != Equal {
+			return fmt.Errorf("%w: stored %q, expected %q", ErrChanged, cur.Vector, expect)
+		}
+		old, _, err := s.file(ctx, q, to)
+		if err != nil {
+			return err
+		}
+		if apply != nil {
+			if err := apply(); err != nil {
+				return err
+			}
+		}
+		if _, err := q.ExecContext(ctx, `DELETE FROM versions_files WHERE workspace = ? AND path = ?`, s.ws, from); err != nil {
+			return err
+		}
+		out = FileVersion{Path: to, Vector: Merge(cur.Vector, old.Vector).Inc(writer), Hash: hash, Updated: s.now().UnixMilli()}
+		return s.putFile(ctx, q, out)
+	})
+	if err != nil {
+		return FileVersion{}, fmt.Errorf("move version of %s to %s: %w", from, to, err)
+	}
+	return out, nil
+}
