@@ -110,7 +110,6 @@ func cleanCapabilities(in []string) ([]string, error) {
 	return out, nil
 }
 
-
 // UpdateRole rewrites memory/roles/<role>/config.md as r asks, through
 // Write (replace, with r.BaseVersion): indexed, versioned, OnChange. The
 // front matter keeps its other keys and their order. The running
@@ -246,7 +245,6 @@ func (m *Manager) UpdateRole(ctx context.Context, r UpdateRoleRequest) (UpdateRo
 	m.log.Info("memory role updated", "role", r.Role, "changed", strings.Join(res.Changed, ","))
 	return res, nil
 }
-
 
 // setKey sets key in a YAML mapping to v, in place when it exists, else
 // at the end.

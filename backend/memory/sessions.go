@@ -556,7 +556,9 @@ func (m *Manager) ArchiveSession(ctx context.Context, id string) (Session, error
 // dropIndexed brings the index in line for paths that left memory (moved
 // to the archive): each is indexed again, which drops it now that it is
 // gone. OnChange fires with reason "archive".
-func (m *Manager) dropIndexed(ctx context.Context, rels []string) { m.dropIndexedAs(ctx, rels, "archive") }
+func (m *Manager) dropIndexed(ctx context.Context, rels []string) {
+	m.dropIndexedAs(ctx, rels, "archive")
+}
 
 // dropIndexedAs is dropIndexed with the reason OnChange fires with
 // ("archive", or "delete" for files removed).
