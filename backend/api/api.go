@@ -67,6 +67,11 @@ type Options struct {
 	// instances.go); nil: profiles.spawn/stop are not registered and
 	// profiles.list has no index or instances.
 	Instances Instances
+	// Roles is the app's side of a role for profiles.update (its model)
+	// and profiles.delete (its settings, MCP tokens and devices;
+	// roleadmin.go); nil: profiles.update refuses a model and
+	// profiles.delete removes the role from memory alone.
+	Roles RoleApp
 	// Settings reads and changes config.json (SPEC §9; settings.go); nil:
 	// the config.* methods are not registered.
 	Settings Settings
@@ -263,6 +268,11 @@ func Register(o Options) {
 	}
 	if o.Collab != nil {
 		registerCollab(g, o.Collab, ac)
+	}
+	{
+		ed, _ := o.Layers.(RoleEditor)
+		ren, _ := o.Memory.(Renamer)
+		registerRoleAdmin(g, ed, ren, o.Roles, o.Instances, ac)
 	}
 
 	if o.Instances != nil {

@@ -545,8 +545,10 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 	if err := a.newMCP(ctx, o.Version, o.Logger); err != nil {
 		return nil, err
 	}
+	st := &settings{a: a, store: store, local: o.LocalModelServers}
 	api.Register(api.Options{
 		Gateway:     a.Gateway,
+		Roles:       roleApp{a: a, settings: st},
 		Instances:   a.Pool,
 		Memory:      a.Memory,
 		Guard:       a.Guard,
@@ -555,7 +557,7 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 		Chat:        a.Chat,
 		Collab:      a.Collab,
 		Embedder:    emb,
-		Settings:    &settings{a: a, store: store, local: o.LocalModelServers},
+		Settings:    st,
 		Focus:       o.Focus,
 		Setup:       a.setup,
 		Media:       a.Media,
