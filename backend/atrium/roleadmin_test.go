@@ -221,8 +221,8 @@ func TestMemoryRenameOverGateway(t *testing.T) {
 		code   string
 	}{
 		{map[string]any{"path": "memory/global/garden/okapi.md", "to": "memory/global/x.md", "baseVersion": got.Version}, gateway.CodeConflict}, // stale
-		{map[string]any{"path": "memory/global/garden/okapi.md", "to": "memory/global/nоtes.md"}, gateway.CodeConflict},                           // Cyrillic о
-		{map[string]any{"path": "memory/global/garden/okapi.md", "to": "memory/global/notes.md"}, gateway.CodeConflict},                           // exists
+		{map[string]any{"path": "memory/global/garden/okapi.md", "to": "memory/global/nоtes.md"}, gateway.CodeConflict},                         // Cyrillic о
+		{map[string]any{"path": "memory/global/garden/okapi.md", "to": "memory/global/notes.md"}, gateway.CodeConflict},                         // exists
 		{map[string]any{"path": "memory/global/none.md", "to": "memory/global/y.md"}, gateway.CodeNotFound},
 		{map[string]any{"path": "memory/global/garden/okapi.md", "to": "../y.md"}, gateway.CodeInvalidRequest},
 		{map[string]any{"path": "memory/global/garden/okapi.md"}, gateway.CodeInvalidRequest},
