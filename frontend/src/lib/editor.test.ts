@@ -10,6 +10,8 @@ import {
   newNotePath,
   NoteExistsError,
   parseTarget,
+  renameNote,
+  renameTarget,
   resolveEdit,
   saveNote,
   summarize,
@@ -207,5 +209,24 @@ describe('drop', () => {
     const gw = fakeGw(() => ({ path: 'memory/sessions/s1/x.md', bytes: 1, chunks: 1 }));
     await importDropped(gw, [{ file: new File(['x'], 'x.md'), path: 'x.md' }], { layer: 'session', session: 's1' }, 'main', () => {});
     expect(gw.calls[0].params).toMatchObject({ name: 'x.md', layer: 'session', session: 's1', as: 'main' });
+  });
+});
+
+describe('renaming a note', () => {
+  it('keeps the folder for a bare name, moves for a memory/ path, refuses the same name and tricks', () => {
+    expect(renameTarget('memory/global/ideas.md', 'plans')).toEqual({ path: 'memory/global/plans.md' });
+    expect(renameTarget('memory/global/ideas.md', '计划.md')).toEqual({ path: 'memory/global/计划.md' });
+    expect(renameTarget('memory/global/ideas.md', 'memory/roles/writer/ideas')).toEqual({ path: 'memory/roles/writer/ideas.md' });
+    expect(renameTarget('MEMORY.md', 'NOTES')).toEqual({ path: 'NOTES.md' });
+    expect('error' in renameTarget('memory/global/ideas.md', 'ideas.md')).toBe(true);
+    expect('error' in renameTarget('memory/global/ideas.md', 'memory/../x.md')).toBe(true);
+    expect('error' in renameTarget('memory/global/ideas.md', '../x')).toBe(true);
+    expect('error' in renameTarget('memory/global/ideas.md', ' ')).toBe(true);
+  });
+
+  it('sends memory.rename with the version the editor opened, as the chosen role', async () => {
+    const gw = fakeGw(() => ({ from: 'memory/global/a.md', path: 'memory/global/b.md', version: 'admin=3' }));
+    expect(await renameNote(gw, 'memory/global/a.md', 'memory/global/b.md', 'admin=2', 'writer')).toEqual({ path: 'memory/global/b.md', version: 'admin=3' });
+    expect(gw.calls).toEqual([{ method: 'memory.rename', params: { path: 'memory/global/a.md', to: 'memory/global/b.md', baseVersion: 'admin=2', as: 'writer' } }]);
   });
 });

@@ -266,6 +266,41 @@ export async function createNote(gw: Gw, path: string, actor: Actor): Promise<Lo
   return loadNote(gw, path, actor);
 }
 
+// ---- renaming a note (memory.rename) ----
+
+/**
+ * The new path of a note being renamed from what the person typed: a bare name stays in the note's
+ * folder, a path starting with "memory/" is taken as it is (".md" added when missing); an error (in
+ * words) for a name that cannot be a file name, or for the same path.
+ */
+export function renameTarget(from: string, typed: string): { path: string } | { error: string } {
+  const v = typed.trim().normalize('NFC');
+  const slash = v.lastIndexOf('/');
+  let out: { path: string } | { error: string };
+  if (v.startsWith('memory/') && slash > 0) {
+    const dir = v.slice(0, slash);
+    if (dir.split('/').some((seg) => seg === '' || seg === '.' || seg === '..' || seg.startsWith('.'))) return { error: t('editor.name.plain') };
+    out = newNotePath(dir, v.slice(slash + 1));
+  } else {
+    out = newNotePath(from.includes('/') ? from.slice(0, from.lastIndexOf('/')) : '.', v);
+    if ('path' in out && out.path.startsWith('./')) out = { path: out.path.slice(2) };
+  }
+  if ('path' in out && out.path === from) return { error: t('editor.renameSame') };
+  return out;
+}
+
+/**
+ * memory.rename {path, to, baseVersion}: moves the note; the gateway refuses a changed file
+ * (CONFLICT), a taken or look-alike name (CONFLICT) and what the ACL does not let the actor write on
+ * either path (FORBIDDEN). Returns the new path and version.
+ */
+export async function renameNote(gw: Gw, from: string, to: string, baseVersion: string, actor: Actor): Promise<{ path: string; version: string }> {
+  const params: Record<string, unknown> = { path: from, to, ...asParam(actor) };
+  if (baseVersion) params.baseVersion = baseVersion;
+  const res = await gw.request<{ path?: string; version?: string }>('memory.rename', params);
+  return { path: res.path || to, version: res.version ?? '' };
+}
+
 // ---- roles and sessions (the places to create in and drop into) ----
 
 export async function listRoles(gw: Gw): Promise<string[]> {

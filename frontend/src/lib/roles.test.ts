@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ROLE_TEMPLATES, roleNameProblem, splitCapabilities } from './roles';
+import { ROLE_TEMPLATES, deleteRole, roleNameProblem, splitCapabilities, updateRole } from './roles';
 import { MESSAGES } from './messages';
 
 describe('creating a role', () => {
@@ -20,5 +20,47 @@ describe('creating a role', () => {
   it('labels every template in both languages', () => {
     for (const tp of ROLE_TEMPLATES) expect(MESSAGES[tp.label]).toHaveLength(2);
     for (const tp of ROLE_TEMPLATES.slice(1)) expect(tp.personaZh).not.toBe('');
+  });
+});
+
+function fakeGw(answer: (method: string, params: any) => any) {
+  const calls: { method: string; params: any }[] = [];
+  return {
+    calls,
+    request: async (method: string, params: any = {}) => {
+      calls.push({ method, params });
+      return answer(method, params);
+    },
+  } as any;
+}
+
+describe('editing and deleting a role', () => {
+  it('sends only what changed to profiles.update', async () => {
+    const gw = fakeGw(() => ({ changed: ['model'], instances: ['writer-1'], restartRequired: ['writer-1'], restarted: [] }));
+    const before = { role: 'writer', description: 'Writes', capabilities: ['write'], model: '' };
+    const res = await updateRole(gw, before, { description: ' Writes ', capabilities: ['write'], model: 'tiny' });
+    expect(gw.calls).toEqual([{ method: 'profiles.update', params: { role: 'writer', model: 'tiny' } }]);
+    expect(res.restartRequired).toEqual(['writer-1']);
+  });
+
+  it('asks profiles.delete for a dry run, then deletes', async () => {
+    const gw = fakeGw((_m, p) => ({ role: 'writer', path: 'memory/roles/writer', files: 3, notes: 2, kept: !p.deleteMemory, archivePath: p.dryRun ? '' : 'memory/archive/roles/writer' }));
+    const plan = await deleteRole(gw, 'writer', false, true);
+    expect(plan.files).toBe(3);
+    expect(plan.archivePath).toBe('memory/archive/roles/writer');
+    expect(plan.orphanedDevices).toEqual([]);
+    await deleteRole(gw, 'writer', true, false);
+    expect(gw.calls.map((c: any) => c.params)).toEqual([
+      { role: 'writer', deleteMemory: false, dryRun: true },
+      { role: 'writer', deleteMemory: true, dryRun: false },
+    ]);
+  });
+
+  it('says every delete warning in both languages', () => {
+    for (const k of Object.keys(MESSAGES).filter((k) => k.startsWith('profiles.delete') || k.startsWith('profiles.edit') || k.startsWith('editor.rename'))) {
+      const [en, zh] = MESSAGES[k as keyof typeof MESSAGES];
+      expect(en).not.toBe('');
+      expect(zh).not.toBe(en);
+    }
   });
 });

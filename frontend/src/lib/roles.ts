@@ -2,6 +2,7 @@
 // profiles.create): the templates offered and the checks made before asking the gateway, which
 // checks again (acl.ValidateRole).
 import type { MessageKey } from './messages';
+import type { GatewayClient } from './gateway';
 import { t } from './i18n.svelte';
 
 export interface RoleTemplate {
@@ -59,4 +60,88 @@ export function splitCapabilities(text: string): string[] {
     if (v && !out.includes(v)) out.push(v);
   }
   return out;
+}
+
+// ---- editing and deleting a role (profiles.update, profiles.delete; docs/PROTOCOL.md "Editing and
+// deleting roles") ----
+
+type Req = Pick<GatewayClient, 'request'>;
+
+/** What the edit form starts from: the role's description and capabilities (roles.list), its model (config.get). */
+export interface RoleSettings {
+  role: string;
+  description: string;
+  capabilities: string[];
+  model: string;
+}
+
+/** Reads a role's settings for the edit form; the model is "" when config.get is not callable or has none. */
+export async function loadRoleSettings(gw: Req, role: string): Promise<RoleSettings> {
+  const res = await gw.request<{ roles?: { role: string; description?: string; capabilities?: string[] }[] }>('roles.list', {});
+  const r = (res.roles ?? []).find((x) => x.role === role);
+  let model = '';
+  try {
+    const cfg = await gw.request<{ config?: { profiles?: Record<string, { model?: { model?: string } }> } }>('config.get', {});
+    model = cfg.config?.profiles?.[role]?.model?.model ?? '';
+  } catch {
+    // A connection that may not read the settings edits without the model.
+  }
+  return { role, description: r?.description ?? '', capabilities: r?.capabilities ?? [], model };
+}
+
+/** profiles.update's answer. */
+export interface UpdateResult {
+  changed: string[];
+  instances: string[];
+  restartRequired: string[];
+  restarted: string[];
+}
+
+/** Saves the edit form: only what differs from `before` is sent. */
+export async function updateRole(gw: Req, before: RoleSettings, after: Omit<RoleSettings, 'role'>): Promise<UpdateResult> {
+  const params: Record<string, unknown> = { role: before.role };
+  if (after.description.trim() !== before.description) params.description = after.description.trim();
+  if (after.capabilities.join('\u0000') !== before.capabilities.join('\u0000')) params.capabilities = after.capabilities;
+  if (after.model.trim() !== before.model) params.model = after.model.trim();
+  return normalizeUpdate(await gw.request('profiles.update', params, { timeoutMs: 60_000 }));
+}
+
+/** Restarts the role's running instances (after a model change). */
+export async function restartRole(gw: Req, role: string): Promise<UpdateResult> {
+  return normalizeUpdate(await gw.request('profiles.update', { role, restart: true }, { timeoutMs: 120_000 }));
+}
+
+function normalizeUpdate(r: unknown): UpdateResult {
+  const o = (r ?? {}) as Partial<UpdateResult>;
+  const arr = (v: unknown) => (Array.isArray(v) ? (v as string[]) : []);
+  return { changed: arr(o.changed), instances: arr(o.instances), restartRequired: arr(o.restartRequired), restarted: arr(o.restarted) };
+}
+
+/** profiles.delete's answer (dryRun: what would be done). */
+export interface DeletePlan {
+  role: string;
+  path: string;
+  files: number;
+  notes: number;
+  kept: boolean;
+  archivePath: string;
+  instances: string[];
+  mcpTokensRevoked: string[];
+  orphanedDevices: { deviceId: string; displayName?: string }[];
+}
+
+/** profiles.delete: dryRun for the warning, then the deletion itself. */
+export async function deleteRole(gw: Req, role: string, deleteMemory: boolean, dryRun: boolean): Promise<DeletePlan> {
+  const r = await gw.request<Partial<DeletePlan>>('profiles.delete', { role, deleteMemory, dryRun }, { timeoutMs: 60_000 });
+  return {
+    role: r.role ?? role,
+    path: r.path ?? `memory/roles/${role}`,
+    files: r.files ?? 0,
+    notes: r.notes ?? 0,
+    kept: r.kept ?? !deleteMemory,
+    archivePath: r.archivePath || `memory/archive/roles/${role}`,
+    instances: r.instances ?? [],
+    mcpTokensRevoked: r.mcpTokensRevoked ?? [],
+    orphanedDevices: r.orphanedDevices ?? [],
+  };
 }
