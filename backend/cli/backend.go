@@ -36,6 +36,9 @@ type memoryBackend interface {
 	Search(ctx context.Context, as string, o memory.SearchOptions) (memory.SearchResponse, error)
 	Get(ctx context.Context, as string, o memory.GetOptions) (memory.GetResponse, error)
 	Write(ctx context.Context, as string, r memory.WriteRequest) (memory.WriteResult, error)
+	// Rename moves a note (memory.rename): write on both paths, checked
+	// and audited by the guard.
+	Rename(ctx context.Context, as string, r memory.RenameRequest) (memory.RenameResult, error)
 	// ACL reports the access rules in force (nil when the app reports none).
 	ACL(ctx context.Context) (*aclView, error)
 	// Roles lists the workspace's roles (memory.Manager.ListRoles).
@@ -229,6 +232,18 @@ func (l localMemory) Write(ctx context.Context, as string, r memory.WriteRequest
 	}
 	return l.m.Write(guard.WithChecked(ctx, r.Path), r)
 }
+func (l localMemory) Rename(ctx context.Context, as string, r memory.RenameRequest) (memory.RenameResult, error) {
+	p, err := l.principal(as)
+	if err != nil {
+		return memory.RenameResult{}, err
+	}
+	r.Writer = memory.AdminWriter
+	if p.Role != "" {
+		r.Writer = p.Role
+	}
+	// The engine asks the guard about both paths (Options.Authorize).
+	return l.m.Rename(guard.WithPrincipal(ctx, p), r)
+}
 func (l localMemory) ACL(context.Context) (*aclView, error) {
 	st := l.m.Guard.ACL().Status()
 	v := &aclView{Path: st.Path, Source: st.Source, Rules: st.Rules}
@@ -290,6 +305,9 @@ func (r remoteMemory) Write(ctx context.Context, as string, w memory.WriteReques
 		memory.WriteRequest
 		As string `json:"as,omitempty"`
 	}{w, as}, &res)
+}
+func (r remoteMemory) Rename(ctx context.Context, as string, m memory.RenameRequest) (res memory.RenameResult, err error) {
+	return res, r.call(ctx, "memory.rename", map[string]any{"path": m.From, "to": m.To, "baseVersion": m.BaseVersion, "as": as}, &res)
 }
 
 // call reports a refused request as the server's message alone; the code is

@@ -46,6 +46,9 @@ func commands() []command {
 		{"memory write", "[flags] PATH", "write standard input to a memory file\n(--mode append|replace, --base VERSION)",
 			"--base VERSION is the version the new content is based on (memory get --json\n" +
 				"shows it); a file changed since then keeps the replaced text as a conflict." + asHelp},
+		{"memory mv", "[flags] PATH NEWPATH", "rename a memory note (--base VERSION); its version moves with it",
+			"Both paths must be writable (checked and audited on each); a look-alike or\n" +
+				"taken NEWPATH is refused, as is a note changed since --base." + asHelp},
 		{"memory status", "[flags]", "files, chunks, provider, model, last sync, ACL in force", ""},
 		{"audit tail", "[flags]", "the newest access decisions (-n N, --role R,\n--result allowed|denied, --operation OP)",
 			"Reads $ATRIUM_HOME/audit directly, with or without the app running."},

@@ -41,8 +41,10 @@ func runMemory(ctx context.Context, args []string, o Options) error {
 	case "write":
 		fs.StringVar(mode, "mode", "", "append or replace (required)")
 		fs.StringVar(base, "base", "", "the version the new content is based on")
+	case "mv":
+		fs.StringVar(base, "base", "", "the version of PATH you saw (memory get --json); refused when it changed since")
 	}
-	if sub == "search" || sub == "get" || sub == "write" {
+	if sub == "search" || sub == "get" || sub == "write" || sub == "mv" {
 		fs.StringVar(as, "as", "", "act as this `role` (checked and audited exactly as that role)")
 	}
 	pos, err := parse(fs, args, o)
@@ -85,6 +87,10 @@ func runMemory(ctx context.Context, args []string, o Options) error {
 		}
 		if *mode != memory.WriteAppend && *mode != memory.WriteReplace {
 			return fmt.Errorf("%w: memory write needs --mode append or --mode replace", errUsage)
+		}
+	case "mv":
+		if len(pos) != 2 {
+			return fmt.Errorf("%w: memory mv needs PATH and NEWPATH", errUsage)
 		}
 	}
 
@@ -187,6 +193,16 @@ func runMemory(ctx context.Context, args []string, o Options) error {
 		default:
 			fmt.Fprintf(o.Stdout, "Wrote %s (version %s).\n", res.Path, res.Version)
 		}
+		return nil
+	case "mv":
+		res, err := m.Rename(ctx, *as, memory.RenameRequest{From: pos[0], To: pos[1], BaseVersion: *base})
+		if err != nil {
+			return err
+		}
+		if c.json {
+			return printJSON(o.Stdout, res)
+		}
+		fmt.Fprintf(o.Stdout, "Renamed %s to %s (version %s).\n", res.From, res.Path, res.Version)
 		return nil
 	}
 	return nil
