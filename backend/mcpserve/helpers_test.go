@@ -31,7 +31,7 @@ type stack struct {
 	local   *Local
 }
 
-func newStack(t *testing.T) *stack {
+func newStack(t testing.TB) *stack {
 	t.Helper()
 	dir := t.TempDir()
 	s := &stack{dir: dir, ws: filepath.Join(dir, "ws")}
@@ -81,7 +81,7 @@ func (s *stack) connect(t *testing.T, role string, copts *mcp.ClientOptions) (*S
 	return srv, cs
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
