@@ -228,6 +228,11 @@ func (r *Reader) readLine() ([]byte, error) {
 		case errors.Is(err, bufio.ErrBufferFull):
 			continue
 		case errors.Is(err, io.EOF):
+			// The check above leaves room for a newline that an
+			// unterminated last line does not have.
+			if !tooLong && len(r.buf) > r.max {
+				tooLong, head = true, append([]byte(nil), r.buf[:min(len(r.buf), 512)]...)
+			}
 			if tooLong {
 				return nil, &LineTooLongError{Len: total, Limit: r.max, Unterminated: true, Head: head}
 			}
