@@ -31,7 +31,7 @@ APT_PACKAGE := gcc-mingw-w64-x86-64 nsis p7zip-full imagemagick
 FRONTEND_SRC := $(shell find frontend/src frontend/index.html frontend/pair frontend/package.json frontend/vite.config.ts -type f 2>/dev/null)
 
 .DEFAULT_GOAL := help
-.PHONY: help run serve desktop package package-test vet-cross screenshots test test-go test-frontend bench bench-retrieval screenshot deps deps-test deps-package deps-system deps-system-test deps-system-package deps-go deps-frontend frontend clean
+.PHONY: help run serve desktop package package-test vet-cross screenshots test test-go test-frontend bench bench-retrieval fuzz screenshot deps deps-test deps-package deps-system deps-system-test deps-system-package deps-go deps-frontend frontend clean
 
 help: ## Show this help
 	@echo "Atrium make targets:"
@@ -88,6 +88,18 @@ bench-retrieval: deps-system deps-go ## Run the retrieval harness on every set u
 	run cmrc2018                  "$$d/cmrc2018"; \
 	run drcd                      "$$d/drcd"; \
 	run openclaw-judged           backend/bench/retrieval/testdata/openclaw-judged --workspaces "$(CORPORA)/workspaces"
+
+# Every Go fuzz target for FUZZTIME each (default 10m), one after another,
+# with -parallel FUZZPARALLEL (default 1); FUZZ=regexp picks targets. Fails
+# if a target finds a failing input (go test writes it to the package's
+# testdata/fuzz/FuzzX/; keep it there as a regression seed once fixed).
+# docs/FUZZING.md lists the targets and the last run's figures.
+FUZZTIME     ?= 10m
+FUZZPARALLEL ?= 1
+FUZZ         ?= .
+
+fuzz: deps-system deps-go frontend ## Run every Go fuzz target for FUZZTIME each (default 10m; FUZZ=regexp picks some); fails on a crasher
+	FUZZTIME=$(FUZZTIME) FUZZPARALLEL=$(FUZZPARALLEL) FUZZ='$(FUZZ)' GO=$(GO) bash build/fuzz.sh
 
 vet-cross: deps-system-package deps-go ## go vet for Windows (cgo with mingw) and macOS (the packages without cgo)
 	bash build/vet-cross.sh
