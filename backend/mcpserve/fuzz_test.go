@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -114,4 +115,26 @@ func FuzzHTTP(f *testing.F) {
 			t.Fatalf("coder's private file changed after %q: %q, %v", body, got, err)
 		}
 	})
+}
+
+// TestURIOf: a resource URI parses as a URL whatever the file's name, and
+// PathOf gives back exactly that name (FuzzHTTP found a file named with a
+// lone "%" taking the server down in the SDK's AddResource).
+func TestURIOf(t *testing.T) {
+	for _, p := range []string{"memory/global/decisions.md", "memory/global/项目状态.md", "memory/roles/writer/笔记 2026.md",
+		"memory/roles/writer/%ew.md", "memory/100%.md", "memory/a#b.md", "memory/a?b.md", "memory/a\x01b.md", "memory/a%2541.md"} {
+		uri := URIOf(p)
+		if _, err := url.Parse(uri); err != nil {
+			t.Errorf("URIOf(%q) = %q does not parse: %v", p, uri, err)
+		}
+		if back, ok := PathOf(uri); !ok || back != p {
+			t.Errorf("PathOf(URIOf(%q)) = %q, %v", p, back, ok)
+		}
+	}
+	if got := URIOf("memory/global/项目状态.md"); got != URIPrefix+"memory/global/项目状态.md" {
+		t.Errorf("an ordinary name is escaped: %q", got)
+	}
+	if _, ok := PathOf(URIPrefix + "memory/a%zz.md"); ok {
+		t.Error("a malformed escape names a path")
+	}
 }

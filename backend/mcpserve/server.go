@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"sort"
 	"strings"
 	"sync"
@@ -247,11 +248,38 @@ func (s *Server) refusal(tool string, err error) error {
 	return fmt.Errorf("%s: %w", tool, err)
 }
 
-// PathOf is the workspace-relative path of a resource URI; false when uri
-// is not an Atrium memory URI.
+// URIOf is the resource URI of a workspace-relative path: URIPrefix and
+// the path with "%", "#", "?", ASCII control characters and DEL
+// percent-encoded (RFC 3986 §2.1), every other character as it is
+// (Chinese names stay readable). The result is a URI the SDK accepts
+// (its AddResource panics on one that does not parse: a file named
+// "100%ok.md" once took the server down) and that names exactly that
+// path; PathOf reverses it.
+func URIOf(rel string) string {
+	var b strings.Builder
+	b.Grow(len(URIPrefix) + len(rel))
+	b.WriteString(URIPrefix)
+	for i := 0; i < len(rel); i++ {
+		c := rel[i]
+		if c == '%' || c == '#' || c == '?' || c < 0x20 || c == 0x7f {
+			fmt.Fprintf(&b, "%%%02X", c)
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// PathOf is the workspace-relative path of a resource URI (percent
+// escapes decoded, so both URIOf's form and a fully escaped one work);
+// false when uri is not an Atrium memory URI or has a malformed escape.
 func PathOf(uri string) (string, bool) {
 	rel, ok := strings.CutPrefix(uri, URIPrefix)
-	return rel, ok && rel != ""
+	if !ok || rel == "" {
+		return "", false
+	}
+	rel, err := url.PathUnescape(rel)
+	return rel, err == nil && rel != ""
 }
 
 func (s *Server) readResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
@@ -299,7 +327,7 @@ func (s *Server) Refresh(ctx context.Context, changed []string) {
 	}
 	now := make(map[string]memory.FileInfo, len(files))
 	for _, f := range files {
-		now[URIPrefix+f.Path] = f
+		now[URIOf(f.Path)] = f
 	}
 	s.mu.Lock()
 	var added, updated []string
@@ -322,8 +350,9 @@ func (s *Server) Refresh(ctx context.Context, changed []string) {
 	s.files, s.known = now, true
 	s.mu.Unlock()
 	for _, p := range changed {
-		if _, ok := now[URIPrefix+p]; ok && !contains(updated, URIPrefix+p) && !contains(added, URIPrefix+p) {
-			updated = append(updated, URIPrefix+p)
+		uri := URIOf(p)
+		if _, ok := now[uri]; ok && !contains(updated, uri) && !contains(added, uri) {
+			updated = append(updated, uri)
 		}
 	}
 	sort.Strings(added)
