@@ -51,7 +51,9 @@ func FuzzParseFrontMatter(f *testing.F) {
 			t.Fatalf("body %q is not the tail of the text", body)
 		}
 		head := text[:len(text)-len(body)]
-		if want := strings.Count(head, "\n") + 1; bodyLine != want {
+		// (An empty body after a closing line without a newline starts on
+		// the line after it, which the text does not have.)
+		if want := strings.Count(head, "\n") + 1; bodyLine != want && (body != "" || strings.HasSuffix(head, "\n") || bodyLine != want+1) {
 			t.Fatalf("bodyLine %d, want %d for head %q", bodyLine, want, head)
 		}
 		for _, l := range [][]string{fm.Tags, fm.Capabilities} {
