@@ -22,7 +22,9 @@
 //
 // In JSON both the key and the signature are base64 (URL-safe or standard
 // alphabet, padding optional; see DecodeBase64). A key of the wrong length,
-// or a P-256 point that is not on the curve, is ErrBadPublicKey.
+// a P-256 point that is not on the curve, or an Ed25519 point of small
+// order (for the identity point one fixed signature verifies every message)
+// is ErrBadPublicKey.
 //
 // # deviceId
 //
@@ -46,6 +48,7 @@
 package device
 
 import (
+	"crypto/ecdh"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
@@ -88,7 +91,8 @@ var (
 	// ErrUnsupportedAlgorithm: the algorithm is neither "ed25519" nor
 	// "ecdsa-p256".
 	ErrUnsupportedAlgorithm = errors.New("unsupported device key algorithm")
-	// ErrBadPublicKey: undecodable, wrong length, or not a point on P-256.
+	// ErrBadPublicKey: undecodable, wrong length, not a point on P-256, or
+	// an Ed25519 point of small order.
 	ErrBadPublicKey = errors.New("bad device public key")
 	// ErrDeviceIDMismatch: the deviceId claimed is not the SHA-256 of the key.
 	ErrDeviceIDMismatch = errors.New("device id does not match the public key")
@@ -141,6 +145,9 @@ func ParsePublicKey(alg Algorithm, raw []byte) (PublicKey, error) {
 		if len(raw) != Ed25519KeySize {
 			return PublicKey{}, fmt.Errorf("%w: ed25519 key is %d bytes, want %d", ErrBadPublicKey, len(raw), Ed25519KeySize)
 		}
+		if smallOrder(raw) {
+			return PublicKey{}, fmt.Errorf("%w: ed25519 key is a point of small order", ErrBadPublicKey)
+		}
 		return PublicKey{Alg: alg, Raw: append([]byte(nil), raw...)}, nil
 	case ECDSAP256:
 		if len(raw) != P256KeySize || raw[0] != 4 {
@@ -153,6 +160,47 @@ func ParsePublicKey(alg Algorithm, raw []byte) (PublicKey, error) {
 		return PublicKey{Alg: alg, Raw: append([]byte(nil), raw...), ec: ec}, nil
 	}
 	return PublicKey{}, fmt.Errorf("%w: %q", ErrUnsupportedAlgorithm, alg)
+}
+
+// smallOrder reports whether the 32-byte Ed25519 encoding raw (RFC 8032
+// §5.1.2: y little-endian, the top bit x's sign) is a point whose order
+// divides the cofactor 8. crypto/ed25519 verifies against such a key: for
+// the identity point, R = the identity and S = 0 verify every message, so
+// anyone could sign for that deviceId. The check maps y to the birationally
+// equivalent Montgomery u = (1+y)/(1−y) (RFC 7748 §4.1) and lets X25519,
+// whose scalars are multiples of 8, say whether [8·k]P is the identity
+// (crypto/ecdh refuses that all-zero result); y = 1 is the identity itself.
+func smallOrder(raw []byte) bool {
+	p := new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 255), big.NewInt(19))
+	be := make([]byte, 32)
+	for i := range be {
+		be[i] = raw[31-i]
+	}
+	be[0] &= 0x7f
+	y := new(big.Int).Mod(new(big.Int).SetBytes(be), p)
+	one := big.NewInt(1)
+	den := new(big.Int).Mod(new(big.Int).Sub(one, y), p)
+	if den.Sign() == 0 {
+		return true
+	}
+	u := new(big.Int).Add(one, y)
+	u.Mul(u, new(big.Int).ModInverse(den, p)).Mod(u, p)
+	ub := u.FillBytes(make([]byte, 32))
+	for i, j := 0, len(ub)-1; i < j; i, j = i+1, j-1 {
+		ub[i], ub[j] = ub[j], ub[i]
+	}
+	pub, err := ecdh.X25519().NewPublicKey(ub)
+	if err != nil {
+		return true
+	}
+	scalar := make([]byte, 32)
+	scalar[0] = 9 // any scalar: X25519 clamps it to a multiple of 8
+	priv, err := ecdh.X25519().NewPrivateKey(scalar)
+	if err != nil {
+		return true
+	}
+	_, err = priv.ECDH(pub)
+	return err != nil
 }
 
 // DecodePublicKey is ParsePublicKey for the wire form: the algorithm name

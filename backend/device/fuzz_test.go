@@ -125,3 +125,34 @@ func FuzzPayloadBytes(f *testing.F) {
 		}
 	})
 }
+
+// TestSmallOrderKeysRefused: an Ed25519 key of small order is refused (for
+// the identity point R = identity, S = 0 verifies every message; the
+// standard library verifies against it), and real keys are not.
+func TestSmallOrderKeysRefused(t *testing.T) {
+	identity := make([]byte, 32)
+	identity[0] = 1
+	universal := make([]byte, 64)
+	universal[0] = 1
+	if !ed25519.Verify(identity, []byte("any message"), universal) {
+		t.Fatal("the standard library no longer verifies the identity key's universal signature: this test needs a look")
+	}
+	minusOne := bytes.Repeat([]byte{0xff}, 32) // y = p−1 = −1, order 2
+	minusOne[0], minusOne[31] = 0xec, 0x7f
+	zero, zeroNeg := make([]byte, 32), make([]byte, 32) // y = 0, order 4
+	zeroNeg[31] = 0x80
+	for name, raw := range map[string][]byte{"identity": identity, "order 2": minusOne, "order 4": zero, "order 4, other sign": zeroNeg} {
+		if _, err := device.ParsePublicKey(device.Ed25519, raw); !errors.Is(err, device.ErrBadPublicKey) {
+			t.Errorf("%s: err = %v, want ErrBadPublicKey", name, err)
+		}
+	}
+	for range 50 {
+		k, err := device.GenerateKey(device.Ed25519)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := device.ParsePublicKey(device.Ed25519, k.Public().Raw); err != nil {
+			t.Fatalf("a generated key is refused: %v", err)
+		}
+	}
+}
