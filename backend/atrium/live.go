@@ -21,7 +21,7 @@ func (a *App) newLive(log *slog.Logger) error {
 	svc, err := live.New(live.Options{
 		Gateway: a.Gateway, Nodes: a.Nodes, Store: a.Media, Audit: a.Audit, MayOpen: a.deviceMayInvoke, Logger: log,
 		Accept: func(ctx context.Context, peer net.IP, offer string, h live.Hooks) (live.Conn, string, error) {
-			s, answer, err := rtc.AcceptStream(ctx, rtc.Config{BindIPs: a.servedIPs()}, peer, offer, rtc.StreamHooks{Message: h.Message, Closed: h.Closed})
+			s, answer, err := rtc.AcceptStream(ctx, rtc.Config{BindIPs: a.servedIPs()}, rtc.StreamLabel, peer, offer, rtc.StreamHooks{Message: h.Message, Closed: h.Closed})
 			if errors.Is(err, rtc.ErrOffer) {
 				return nil, "", fmt.Errorf("%w: %w", live.ErrOffer, err)
 			}

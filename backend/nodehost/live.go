@@ -79,7 +79,7 @@ func (c *Commander) live(ctx context.Context, command string, raw json.RawMessag
 		}
 		return out.SDP, nil
 	}
-	stream, err := rtc.DialStream(ctx, c.LiveConfig, signal, rtc.StreamHooks{Message: h.Message, Closed: h.Closed})
+	stream, err := rtc.DialStream(ctx, c.LiveConfig, rtc.StreamLabel, signal, rtc.StreamHooks{Message: h.Message, Closed: h.Closed})
 	if err != nil {
 		if serr := lv.Stop(); serr != nil {
 			c.logger().Warn("live encoder failed", "command", command, "err", serr)

@@ -11,7 +11,10 @@ import (
 )
 
 // StreamLabel is the label of a live view's data channel (package live
-// defines what travels on it; docs/PROTOCOL.md "Live view").
+// defines what travels on it; docs/PROTOCOL.md "Live view"). A Talk's
+// channel is "atrium-talk" (package talk). AcceptStream and DialStream
+// take the label: one ordered, reliable channel of that label per
+// connection.
 const StreamLabel = "atrium-live"
 
 // StreamHooks receive what a Stream's channel delivers. Both are called on
@@ -29,25 +32,27 @@ type StreamHooks struct {
 	Closed func()
 }
 
-// Stream is the gateway's side of one live view's connection: one ordered,
-// reliable data channel labelled StreamLabel that the node opened.
+// Stream is one side of a stream connection (a live view's, a talk's):
+// one ordered, reliable data channel of the label it was made with, opened
+// by the offerer (the node, the page).
 type Stream struct {
 	pc    *webrtc.PeerConnection
 	hooks StreamHooks
+	label string
 
 	mu     sync.Mutex
 	dc     *webrtc.DataChannel
 	closed bool
 }
 
-// AcceptStream answers a node's SDP offer for a live view (non-trickle:
+// AcceptStream answers an offerer's SDP offer for a stream (a node's live
+// view with StreamLabel, a page's talk with "atrium-talk"; non-trickle:
 // the answer holds every candidate) with the same ICE rules as media
-// transfers: host candidates on cfg.BindIPs only, the node's candidates
+// transfers: host candidates on cfg.BindIPs only, the offerer's candidates
 // from peer only (nil: any unicast address), no STUN/TURN/mDNS. The
-// stream's first data channel labelled StreamLabel is taken, any other
-// closed. Errors: ErrOffer (no single SHA-256 fingerprint, or an SDP pion
+// stream's first data channel labelled label is taken, any other closed. Errors: ErrOffer (no single SHA-256 fingerprint, or an SDP pion
 // refuses), ctx's, pion's; on an error nothing is left open.
-func AcceptStream(ctx context.Context, cfg Config, peer net.IP, offerSDP string, hooks StreamHooks) (*Stream, string, error) {
+func AcceptStream(ctx context.Context, cfg Config, label string, peer net.IP, offerSDP string, hooks StreamHooks) (*Stream, string, error) {
 	cfg = cfg.withDefaults()
 	if _, err := fingerprint(offerSDP); err != nil {
 		return nil, "", err
@@ -56,7 +61,7 @@ func AcceptStream(ctx context.Context, cfg Config, peer net.IP, offerSDP string,
 	if err != nil {
 		return nil, "", err
 	}
-	s := &Stream{pc: pc, hooks: hooks}
+	s := &Stream{pc: pc, hooks: hooks, label: label}
 	pc.OnDataChannel(s.take)
 	pc.OnConnectionStateChange(func(st webrtc.PeerConnectionState) {
 		if st == webrtc.PeerConnectionStateFailed || st == webrtc.PeerConnectionStateClosed {
@@ -93,7 +98,7 @@ func AcceptStream(ctx context.Context, cfg Config, peer net.IP, offerSDP string,
 
 func (s *Stream) take(dc *webrtc.DataChannel) {
 	s.mu.Lock()
-	if dc.Label() != StreamLabel || s.dc != nil || s.closed {
+	if dc.Label() != s.label || s.dc != nil || s.closed {
 		s.mu.Unlock()
 		_ = dc.Close()
 		return
@@ -119,10 +124,10 @@ func (s *Stream) Send(b []byte) error {
 	dc, closed := s.dc, s.closed
 	s.mu.Unlock()
 	if dc == nil || closed {
-		return fmt.Errorf("rtc: live stream not open")
+		return fmt.Errorf("rtc: %s stream not open", s.label)
 	}
 	if err := dc.Send(b); err != nil {
-		return fmt.Errorf("rtc: live stream send: %w", err)
+		return fmt.Errorf("rtc: %s stream send: %w", s.label, err)
 	}
 	return nil
 }
@@ -154,25 +159,26 @@ func (s *Stream) Close() {
 	}
 }
 
-// DialStream is the node's side of a live view: it offers one ordered,
-// reliable data channel labelled StreamLabel (non-trickle: host
+// DialStream is the offerer's side of a stream (a node's live view with
+// StreamLabel; a Go peer of a talk with "atrium-talk"): it offers one
+// ordered, reliable data channel labelled label (non-trickle: host
 // candidates on cfg.BindIPs, no STUN/TURN/mDNS), has signal carry the
 // offer to the gateway (node.live.offer) and returns once the channel is
 // open, within cfg.ConnectTimeout. The hooks get the gateway's messages
 // and the end. Errors: signal's, ctx's, the channel not opening in time,
 // pion's; on an error nothing is left open.
-func DialStream(ctx context.Context, cfg Config, signal Signal, hooks StreamHooks) (*Stream, error) {
+func DialStream(ctx context.Context, cfg Config, label string, signal Signal, hooks StreamHooks) (*Stream, error) {
 	cfg = cfg.withDefaults()
 	pc, err := cfg.newPC(nil)
 	if err != nil {
 		return nil, err
 	}
-	s := &Stream{pc: pc, hooks: hooks}
+	s := &Stream{pc: pc, hooks: hooks, label: label}
 	ordered := true
-	dc, err := pc.CreateDataChannel(StreamLabel, &webrtc.DataChannelInit{Ordered: &ordered})
+	dc, err := pc.CreateDataChannel(label, &webrtc.DataChannelInit{Ordered: &ordered})
 	if err != nil {
 		_ = pc.Close()
-		return nil, fmt.Errorf("rtc: live channel: %w", err)
+		return nil, fmt.Errorf("rtc: %s channel: %w", label, err)
 	}
 	open := make(chan struct{})
 	dc.OnOpen(func() { close(open) })
@@ -187,7 +193,7 @@ func DialStream(ctx context.Context, cfg Config, signal Signal, hooks StreamHook
 	}
 	offer, err := pc.CreateOffer(nil)
 	if err != nil {
-		return fail(fmt.Errorf("rtc: live offer: %w", err))
+		return fail(fmt.Errorf("rtc: %s offer: %w", label, err))
 	}
 	cctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
 	defer cancel()
@@ -197,15 +203,15 @@ func DialStream(ctx context.Context, cfg Config, signal Signal, hooks StreamHook
 	}
 	answer, err := signal(cctx, sdp)
 	if err != nil {
-		return fail(fmt.Errorf("rtc: live offer refused: %w", err))
+		return fail(fmt.Errorf("rtc: %s offer refused: %w", label, err))
 	}
 	if err := pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeAnswer, SDP: answer}); err != nil {
-		return fail(fmt.Errorf("rtc: live answer: %w", err))
+		return fail(fmt.Errorf("rtc: %s answer: %w", label, err))
 	}
 	select {
 	case <-open:
 	case <-cctx.Done():
-		return fail(fmt.Errorf("rtc: the live channel did not open: %w", cctx.Err()))
+		return fail(fmt.Errorf("rtc: the %s channel did not open: %w", label, cctx.Err()))
 	}
 	s.take(dc)
 	return s, nil

@@ -53,7 +53,7 @@ func TestAcceptStream(t *testing.T) {
 	got := make(chan []byte, 16)
 	closed := make(chan struct{})
 	calls := 0
-	s, answer, err := AcceptStream(context.Background(), Config{}, net.IPv4(127, 0, 0, 1), offer, StreamHooks{
+	s, answer, err := AcceptStream(context.Background(), Config{}, StreamLabel, net.IPv4(127, 0, 0, 1), offer, StreamHooks{
 		Message: func(b []byte) { got <- append([]byte(nil), b...) },
 		Closed:  func() { calls++; close(closed) },
 	})
@@ -114,12 +114,12 @@ func TestAcceptStream(t *testing.T) {
 // TestAcceptStreamRefuses: a malformed offer, a channel of another label
 // (closed; the stream ends when none opens in time).
 func TestAcceptStreamRefuses(t *testing.T) {
-	if _, _, err := AcceptStream(context.Background(), Config{}, nil, "v=0\r\n", StreamHooks{}); !errors.Is(err, ErrOffer) {
+	if _, _, err := AcceptStream(context.Background(), Config{}, StreamLabel, nil, "v=0\r\n", StreamHooks{}); !errors.Is(err, ErrOffer) {
 		t.Fatalf("an offer without a fingerprint: %v", err)
 	}
 	pc, dc, offer := liveNode(t, "something-else")
 	closed := make(chan struct{})
-	_, answer, err := AcceptStream(context.Background(), Config{ConnectTimeout: 3 * time.Second}, nil, offer, StreamHooks{
+	_, answer, err := AcceptStream(context.Background(), Config{ConnectTimeout: 3 * time.Second}, StreamLabel, nil, offer, StreamHooks{
 		Message: func([]byte) { t.Error("a message of another channel was delivered") },
 		Closed:  func() { close(closed) },
 	})
@@ -140,7 +140,7 @@ func TestDialStream(t *testing.T) {
 	gwClosed := make(chan struct{})
 	var gw *Stream
 	signal := func(ctx context.Context, offer string) (string, error) {
-		s, answer, err := AcceptStream(ctx, Config{}, net.IPv4(127, 0, 0, 1), offer, StreamHooks{
+		s, answer, err := AcceptStream(ctx, Config{}, StreamLabel, net.IPv4(127, 0, 0, 1), offer, StreamHooks{
 			Message: func(b []byte) { atGateway <- append([]byte(nil), b...) },
 			Closed:  func() { close(gwClosed) },
 		})
@@ -148,7 +148,7 @@ func TestDialStream(t *testing.T) {
 		return answer, err
 	}
 	atNode := make(chan []byte, 4)
-	node, err := DialStream(context.Background(), Config{}, signal, StreamHooks{Message: func(b []byte) { atNode <- append([]byte(nil), b...) }})
+	node, err := DialStream(context.Background(), Config{}, StreamLabel, signal, StreamHooks{Message: func(b []byte) { atNode <- append([]byte(nil), b...) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,53 @@ func TestDialStream(t *testing.T) {
 	within(t, "the gateway's side to end", gwClosed)
 
 	refused := func(context.Context, string) (string, error) { return "", ErrUnrequested }
-	if _, err := DialStream(context.Background(), Config{}, refused, StreamHooks{}); !errors.Is(err, ErrUnrequested) {
+	if _, err := DialStream(context.Background(), Config{}, StreamLabel, refused, StreamHooks{}); !errors.Is(err, ErrUnrequested) {
 		t.Fatalf("a refused offer: %v", err)
 	}
+}
+
+// TestStreamLabel: the label is the caller's (a talk's "atrium-talk"): a
+// Go offerer dialling that label reaches a gateway accepting it, and the
+// same gateway refuses a live view's channel (the stream ends when none
+// of its own label opens).
+func TestStreamLabel(t *testing.T) {
+	const talkLabel = "atrium-talk"
+	got := make(chan []byte, 1)
+	signal := func(ctx context.Context, offer string) (string, error) {
+		_, answer, err := AcceptStream(ctx, Config{}, talkLabel, net.IPv4(127, 0, 0, 1), offer, StreamHooks{
+			Message: func(b []byte) { got <- append([]byte(nil), b...) },
+		})
+		return answer, err
+	}
+	peer, err := DialStream(context.Background(), Config{}, talkLabel, signal, StreamHooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	if err := peer.Send([]byte("U{}")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case b := <-got:
+		if string(b) != "U{}" {
+			t.Fatalf("the gateway got %q", b)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the talk channel's message never arrived")
+	}
+
+	pc, dc, offer := liveNode(t, StreamLabel)
+	closed := make(chan struct{})
+	_, answer, err := AcceptStream(context.Background(), Config{ConnectTimeout: 3 * time.Second}, talkLabel, nil, offer, StreamHooks{
+		Message: func([]byte) { t.Error("a live channel's message reached a talk stream") },
+		Closed:  func() { close(closed) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeAnswer, SDP: answer}); err != nil {
+		t.Fatal(err)
+	}
+	dc.OnOpen(func() { _ = dc.Send([]byte("C")) })
+	within(t, "the talk stream without its channel to end", closed)
 }
