@@ -2,7 +2,6 @@ package live
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -531,7 +530,7 @@ func (s *Service) Save(ctx context.Context, c *gateway.Call, viewID string, seco
 	if err != nil {
 		return SaveResult{}, fmt.Errorf("live.save: %w", err)
 	}
-	m, err := storeFile(s.o.Store, media.Plan{ID: media.NewID(), Device: v.nodeID, Command: SaveCommand,
+	m, err := s.o.Store.Put(media.Plan{ID: media.NewID(), Device: v.nodeID, Command: SaveCommand,
 		Name: "live-" + v.source + ".webm", MIME: "video/webm", Width: w, Height: h, DurationMs: dur,
 		Transport: media.TransportWebRTC}, file)
 	switch {
@@ -546,31 +545,6 @@ func (s *Service) Save(ctx context.Context, c *gateway.Call, viewID string, seco
 	}
 	s.o.Logger.Info("live view saved", "view", v.id, "media", m.ID, "bytes", m.Size, "durationMs", dur)
 	return SaveResult{Meta: m, Path: p}, nil
-}
-
-// storeFile writes data into the store as plan (blocks of 1 MiB).
-func storeFile(st *media.Store, plan media.Plan, data []byte) (media.Meta, error) {
-	const bs = 1 << 20
-	plan.Size, plan.BlockSize, plan.SHA256 = int64(len(data)), bs, sha256.Sum256(data)
-	for off := 0; off < len(data); off += bs {
-		plan.Blocks = append(plan.Blocks, sha256.Sum256(data[off:min(off+bs, len(data))]))
-	}
-	p, err := st.Begin(plan)
-	if err != nil {
-		return media.Meta{}, err
-	}
-	for i := range plan.Blocks {
-		if err := p.WriteBlock(i, data[i*bs:min((i+1)*bs, len(data))]); err != nil {
-			p.Cancel()
-			return media.Meta{}, err
-		}
-	}
-	m, err := p.Commit()
-	if err != nil {
-		p.Cancel()
-		return media.Meta{}, err
-	}
-	return m, nil
 }
 
 // Disconnected ends the views of a closed connection (the gateway's
