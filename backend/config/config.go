@@ -18,6 +18,7 @@ import (
 
 	"github.com/atrium-dev/atrium/backend/heartbeat"
 	"github.com/atrium-dev/atrium/backend/model"
+	"github.com/atrium-dev/atrium/backend/talk"
 )
 
 // DefaultPort is the gateway's default TCP port (SPEC §3).
@@ -47,6 +48,10 @@ type Config struct {
 	Agents Agents `json:"agents"`
 	// Sessions holds the chat session lifecycle (SPEC §6).
 	Sessions Sessions `json:"sessions"`
+	// Talk holds the speech servers and voice of Talk (issue 27;
+	// docs/PROTOCOL.md "Talk"): talk.Settings, validated by its Validate,
+	// its apiKeys redacted like the models'.
+	Talk talk.Settings `json:"talk"`
 }
 
 // Session reset modes of Sessions.Reset (SPEC §6 "Session lifecycle").
@@ -398,7 +403,7 @@ func Load(path string) (Config, error) {
 
 // Validate checks every block of c: the model blocks (known provider,
 // http(s) base URL), the gateway's port and bind, memory.embedding,
-// memory.search and agents.exec. The error names the offending key.
+// memory.search, agents.exec and talk. The error names the offending key.
 func (c Config) Validate() error {
 	if c.Workspace != "" && !filepath.IsAbs(c.Workspace) && !strings.HasPrefix(c.Workspace, "~/") {
 		return fmt.Errorf("workspace %q: want an absolute path (or one starting with ~/)", c.Workspace)
@@ -427,6 +432,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if _, err := c.Agents.Heartbeat.Settings(false); err != nil {
+		return err
+	}
+	if err := c.Talk.Validate(); err != nil {
 		return err
 	}
 	return c.Agents.Exec.validate()

@@ -229,3 +229,46 @@ func TestLoadCommentsAndWorkspace(t *testing.T) {
 		}
 	}
 }
+
+// TestTalkSettings: config.json's talk block (issue 27) is validated key by
+// key, its two apiKeys are redacted like the models' and survive a client
+// sending back what it read.
+func TestTalkSettings(t *testing.T) {
+	s := NewStore(filepath.Join(t.TempDir(), "config.json"))
+	_, after, err := s.Patch(json.RawMessage(`{"talk":{"stt":{"baseUrl":"http://127.0.0.1:9","apiKey":"sk-stt-secret"},
+		"tts":{"provider":"elevenlabs","apiKey":"xi-tts-secret","elevenlabs":{"stability":0.3}},"interrupt":"queue","keepAudio":true}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Talk.STT.APIKey != "sk-stt-secret" || after.Talk.TTS.APIKey != "xi-tts-secret" || !after.Talk.KeepAudio || after.Talk.Interrupt != "queue" {
+		t.Fatalf("talk %+v", after.Talk)
+	}
+	m, err := Redact(after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(m)
+	tk := m["talk"].(map[string]any)
+	if strings.Contains(string(data), "secret") || tk["stt"].(map[string]any)[KeySetField] != true || tk["tts"].(map[string]any)[KeySetField] != true {
+		t.Fatalf("talk redacted: %s", data)
+	}
+	back, _ := json.Marshal(map[string]any{"talk": tk})
+	if _, after, err = s.Patch(back); err != nil || after.Talk.STT.APIKey != "sk-stt-secret" || after.Talk.TTS.APIKey != "xi-tts-secret" {
+		t.Fatalf("sending back what was read: %v %+v", err, after.Talk)
+	}
+	for patch, key := range map[string]string{
+		`{"talk":{"stt":{"baseUrl":"ftp://x"}}}`:            "talk.stt.baseUrl",
+		`{"talk":{"stt":{"language":"fr"}}}`:                "talk.stt.language",
+		`{"talk":{"tts":{"provider":"kokoro"}}}`:            "talk.tts.provider",
+		`{"talk":{"tts":{"provider":"openai"}}}`:            "talk.tts.baseUrl",
+		`{"talk":{"tts":{"speed":3}}}`:                      "talk.tts.speed",
+		`{"talk":{"tts":{"elevenlabs":{"stability":1.5}}}}`: "talk.tts.elevenlabs.stability",
+		`{"talk":{"interrupt":"ignore"}}`:                   "talk.interrupt",
+		`{"talk":{"continuous":{"silenceMs":10}}}`:          "talk.continuous.silenceMs",
+		`{"talk":{"tts":{"format":"ogg"}}}`:                 "talk.tts.format",
+	} {
+		if _, _, err := s.Patch(json.RawMessage(patch)); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), key) {
+			t.Errorf("%s: %v, want ErrInvalid naming %s", patch, err, key)
+		}
+	}
+}

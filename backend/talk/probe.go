@@ -1,0 +1,84 @@
+package talk
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/atrium-dev/atrium/backend/gateway"
+)
+
+// TestResult is talk.test's answer: Detail says in a sentence what was
+// checked, or which URL answered what.
+type TestResult struct {
+	OK        bool   `json:"ok"`
+	LatencyMs int64  `json:"latencyMs"`
+	Detail    string `json:"detail"`
+}
+
+// Test serves talk.test: kind "stt" posts a 1 s, 16 kHz WAV to the
+// configured transcription server and checks its JSON text answer; "tts"
+// synthesises "Atrium" and "你好" and checks for audio bytes with an audio
+// type. A server's failure is {ok: false, detail}. Errors:
+// INVALID_REQUEST (kind), TALK_NO_STT (stt with no server set).
+func (s *Service) Test(ctx context.Context, kind string) (TestResult, error) {
+	st := s.o.Settings()
+	start := time.Now()
+	ms := func() int64 { return time.Since(start).Milliseconds() }
+	switch kind {
+	case "stt":
+		if st.STT.BaseURL == "" {
+			return TestResult{}, NoSTTError(MethodTest)
+		}
+		st = st.WithDefaults()
+		c := STTClient{BaseURL: st.STT.BaseURL, Model: st.STT.Model, APIKey: st.STT.APIKey, HTTP: s.o.HTTP}
+		tr, err := c.Transcribe(ctx, wavTone(), "atrium-test.wav", "audio/wav", "")
+		if err != nil {
+			return TestResult{LatencyMs: ms(), Detail: err.Error()}, nil
+		}
+		return TestResult{OK: true, LatencyMs: ms(), Detail: fmt.Sprintf("%s transcribed a 1 s test tone with model %s (text %q)",
+			endpoint(st.STT.BaseURL, "/audio/transcriptions"), st.STT.Model, tr.Text)}, nil
+	case "tts":
+		st = st.WithDefaults()
+		t := &talk{s: s, settings: st}
+		synth := t.synth()
+		if synth == nil {
+			return TestResult{OK: true, LatencyMs: ms(), Detail: "no speech server is set: the page speaks with the browser's own voice (speechSynthesis)"}, nil
+		}
+		v := Voice{Name: st.TTS.Voice, Speed: st.TTS.Speed}
+		if st.TTS.Provider == ProviderElevenLabs {
+			v.Name = st.TTS.ElevenLabs.VoiceID
+		}
+		total := 0
+		mt := ""
+		for _, text := range []string{"Atrium", "你好"} {
+			n, typ, err := synthBytes(ctx, synth, text, v)
+			if err != nil {
+				return TestResult{LatencyMs: ms(), Detail: err.Error()}, nil
+			}
+			if n == 0 {
+				return TestResult{LatencyMs: ms(), Detail: fmt.Sprintf("the speech server (%s) answered %q with no audio bytes", st.TTS.Provider, text)}, nil
+			}
+			total, mt = total+n, typ
+		}
+		return TestResult{OK: true, LatencyMs: ms(), Detail: fmt.Sprintf("the %s speech server at %s spoke \"Atrium\" and \"你好\": %d bytes of %s",
+			st.TTS.Provider, st.TTS.BaseURL, total, mt)}, nil
+	}
+	return TestResult{}, gateway.Errorf(gateway.CodeInvalidRequest, "talk.test: kind must be stt or tts")
+}
+
+// synthBytes synthesises text whole and counts its audio bytes (at most
+// 16 MiB are read).
+func synthBytes(ctx context.Context, synth Synth, text string, v Voice) (int, string, error) {
+	a, err := synth.Synthesize(ctx, text, v)
+	if err != nil {
+		return 0, "", err
+	}
+	defer a.Body.Close()
+	n, err := io.Copy(io.Discard, io.LimitReader(a.Body, 16<<20))
+	if err != nil {
+		return int(n), a.MimeType, fmt.Errorf("%w: reading the audio of %q: %w", ErrTTS, text, err)
+	}
+	return int(n), a.MimeType, nil
+}

@@ -1,0 +1,816 @@
+package talk
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/atrium-dev/atrium/backend/media"
+)
+
+// The stream's states (talk.st).
+type streamState int
+
+const (
+	stOpened   streamState = iota // talk.open answered; no offer yet
+	stOffered                     // talk.offer is being answered
+	stAttached                    // the channel is the talk's
+	stEnded
+)
+
+// utterance is the one being received.
+type utterance struct {
+	id, mime string
+	send     bool
+	started  time.Time
+	next     uint32 // the seq the next A must carry
+	data     bytes.Buffer
+}
+
+// job is an utterance to transcribe.
+type job struct {
+	id, mime   string
+	send       bool
+	durationMs int64
+	audio      []byte
+}
+
+// speakItem is one sentence (or a reply's end) for the speaker.
+type speakItem struct {
+	replyID string
+	seq     int
+	text    string
+	end     bool // R after the reply's sentences
+}
+
+// reply is an answer being spoken.
+type reply struct {
+	cut         Cutter
+	seq         int
+	interrupted bool
+	spoke       bool
+}
+
+type talk struct {
+	s        *Service
+	id       string
+	connID   string
+	mode     string
+	lang     string
+	ctx      context.Context
+	cancel   context.CancelFunc
+	jobs     chan job
+	wake     chan struct{} // the speaker's queue has something
+	done     chan struct{}
+	stt      STTClient
+	settings Settings // with defaults
+
+	mu             sync.Mutex
+	st             streamState
+	profileID      string
+	sessionID      string
+	conversationID string
+	conn           Conn
+	opened         time.Time
+	lastAudio      time.Time
+	utt            *utterance
+	queued         []Message // transcripts waiting for the session's run to end
+	activeRun      string
+	myRuns         map[string]bool
+	replies        map[string]*reply
+	speakQ         []speakItem
+	speakCancel    context.CancelFunc // the sentence being synthesised
+	speaking       string             // its reply
+	uiState        string
+	voice          string
+	speed          float64
+}
+
+func newTalk(s *Service, connID, profileID, sessionID string, p OpenParams, st Settings) *talk {
+	ctx, cancel := context.WithCancel(context.Background())
+	now := s.o.Now()
+	t := &talk{s: s, id: media.NewID(), connID: connID, mode: p.Mode, lang: p.Lang, ctx: ctx, cancel: cancel,
+		jobs: make(chan job, maxQueued), wake: make(chan struct{}, 1), done: make(chan struct{}),
+		stt:      STTClient{BaseURL: st.STT.BaseURL, Model: st.STT.Model, APIKey: st.STT.APIKey, HTTP: s.o.HTTP},
+		settings: st, profileID: profileID, sessionID: sessionID, conversationID: p.ConversationID,
+		opened: now, lastAudio: now, myRuns: map[string]bool{}, replies: map[string]*reply{},
+		voice: st.TTS.Voice, speed: st.TTS.Speed}
+	if st.TTS.Provider == ProviderElevenLabs {
+		t.voice = st.TTS.ElevenLabs.VoiceID
+	}
+	return t
+}
+
+// synth is the talk's speech server, nil for the browser.
+func (t *talk) synth() Synth {
+	tts := t.settings.TTS
+	switch tts.Provider {
+	case ProviderOpenAI:
+		return OpenAISpeech{BaseURL: tts.BaseURL, Model: tts.Model, Format: tts.Format, APIKey: tts.APIKey, HTTP: t.s.o.HTTP}
+	case ProviderElevenLabs:
+		return ElevenLabs{BaseURL: tts.BaseURL, ModelID: tts.ElevenLabs.ModelID, APIKey: tts.APIKey,
+			Stability: *tts.ElevenLabs.Stability, HTTP: t.s.o.HTTP}
+	}
+	return nil
+}
+
+func (t *talk) ttsInfo() TTSInfo {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	info := TTSInfo{Provider: t.settings.TTS.Provider, Voice: t.voice, Speed: t.speed}
+	switch info.Provider {
+	case ProviderOpenAI:
+		info.MimeType = formatMIME[t.settings.TTS.Format]
+	case ProviderElevenLabs:
+		info.MimeType = "audio/mpeg"
+	}
+	return info
+}
+
+// offered moves the talk from opened to offered; false when it was not
+// waiting for its offer.
+func (t *talk) offered() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.st != stOpened {
+		return false
+	}
+	t.st = stOffered
+	return true
+}
+
+// attach gives the talk its channel; false when it ended meanwhile.
+func (t *talk) attach(c Conn) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.st != stOffered {
+		return false
+	}
+	t.st, t.conn, t.lastAudio = stAttached, c, t.s.o.Now()
+	return true
+}
+
+// end ends the talk once: the page is told X {reason} (unless by is the
+// page: sendStop false) and the channel closed after lingerStop, the
+// connection talk.ended. It reports whether this call ended it.
+func (t *talk) end(reason string, sendStop bool) bool {
+	t.mu.Lock()
+	if t.st == stEnded {
+		t.mu.Unlock()
+		return false
+	}
+	t.st = stEnded
+	conn := t.conn
+	t.utt, t.queued, t.speakQ = nil, nil, nil
+	t.mu.Unlock()
+	t.cancel()
+	close(t.done)
+	s := t.s
+	s.mu.Lock()
+	delete(s.talks, t.id)
+	s.mu.Unlock()
+	if conn != nil {
+		if sendStop {
+			_ = conn.Send(JSONMessage(MsgStop, Stop{Reason: reason}))
+			time.AfterFunc(lingerStop, conn.Close)
+		} else {
+			conn.Close()
+		}
+	}
+	// Best effort: a connection gone has nothing to be told.
+	_ = s.o.Gateway.Send(t.connID, EventEnded, map[string]string{"talkId": t.id, "reason": reason})
+	s.o.Logger.Info("talk ended", "talk", t.id, "reason", reason)
+	return true
+}
+
+func (t *talk) ended() bool {
+	select {
+	case <-t.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// state sends talk.state when it changes.
+func (t *talk) state(st string) {
+	t.mu.Lock()
+	same := t.uiState == st
+	t.uiState = st
+	t.mu.Unlock()
+	if !same && !t.ended() {
+		_ = t.s.o.Gateway.Send(t.connID, EventState, map[string]string{"talkId": t.id, "state": st})
+	}
+}
+
+// send puts b on the channel; a failure ends the talk.
+func (t *talk) send(b []byte) bool {
+	t.mu.Lock()
+	conn := t.conn
+	t.mu.Unlock()
+	if conn == nil {
+		return false
+	}
+	if err := conn.Send(b); err != nil {
+		t.end(ReasonConnectionGone, false)
+		return false
+	}
+	return true
+}
+
+// run is the talk's life: the bounds' watch, the transcriptions and the
+// speaker, until it ends.
+func (t *talk) run() {
+	go t.transcriber()
+	go t.speaker()
+	tick := time.NewTicker(t.s.o.CheckInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.done:
+			return
+		case <-tick.C:
+			if reason := t.overdue(); reason != "" {
+				t.end(reason, true)
+				return
+			}
+		}
+	}
+}
+
+// overdue checks the time bounds against the clock: the channel not open
+// within OpenTimeout, an utterance over MaxUtteranceMs, no audio for
+// IdleTimeout.
+func (t *talk) overdue() string {
+	o := t.s.o
+	now := o.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case t.st != stAttached && now.Sub(t.opened) > o.OpenTimeout:
+		return ReasonConnectionGone
+	case t.utt != nil && now.Sub(t.utt.started) > time.Duration(o.Limits.MaxUtteranceMs)*time.Millisecond:
+		return ReasonTooLong
+	case t.st == stAttached && now.Sub(t.lastAudio) > o.IdleTimeout:
+		return ReasonIdle
+	}
+	return ""
+}
+
+// message takes one message of the page's channel, in order
+// (docs/PROTOCOL.md "Talk", the channel's messages).
+func (t *talk) message(b []byte) {
+	if t.ended() {
+		return
+	}
+	if reason := t.take(b); reason != "" {
+		t.end(reason, reason != ReasonClosed)
+	}
+}
+
+// take applies b; it returns the reason to end the talk, or "".
+func (t *talk) take(b []byte) string {
+	o := t.s.o
+	now := o.Now()
+	switch b[0] {
+	case MsgUtterance:
+		var u UtteranceStart
+		if json.Unmarshal(b[1:], &u) != nil || u.UtteranceID == "" || len(u.UtteranceID) > 128 || !audioMIME(u.MimeType) {
+			return ReasonBadStream
+		}
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if t.utt != nil {
+			return ReasonBadStream
+		}
+		t.utt = &utterance{id: u.UtteranceID, mime: u.MimeType, send: u.Send, started: now}
+		t.lastAudio = now
+		go t.state(StateListening)
+	case MsgAudio:
+		if len(b) < 5 {
+			return ReasonBadStream
+		}
+		seq, data := binary.BigEndian.Uint32(b[1:]), b[5:]
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		u := t.utt
+		switch {
+		case u == nil || seq != u.next:
+			return ReasonBadStream
+		case len(data) > o.Limits.MaxChunkBytes || u.data.Len()+len(data) > o.Limits.MaxUtteranceBytes:
+			return ReasonTooLarge
+		case now.Sub(u.started) > time.Duration(o.Limits.MaxUtteranceMs)*time.Millisecond:
+			return ReasonTooLong
+		case u.data.Len() == 0 && !containerMagic(u.mime, data):
+			return ReasonBadStream
+		}
+		u.next++
+		u.data.Write(data)
+		t.lastAudio = now
+	case MsgEnd:
+		var e UtteranceEnd
+		if json.Unmarshal(b[1:], &e) != nil {
+			return ReasonBadStream
+		}
+		t.mu.Lock()
+		u := t.utt
+		switch {
+		case u == nil || e.UtteranceID != u.id:
+			t.mu.Unlock()
+			return ReasonBadStream
+		case e.DurationMs > o.Limits.MaxUtteranceMs || now.Sub(u.started) > time.Duration(o.Limits.MaxUtteranceMs)*time.Millisecond:
+			t.mu.Unlock()
+			return ReasonTooLong
+		}
+		t.utt = nil
+		t.lastAudio = now
+		t.mu.Unlock()
+		if u.data.Len() == 0 {
+			t.transcript(TranscriptEvent{UtteranceID: u.id, DurationMs: e.DurationMs, Lang: t.talkLang(""), Error: "the utterance carried no audio"})
+			return ""
+		}
+		select {
+		case t.jobs <- job{id: u.id, mime: u.mime, send: u.send, durationMs: e.DurationMs, audio: u.data.Bytes()}:
+			go t.state(StateTranscribing)
+		default:
+			t.transcript(TranscriptEvent{UtteranceID: u.id, DurationMs: e.DurationMs, Lang: t.talkLang(""),
+				Error: fmt.Sprintf("%d utterances are waiting for the transcription server; this one was dropped", maxQueued)})
+		}
+	case MsgInterrupt:
+		var in Interrupt
+		if json.Unmarshal(b[1:], &in) != nil {
+			return ReasonBadStream
+		}
+		go t.interrupt(in.ReplyID)
+	case MsgStop:
+		return ReasonClosed
+	default:
+		return ReasonBadStream
+	}
+	return ""
+}
+
+// audioMIME: the containers a page may send (MediaRecorder's Opus).
+func audioMIME(m string) bool {
+	m = strings.ToLower(strings.ReplaceAll(m, " ", ""))
+	return strings.HasPrefix(m, "audio/webm") || strings.HasPrefix(m, "audio/ogg")
+}
+
+// containerMagic checks an utterance's first bytes: EBML for WebM,
+// "OggS" for Ogg.
+func containerMagic(mime string, b []byte) bool {
+	if strings.HasPrefix(strings.ToLower(mime), "audio/ogg") {
+		return bytes.HasPrefix(b, []byte("OggS"))
+	}
+	return bytes.HasPrefix(b, []byte{0x1A, 0x45, 0xDF, 0xA3})
+}
+
+// TranscriptEvent is talk.transcript's payload.
+type TranscriptEvent struct {
+	TalkID       string        `json:"talkId"`
+	UtteranceID  string        `json:"utteranceId"`
+	Text         string        `json:"text"`
+	Lang         string        `json:"lang"`
+	DurationMs   int64         `json:"durationMs"`
+	Sent         bool          `json:"sent"`
+	Queued       bool          `json:"queued,omitempty"`
+	RunID        string        `json:"runId,omitempty"`
+	MediaID      string        `json:"mediaId,omitempty"`
+	VoiceCommand *VoiceCommand `json:"voiceCommand,omitempty"`
+	Error        string        `json:"error,omitempty"`
+}
+
+// VoiceCommand says what a voice command did.
+type VoiceCommand struct {
+	Kind    string  `json:"kind"`
+	Applied bool    `json:"applied"`
+	Voice   string  `json:"voice,omitempty"`
+	Speed   float64 `json:"speed,omitempty"`
+}
+
+func (t *talk) transcript(e TranscriptEvent) {
+	e.TalkID = t.id
+	_ = t.s.o.Gateway.Send(t.connID, EventTranscript, e)
+}
+
+// talkLang is the transcript's language: the server's, else the talk's
+// (en or zh), else detected from text.
+func (t *talk) talkLang(server string) string {
+	switch {
+	case server != "":
+		return server
+	case t.lang == "en" || t.lang == "zh":
+		return t.lang
+	}
+	return "en"
+}
+
+// transcriber transcribes the utterances one at a time, in order.
+func (t *talk) transcriber() {
+	for {
+		select {
+		case <-t.done:
+			return
+		case j := <-t.jobs:
+			t.transcribe(j)
+		}
+	}
+}
+
+func (t *talk) transcribe(j job) {
+	language := ""
+	if t.settings.STT.Language == "ui" && (t.lang == "en" || t.lang == "zh") {
+		language = t.lang
+	}
+	ext := ".webm"
+	if strings.HasPrefix(strings.ToLower(j.mime), "audio/ogg") {
+		ext = ".ogg"
+	}
+	tr, err := t.stt.Transcribe(t.ctx, j.audio, "utterance"+ext, strings.Split(j.mime, ";")[0], language)
+	if t.ended() {
+		return
+	}
+	ev := TranscriptEvent{UtteranceID: j.id, DurationMs: j.durationMs, Text: tr.Text, Lang: tr.Lang}
+	if err != nil {
+		t.s.o.Logger.Warn("talk transcription failed", "talk", t.id, "err", err)
+		ev.Lang, ev.Error = t.talkLang(""), err.Error()
+		t.transcript(ev)
+		t.state(t.restState())
+		return
+	}
+	if ev.Lang == "" {
+		ev.Lang = DetectLang(tr.Text)
+	}
+	if kind := ParseCommand(tr.Text); kind != "" {
+		ev.VoiceCommand = t.command(kind, ev.Lang, j.id)
+		t.transcript(ev)
+		return
+	}
+	if tr.Text == "" || !j.send {
+		t.transcript(ev)
+		t.state(t.restState())
+		return
+	}
+	meta := map[string]any{"utteranceId": j.id, "durationMs": j.durationMs}
+	if t.settings.KeepAudio && t.s.o.Store != nil {
+		if id, err := t.keep(j); err != nil {
+			t.s.o.Logger.Warn("talk audio not kept", "talk", t.id, "err", err)
+		} else {
+			meta["mediaId"], ev.MediaID = id, id
+		}
+	}
+	mb, _ := json.Marshal(map[string]any{"talk": meta}) // plain values: no error
+	t.mu.Lock()
+	m := Message{ProfileID: t.profileID, SessionID: t.sessionID, ConversationID: t.conversationID, Text: tr.Text, Meta: mb}
+	t.mu.Unlock()
+	ev.Sent = true
+	runID, queued, err := t.deliver(m)
+	switch {
+	case err != nil:
+		ev.Sent, ev.Error = false, err.Error()
+		t.state(t.restState())
+	case queued:
+		ev.Queued = true
+	default:
+		ev.RunID = runID
+		t.state(StateThinking)
+	}
+	t.transcript(ev)
+}
+
+// restState is the state with nothing to do: listening in continuous
+// mode, else idle.
+func (t *talk) restState() string {
+	if t.mode == "continuous" {
+		return StateListening
+	}
+	return StateIdle
+}
+
+// keep stores the utterance's audio in the media store.
+func (t *talk) keep(j job) (string, error) {
+	mt := strings.Split(j.mime, ";")[0]
+	ext := ".webm"
+	if mt == "audio/ogg" {
+		ext = ".ogg"
+	}
+	plan := media.Plan{ID: media.NewID(), Device: "talk", Command: UtteranceCommand, Name: "utterance-" + j.id + ext,
+		MIME: mt, DurationMs: j.durationMs, Transport: media.TransportWebRTC}
+	m, err := t.s.o.Store.Put(plan, j.audio)
+	if err != nil {
+		return "", fmt.Errorf("keep utterance %s: %w", j.id, err)
+	}
+	return m.ID, nil
+}
+
+// deliver sends m, or queues it while the session answers (a run of the
+// session is active, or Send says busy); queued ones go when it ends.
+func (t *talk) deliver(m Message) (runID string, queued bool, err error) {
+	t.mu.Lock()
+	if t.activeRun != "" || len(t.queued) > 0 {
+		t.queued = append(t.queued, m)
+		t.mu.Unlock()
+		return "", true, nil
+	}
+	t.mu.Unlock()
+	sent, err := t.s.o.Chat.Send(t.ctx, m)
+	if errors.Is(err, ErrBusy) {
+		t.mu.Lock()
+		t.queued = append(t.queued, m)
+		t.mu.Unlock()
+		return "", true, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("sending the transcript: %w", err)
+	}
+	t.mu.Lock()
+	t.myRuns[sent.RunID] = true
+	if sent.SessionID != "" && sent.SessionID != t.sessionID {
+		t.sessionID = sent.SessionID // chat moved a closed session on
+	}
+	t.mu.Unlock()
+	return sent.RunID, false, nil
+}
+
+// follows reports whether the talk speaks e's run: its session's, or one
+// it started.
+func (t *talk) follows(e RunEvent) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.st != stEnded && ((e.ProfileID == t.profileID && e.SessionID == t.sessionID) || t.myRuns[e.RunID])
+}
+
+// runEvent speaks a run of the session: its sentences as they complete,
+// then R.
+func (t *talk) runEvent(e RunEvent) {
+	t.mu.Lock()
+	r := t.replies[e.RunID]
+	if r == nil && e.Kind != RunEnded {
+		r = &reply{}
+		t.replies[e.RunID] = r
+	}
+	var items []speakItem
+	var next *Message
+	switch e.Kind {
+	case RunStarted:
+		t.activeRun = e.RunID
+	case RunDelta:
+		t.activeRun = e.RunID
+		if !r.interrupted {
+			for _, s := range r.cut.Add(e.Delta) {
+				items = append(items, speakItem{replyID: e.RunID, seq: r.seq, text: s})
+				r.seq++
+			}
+		}
+	case RunEnded:
+		if t.activeRun == e.RunID {
+			t.activeRun = ""
+		}
+		delete(t.myRuns, e.RunID)
+		if r != nil {
+			delete(t.replies, e.RunID)
+			if !r.interrupted {
+				for _, s := range r.cut.Flush() {
+					items = append(items, speakItem{replyID: e.RunID, seq: r.seq, text: s})
+					r.seq++
+				}
+				items = append(items, speakItem{replyID: e.RunID, end: true})
+			}
+		}
+		if len(t.queued) > 0 {
+			m := t.queued[0]
+			t.queued = t.queued[1:]
+			next = &m
+		}
+	}
+	t.speakQ = append(t.speakQ, items...)
+	t.mu.Unlock()
+	if len(items) > 0 {
+		t.poke()
+	}
+	if e.Kind == RunStarted {
+		t.state(StateThinking)
+	}
+	if next != nil {
+		go t.sendQueued(*next)
+	}
+}
+
+// sendQueued sends a transcript that waited for the session's run.
+func (t *talk) sendQueued(m Message) {
+	if _, _, err := t.deliver(m); err != nil {
+		t.s.o.Logger.Warn("talk queued transcript not sent", "talk", t.id, "err", err)
+	}
+}
+
+func (t *talk) poke() {
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
+// interrupt: the person spoke over the voice. The reply (replyID, or the
+// one speaking) is not spoken further, R {interrupted} goes at once, and
+// by the setting the run is cancelled or left to finish unspoken.
+func (t *talk) interrupt(replyID string) {
+	t.mu.Lock()
+	if replyID == "" {
+		replyID = t.speaking
+		if replyID == "" {
+			replyID = t.activeRun
+		}
+	}
+	r := t.replies[replyID]
+	if r == nil && replyID != "" && replyID == t.activeRun {
+		r = &reply{}
+		t.replies[replyID] = r
+	}
+	already := r == nil || r.interrupted
+	if r != nil {
+		r.interrupted = true
+	}
+	if t.speaking == replyID && t.speakCancel != nil {
+		t.speakCancel()
+	}
+	kept := t.speakQ[:0]
+	for _, it := range t.speakQ {
+		if it.replyID != replyID {
+			kept = append(kept, it)
+		}
+	}
+	t.speakQ = kept
+	active := t.activeRun == replyID
+	profileID, sessionID := t.profileID, t.sessionID
+	t.mu.Unlock()
+	if already {
+		return
+	}
+	t.send(JSONMessage(MsgReplyEnd, ReplyEnd{ReplyID: replyID, Interrupted: true}))
+	if active && t.settings.Interrupt == InterruptCancel {
+		if _, err := t.s.o.Chat.Cancel(profileID, sessionID, replyID); err != nil {
+			t.s.o.Logger.Warn("talk cancel failed", "talk", t.id, "run", replyID, "err", err)
+		}
+	}
+	t.state(t.restState())
+}
+
+// command applies a voice command and speaks its confirmation.
+func (t *talk) command(kind, lang, utteranceID string) *VoiceCommand {
+	t.mu.Lock()
+	vc := &VoiceCommand{Kind: kind}
+	switch kind {
+	case CommandSlower:
+		if t.speed-SpeedStep >= MinSpeed-1e-9 {
+			t.speed -= SpeedStep
+			vc.Applied = true
+		}
+	case CommandFaster:
+		if t.speed+SpeedStep <= MaxSpeed+1e-9 {
+			t.speed += SpeedStep
+			vc.Applied = true
+		}
+	case CommandVoice:
+		t.voice = NextVoice(t.settings.TTS.Provider, t.voice)
+		vc.Applied = true
+	}
+	vc.Voice, vc.Speed = t.voice, t.speed
+	replyID := "cmd-" + utteranceID
+	t.speakQ = append(t.speakQ, speakItem{replyID: replyID, text: confirmation(kind, lang, vc.Applied)}, speakItem{replyID: replyID, end: true})
+	t.replies[replyID] = &reply{}
+	t.mu.Unlock()
+	t.poke()
+	return vc
+}
+
+// speaker speaks the queued sentences in order, one at a time.
+func (t *talk) speaker() {
+	synth := t.synth()
+	for {
+		t.mu.Lock()
+		var it speakItem
+		ok := len(t.speakQ) > 0
+		if ok {
+			it = t.speakQ[0]
+			t.speakQ = t.speakQ[1:]
+		}
+		t.mu.Unlock()
+		if !ok {
+			select {
+			case <-t.done:
+				return
+			case <-t.wake:
+				continue
+			}
+		}
+		if it.end {
+			t.mu.Lock()
+			delete(t.replies, it.replyID)
+			rest := len(t.speakQ) == 0 && t.activeRun == ""
+			t.mu.Unlock()
+			t.send(JSONMessage(MsgReplyEnd, ReplyEnd{ReplyID: it.replyID}))
+			if rest {
+				t.state(t.restState())
+			}
+			continue
+		}
+		t.state(StateSpeaking)
+		if synth == nil {
+			t.say(it)
+			continue
+		}
+		t.speak(synth, it)
+	}
+}
+
+// say sends a sentence as T for the page's speechSynthesis.
+func (t *talk) say(it speakItem) {
+	t.mu.Lock()
+	rate, voice := t.speed, t.voice
+	t.mu.Unlock()
+	t.send(JSONMessage(MsgSay, Say{ReplyID: it.replyID, Seq: it.seq, Text: it.text, Lang: DetectLang(it.text), Rate: rate, Voice: voice}))
+}
+
+// speak synthesises a sentence and sends its audio as S parts as the
+// server delivers it; a failed synthesis is sent as T instead.
+func (t *talk) speak(synth Synth, it speakItem) {
+	ctx, cancel := context.WithCancel(t.ctx)
+	defer cancel()
+	t.mu.Lock()
+	t.speaking, t.speakCancel = it.replyID, cancel
+	v := Voice{Name: t.voice, Speed: t.speed}
+	t.mu.Unlock()
+	defer func() {
+		t.mu.Lock()
+		t.speaking, t.speakCancel = "", nil
+		t.mu.Unlock()
+	}()
+	a, err := synth.Synthesize(ctx, it.text, v)
+	if err != nil {
+		if ctx.Err() == nil {
+			t.s.o.Logger.Warn("talk synthesis failed", "talk", t.id, "err", err)
+			t.say(it)
+		}
+		return
+	}
+	defer a.Body.Close()
+	buf := make([]byte, SpeechPartBytes)
+	part := 0
+	for {
+		n, rerr := io.ReadAtLeast(a.Body, buf, 1)
+		if ctx.Err() != nil {
+			return // interrupted: nothing more of this reply
+		}
+		last := rerr != nil
+		if n > 0 || last {
+			h := SpeechHeader{ReplyID: it.replyID, Seq: it.seq, Part: part, Last: last, MimeType: a.MimeType, Text: it.text}
+			if !t.send(SpeechMessage(h, buf[:n])) {
+				return
+			}
+			part++
+		}
+		if last {
+			if !errors.Is(rerr, io.EOF) {
+				t.s.o.Logger.Warn("talk synthesis cut", "talk", t.id, "err", rerr)
+			}
+			return
+		}
+	}
+}
+
+// wavTone is a 1 s, 16 kHz, 16-bit mono WAV of a quiet 440 Hz tone
+// (talk.test's audio for the transcription server).
+func wavTone() []byte {
+	const rate, n = 16000, 16000
+	var b bytes.Buffer
+	w := func(v any) { _ = binary.Write(&b, binary.LittleEndian, v) } // a bytes.Buffer does not fail
+	b.WriteString("RIFF")
+	w(uint32(36 + n*2))
+	b.WriteString("WAVEfmt ")
+	w(uint32(16))
+	w(uint16(1))
+	w(uint16(1))
+	w(uint32(rate))
+	w(uint32(rate * 2))
+	w(uint16(2))
+	w(uint16(16))
+	b.WriteString("data")
+	w(uint32(n * 2))
+	// A triangle wave (no math import needed): 440 Hz ≈ 36 samples a period.
+	for i := 0; i < n; i++ {
+		p := i % 36
+		v := p
+		if p >= 18 {
+			v = 36 - p
+		}
+		w(int16((v - 9) * 300))
+	}
+	return b.Bytes()
+}

@@ -1,0 +1,161 @@
+package talk
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// ErrTTS marks a synthesis that failed: the server could not be reached,
+// refused, or answered something that is not audio. The message says
+// which URL and what status.
+var ErrTTS = errors.New("speech synthesis failed")
+
+// DefaultHTTPTimeout bounds one request to a speech server, its body
+// included (60 s).
+const DefaultHTTPTimeout = 60 * time.Second
+
+func httpClient(c *http.Client) *http.Client {
+	if c != nil {
+		return c
+	}
+	return &http.Client{Timeout: DefaultHTTPTimeout}
+}
+
+// Voice is how a sentence is spoken: the voice's name or id and the speed
+// (0.5…2).
+type Voice struct {
+	Name  string
+	Speed float64
+}
+
+// Audio is a synthesis in progress: Body yields the audio as the server
+// sends it (the caller closes it), MimeType its type.
+type Audio struct {
+	Body     io.ReadCloser
+	MimeType string
+}
+
+// Synth turns text into speech. Implementations: OpenAISpeech,
+// ElevenLabs.
+type Synth interface {
+	// Synthesize starts text's synthesis; the audio is read from the
+	// answer as it arrives. Errors wrap ErrTTS (or ctx's).
+	Synthesize(ctx context.Context, text string, v Voice) (Audio, error)
+}
+
+// OpenAISpeech is an OpenAI-compatible POST /v1/audio/speech (Kokoro,
+// speaches, LocalAI, OpenAI).
+type OpenAISpeech struct {
+	BaseURL, Model, Format, APIKey string
+	HTTP                           *http.Client
+}
+
+// formatMIME is the audio type of an OpenAI response_format.
+var formatMIME = map[string]string{
+	"mp3": "audio/mpeg", "opus": "audio/ogg", "aac": "audio/aac", "flac": "audio/flac",
+	"wav": "audio/wav", "pcm": "audio/L16;rate=24000;channels=1",
+}
+
+// Synthesize implements Synth.
+func (o OpenAISpeech) Synthesize(ctx context.Context, text string, v Voice) (Audio, error) {
+	u := endpoint(o.BaseURL, "/audio/speech")
+	body, _ := json.Marshal(map[string]any{ // plain values: no error
+		"model": o.Model, "input": text, "voice": v.Name, "response_format": o.Format, "speed": v.Speed,
+	})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	if err != nil {
+		return Audio{}, fmt.Errorf("%w: %s: %w", ErrTTS, u, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if o.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+o.APIKey)
+	}
+	return startAudio(o.HTTP, req, u, formatMIME[o.Format])
+}
+
+// ElevenLabs is ElevenLabs' streaming synthesis, POST
+// {BaseURL}/v1/text-to-speech/{voice_id}/stream with the xi-api-key
+// header; BaseURL is configurable so that a test server stands in.
+type ElevenLabs struct {
+	BaseURL, ModelID, APIKey string
+	Stability                float64
+	HTTP                     *http.Client
+}
+
+// Synthesize implements Synth (v.Name is the voice id; the speed is
+// clamped to ElevenLabs' 0.7…1.2).
+func (e ElevenLabs) Synthesize(ctx context.Context, text string, v Voice) (Audio, error) {
+	u := endpoint(e.BaseURL, "/text-to-speech/"+url.PathEscape(v.Name)+"/stream") + "?output_format=mp3_44100_128"
+	body, _ := json.Marshal(map[string]any{ // plain values: no error
+		"text": text, "model_id": e.ModelID,
+		"voice_settings": map[string]any{"stability": e.Stability, "similarity_boost": 0.75, "speed": min(max(v.Speed, 0.7), 1.2)},
+	})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	if err != nil {
+		return Audio{}, fmt.Errorf("%w: %s: %w", ErrTTS, u, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "audio/mpeg")
+	req.Header.Set("xi-api-key", e.APIKey)
+	return startAudio(e.HTTP, req, u, "audio/mpeg")
+}
+
+// startAudio sends req and returns its body once the head says audio.
+// fallback is the type of an answer labelled application/octet-stream.
+func startAudio(c *http.Client, req *http.Request, u, fallback string) (Audio, error) {
+	resp, err := httpClient(c).Do(req)
+	if err != nil {
+		return Audio{}, fmt.Errorf("%w: the speech server at %s could not be reached: %w", ErrTTS, u, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		resp.Body.Close()
+		return Audio{}, fmt.Errorf("%w: the speech server at %s answered %s: %s", ErrTTS, u, resp.Status, snippet(data))
+	}
+	ct := resp.Header.Get("Content-Type")
+	mt, _, _ := mime.ParseMediaType(ct)
+	switch {
+	case strings.HasPrefix(mt, "audio/"):
+	case (mt == "application/octet-stream" || mt == "") && fallback != "":
+		ct = fallback
+	default:
+		resp.Body.Close()
+		return Audio{}, fmt.Errorf("%w: the speech server at %s answered %s with %q, not audio", ErrTTS, u, resp.Status, ct)
+	}
+	return Audio{Body: resp.Body, MimeType: ct}, nil
+}
+
+// voiceList is the voices a "change the voice" command steps through, by
+// provider: OpenAI's six (Kokoro and speaches accept their names too),
+// ElevenLabs' premade voice ids, and for the browser the page's voice
+// index as a string ("" = the page's default voice for the language).
+func voiceList(provider string) []string {
+	switch provider {
+	case ProviderOpenAI:
+		return []string{"alloy", "echo", "fable", "onyx", "nova", "shimmer"}
+	case ProviderElevenLabs:
+		return []string{DefaultElevenLabsVoice, "EXAVITQu4vr4xnSDxMaL", "ErXwobaYiN019PxySR9N", "TxGEqnHWrfWFTfGW9XTX", "AZnzlk1XvdvUeBnXmlld"}
+	}
+	return []string{"", "1", "2", "3"}
+}
+
+// NextVoice is the voice after current in provider's list (the first when
+// current is not in it).
+func NextVoice(provider, current string) string {
+	list := voiceList(provider)
+	for i, v := range list {
+		if v == current {
+			return list[(i+1)%len(list)]
+		}
+	}
+	return list[0]
+}
