@@ -136,9 +136,11 @@ func profileRole(profileID string) string {
 	return profileID
 }
 
-// mayChat reports whether a device acting as who may chat with profileID
-// and read its history.
-func mayChat(who acl.Principal, profileID string) bool {
+// MayChat reports whether a device acting as who may chat with profileID
+// and read its history (docs/PROTOCOL.md "Device scope"): admin any
+// profile, a role its own profile and that profile's instances. Talk's
+// talk.open asks the same (the wiring, backend/atrium talk.go).
+func MayChat(who acl.Principal, profileID string) bool {
 	return who.Admin || (who.Role != "" && profileID != "" && profileRole(profileID) == who.Role)
 }
 
@@ -153,7 +155,7 @@ func (ac *access) chatScope(ctx context.Context, c *gateway.Call, profileID stri
 	if err != nil {
 		return err
 	}
-	if mayChat(who, profileID) {
+	if MayChat(who, profileID) {
 		return nil
 	}
 	reason := fmt.Sprintf("this device's memory scope is %s: it chats only with the profiles of the role it is scoped to "+
@@ -262,7 +264,7 @@ func (ac *access) deviceEvent(p gateway.Principal, event string, body []byte) ([
 		if json.Unmarshal(body, &ref) != nil {
 			return nil, false
 		}
-		return body, mayChat(who, ref.ProfileID)
+		return body, MayChat(who, ref.ProfileID)
 	}
 	return nil, false
 }

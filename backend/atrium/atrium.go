@@ -53,6 +53,7 @@ import (
 	"github.com/atrium-dev/atrium/backend/paths"
 	"github.com/atrium-dev/atrium/backend/safefile"
 	"github.com/atrium-dev/atrium/backend/statedb"
+	"github.com/atrium-dev/atrium/backend/talk"
 	"github.com/atrium-dev/atrium/backend/upload"
 	"github.com/atrium-dev/atrium/backend/worker"
 )
@@ -91,6 +92,9 @@ type Options struct {
 	// this machine (nil: model.LocalCandidates, Ollama, LM Studio and
 	// llama.cpp on 127.0.0.1).
 	LocalModelServers []model.LocalCandidate
+	// TalkNow is the clock of Talk's bounds (an utterance's 60 s, a talk's
+	// 10 min of silence); nil: time.Now. Tests advance their own.
+	TalkNow func() time.Time
 	// Focus brings the app's window to the front (app.focus: a second
 	// double-click asks the running app for it); nil: there is no window.
 	Focus func()
@@ -232,6 +236,8 @@ type App struct {
 	MCPTokens *mcpserve.Tokens
 	// Live runs the live views (live.go); nil in a first-run app.
 	Live *live.Service
+	// Talk runs the talks (talk.go, issue 27); nil in a first-run app.
+	Talk *talk.Service
 }
 
 // AlreadyRunningError is New's error when another app runs on the same
@@ -539,6 +545,9 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 	if err := a.newLive(o.Logger); err != nil {
 		return nil, err
 	}
+	if err := a.newTalk(o.TalkNow, o.Logger); err != nil {
+		return nil, err
+	}
 	if err := a.newCanvas(ctx, o, o.Logger); err != nil {
 		return nil, err
 	}
@@ -775,6 +784,9 @@ func (a *App) Close() error {
 	}
 	if a.Live != nil {
 		a.Live.Close() // before Media: no save after it closes
+	}
+	if a.Talk != nil {
+		a.Talk.Close() // before Media: no utterance kept after it closes
 	}
 	if a.mediaRx != nil {
 		a.mediaRx.Close() // before Media: its transfers are aborted first

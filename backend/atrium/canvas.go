@@ -102,10 +102,12 @@ func (a *App) canvasTool(sc chat.ToolScope) *tools.CanvasOptions {
 	return o
 }
 
-// chatEmit broadcasts a chat event and wakes the Canvas's waiting actions
-// when a run ends (its session may take the next one).
+// chatEmit broadcasts a chat event, hands the runs' events to Talk (their
+// answers are spoken) and wakes the Canvas's waiting actions when a run
+// ends (its session may take the next one).
 func (a *App) chatEmit(event string, payload any) {
 	a.Gateway.Broadcast(event, payload)
+	a.talkEvent(event, payload)
 	switch event {
 	case chat.EventFinal, chat.EventError, chat.EventCancelled:
 		if a.Canvas != nil {

@@ -228,6 +228,10 @@ type SendRequest struct {
 	// for senders who may start processes (the gateway: operator
 	// connections acting as themselves), never read from the wire.
 	StartInstance bool `json:"-"`
+	// Meta is stored with the user message (history.Message.Meta, a JSON
+	// object): Talk's {"talk": {utteranceId, durationMs, mediaId?}}. Set
+	// by the caller (the wiring's Talk), never read from the wire.
+	Meta json.RawMessage `json:"-"`
 	// heartbeat marks a heartbeat turn (Service.Heartbeat, heartbeat.go).
 	heartbeat bool
 }
@@ -738,7 +742,7 @@ func (s *Service) send(ctx context.Context, r SendRequest) (SendResult, *run, er
 	}
 	rn.userMsg = history.Message{
 		ID: rn.userMsgID, ProfileID: rn.ProfileID, SessionID: sessionID, ConversationID: r.ConversationID,
-		RunID: rn.RunID, Role: history.RoleUser, Content: text, TS: ts,
+		RunID: rn.RunID, Role: history.RoleUser, Content: text, TS: ts, Meta: r.Meta,
 	}
 	res := SendResult{RunID: rn.RunID, MessageID: rn.MessageID, SessionID: sessionID, UserMessageID: rn.userMsgID}
 	s.runs[rn.RunID] = rn

@@ -96,6 +96,10 @@ type Message struct {
 	// then its first bytes, ContentBytes the stored text's size.
 	ContentBytes     int  `json:"contentBytes,omitempty"`
 	ContentTruncated bool `json:"contentTruncated,omitempty"`
+	// Meta is what the sender attached to a message, a JSON object, e.g.
+	// a spoken message's {"talk": {utteranceId, durationMs, mediaId?}}
+	// (docs/PROTOCOL.md "Talk"); nil when none.
+	Meta json.RawMessage `json:"meta,omitempty"`
 }
 
 // ToolRecord is one tool call of a run and its result. Round is the
@@ -214,6 +218,8 @@ var migrations = []string{
 		closed_at       INTEGER NOT NULL
 	);
 	CREATE INDEX IF NOT EXISTS history_closed_sessions_at ON history_closed_sessions(closed_at);`,
+	// 7: a message's meta (JSON object; '' = none), e.g. Talk's.
+	`ALTER TABLE history_messages ADD COLUMN meta TEXT NOT NULL DEFAULT '';`,
 }
 
 // Open creates or upgrades the history tables (history_*) in db and returns
@@ -260,7 +266,8 @@ func migrate(ctx context.Context, db *sql.DB, version int, stmt string) error {
 
 // Validate reports (as ErrInvalid) what is wrong with m, if anything: ID,
 // ProfileID and SessionID are required, Role must be "user" or "assistant",
-// TS must be positive and Usage's counts must not be negative.
+// TS must be positive, Usage's counts must not be negative and Meta, when
+// set, must be a JSON object.
 func Validate(m Message) error {
 	var missing []string
 	if m.ID == "" {
@@ -280,6 +287,9 @@ func Validate(m Message) error {
 	}
 	if m.TS <= 0 {
 		return fmt.Errorf("%w: ts %d must be a positive Unix time in milliseconds", ErrInvalid, m.TS)
+	}
+	if len(m.Meta) > 0 && (m.Meta[0] != '{' || !json.Valid(m.Meta)) {
+		return fmt.Errorf("%w: meta must be a JSON object", ErrInvalid)
 	}
 	if u := m.Usage; u != nil && (u.PromptTokens < 0 || u.CompletionTokens < 0) {
 		return fmt.Errorf("%w: negative token usage %+v", ErrInvalid, *u)
@@ -315,17 +325,17 @@ func (s *Store) Append(ctx context.Context, m Message) error {
 		tools = string(b)
 	}
 	_, err := s.db.ExecContext(ctx, `INSERT INTO history_messages
-		(id, profile_id, session_id, run_id, role, content, ts, sources, error, ended_at, prompt_tokens, completion_tokens, conversation_id, tools)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`,
+		(id, profile_id, session_id, run_id, role, content, ts, sources, error, ended_at, prompt_tokens, completion_tokens, conversation_id, tools, meta)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`,
 		m.ID, m.ProfileID, m.SessionID, m.RunID, m.Role, m.Content, m.TS, sources, m.Error, m.EndedAt,
-		usage.PromptTokens, usage.CompletionTokens, m.ConversationID, tools)
+		usage.PromptTokens, usage.CompletionTokens, m.ConversationID, tools, string(m.Meta))
 	if err != nil {
 		return fmt.Errorf("append message %s: %w", m.ID, err)
 	}
 	return nil
 }
 
-const cols = `seq, id, profile_id, session_id, run_id, role, content, ts, sources, error, ended_at, prompt_tokens, completion_tokens, conversation_id, tools`
+const cols = `seq, id, profile_id, session_id, run_id, role, content, ts, sources, error, ended_at, prompt_tokens, completion_tokens, conversation_id, tools, meta`
 
 func scanMessage(rows interface{ Scan(...any) error }) (Message, int64, error) {
 	var (
@@ -334,10 +344,14 @@ func scanMessage(rows interface{ Scan(...any) error }) (Message, int64, error) {
 		sources string
 		usage   Usage
 		tools   string
+		meta    string
 	)
 	if err := rows.Scan(&seq, &m.ID, &m.ProfileID, &m.SessionID, &m.RunID, &m.Role, &m.Content, &m.TS, &sources, &m.Error, &m.EndedAt,
-		&usage.PromptTokens, &usage.CompletionTokens, &m.ConversationID, &tools); err != nil {
+		&usage.PromptTokens, &usage.CompletionTokens, &m.ConversationID, &tools, &meta); err != nil {
 		return Message{}, 0, err
+	}
+	if meta != "" {
+		m.Meta = json.RawMessage(meta)
 	}
 	if tools != "" {
 		if err := json.Unmarshal([]byte(tools), &m.Tools); err != nil {

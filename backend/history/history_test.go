@@ -374,3 +374,42 @@ func TestToolRecordsAndSummary(t *testing.T) {
 		t.Fatalf("summary without session: %v", err)
 	}
 }
+
+// TestMeta: a message's meta (a spoken message's talk block) is kept, a
+// database from before it reads as none, and meta that is not a JSON
+// object is refused.
+func TestMeta(t *testing.T) {
+	ctx := context.Background()
+	db := openAtVersion(t, 6)
+	if _, err := db.Exec(`INSERT INTO history_messages (id, profile_id, session_id, role, content, ts) VALUES ('old', 'main', 's', 'user', 'typed', 10)`); err != nil {
+		t.Fatal(err)
+	}
+	st, err := Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := Message{ID: "u1", ProfileID: "main", SessionID: "s", Role: RoleUser, Content: "spoken", TS: 20,
+		Meta: json.RawMessage(`{"talk":{"utteranceId":"u-1","durationMs":1450}}`)}
+	if err := st.Append(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{`[1]`, `{"talk":`, `"x"`} {
+		b := m
+		b.ID, b.Meta = "bad", json.RawMessage(bad)
+		if err := st.Append(ctx, b); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("meta %s: %v", bad, err)
+		}
+	}
+	page, err := st.Session(ctx, "s", 10)
+	if err != nil || len(page) != 2 {
+		t.Fatalf("%+v %v", page, err)
+	}
+	if page[0].Meta != nil || string(page[1].Meta) != string(m.Meta) {
+		t.Fatalf("meta %q, %q", page[0].Meta, page[1].Meta)
+	}
+	b, _ := json.Marshal(page[1])
+	want := `{"id":"u1","profileId":"main","sessionId":"s","role":"user","content":"spoken","ts":20,"meta":{"talk":{"utteranceId":"u-1","durationMs":1450}}}`
+	if string(b) != want {
+		t.Fatalf("JSON = %s\nwant  %s", b, want)
+	}
+}

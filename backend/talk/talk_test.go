@@ -125,7 +125,9 @@ func TestSTTClient(t *testing.T) {
 	if _, err := down.Transcribe(ctx, []byte("x"), "u.webm", "audio/webm", ""); !errors.Is(err, ErrSTT) || !strings.Contains(err.Error(), "could not be reached") {
 		t.Fatalf("a closed port: %v", err)
 	}
-	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.Error(w, "no model", http.StatusInternalServerError) }))
+	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "no model", http.StatusInternalServerError)
+	}))
 	defer bad.Close()
 	if _, err := (STTClient{BaseURL: bad.URL}).Transcribe(ctx, []byte("x"), "u.webm", "audio/webm", ""); !errors.Is(err, ErrSTT) ||
 		!strings.Contains(err.Error(), "500") || !strings.Contains(err.Error(), bad.URL+"/v1/audio/transcriptions") {
