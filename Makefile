@@ -19,13 +19,14 @@ CHROMIUM     ?= /usr/bin/chromium
 #              fonts so notes render, bubblewrap for the agents' exec sandbox (SPEC §6);
 # APT_TEST     the tests, benchmarks and screenshots: headless Chromium, Xvfb, xdotool
 #              and ImageMagick for window screenshots, iproute2 and util-linux
-#              (network namespaces), zbar-tools (QR codes), ffmpeg (node captures);
+#              (network namespaces), zbar-tools (QR codes), ffmpeg (node captures,
+#              Talk's audio), espeak-ng (Talk's English and Chinese speech);
 # APT_PACKAGE  the packages: mingw-w64 (Windows .exe and `go vet` for Windows),
 #              NSIS and 7-Zip (the installer and its check), ImageMagick (icons).
 # `make test` installs all three (it runs vet-cross and the package checks' tests).
 APT_RUN     := build-essential pkg-config libsqlite3-dev libgtk-3-dev libwebkit2gtk-4.1-dev \
                fonts-wqy-microhei fonts-noto-color-emoji bubblewrap
-APT_TEST    := chromium xvfb xauth x11-utils xdotool imagemagick iproute2 util-linux zbar-tools ffmpeg
+APT_TEST    := chromium xvfb xauth x11-utils xdotool imagemagick iproute2 util-linux zbar-tools ffmpeg espeak-ng
 APT_PACKAGE := gcc-mingw-w64-x86-64 nsis p7zip-full imagemagick
 
 FRONTEND_SRC := $(shell find frontend/src frontend/index.html frontend/pair frontend/package.json frontend/vite.config.ts -type f 2>/dev/null)

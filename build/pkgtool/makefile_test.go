@@ -61,7 +61,7 @@ func TestMakeInstallsOnlyWhatEachTargetNeeds(t *testing.T) {
 		}
 	}
 	test := missing("deps-system-test")
-	for _, p := range append(packaging, "build-essential", "libwebkit2gtk-4.1-dev") {
+	for _, p := range append(packaging, "build-essential", "libwebkit2gtk-4.1-dev", "espeak-ng", "ffmpeg") {
 		if !has(test, p) {
 			t.Errorf("make test would not install %s: %v", p, test)
 		}
