@@ -117,6 +117,9 @@ type fakeSTT struct {
 	*httptest.Server
 	answers chan sttAnswer
 	got     chan heard
+	// fixed, when set, answers every request without ffprobe and
+	// without recording it (the benchmark: no process per utterance).
+	fixed *sttAnswer
 }
 
 func newFakeSTT(t *testing.T) *fakeSTT {
@@ -136,6 +139,11 @@ func newFakeSTT(t *testing.T) *fakeSTT {
 			return
 		}
 		data, _ := io.ReadAll(file)
+		if a := f.fixed; a != nil {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(map[string]any{"text": a.text, "language": a.language})
+			return
+		}
 		h := heard{name: fh.Filename, mime: fh.Header.Get("Content-Type"), model: r.FormValue("model"), language: r.FormValue("language"),
 			format: r.FormValue("response_format")}
 		path := filepath.Join(os.TempDir(), fmt.Sprintf("atrium-talk-%d-%s", time.Now().UnixNano(), filepath.Base(fh.Filename)))
@@ -497,6 +505,7 @@ func TestTalkConversation(t *testing.T) {
 		"And tomorrow?":                 "Tomorrow brings rain.",
 	}, nil)
 	ctx, t0 := ta.ctx, time.Now()
+	ta.patchT(t, map[string]any{"keepAudio": true})
 	open := ta.open(t, ta.admin, map[string]any{"sessionKey": "main/", "mode": "continuous", "lang": "auto"})
 	profile, session, _ := strings.Cut(open.SessionKey, "/")
 	if profile != "main" || session == "" || open.TTS.Provider != "openai" || open.TTS.Voice != "alloy" || open.Limits.MaxUtteranceMs != 60000 ||
@@ -544,13 +553,19 @@ func TestTalkConversation(t *testing.T) {
 	must(t, err)
 	var meta struct {
 		Talk struct {
-			UtteranceID string
-			DurationMs  int64
+			UtteranceID, MediaID string
+			DurationMs           int64
 		}
 	}
 	if len(msgs) < 2 || msgs[0].Role != "user" || msgs[0].Content != "What is the weather in Paris?" || json.Unmarshal(msgs[0].Meta, &meta) != nil ||
-		meta.Talk.UtteranceID != "u1" || meta.Talk.DurationMs != en.dur.Milliseconds() {
+		meta.Talk.UtteranceID != "u1" || meta.Talk.DurationMs != en.dur.Milliseconds() || meta.Talk.MediaID == "" || meta.Talk.MediaID != tr.MediaID {
 		t.Fatalf("history %+v", msgs)
+	}
+	// keepAudio: the utterance's audio, whole, in the media store.
+	kept, err := ta.a.Media.Get(tr.MediaID)
+	must(t, err)
+	if kept.Command != talk.UtteranceCommand || kept.MIME != "audio/webm" || kept.Size != int64(len(en.webm)) || kept.DurationMs != en.dur.Milliseconds() {
+		t.Fatalf("kept audio %+v", kept)
 	}
 
 	tr, r = turn("u2", zh, sttAnswer{"今天北京天气怎么样？", "chinese"}, "zh")
