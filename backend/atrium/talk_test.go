@@ -185,8 +185,14 @@ type said struct {
 }
 
 // newSpeechServer is a scripted OpenAI-compatible /v1/audio/speech: the
-// "audio" of a sentence is "ID3" and the sentence, in two flushed writes.
+// "audio" of a sentence is "ID3" and the sentence, in two flushed writes;
+// a sentence with "slowly" in it waits for slow (or the request's end)
+// between them.
 func newSpeechServer(t *testing.T) (*httptest.Server, chan said) {
+	return newSlowSpeechServer(t, nil)
+}
+
+func newSlowSpeechServer(t *testing.T, slow chan struct{}) (*httptest.Server, chan said) {
 	got := make(chan said, 256)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/v1/audio/speech" {
@@ -205,6 +211,13 @@ func newSpeechServer(t *testing.T) (*httptest.Server, chan said) {
 		w.Header().Set("Content-Type", "audio/mpeg")
 		_, _ = w.Write([]byte("ID3"))
 		w.(http.Flusher).Flush()
+		if slow != nil && strings.Contains(s.Input, "slowly") {
+			select {
+			case <-slow:
+			case <-r.Context().Done():
+				return
+			}
+		}
 		_, _ = w.Write([]byte(s.Input))
 	}))
 	t.Cleanup(srv.Close)
@@ -464,7 +477,7 @@ type talkApp struct {
 func newTalkApp(t *testing.T, answers map[string]string, holds map[string]chan struct{}) *talkApp {
 	t.Helper()
 	ta := &talkApp{stt: newFakeSTT(t), model: newScriptedModel(t, answers, holds), clock: &talkClock{}}
-	ta.tts, ta.said = newSpeechServer(t)
+	ta.tts, ta.said = newSlowSpeechServer(t, holds["speech"])
 	env := map[string]string{"OPENAI_BASE_URL": ta.model.BaseURL(), "OPENAI_API_KEY": "k", "OPENAI_MODEL": "m"}
 	a, _ := startAppWith(t, func(k string) string { return env[k] }, func(_ string, o *Options) { o.TalkNow = ta.clock.Now })
 	ta.a = a
@@ -629,6 +642,56 @@ func TestTalkConversation(t *testing.T) {
 		t.Fatalf("T messages %+v", r.says)
 	}
 	t.Logf("the conversation took %v", time.Since(t0).Round(time.Millisecond))
+}
+
+// TestTalkInterruptAfterTheAnswer: the answer's run has ended but its
+// sentences are still being spoken: an interrupt stops them there (R
+// interrupted, nothing more of that reply), and the next words are
+// answered as usual.
+func TestTalkInterruptAfterTheAnswer(t *testing.T) {
+	en := speech(t, "en", "Tell me a story.")
+	slow := make(chan struct{})
+	ta := newTalkApp(t, map[string]string{
+		"Tell me a story.": "Here is a story. I tell it slowly. The end.",
+		"Stop.":            "Stopped.",
+	}, map[string]chan struct{}{"speech": slow})
+	ctx := ta.ctx
+	open := ta.open(t, ta.admin, map[string]any{"sessionKey": "main/", "mode": "continuous"})
+	peer := dialTalk(ctx, t, ta.admin, open.TalkID)
+	ta.stt.answers <- sttAnswer{"Tell me a story.", "english"}
+	peer.utter(t, "u1", en, true)
+	tr := transcriptOf(t, ta.ev.wait(ctx, t, "talk.transcript", `"u1"`))
+	ta.ev.wait(ctx, t, "chat.final", tr.RunID) // the run is over; the voice is not
+	for {
+		h, _, ok := talk.ParseSpeech(peer.next(ctx, t))
+		if !ok || h.ReplyID != tr.RunID {
+			t.Fatalf("speech %+v %v", h, ok)
+		}
+		if h.Seq == 1 { // the slow sentence has begun
+			break
+		}
+	}
+	peer.send(t, talk.JSONMessage(talk.MsgInterrupt, talk.Interrupt{}))
+	for {
+		b := peer.next(ctx, t)
+		if b[0] == talk.MsgSpeech {
+			if h, _, _ := talk.ParseSpeech(b); h.Seq != 1 {
+				t.Fatalf("a sentence after the one interrupted: %+v", h)
+			}
+			continue
+		}
+		var end talk.ReplyEnd
+		if b[0] != talk.MsgReplyEnd || json.Unmarshal(b[1:], &end) != nil || end.ReplyID != tr.RunID || !end.Interrupted {
+			t.Fatalf("after I: %q", b)
+		}
+		break
+	}
+	close(slow)
+	ta.stt.answers <- sttAnswer{"Stop.", "english"}
+	peer.utter(t, "u2", en, true)
+	if r := peer.reply(ctx, t); !slices.Equal(r.sentences, []string{"Stopped."}) {
+		t.Fatalf("the next reply %+v (nothing more of the interrupted one may come first)", r)
+	}
 }
 
 // TestTalkInterrupt: speaking over the voice (I) stops that reply's audio

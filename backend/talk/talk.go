@@ -72,6 +72,9 @@ type talk struct {
 	stt      STTClient
 	settings Settings // with defaults
 
+	// sendMu orders an interrupt's R after the reply's last S or T.
+	sendMu sync.Mutex
+
 	mu             sync.Mutex
 	st             streamState
 	profileID      string
@@ -575,8 +578,12 @@ func (t *talk) runEvent(e RunEvent) {
 		}
 		delete(t.myRuns, e.RunID)
 		if r != nil {
-			delete(t.replies, e.RunID)
-			if !r.interrupted {
+			// An interrupted reply is done; another stays until the
+			// speaker reaches its end (an interrupt may still stop
+			// its queued sentences).
+			if r.interrupted {
+				delete(t.replies, e.RunID)
+			} else {
 				for _, s := range r.cut.Flush() {
 					items = append(items, speakItem{replyID: e.RunID, seq: r.seq, text: s})
 					r.seq++
@@ -653,7 +660,11 @@ func (t *talk) interrupt(replyID string) {
 	if already {
 		return
 	}
+	// After the mark: an S of this reply is either out before this R or
+	// not sent at all (speakPart checks the mark under sendMu).
+	t.sendMu.Lock()
 	t.send(JSONMessage(MsgReplyEnd, ReplyEnd{ReplyID: replyID, Interrupted: true}))
+	t.sendMu.Unlock()
 	if active && t.settings.Interrupt == InterruptCancel {
 		if _, err := t.s.o.Chat.Cancel(profileID, sessionID, replyID); err != nil {
 			t.s.o.Logger.Warn("talk cancel failed", "talk", t.id, "run", replyID, "err", err)
@@ -735,7 +746,19 @@ func (t *talk) say(it speakItem) {
 	t.mu.Lock()
 	rate, voice := t.speed, t.voice
 	t.mu.Unlock()
-	t.send(JSONMessage(MsgSay, Say{ReplyID: it.replyID, Seq: it.seq, Text: it.text, Lang: DetectLang(it.text), Rate: rate, Voice: voice}))
+	t.sendSpoken(it.replyID, JSONMessage(MsgSay, Say{ReplyID: it.replyID, Seq: it.seq, Text: it.text, Lang: DetectLang(it.text), Rate: rate, Voice: voice}))
+}
+
+// sendSpoken sends an S or T of replyID unless the reply was interrupted;
+// false when it was not sent.
+func (t *talk) sendSpoken(replyID string, b []byte) bool {
+	t.sendMu.Lock()
+	defer t.sendMu.Unlock()
+	t.mu.Lock()
+	r := t.replies[replyID]
+	stopped := r != nil && r.interrupted
+	t.mu.Unlock()
+	return !stopped && t.send(b)
 }
 
 // speak synthesises a sentence and sends its audio as S parts as the
@@ -771,7 +794,7 @@ func (t *talk) speak(synth Synth, it speakItem) {
 		last := rerr != nil
 		if n > 0 || last {
 			h := SpeechHeader{ReplyID: it.replyID, Seq: it.seq, Part: part, Last: last, MimeType: a.MimeType, Text: it.text}
-			if !t.send(SpeechMessage(h, buf[:n])) {
+			if !t.sendSpoken(it.replyID, SpeechMessage(h, buf[:n])) {
 				return
 			}
 			part++
