@@ -145,3 +145,36 @@ func TestRenameCrashBetweenLinkAndRemove(t *testing.T) {
 		t.Fatalf("rename onto the half-made name: %v, want ErrExists", err)
 	}
 }
+
+// TestRenameMovesOpenConflicts: an open conflict on the note follows it to
+// its new name and is resolved there (resolving writes the renamed file).
+func TestRenameMovesOpenConflicts(t *testing.T) {
+	f := newWriteFixture(t, map[string]string{"memory/global/plan.md": "# Plan\n\nv1\n"}, nil)
+	ctx := context.Background()
+	v := f.version(t, "memory/global/plan.md")
+	f.write(t, WriteRequest{Path: "memory/global/plan.md", Content: "# Plan\n\nv2\n", Mode: WriteReplace, BaseVersion: v, Writer: "writer"})
+	f.write(t, WriteRequest{Path: "memory/global/plan.md", Content: "# Plan\n\nv3\n", Mode: WriteReplace, BaseVersion: v, Writer: "analyst"})
+	open := f.conflicts(t, ConflictFilter{Path: "memory/global/plan.md", State: "open"})
+	if len(open) != 1 {
+		t.Fatalf("open conflicts before the rename: %+v", open)
+	}
+	if _, err := f.m.Rename(ctx, RenameRequest{From: "memory/global/plan.md", To: "memory/global/roadmap.md", Writer: AdminWriter}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.conflicts(t, ConflictFilter{Path: "memory/global/plan.md", State: "open"}); len(got) != 0 {
+		t.Fatalf("open conflicts left on the old path: %+v", got)
+	}
+	moved := f.conflicts(t, ConflictFilter{Path: "memory/global/roadmap.md", State: "open"})
+	if len(moved) != 1 || moved[0].ID != open[0].ID {
+		t.Fatalf("open conflicts on the new path: %+v", moved)
+	}
+	if _, err := f.m.ResolveConflict(ctx, moved[0].ID, Resolution{Choice: "other"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.read(t, "memory/global/roadmap.md"); !strings.Contains(got, "v2") {
+		t.Fatalf("resolved into the renamed file: %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(f.ws, "memory/global/plan.md")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("resolving recreated the old name: %v", err)
+	}
+}

@@ -500,7 +500,8 @@ func (s *Store) Resolve(ctx context.Context, id int64, r Resolution) (Conflict, 
 // Move moves the stored version of from to to, for a rename (SPEC §5.3: a
 // file's history goes with its content): in one transaction it checks that
 // from's stored version still equals expect (else ErrChanged), runs apply
-// (the caller's file system change; may be nil), removes from's record and
+// (the caller's file system change; may be nil), moves from's open
+// conflicts to to (resolved ones keep the old path), removes from's record and
 // stores for to the version that dominates both from's and any record to
 // still has (a file of that name deleted earlier), with writer's counter
 // raised by one, so that no client holding a version of either file can
@@ -530,6 +531,11 @@ func (s *Store) Move(ctx context.Context, from, to string, expect Vector, writer
 			}
 		}
 		if _, err := q.ExecContext(ctx, `DELETE FROM versions_files WHERE workspace = ? AND path = ?`, s.ws, from); err != nil {
+			return err
+		}
+		// The file's open conflicts go with it (resolving one writes the
+		// file); resolved ones stay as the history of the old path.
+		if _, err := q.ExecContext(ctx, `UPDATE versions_conflicts SET path = ? WHERE workspace = ? AND path = ? AND state = ?`, to, s.ws, from, StateOpen); err != nil {
 			return err
 		}
 		out = FileVersion{Path: to, Vector: Merge(cur.Vector, old.Vector).Inc(writer), Hash: hash, Updated: s.now().UnixMilli()}
