@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/atrium-dev/atrium/backend/acl"
@@ -155,6 +156,11 @@ func Register(o Options) {
 			mem["reason"] = st.Degraded
 		}
 		out["acl"] = aclStatus(o.Guard)
+		if c.Principal.Class() == gateway.Admin {
+			// The app process's goroutines, for the person at this machine
+			// alone (`atrium bench soak` samples it to find leaks).
+			out["process"] = map[string]any{"goroutines": runtime.NumGoroutine()}
+		}
 		return out, nil
 	})
 

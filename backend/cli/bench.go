@@ -6,9 +6,9 @@ import (
 	"os"
 )
 
-// runBench dispatches `atrium bench retrieval|scale|control`: the
-// retrieval quality harness (SPEC §4, issue 3), the index scale benchmark
-// and the control-center benchmark (SPEC §6, issue 5).
+// runBench dispatches `atrium bench retrieval|scale|control|soak`: the
+// retrieval quality harness (SPEC §4, issue 3), the index scale benchmark,
+// the control-center benchmark (SPEC §6, issue 5) and the soak (issue 26).
 func runBench(ctx context.Context, args []string, o Options) error {
 	sub, args := takeCommand(args)
 	if ok, err := group("bench", sub, args, o); !ok {
@@ -19,6 +19,8 @@ func runBench(ctx context.Context, args []string, o Options) error {
 		return runBenchRetrieval(ctx, args, o)
 	case "scale":
 		return runBenchScale(ctx, args, o)
+	case "soak":
+		return runBenchSoak(ctx, args, o)
 	default: // control
 		return runBenchControl(ctx, args, o)
 	}

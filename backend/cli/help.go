@@ -62,6 +62,7 @@ func commands() []command {
 				"(no-floor scores, first relevant rank, query length: floor calibration)."},
 		{"bench scale", "[flags]", "index scale benchmark: index time, disk, RSS, search latency\n(bench reads ../shared/corpora or $ATRIUM_CORPORA)", ""},
 		{"bench control", "[flags]", "control-center benchmark: 100 profiles, 10 worker instances,\ntime to a usable UI, RSS, throughput and chunk latency with\n200 clients", ""},
+		{"bench soak", "[flags]", "soak: a real atrium serve for --duration (default 30m) with phones,\n`atrium node` processes, chat, search, writes, MCP clients and disk\nedits; RSS, goroutines and descriptors flat, no write lost", ""},
 		{"pair", "[flags]", "show a pairing QR code (setup code, URL, fingerprint words)\nfrom the running app; --png FILE writes it as a PNG", pairHelp},
 		{"nodes pending", "[flags]", "pairing requests waiting for approval", appHelp},
 		{"nodes approve", "[flags] REQUEST_ID", "approve a request (--roles operator,node --commands a,b|none:\na subset of what the device asked for; --scope authenticated|role:NAME|admin:\nwhat it reaches in memory, default authenticated)", appHelp},
