@@ -32,7 +32,7 @@ APT_PACKAGE := gcc-mingw-w64-x86-64 nsis p7zip-full imagemagick
 FRONTEND_SRC := $(shell find frontend/src frontend/index.html frontend/pair frontend/package.json frontend/vite.config.ts -type f 2>/dev/null)
 
 .DEFAULT_GOAL := help
-.PHONY: help run serve desktop package package-test vet-cross screenshots test test-go test-frontend bench bench-retrieval fuzz screenshot deps deps-test deps-package deps-system deps-system-test deps-system-package deps-go deps-frontend frontend clean
+.PHONY: help run serve desktop package package-test vet-cross screenshots test test-go test-frontend bench bench-retrieval fuzz soak screenshot deps deps-test deps-package deps-system deps-system-test deps-system-package deps-go deps-frontend deps-conformance frontend clean
 
 help: ## Show this help
 	@echo "Atrium make targets:"
@@ -102,6 +102,17 @@ FUZZ         ?= .
 fuzz: deps-system deps-go frontend ## Run every Go fuzz target for FUZZTIME each (default 10m; FUZZ=regexp picks some); fails on a crasher
 	FUZZTIME=$(FUZZTIME) FUZZPARALLEL=$(FUZZPARALLEL) FUZZ='$(FUZZ)' GO=$(GO) bash build/fuzz.sh
 
+# The soak (issue 26): a real `atrium serve` with phones, nodes, chat,
+# writes, MCP clients and disk edits for SOAK_DURATION; figures in
+# docs/BENCHMARKS.md ("Soak"). Its 90-second run is TestBenchSoak in make test.
+SOAK_DURATION ?= 30m
+
+soak: deps-system deps-go frontend ## Run the 30-minute soak (SOAK_DURATION=…): RSS, goroutines, descriptors flat; no write lost (out/soak/)
+	$(GO) build -o $(BENCH_BIN) .
+	rm -rf out/soak/work && mkdir -p out/soak
+	./$(BENCH_BIN) bench soak --duration $(SOAK_DURATION) --dir out/soak/work --json > out/soak/report.json
+	@echo "report: out/soak/report.json"
+
 vet-cross: deps-system-package deps-go ## go vet for Windows (cgo with mingw) and macOS (the packages without cgo)
 	bash build/vet-cross.sh
 
@@ -118,7 +129,7 @@ screenshots: deps-system-test desktop ## Screenshot the first-start screen and t
 	bash build/screenshots.sh $(BIN) screenshots
 
 deps: deps-system deps-go deps-frontend
-deps-test: deps-system-test deps-go deps-frontend
+deps-test: deps-system-test deps-go deps-frontend deps-conformance
 deps-package: deps-system-package deps-go deps-frontend
 
 deps-go:
@@ -162,6 +173,15 @@ frontend/node_modules/.package-lock.json: frontend/package.json frontend/package
 	@command -v npm >/dev/null || { echo "npm is missing: install Node.js 20 or newer with npm (https://nodejs.org/)"; exit 1; }
 	@v=$$(node -p 'process.versions.node.split(".")[0]'); [ "$$v" -ge 20 ] || { echo "Node.js $$v is too old: the UI build needs Node.js 20 or newer"; exit 1; }
 	cd frontend && npm ci --no-audit --no-fund
+	touch $@
+
+# The MCP conformance suite and the Node 22 it needs, pinned in their own
+# package (the UI stays on Node 20): backend/cli TestMCPConformance.
+deps-conformance: tests/mcp-conformance/node_modules/.package-lock.json
+
+tests/mcp-conformance/node_modules/.package-lock.json: tests/mcp-conformance/package.json tests/mcp-conformance/package-lock.json
+	@command -v npm >/dev/null || { echo "npm is missing: install Node.js 20 or newer with npm (https://nodejs.org/)"; exit 1; }
+	cd tests/mcp-conformance && npm ci --no-audit --no-fund
 	touch $@
 
 frontend: frontend/dist/index.html ## Build the UI (frontend/dist)
