@@ -574,9 +574,23 @@ func TestAdversarial(t *testing.T) {
 				if strings.Contains(string(h), k.ws) || strings.Contains(string(h), `"acl"`) {
 					t.Errorf("health to an unpaired device: %s (it shows the workspace or the ACL)", h)
 				}
+				if strings.Contains(string(h), `"process"`) {
+					t.Errorf("health to an unpaired device: %s (it shows the app process's figures)", h)
+				}
 				must(t, phoneNode.Call(k.ctx, "health", map[string]any{}, &h))
-				if strings.Contains(string(h), k.ws) {
-					t.Errorf("health to a node: %s (it shows the workspace)", h)
+				if strings.Contains(string(h), k.ws) || strings.Contains(string(h), `"process"`) {
+					t.Errorf("health to a node: %s (it shows the workspace or the app process's figures)", h)
+				}
+				// The app process's goroutines go to admin alone (the
+				// soak samples them), not to a paired operator device.
+				must(t, phoneOp.Call(k.ctx, "health", map[string]any{}, &h))
+				if strings.Contains(string(h), `"process"`) {
+					t.Errorf("health to an operator device: %s (it shows the app process's figures)", h)
+				}
+				var ah struct{ Process struct{ Goroutines int } }
+				must(t, k.admin.Call(k.ctx, "health", map[string]any{}, &ah))
+				if ah.Process.Goroutines <= 0 {
+					t.Errorf("health to admin: goroutines %d, want the app process's count", ah.Process.Goroutines)
 				}
 				// Its frames stay as small as before the handshake: 16 MiB
 				// frames from every connection of a pending device would
