@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"runtime/metrics"
 	"time"
 
 	"github.com/atrium-dev/atrium/backend/acl"
@@ -157,9 +158,16 @@ func Register(o Options) {
 		}
 		out["acl"] = aclStatus(o.Guard)
 		if c.Principal.Class() == gateway.Admin {
-			// The app process's goroutines, for the person at this machine
-			// alone (`atrium bench soak` samples it to find leaks).
-			out["process"] = map[string]any{"goroutines": runtime.NumGoroutine()}
+			// The app process's goroutines and live Go heap, for the
+			// person at this machine alone (`atrium bench soak` samples
+			// them to find leaks).
+			live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+			metrics.Read(live)
+			var heap uint64
+			if live[0].Value.Kind() == metrics.KindUint64 {
+				heap = live[0].Value.Uint64()
+			}
+			out["process"] = map[string]any{"goroutines": runtime.NumGoroutine(), "heapLiveBytes": heap}
 		}
 		return out, nil
 	})

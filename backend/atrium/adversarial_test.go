@@ -587,10 +587,10 @@ func TestAdversarial(t *testing.T) {
 				if strings.Contains(string(h), `"process"`) {
 					t.Errorf("health to an operator device: %s (it shows the app process's figures)", h)
 				}
-				var ah struct{ Process struct{ Goroutines int } }
+				var ah struct{ Process struct{ Goroutines, HeapLiveBytes int } }
 				must(t, k.admin.Call(k.ctx, "health", map[string]any{}, &ah))
-				if ah.Process.Goroutines <= 0 {
-					t.Errorf("health to admin: goroutines %d, want the app process's count", ah.Process.Goroutines)
+				if ah.Process.Goroutines <= 0 || ah.Process.HeapLiveBytes <= 0 {
+					t.Errorf("health to admin: process %+v, want the app process's goroutines and live heap", ah.Process)
 				}
 				// Its frames stay as small as before the handshake: 16 MiB
 				// frames from every connection of a pending device would

@@ -82,6 +82,9 @@ func printSoak(w io.Writer, r *soak.Report) {
 		r.Date, r.Machine, r.CPUs, r.LoadAvg, r.DurationSeconds, r.WarmUpSeconds, len(r.Samples))
 	fmt.Fprintf(w, "\tbaseline (t≈%.0f s)\tend (t≈%.0f s)\tslope per hour\n", r.Baseline.AtSeconds, r.End.AtSeconds)
 	fmt.Fprintf(w, "RSS\t%.1f MiB\t%.1f MiB\t%+.1f MiB\n", mib(r.Baseline.RSSBytes), mib(r.End.RSSBytes), r.RSSSlopePerHour/(1<<20))
+	fmt.Fprintf(w, "  anonymous / file\t%.1f / %.1f MiB\t%.1f / %.1f MiB\n", mib(r.Baseline.RSSAnonBytes), mib(r.Baseline.RSSFileBytes),
+		mib(r.End.RSSAnonBytes), mib(r.End.RSSFileBytes))
+	fmt.Fprintf(w, "Go heap (live)\t%.1f MiB\t%.1f MiB\t%+.1f MiB\n", mib(r.Baseline.HeapLiveBytes), mib(r.End.HeapLiveBytes), r.HeapSlopePerHour/(1<<20))
 	fmt.Fprintf(w, "goroutines\t%d\t%d\t%+.1f\n", r.Baseline.Goroutines, r.End.Goroutines, r.GoroutineSlopePerHour)
 	fmt.Fprintf(w, "open descriptors\t%d\t%d\t%+.1f\n\n", r.Baseline.FDs, r.End.FDs, r.FDSlopePerHour)
 	fmt.Fprintf(w, "operations (errors):\n")

@@ -108,10 +108,19 @@ type Options struct {
 // Sample is one look at the app process.
 type Sample struct {
 	// AtSeconds since the load started.
-	AtSeconds  float64 `json:"atSeconds"`
-	RSSBytes   int64   `json:"rssBytes"`
-	Goroutines int     `json:"goroutines"`
-	FDs        int     `json:"fds"`
+	AtSeconds float64 `json:"atSeconds"`
+	// RSSBytes is /proc/PID/status VmRSS: RSSAnonBytes (RssAnon: the Go
+	// heap and stacks, SQLite's and other C allocations) plus
+	// RSSFileBytes (RssFile: the binary's pages, the index's mapped
+	// segments).
+	RSSBytes     int64 `json:"rssBytes"`
+	RSSAnonBytes int64 `json:"rssAnonBytes"`
+	RSSFileBytes int64 `json:"rssFileBytes"`
+	// HeapLiveBytes is the Go heap live after the last GC (`health`'s
+	// process.heapLiveBytes: runtime/metrics /gc/heap/live:bytes).
+	HeapLiveBytes int64 `json:"heapLiveBytes"`
+	Goroutines    int   `json:"goroutines"`
+	FDs           int   `json:"fds"`
 }
 
 // Report is the soak's result.
@@ -130,6 +139,7 @@ type Report struct {
 	Baseline              Sample           `json:"baseline"`
 	End                   Sample           `json:"end"`
 	RSSSlopePerHour       float64          `json:"rssBytesSlopePerHour"`
+	HeapSlopePerHour      float64          `json:"heapLiveBytesSlopePerHour"`
 	GoroutineSlopePerHour float64          `json:"goroutinesSlopePerHour"`
 	FDSlopePerHour        float64          `json:"fdsSlopePerHour"`
 	Ops                   map[string]int64 `json:"ops"`
@@ -442,17 +452,21 @@ func (r *run) sampleUntil(ctx context.Context) []Sample {
 	t := time.NewTicker(r.o.SampleEvery)
 	defer t.Stop()
 	for {
-		s := Sample{AtSeconds: time.Since(r.start).Seconds(), RSSBytes: procRSS(r.pid), FDs: procFDs(r.pid)}
+		st := procStatus(r.pid)
+		s := Sample{AtSeconds: time.Since(r.start).Seconds(), RSSBytes: st["VmRSS:"], RSSAnonBytes: st["RssAnon:"],
+			RSSFileBytes: st["RssFile:"], FDs: procFDs(r.pid)}
 		var h struct {
 			Process struct {
-				Goroutines int `json:"goroutines"`
+				Goroutines    int   `json:"goroutines"`
+				HeapLiveBytes int64 `json:"heapLiveBytes"`
 			} `json:"process"`
 		}
 		err := r.call(ctx, "health", map[string]any{}, &h)
 		r.op("sample", err)
-		s.Goroutines = h.Process.Goroutines
+		s.Goroutines, s.HeapLiveBytes = h.Process.Goroutines, h.Process.HeapLiveBytes
 		out = append(out, s)
-		r.log.Info("soak: sample", "at_s", int(s.AtSeconds), "rss_mib", s.RSSBytes>>20, "goroutines", s.Goroutines, "fds", s.FDs)
+		r.log.Info("soak: sample", "at_s", int(s.AtSeconds), "rss_mib", s.RSSBytes>>20, "anon_mib", s.RSSAnonBytes>>20,
+			"file_mib", s.RSSFileBytes>>20, "heap_mib", s.HeapLiveBytes>>20, "goroutines", s.Goroutines, "fds", s.FDs)
 		select {
 		case <-ctx.Done():
 			return out
@@ -461,19 +475,21 @@ func (r *run) sampleUntil(ctx context.Context) []Sample {
 	}
 }
 
-// procRSS is /proc/PID/status's VmRSS in bytes (0 without it).
-func procRSS(pid int) int64 {
+// procStatus is /proc/PID/status's "<key>: <n> kB" lines in bytes, by
+// key with its colon (empty without /proc).
+func procStatus(pid int) map[string]int64 {
+	out := map[string]int64{}
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
-		return 0
+		return out
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return kb << 10
+		if f := strings.Fields(line); len(f) == 3 && f[2] == "kB" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			out[f[0]] = kb << 10
 		}
 	}
-	return 0
+	return out
 }
 
 // procFDs counts /proc/PID/fd's entries (0 without it).
@@ -501,6 +517,7 @@ func judge(rep *Report, warmUp time.Duration) {
 	third := len(post) / 3
 	rep.Baseline, rep.End = medianSample(post[:third]), medianSample(post[len(post)-third:])
 	rep.RSSSlopePerHour = slope(post, func(s Sample) float64 { return float64(s.RSSBytes) }) * 3600
+	rep.HeapSlopePerHour = slope(post, func(s Sample) float64 { return float64(s.HeapLiveBytes) }) * 3600
 	rep.GoroutineSlopePerHour = slope(post, func(s Sample) float64 { return float64(s.Goroutines) }) * 3600
 	rep.FDSlopePerHour = slope(post, func(s Sample) float64 { return float64(s.FDs) }) * 3600
 	rep.Problems = append(rep.Problems, Flat(rep.Baseline, rep.End)...)
@@ -538,9 +555,12 @@ func medianSample(ss []Sample) Sample {
 		return xs[len(xs)/2]
 	}
 	return Sample{AtSeconds: med(func(s Sample) float64 { return s.AtSeconds }),
-		RSSBytes:   int64(med(func(s Sample) float64 { return float64(s.RSSBytes) })),
-		Goroutines: int(med(func(s Sample) float64 { return float64(s.Goroutines) })),
-		FDs:        int(med(func(s Sample) float64 { return float64(s.FDs) }))}
+		RSSBytes:      int64(med(func(s Sample) float64 { return float64(s.RSSBytes) })),
+		RSSAnonBytes:  int64(med(func(s Sample) float64 { return float64(s.RSSAnonBytes) })),
+		RSSFileBytes:  int64(med(func(s Sample) float64 { return float64(s.RSSFileBytes) })),
+		HeapLiveBytes: int64(med(func(s Sample) float64 { return float64(s.HeapLiveBytes) })),
+		Goroutines:    int(med(func(s Sample) float64 { return float64(s.Goroutines) })),
+		FDs:           int(med(func(s Sample) float64 { return float64(s.FDs) }))}
 }
 
 // slope is the least-squares slope of f over ss per second.
