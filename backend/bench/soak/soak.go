@@ -505,10 +505,19 @@ func procFDs(pid int) int {
 // after the warm-up and adds a problem for each figure that is not flat.
 func judge(rep *Report, warmUp time.Duration) {
 	var post []Sample
+	blind := 0
 	for _, s := range rep.Samples {
+		if s.Goroutines <= 0 || s.HeapLiveBytes <= 0 || s.RSSBytes <= 0 {
+			blind++
+		}
 		if s.AtSeconds >= warmUp.Seconds() {
 			post = append(post, s)
 		}
+	}
+	if blind > 0 {
+		// Without a figure a leak of it cannot be seen: an app whose
+		// health says no process figures fails the soak.
+		rep.Problems = append(rep.Problems, fmt.Sprintf("%d of %d samples lack the app's RSS, goroutines or live heap (health's process, /proc)", blind, len(rep.Samples)))
 	}
 	if len(post) < 6 {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("only %d samples after the warm-up (at least 6 needed to judge)", len(post)))
