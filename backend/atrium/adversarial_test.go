@@ -587,7 +587,9 @@ func TestAdversarial(t *testing.T) {
 				if strings.Contains(string(h), `"process"`) {
 					t.Errorf("health to an operator device: %s (it shows the app process's figures)", h)
 				}
-				var ah struct{ Process struct{ Goroutines, HeapLiveBytes int } }
+				var ah struct {
+					Process struct{ Goroutines, HeapLiveBytes int }
+				}
 				must(t, k.admin.Call(k.ctx, "health", map[string]any{}, &ah))
 				if ah.Process.Goroutines <= 0 || ah.Process.HeapLiveBytes <= 0 {
 					t.Errorf("health to admin: process %+v, want the app process's goroutines and live heap", ah.Process)

@@ -9,14 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/atrium-dev/atrium/backend/atrium"
-	"github.com/atrium-dev/atrium/backend/gateway"
 	"github.com/atrium-dev/atrium/backend/mcpserve/mcptest"
 )
 
@@ -84,27 +81,17 @@ func TestMCPSearchLatency(t *testing.T) {
 	cs.Close()
 
 	startIndexedApp(t, home, ws)
-	info, err := atrium.ReadGatewayInfo(filepath.Join(home, "gateway.json"))
-	benchMust(t, err)
-	tok, err := os.ReadFile(filepath.Join(home, "gateway.token"))
-	benchMust(t, err)
-	gw, err := gateway.Dial(ctx, gateway.ClientOptions{URL: "ws://" + info.Addr + "/ws", Token: strings.TrimSpace(string(tok)),
-		Client: gateway.ClientInfo{ID: "bench", Version: "test", Platform: "linux", Mode: "test", InstanceID: "bench"}})
-	benchMust(t, err)
-	defer gw.Close()
+	addr, gw := appAdmin(ctx, t, home, "bench")
 	stats("gateway memory.search (WebSocket)", func(q string) error {
 		return gw.Call(ctx, "memory.search", map[string]any{"query": q, "as": "writer"}, nil)
 	})
 	cs = mcpStdio(ctx, t, "--as", "writer", "--home", home, "--workspace", ws)
 	stats("MCP stdio, through the app", search(cs))
 	cs.Close()
-	var created struct {
-		Token string `json:"token"`
-	}
-	benchMust(t, gw.Call(ctx, atrium.MethodMCPTokenCreate, map[string]string{"name": "bench", "role": "writer"}, &created))
+	token := mcpToken(ctx, t, gw, "bench", "writer")
 	cl := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
-	hs, err := cl.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + info.Addr + "/mcp",
-		HTTPClient: &http.Client{Transport: bearerRT(created.Token), Timeout: time.Minute}}, nil)
+	hs, err := cl.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp",
+		HTTPClient: &http.Client{Transport: bearerRT(token), Timeout: time.Minute}}, nil)
 	benchMust(t, err)
 	defer hs.Close()
 	stats("MCP streamable HTTP /mcp", search(hs))

@@ -12,12 +12,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/atrium-dev/atrium/backend/atrium"
-	"github.com/atrium-dev/atrium/backend/gateway"
 	"github.com/atrium-dev/atrium/backend/mcpserve/mcptest"
 )
 
@@ -51,30 +48,12 @@ func TestMCPConformance(t *testing.T) {
 	home, ws := filepath.Join(dir, "home"), filepath.Join(dir, "ws")
 	mcptest.Seed(t, ws)
 	startIndexedApp(t, home, ws)
-	info, err := atrium.ReadGatewayInfo(filepath.Join(home, "gateway.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := os.ReadFile(filepath.Join(home, "gateway.token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw, err := gateway.Dial(ctx, gateway.ClientOptions{URL: "ws://" + info.Addr + "/ws", Token: strings.TrimSpace(string(tok)),
-		Client: gateway.ClientInfo{ID: "conformance", Version: "test", Platform: "linux", Mode: "test", InstanceID: "conformance"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gw.Close()
-	var created struct {
-		Token string `json:"token"`
-	}
-	if err := gw.Call(ctx, atrium.MethodMCPTokenCreate, map[string]string{"name": "conformance", "role": "writer", "idempotencyKey": "conformance"}, &created); err != nil {
-		t.Fatal(err)
-	}
+	addr, gw := appAdmin(ctx, t, home, "conformance")
+	token := mcpToken(ctx, t, gw, "conformance", "writer")
 
 	// The proxy: the app's address as the target, the request's own Host
 	// and Origin kept (the DNS rebinding scenario sends foreign ones).
-	target, err := url.Parse("http://" + info.Addr)
+	target, err := url.Parse("http://" + addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +61,7 @@ func TestMCPConformance(t *testing.T) {
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.Out.Host = pr.In.Host
-			pr.Out.Header.Set("Authorization", "Bearer "+created.Token)
+			pr.Out.Header.Set("Authorization", "Bearer "+token)
 		},
 		FlushInterval: -1, // server-sent events as they come
 	}

@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/atrium-dev/atrium/backend/atrium"
-	"github.com/atrium-dev/atrium/backend/gateway"
 	"github.com/atrium-dev/atrium/backend/mcpserve/mcptest"
 )
 
@@ -61,27 +59,9 @@ func TestMCPNodeClient(t *testing.T) {
 	home, ws = filepath.Join(dir, "home"), filepath.Join(dir, "ws")
 	mcptest.Seed(t, ws)
 	startIndexedApp(t, home, ws)
-	info, err := atrium.ReadGatewayInfo(filepath.Join(home, "gateway.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := os.ReadFile(filepath.Join(home, "gateway.token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw, err := gateway.Dial(ctx, gateway.ClientOptions{URL: "ws://" + info.Addr + "/ws", Token: strings.TrimSpace(string(tok)),
-		Client: gateway.ClientInfo{ID: "node-test", Version: "test", Platform: "linux", Mode: "test", InstanceID: "node-test"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gw.Close()
+	addr, gw := appAdmin(ctx, t, home, "node-test")
 	for i, me := range mcptest.Roles {
-		var created struct {
-			Token string `json:"token"`
-		}
-		if err := gw.Call(ctx, atrium.MethodMCPTokenCreate, map[string]string{"name": "node " + me, "role": me}, &created); err != nil {
-			t.Fatal(err)
-		}
-		run(ctx, "--role", me, "--other", mcptest.Roles[1-i], "--http", "http://"+info.Addr+"/mcp", "--token", created.Token)
+		tok := mcpToken(ctx, t, gw, "node "+me, me)
+		run(ctx, "--role", me, "--other", mcptest.Roles[1-i], "--http", "http://"+addr+"/mcp", "--token", tok)
 	}
 }

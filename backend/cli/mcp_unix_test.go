@@ -16,6 +16,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/atrium-dev/atrium/backend/atrium"
+	"github.com/atrium-dev/atrium/backend/gateway"
 	"github.com/atrium-dev/atrium/backend/mcpserve/mcptest"
 )
 
@@ -54,6 +56,40 @@ func startIndexedApp(t *testing.T, home, ws string) {
 	if code, out, errs := runCLI(t, nil, "memory", "index", "--home", home, "--workspace", ws); code != 0 {
 		t.Fatalf("memory index through the app: %d %s %s", code, out, errs)
 	}
+}
+
+// appAdmin connects to the app running on home with its operator token
+// (closed when the test ends) and returns the gateway's address with it.
+func appAdmin(ctx context.Context, t *testing.T, home, id string) (addr string, gw *gateway.Client) {
+	t.Helper()
+	info, err := atrium.ReadGatewayInfo(filepath.Join(home, "gateway.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := os.ReadFile(filepath.Join(home, "gateway.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err = gateway.Dial(ctx, gateway.ClientOptions{URL: "ws://" + info.Addr + "/ws", Token: strings.TrimSpace(string(tok)),
+		Client: gateway.ClientInfo{ID: id, Version: "test", Platform: "linux", Mode: "test", InstanceID: id}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	return info.Addr, gw
+}
+
+// mcpToken creates a token of role for an MCP client of /mcp (admin's
+// mcp.token.create) and returns its secret.
+func mcpToken(ctx context.Context, t *testing.T, gw *gateway.Client, name, role string) string {
+	t.Helper()
+	var created struct {
+		Token string `json:"token"`
+	}
+	if err := gw.Call(ctx, atrium.MethodMCPTokenCreate, map[string]string{"name": name, "role": role}, &created); err != nil {
+		t.Fatal(err)
+	}
+	return created.Token
 }
 
 // auditLines reads every audit entry of home.

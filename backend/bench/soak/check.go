@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 )
@@ -27,19 +28,11 @@ func (r *run) check(ctx context.Context) (checked int, lost []string) {
 		return 0, []string{fmt.Sprintf("memory.sync before the check: %v", err)}
 	}
 	r.mu.Lock()
-	files := make(map[string]string, len(r.files))
-	for k, v := range r.files {
-		files[k] = v
-	}
-	notes := append([]ackedNote(nil), r.notes...)
+	files := maps.Clone(r.files)
+	notes := slices.Clone(r.notes)
 	r.mu.Unlock()
 
-	paths := make([]string, 0, len(files))
-	for p := range files {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
-	for _, rel := range paths {
+	for _, rel := range slices.Sorted(maps.Keys(files)) {
 		tok := files[rel]
 		checked++
 		b, err := os.ReadFile(filepath.Join(r.ws, filepath.FromSlash(rel)))
