@@ -21,10 +21,7 @@ func (a *App) newLive(log *slog.Logger) error {
 	svc, err := live.New(live.Options{
 		Gateway: a.Gateway, Nodes: a.Nodes, Store: a.Media, Audit: a.Audit, MayOpen: a.deviceMayInvoke, Logger: log,
 		Accept: func(ctx context.Context, peer net.IP, offer string, h live.Hooks) (live.Conn, string, error) {
-			s, answer, err := rtc.AcceptStream(ctx, rtc.Config{BindIPs: a.servedIPs()}, rtc.StreamLabel, peer, offer, rtc.StreamHooks{Message: h.Message, Closed: h.Closed})
-			if errors.Is(err, rtc.ErrOffer) {
-				return nil, "", fmt.Errorf("%w: %w", live.ErrOffer, err)
-			}
+			s, answer, err := a.acceptStream(ctx, rtc.StreamLabel, peer, offer, rtc.StreamHooks{Message: h.Message, Closed: h.Closed}, live.ErrOffer)
 			if err != nil {
 				return nil, "", err
 			}
@@ -38,4 +35,16 @@ func (a *App) newLive(log *slog.Logger) error {
 	a.Live = svc
 	a.onClosed(svc.Disconnected)
 	return nil
+}
+
+// acceptStream answers an offer of a stream labelled label (a live view's,
+// a talk's) with the ICE rules of media transfers: host candidates on the
+// addresses the gateway serves. A malformed offer's error wraps both
+// rtc.ErrOffer and offerErr (the service's own sentinel).
+func (a *App) acceptStream(ctx context.Context, label string, peer net.IP, offer string, h rtc.StreamHooks, offerErr error) (*rtc.Stream, string, error) {
+	s, answer, err := rtc.AcceptStream(ctx, rtc.Config{BindIPs: a.servedIPs()}, label, peer, offer, h)
+	if errors.Is(err, rtc.ErrOffer) {
+		return nil, "", fmt.Errorf("%w: %w", offerErr, err)
+	}
+	return s, answer, err
 }

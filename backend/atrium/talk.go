@@ -35,11 +35,7 @@ func (a *App) newTalk(now func() time.Time, log *slog.Logger) error {
 		Now:      now,
 		Logger:   log,
 		Accept: func(ctx context.Context, peer net.IP, offer string, h talk.Hooks) (talk.Conn, string, error) {
-			s, answer, err := rtc.AcceptStream(ctx, rtc.Config{BindIPs: a.servedIPs()}, talk.ChannelLabel, peer, offer,
-				rtc.StreamHooks{Message: h.Message, Closed: h.Closed})
-			if errors.Is(err, rtc.ErrOffer) {
-				return nil, "", fmt.Errorf("%w: %w", talk.ErrOffer, err)
-			}
+			s, answer, err := a.acceptStream(ctx, talk.ChannelLabel, peer, offer, rtc.StreamHooks{Message: h.Message, Closed: h.Closed}, talk.ErrOffer)
 			if err != nil {
 				return nil, "", err
 			}

@@ -117,10 +117,18 @@ func TestAcceptStreamRefuses(t *testing.T) {
 	if _, _, err := AcceptStream(context.Background(), Config{}, StreamLabel, nil, "v=0\r\n", StreamHooks{}); !errors.Is(err, ErrOffer) {
 		t.Fatalf("an offer without a fingerprint: %v", err)
 	}
-	pc, dc, offer := liveNode(t, "something-else")
+	refusesLabel(t, StreamLabel, "something-else")
+}
+
+// refusesLabel: a stream accepted for label closes a channel offered
+// with another label (nothing of it delivered) and ends when none of its
+// own opens in time.
+func refusesLabel(t *testing.T, label, offered string) {
+	t.Helper()
+	pc, dc, offer := liveNode(t, offered)
 	closed := make(chan struct{})
-	_, answer, err := AcceptStream(context.Background(), Config{ConnectTimeout: 3 * time.Second}, StreamLabel, nil, offer, StreamHooks{
-		Message: func([]byte) { t.Error("a message of another channel was delivered") },
+	_, answer, err := AcceptStream(context.Background(), Config{ConnectTimeout: 3 * time.Second}, label, nil, offer, StreamHooks{
+		Message: func([]byte) { t.Errorf("a message of a %s channel reached a %s stream", offered, label) },
 		Closed:  func() { close(closed) },
 	})
 	if err != nil {
@@ -130,7 +138,7 @@ func TestAcceptStreamRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	dc.OnOpen(func() { _ = dc.Send([]byte("C")) })
-	within(t, "the stream without its channel to end", closed)
+	within(t, "the "+label+" stream without its channel to end", closed)
 }
 
 // TestDialStream: a node's DialStream reaches a gateway's AcceptStream:
@@ -207,18 +215,5 @@ func TestStreamLabel(t *testing.T) {
 		t.Fatal("the talk channel's message never arrived")
 	}
 
-	pc, dc, offer := liveNode(t, StreamLabel)
-	closed := make(chan struct{})
-	_, answer, err := AcceptStream(context.Background(), Config{ConnectTimeout: 3 * time.Second}, talkLabel, nil, offer, StreamHooks{
-		Message: func([]byte) { t.Error("a live channel's message reached a talk stream") },
-		Closed:  func() { close(closed) },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeAnswer, SDP: answer}); err != nil {
-		t.Fatal(err)
-	}
-	dc.OnOpen(func() { _ = dc.Send([]byte("C")) })
-	within(t, "the talk stream without its channel to end", closed)
+	refusesLabel(t, talkLabel, StreamLabel)
 }
