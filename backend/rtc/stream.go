@@ -43,7 +43,15 @@ type Stream struct {
 	mu     sync.Mutex
 	dc     *webrtc.DataChannel
 	closed bool
+	// low is signalled when the channel's queue falls to StreamLowWater;
+	// done is closed with the stream (WaitBuffered).
+	low  chan struct{}
+	done chan struct{}
 }
+
+// StreamLowWater is the queued bytes at which a Stream's WaitBuffered
+// looks again (the data channel's bufferedAmountLowThreshold).
+const StreamLowWater = 256 << 10
 
 // AcceptStream answers an offerer's SDP offer for a stream (a node's live
 // view with StreamLabel, a page's talk with "atrium-talk"; non-trickle:
@@ -61,7 +69,7 @@ func AcceptStream(ctx context.Context, cfg Config, label string, peer net.IP, of
 	if err != nil {
 		return nil, "", err
 	}
-	s := &Stream{pc: pc, hooks: hooks, label: label}
+	s := &Stream{pc: pc, hooks: hooks, label: label, low: make(chan struct{}, 1), done: make(chan struct{})}
 	pc.OnDataChannel(s.take)
 	pc.OnConnectionStateChange(func(st webrtc.PeerConnectionState) {
 		if st == webrtc.PeerConnectionStateFailed || st == webrtc.PeerConnectionStateClosed {
@@ -114,7 +122,38 @@ func (s *Stream) take(dc *webrtc.DataChannel) {
 			s.hooks.Message(b)
 		}
 	})
+	dc.SetBufferedAmountLowThreshold(StreamLowWater)
+	dc.OnBufferedAmountLow(func() {
+		select {
+		case s.low <- struct{}{}:
+		default:
+		}
+	})
 	dc.OnClose(s.Close)
+}
+
+// WaitBuffered blocks until at most max bytes (max ≥ StreamLowWater) are
+// queued on the channel: the sender's backpressure, so that a peer that
+// reads slowly holds the sender back instead of the queue growing without
+// bound. Errors: the stream is closed or not open, ctx's.
+func (s *Stream) WaitBuffered(ctx context.Context, max int) error {
+	for {
+		s.mu.Lock()
+		dc, closed := s.dc, s.closed
+		s.mu.Unlock()
+		if dc == nil || closed {
+			return fmt.Errorf("rtc: %s stream not open", s.label)
+		}
+		if int(dc.BufferedAmount()) <= max {
+			return nil
+		}
+		select {
+		case <-s.low:
+		case <-s.done:
+		case <-ctx.Done():
+			return fmt.Errorf("rtc: %s stream backlog: %w", s.label, ctx.Err())
+		}
+	}
 }
 
 // Send queues b on the channel. Errors: the channel is not open (yet, or
@@ -153,6 +192,7 @@ func (s *Stream) Close() {
 	}
 	s.closed = true
 	s.mu.Unlock()
+	close(s.done)
 	go func() { _ = s.pc.Close() }() // not on pion's own callback goroutine
 	if s.hooks.Closed != nil {
 		s.hooks.Closed()
@@ -173,7 +213,7 @@ func DialStream(ctx context.Context, cfg Config, label string, signal Signal, ho
 	if err != nil {
 		return nil, err
 	}
-	s := &Stream{pc: pc, hooks: hooks, label: label}
+	s := &Stream{pc: pc, hooks: hooks, label: label, low: make(chan struct{}, 1), done: make(chan struct{})}
 	ordered := true
 	dc, err := pc.CreateDataChannel(label, &webrtc.DataChannelInit{Ordered: &ordered})
 	if err != nil {

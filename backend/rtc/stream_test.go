@@ -217,3 +217,69 @@ func TestStreamLabel(t *testing.T) {
 
 	refusesLabel(t, talkLabel, StreamLabel)
 }
+
+// TestStreamBackpressure: a peer that stops reading (its Message hook
+// holds the channel's reads, so SCTP's window closes) holds the sender
+// back: WaitBuffered stops returning once more than max bytes are queued,
+// the queue never grows past max and one message, and everything sent
+// arrives, in order, once the peer reads again.
+func TestStreamBackpressure(t *testing.T) {
+	const msg, max = 64 << 10, 1 << 20
+	release := make(chan struct{})
+	got := make(chan int, 256)
+	signal := func(ctx context.Context, offer string) (string, error) {
+		_, answer, err := AcceptStream(ctx, Config{}, StreamLabel, net.IPv4(127, 0, 0, 1), offer, StreamHooks{
+			Message: func(b []byte) {
+				<-release
+				got <- int(b[0])
+			},
+		})
+		return answer, err
+	}
+	node, err := DialStream(context.Background(), Config{}, StreamLabel, signal, StreamHooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close()
+	sent, held := 0, false
+	for sent < 128 && !held { // 8 MiB: far more than SCTP's window and max
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		err := node.WaitBuffered(ctx, max)
+		cancel()
+		if err != nil {
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("WaitBuffered: %v", err)
+			}
+			held = true
+			break
+		}
+		b := make([]byte, msg)
+		b[0] = byte(sent)
+		if err := node.Send(b); err != nil {
+			t.Fatal(err)
+		}
+		sent++
+		if q := node.Buffered(); q > max+msg {
+			t.Fatalf("%d bytes queued after a wait for at most %d", q, max)
+		}
+	}
+	if !held {
+		t.Fatalf("%d messages of %d bytes went out to a peer that reads nothing, never held back", sent, msg)
+	}
+	close(release)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := node.WaitBuffered(ctx, StreamLowWater); err != nil {
+		t.Fatalf("the queue did not drain once the peer read again: %v", err)
+	}
+	for i := range sent {
+		select {
+		case n := <-got:
+			if n != i%256 {
+				t.Fatalf("message %d arrived as %d", i, n)
+			}
+		case <-ctx.Done():
+			t.Fatalf("only %d of %d messages arrived", i, sent)
+		}
+	}
+}

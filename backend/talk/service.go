@@ -49,6 +49,7 @@ const (
 	ReasonBadStream      = "bad_stream"      // an unknown type, out-of-order seq, audio outside an utterance, bad JSON
 	ReasonConnectionGone = "connection_gone" // the WebSocket or the channel closed (or never opened)
 	ReasonShutdown       = "shutdown"        // the gateway is stopping
+	ReasonSlowReader     = "slow_reader"     // the page left over MaxSpeechQueued of speech unread for Options.SpeechStall
 )
 
 // States of talk.state.
@@ -80,6 +81,11 @@ const (
 	MaxOfferSDP              = 64 << 10
 	// SpeechPartBytes caps the audio of one S message.
 	SpeechPartBytes = 64 << 10
+	// MaxSpeechQueued is the speech audio a talk's channel may hold unsent
+	// before the next part waits (1 MiB, about a minute of speech at
+	// 128 kbit/s); DefaultSpeechStall is Options.SpeechStall's default.
+	MaxSpeechQueued    = 1 << 20
+	DefaultSpeechStall = 30 * time.Second
 	lingerStop      = time.Second // the gateway's X is flushed before the connection closes
 	maxQueued       = 8           // transcriptions waiting, per talk
 )
@@ -103,6 +109,9 @@ type Hooks struct {
 // Conn is the gateway's side of a talk's channel.
 type Conn interface {
 	Send(b []byte) error
+	// WaitBuffered blocks until at most max bytes are queued on the
+	// channel (backpressure); errors: the channel closed, ctx's.
+	WaitBuffered(ctx context.Context, max int) error
 	Close()
 }
 
@@ -183,6 +192,10 @@ type Options struct {
 	OpenTimeout time.Duration
 	// CheckInterval is how often the bounds are checked against Now (1 s).
 	CheckInterval time.Duration
+	// SpeechStall ends a talk (slow_reader) whose page leaves more than
+	// MaxSpeechQueued bytes of speech unread this long (30 s): the speech
+	// server's audio is sent no faster than the page takes it.
+	SpeechStall time.Duration
 	// HTTP is the client for the speech servers (nil: DefaultHTTPTimeout).
 	HTTP *http.Client
 	// Now is the clock of the bounds (time.Now).
@@ -208,6 +221,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.SpeechStall <= 0 {
+		o.SpeechStall = DefaultSpeechStall
 	}
 	if o.OpenTimeout <= 0 {
 		o.OpenTimeout = DefaultOpenTimeout

@@ -749,6 +749,33 @@ func (t *talk) say(it speakItem) {
 	t.sendSpoken(it.replyID, JSONMessage(MsgSay, Say{ReplyID: it.replyID, Seq: it.seq, Text: it.text, Lang: DetectLang(it.text), Rate: rate, Voice: voice}))
 }
 
+// drained waits until the page has taken all but MaxSpeechQueued bytes of
+// what was sent (true); false when the reply was interrupted (ctx) or the
+// talk ended, as slow_reader when the page left it waiting SpeechStall.
+func (t *talk) drained(ctx context.Context) bool {
+	t.mu.Lock()
+	conn := t.conn
+	t.mu.Unlock()
+	if conn == nil {
+		return false
+	}
+	wctx, cancel := context.WithTimeout(ctx, t.s.o.SpeechStall)
+	defer cancel()
+	err := conn.WaitBuffered(wctx, MaxSpeechQueued)
+	switch {
+	case err == nil:
+		return true
+	case ctx.Err() != nil:
+		return false
+	case errors.Is(err, context.DeadlineExceeded):
+		t.s.o.Logger.Warn("talk page not reading", "talk", t.id, "queued_limit", MaxSpeechQueued)
+		t.end(ReasonSlowReader, false)
+	default:
+		t.end(ReasonConnectionGone, false)
+	}
+	return false
+}
+
 // sendSpoken sends an S or T of replyID unless the reply was interrupted;
 // false when it was not sent.
 func (t *talk) sendSpoken(replyID string, b []byte) bool {
@@ -794,7 +821,7 @@ func (t *talk) speak(synth Synth, it speakItem) {
 		last := rerr != nil
 		if n > 0 || last {
 			h := SpeechHeader{ReplyID: it.replyID, Seq: it.seq, Part: part, Last: last, MimeType: a.MimeType, Text: it.text}
-			if !t.sendSpoken(it.replyID, SpeechMessage(h, buf[:n])) {
+			if !t.drained(ctx) || !t.sendSpoken(it.replyID, SpeechMessage(h, buf[:n])) {
 				return
 			}
 			part++
