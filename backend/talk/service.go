@@ -86,8 +86,8 @@ const (
 	// 128 kbit/s); DefaultSpeechStall is Options.SpeechStall's default.
 	MaxSpeechQueued    = 1 << 20
 	DefaultSpeechStall = 30 * time.Second
-	lingerStop      = time.Second // the gateway's X is flushed before the connection closes
-	maxQueued       = 8           // transcriptions waiting, per talk
+	lingerStop         = time.Second // the gateway's X is flushed before the connection closes
+	maxQueued          = 8           // transcriptions waiting, per talk
 )
 
 // Sentinel errors.
