@@ -148,7 +148,12 @@ type RoleInfo struct {
 	Error        string   `json:"error,omitempty"`
 }
 
-// ListRoles lists the roles of the workspace, sorted by name.
+// ListRoles lists the roles of the workspace, sorted by name: each folder
+// of memory/roles, and always main, the app's own role (the chat's first
+// profile; profiles.delete refuses it), even before it has a folder (a new
+// Atrium workspace) — so that mcp.token.create, collab.request, a device's
+// scope and the window's "Edit as" and drop targets offer it from the
+// first start.
 func (m *Manager) ListRoles(ctx context.Context) ([]RoleInfo, error) {
 	if m.closed.Load() {
 		return nil, ErrClosed
@@ -203,16 +208,17 @@ func (m *Manager) ListRoles(ctx context.Context) ([]RoleInfo, error) {
 		}
 	}
 	if !seen[MainRole] {
+		ri := RoleInfo{Role: MainRole, Files: outside}
 		if l := detectLayout(m.ws); l == "openclaw" || l == "mixed" {
-			ri := RoleInfo{Role: MainRole, Description: "OpenClaw-layout memory (MEMORY.md, memory/YYYY-MM-DD.md)", Files: outside}
+			ri.Description = "OpenClaw-layout memory (MEMORY.md, memory/YYYY-MM-DD.md)"
 			for _, n := range []string{"MEMORY.md", "memory.md"} {
 				if st, err := os.Stat(filepath.Join(m.ws, n)); err == nil && st.Mode().IsRegular() {
 					ri.Path = n
 					break
 				}
 			}
-			out = append(out, ri)
 		}
+		out = append(out, ri)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Role < out[j].Role })
 	return out, nil

@@ -157,7 +157,8 @@ func TestCreateRole(t *testing.T) {
 		t.Fatal("a refused create changed .acl")
 	}
 	roles, err := f.m.ListRoles(ctx)
-	if err != nil || len(roles) != 3 || roles[0].Role != "analyst" || roles[0].Description == "" || len(roles[0].Capabilities) != 2 || roles[0].Path != res.Path {
+	// analyst, code-expert, main (the app's own role, always listed), writer.
+	if err != nil || len(roles) != 4 || roles[0].Role != "analyst" || roles[0].Description == "" || len(roles[0].Capabilities) != 2 || roles[0].Path != res.Path {
 		t.Fatalf("roles %+v %v", roles, err)
 	}
 }
@@ -405,5 +406,36 @@ func TestOpenClawMainRole(t *testing.T) {
 	})
 	if want == 0 || roles[0].Files != want {
 		t.Fatalf("main has %d files, want %d", roles[0].Files, want)
+	}
+}
+
+// TestListRolesHasMainFromTheStart: a new Atrium workspace has no
+// memory/roles/main/ until main writes a note there, yet main is the app's
+// own role: ListRoles names it beside a created role (else mcp.token.create
+// --as main, collab.request to main and the window's "Edit as" refused or
+// left it out in a new workspace), once, with its folder when it has one.
+func TestListRolesHasMainFromTheStart(t *testing.T) {
+	f, _ := newSessionFixture(t, map[string]string{
+		"memory/global/notes.md":        "# Notes\n",
+		"memory/roles/writer/config.md": "---\ndescription: Writes\n---\n# Writer\n",
+	}, nil)
+	ctx := context.Background()
+	names := func() string {
+		roles, err := f.m.ListRoles(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range roles {
+			out = append(out, r.Role)
+		}
+		return strings.Join(out, ",")
+	}
+	if got := names(); got != "main,writer" {
+		t.Fatalf("roles of a new workspace = %s, want main,writer", got)
+	}
+	f.write(t, WriteRequest{Path: "memory/roles/main/todo.md", Content: "# Todo\n", Mode: "replace", Writer: AdminWriter})
+	if got := names(); got != "main,writer" {
+		t.Fatalf("roles once main has a folder = %s, want main,writer", got)
 	}
 }

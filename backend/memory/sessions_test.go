@@ -449,7 +449,8 @@ func TestMalformedFrontMatterStillIndexed(t *testing.T) {
 		t.Fatal("file with malformed front matter not searchable")
 	}
 	roles, err := f.m.ListRoles(context.Background())
-	if err != nil || len(roles) != 1 || !strings.Contains(roles[0].Error, "front matter line 2") {
+	// main (always listed) and writer, listed with the reason.
+	if err != nil || len(roles) != 2 || roles[1].Role != "writer" || !strings.Contains(roles[1].Error, "front matter line 2") {
 		t.Fatalf("roles %+v %v", roles, err)
 	}
 }
