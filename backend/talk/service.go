@@ -75,6 +75,7 @@ const (
 	DefaultMaxChunkBytes     = 64 << 10
 	DefaultMaxTalks          = 4
 	DefaultMaxTalksPerConn   = 1
+	DefaultMaxTalksPerDevice = 1
 	DefaultIdleTimeout       = 10 * time.Minute
 	DefaultOpenTimeout       = 30 * time.Second
 	DefaultCheckInterval     = time.Second
@@ -181,8 +182,11 @@ type Options struct {
 	Store *media.Store
 	// Audit records refusals (nil: none).
 	Audit Auditor
-	// MaxTalks (4) in all, MaxTalksPerConn (1) per connection.
-	MaxTalks, MaxTalksPerConn int
+	// MaxTalks (4) in all, MaxTalksPerConn (1) per connection,
+	// MaxTalksPerDevice (1) per paired device over all its connections
+	// (else one phone, opening a connection per talk, could hold every
+	// talk and leave none for the person at the desktop or another phone).
+	MaxTalks, MaxTalksPerConn, MaxTalksPerDevice int
 	// Limits of an utterance (60 s, 2 MiB, 64 KiB chunks).
 	Limits Limits
 	// IdleTimeout ends a talk with no audio for this long (10 min).
@@ -209,6 +213,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxTalksPerConn <= 0 {
 		o.MaxTalksPerConn = DefaultMaxTalksPerConn
+	}
+	if o.MaxTalksPerDevice <= 0 {
+		o.MaxTalksPerDevice = DefaultMaxTalksPerDevice
 	}
 	if o.Limits.MaxUtteranceMs <= 0 {
 		o.Limits.MaxUtteranceMs = DefaultMaxUtteranceMs
@@ -387,11 +394,15 @@ func (s *Service) Open(ctx context.Context, c *gateway.Call, p OpenParams) (Open
 	}
 	st := raw.WithDefaults()
 	t := newTalk(s, c.ConnID, profileID, sessionID, p, st)
+	t.device = c.Principal.Device
 	s.mu.Lock()
-	perConn := 0
+	perConn, perDevice := 0, 0
 	for _, o := range s.talks {
 		if o.connID == c.ConnID {
 			perConn++
+		}
+		if t.device != "" && o.device == t.device {
+			perDevice++
 		}
 	}
 	switch {
@@ -402,6 +413,10 @@ func (s *Service) Open(ctx context.Context, c *gateway.Call, p OpenParams) (Open
 		s.mu.Unlock()
 		return OpenResult{}, &gateway.Error{Code: gateway.CodeUnavailable, Retryable: true,
 			Message: fmt.Sprintf("talk.open: this connection has a talk open already (at most %d); close it first", s.o.MaxTalksPerConn)}
+	case perDevice >= s.o.MaxTalksPerDevice:
+		s.mu.Unlock()
+		return OpenResult{}, &gateway.Error{Code: gateway.CodeUnavailable, Retryable: true,
+			Message: fmt.Sprintf("talk.open: this device has a talk open already (at most %d, over all its connections); close it first", s.o.MaxTalksPerDevice)}
 	case len(s.talks) >= s.o.MaxTalks:
 		s.mu.Unlock()
 		return OpenResult{}, &gateway.Error{Code: gateway.CodeUnavailable, Retryable: true,

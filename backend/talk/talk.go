@@ -62,6 +62,7 @@ type talk struct {
 	s        *Service
 	id       string
 	connID   string
+	device   string // the paired device's id; "" for the person at the desktop
 	mode     string
 	lang     string
 	ctx      context.Context
