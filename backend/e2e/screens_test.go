@@ -120,10 +120,23 @@ func tourScreens(t *testing.T, ctx context.Context, url string, c *screenCheck) 
 	emulate(t, ctx, c.l)
 	reload := func() {
 		t.Helper()
-		if err := chromedp.Do(bounded(t, ctx, 60*time.Second), chromedp.Navigate(url)); err != nil {
+		// about:blank first: the same URL again would only move to its #fragment, not reload.
+		if err := chromedp.Do(bounded(t, ctx, 60*time.Second), chromedp.Navigate("about:blank"), chromedp.Navigate(url)); err != nil {
 			t.Fatalf("open the UI: %v", err)
 		}
-		waitFor(t, ctx, "the UI to connect", connected, 30*time.Second)
+		// The page may still replace its document (the token leaves the address): ask again
+		// until the UI says it is connected, errors included, for at most a minute.
+		deadline := time.Now().Add(time.Minute)
+		for {
+			ok, err := chromedp.Run(bounded(t, ctx, 10*time.Second), chromedp.Evaluate[bool](connected))
+			if err == nil && ok {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the UI did not connect within a minute (last error: %v)", err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
 		setLang(t, ctx, c.lang)
 	}
 	tab := func(n int) { press(t, ctx, fmt.Sprintf(`nav.tabs button:nth-child(%d)`, n)) }
