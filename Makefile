@@ -125,8 +125,9 @@ package-test: package ## Build the packages and check them (install the .deb in 
 screenshot: deps-system-test desktop ## Screenshot the desktop window under Xvfb with a Chinese note found by search (out/window.png)
 	bash build/screenshot.sh $(BIN) out/window.png
 
-screenshots: deps-system-test desktop ## Screenshot the first-start screen and the Settings panel under Xvfb, in English and Chinese (screenshots/*.png)
+screenshots: deps-system-test desktop ## Screenshot the window under Xvfb (first start, Settings) and every screen of the UI in headless Chromium at 1440x900 and 390x844, en and zh (screenshots/*.png, index.html)
 	bash build/screenshots.sh $(BIN) screenshots
+	ATRIUM_SCREENSHOTS=$(CURDIR)/screenshots $(GO) test -count=1 -timeout 30m -run '^TestScreenshots$$' ./backend/e2e/
 
 deps: deps-system deps-go deps-frontend
 deps-test: deps-system-test deps-go deps-frontend deps-conformance
