@@ -18,7 +18,8 @@ import (
 // a command while the person is on the chat (the Nodes panel closed): the
 // ask is a prompt over the window, with the command; Allow once lets the
 // invoke finish; axe-core finds no serious or critical violation in the
-// prompt; en and zh.
+// prompt; en and zh, at desktop size and at a phone's (390×844 with touch:
+// the prompt and its buttons on the screen, nothing wider than it).
 func TestExecAskOverAnyPanel(t *testing.T) {
 	if testing.Short() {
 		t.Skip("e2e: starts the app and a node")
@@ -56,7 +57,15 @@ func TestExecAskOverAnyPanel(t *testing.T) {
 	}
 	waitFor(t, desk, "the desktop UI", `document.querySelector('[data-testid=conn-state]')?.dataset.state === 'connected'`, 30*time.Second)
 
-	for i, lang := range []string{"en", "zh"} {
+	// Each language at desktop size, then at a phone's (the desktop UI on a phone, with touch).
+	type run struct {
+		l    layout
+		lang string
+	}
+	runs := []run{{desktopLayout, "en"}, {desktopLayout, "zh"}, {phoneLayout, "en"}, {phoneLayout, "zh"}}
+	for i, r := range runs {
+		lang := r.lang
+		emulate(t, desk, r.l)
 		js[bool](t, desk, `(() => { const s = document.querySelector('[data-testid=lang-select]'); s.value = '`+lang+`'; s.dispatchEvent(new Event('change', {bubbles: true})); return true; })()`)
 		type result struct {
 			raw json.RawMessage
@@ -76,14 +85,21 @@ func TestExecAskOverAnyPanel(t *testing.T) {
 		if got := text(t, desk, `[data-testid=exec-ask] pre`); !strings.HasSuffix(got, "echo "+word) {
 			t.Errorf("%s: the prompt shows %q", lang, got)
 		}
-		shotViewport(t, desk, "everyday-desktop-exec-ask-"+lang+".png")
+		// The prompt and its buttons are on the screen, nothing sticks out sideways.
+		if off := js[[]string](t, desk, `[...document.querySelectorAll('[data-testid=exec-ask], [data-testid=exec-ask] button')].filter(e => { const b = e.getBoundingClientRect(); return b.left < 0 || b.top < 0 || b.right > window.innerWidth + 1 || b.bottom > window.innerHeight + 1; }).map(e => e.dataset.testid || e.textContent)`); len(off) > 0 {
+			t.Errorf("%s, %s: off the screen: %v", lang, r.l.name, off)
+		}
+		if r.l.touch {
+			overflowCheck(t, desk, "the exec ask ("+lang+", phone)")
+		}
+		shotViewport(t, desk, "everyday-"+r.l.name+"-exec-ask-"+lang+".png")
 		js[bool](t, desk, string(axeSrc)+`; true`)
 		bad, err := chromedp.Run(desk, chromedp.Evaluate[[]string](`(async () => {
 			const r = await axe.run(document.querySelector('[data-testid=exec-ask]'), { resultTypes: ['violations'], rules: { 'color-contrast': { enabled: false } } });
 			return r.violations.filter(v => v.impact === 'serious' || v.impact === 'critical').map(v => v.id);
 		})()`, chromedp.EvalAwaitPromise))
 		if err != nil || len(bad) > 0 {
-			t.Errorf("%s: axe-core: %v %v", lang, bad, err)
+			t.Errorf("%s, %s: axe-core: %v %v", lang, r.l.name, bad, err)
 		}
 		click(t, desk, `[data-testid=exec-allow-once]`)
 		select {

@@ -20,7 +20,8 @@ import (
 // an injected clock, this one waits for the real one): the first turn's
 // answer HEARTBEAT_OK shows nothing in the window, the second one's news
 // appears in main's chat marked Heartbeat; the model got the heartbeat
-// prompt with HEARTBEAT.md in its context. Bounded waits, no timing
+// prompt with HEARTBEAT.md in its context; at a phone's size the news is
+// on the screen, nothing wider than it. Bounded waits, no timing
 // assertions.
 func TestHeartbeatInTheWindow(t *testing.T) {
 	if testing.Short() {
@@ -91,4 +92,12 @@ func TestHeartbeatInTheWindow(t *testing.T) {
 		t.Errorf("the heartbeat prompt shows as %d user messages", n)
 	}
 	shotViewport(t, desk, "everyday-desktop-heartbeat-chat-en.png")
+
+	// The same window at a phone's size (390×844, touch): the news is on the screen in the
+	// chat, nothing sticks out sideways, axe-core finds nothing serious.
+	emulate(t, desk, phoneLayout)
+	waitFor(t, desk, "the heartbeat's news on the phone-sized screen", `[...document.querySelectorAll('[data-testid=chat-message][data-role=assistant]')].some(m => { const b = m.getBoundingClientRect(); return m.querySelector('[data-testid=chat-heartbeat]') && b.width > 0 && b.left >= 0 && b.right <= window.innerWidth + 1; })`, 30*time.Second)
+	overflowCheck(t, desk, "the heartbeat in the chat (phone)")
+	axeCheck(t, desk, "the heartbeat in the chat (phone)")
+	shotViewport(t, desk, "everyday-phone-heartbeat-chat-en.png")
 }
