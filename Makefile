@@ -99,7 +99,7 @@ FUZZTIME     ?= 10m
 FUZZPARALLEL ?= 1
 FUZZ         ?= .
 
-fuzz: deps-system deps-go frontend ## Run every Go fuzz target for FUZZTIME each (default 10m; FUZZ=regexp picks some); fails on a crasher
+fuzz: deps-system deps-go ## Run every Go fuzz target for FUZZTIME each (default 10m; FUZZ=regexp picks some); fails on a crasher
 	FUZZTIME=$(FUZZTIME) FUZZPARALLEL=$(FUZZPARALLEL) FUZZ='$(FUZZ)' GO=$(GO) bash build/fuzz.sh
 
 # The soak (issue 26): a real `atrium serve` with phones, nodes, chat,
