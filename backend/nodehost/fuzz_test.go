@@ -36,8 +36,14 @@ func FuzzParseGatewayURL(f *testing.F) {
 			if !errors.Is(err, ErrBadURL) {
 				t.Fatalf("ParseGatewayURL(%q): %v is not ErrBadURL", raw, err)
 			}
-			if len(code) >= 6 && !strings.Contains(base+g+fpr+extra, code) && strings.Contains(err.Error(), code) {
-				t.Fatalf("error %q repeats the setup code %q", err, code)
+			// A code as codes are (letters, digits, dashes) shows in the
+			// error only if it came from another field: the same URL with
+			// another code of that length gives an error holding it too.
+			if len(code) >= 6 && codeLike(code) && strings.Contains(err.Error(), code) {
+				_, err2 := ParseGatewayURL(base + "#c=" + strings.Repeat("Q", len(code)) + "&g=" + g + "&f=" + fpr + extra)
+				if err2 == nil || !strings.Contains(err2.Error(), code) {
+					t.Fatalf("error %q repeats the setup code %q", err, code)
+				}
 			}
 			return
 		}
@@ -62,4 +68,14 @@ func FuzzParseGatewayURL(f *testing.F) {
 			}
 		}
 	})
+}
+
+// codeLike reports whether s is made of letters, digits and dashes only.
+func codeLike(s string) bool {
+	for _, c := range s {
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
