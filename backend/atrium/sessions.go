@@ -3,6 +3,7 @@ package atrium
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/atrium-dev/atrium/backend/config"
 	"github.com/atrium-dev/atrium/backend/convo"
@@ -50,9 +51,21 @@ func (a *App) runSessions(ctx context.Context) error {
 // `/new`) or by the reset policy they set, as profiles.create writes a
 // role's config; the role's own rights may not cover its folder (an .acl
 // created before the role had one). An append, since the name is a daily
-// log's (a second note of the same name that day adds a section).
+// log's (a second note of the same name that day adds a section). A role
+// that is no longer in the workspace (profiles.delete ran while its
+// session was open, then a reset closed it) gets no note: writing it would
+// make memory/roles/<role>/ again, a folder roles.list shows as a role,
+// that devices scoped to the old role read and .acl's old rules govern
+// (the error becomes the reset's noteError; the messages stay in history).
 func (a *App) saveSessionNote(ctx context.Context, role string, note convo.Note) error {
-	_, err := a.Memory.Write(ctx, memory.WriteRequest{Path: note.Path, Content: note.Markdown, Mode: memory.WriteAppend, Writer: memory.AdminWriter})
+	roles, err := a.Memory.ListRoles(ctx)
+	if err != nil {
+		return fmt.Errorf("session note %s: %w", note.Path, err)
+	}
+	if !slices.ContainsFunc(roles, func(r memory.RoleInfo) bool { return r.Role == role }) {
+		return fmt.Errorf("session note %s: %w: role %s is not in the workspace (deleted?); the note is not saved", note.Path, memory.ErrNotFound, role)
+	}
+	_, err = a.Memory.Write(ctx, memory.WriteRequest{Path: note.Path, Content: note.Markdown, Mode: memory.WriteAppend, Writer: memory.AdminWriter})
 	if err != nil {
 		return fmt.Errorf("session note %s: %w", note.Path, err)
 	}

@@ -1,7 +1,10 @@
 package atrium
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +13,8 @@ import (
 
 	"github.com/atrium-dev/atrium/backend/chat"
 	"github.com/atrium-dev/atrium/backend/config"
+	"github.com/atrium-dev/atrium/backend/convo"
+	"github.com/atrium-dev/atrium/backend/memory"
 )
 
 // waitClientEvent reads cl's events until one named name satisfies ok (nil: any).
@@ -67,5 +72,36 @@ func TestSessionCommandWritesNote(t *testing.T) {
 	}
 	if p, err := ResetPolicy(a.Settings().Sessions); p != nil || err != nil {
 		t.Fatalf("off policy = %v, %v", p, err)
+	}
+}
+
+// TestSessionNoteOfADeletedRole: a session of a role deleted while it was
+// open is closed later (/new, the daily or idle reset): its note must not
+// make the deleted role's folder again (roles.list would show the role,
+// devices scoped to it would read it), nor a folder named after an
+// instance id; main's note is written before main has a folder.
+func TestSessionNoteOfADeletedRole(t *testing.T) {
+	a, ws := startApp(t, func(string) string { return "" })
+	cl := dial(t, a)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl.ok("profiles.create", map[string]any{"role": "helper", "description": "Helps with chores", "idempotencyKey": "pc"}, nil)
+	note := func(role string) convo.Note {
+		return convo.Note{Path: "memory/roles/" + role + "/2026-12-03-chores.md", Markdown: "# Chores\n\nSweep the porch.\n"}
+	}
+	if err := a.saveSessionNote(ctx, "helper", note("helper")); err != nil {
+		t.Fatalf("a live role's note: %v", err)
+	}
+	cl.ok("profiles.delete", map[string]any{"role": "helper", "deleteMemory": true, "idempotencyKey": "pd"}, nil)
+	for _, role := range []string{"helper", "helper-1"} {
+		if err := a.saveSessionNote(ctx, role, note(role)); !errors.Is(err, memory.ErrNotFound) {
+			t.Errorf("the note of %s after the role was deleted: %v, want memory.ErrNotFound", role, err)
+		}
+		if _, err := os.Stat(filepath.Join(ws, "memory", "roles", role)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("memory/roles/%s after its note: %v, want no folder", role, err)
+		}
+	}
+	if err := a.saveSessionNote(ctx, "main", note("main")); err != nil {
+		t.Fatalf("main's note: %v", err)
 	}
 }
