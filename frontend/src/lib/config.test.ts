@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { mdnsText, modelForm, modelPatch, modelRequest, parseAllowlist, reindexCost, restartText, visionText } from './config';
+import { mdnsText, modelForm, modelPatch, modelRequest, parseAllowlist, reindexCost, restartText, talkForm, talkPatch, visionText } from './config';
 import { resetLang, setLang } from './i18n.svelte';
 
 describe('settings forms', () => {
@@ -68,5 +68,32 @@ describe('settings forms', () => {
     expect(mdnsText({ mdns: 'retrying', mdnsReason: 'error', mdnsInterfaces: ['eth0'] })).toBe('failing, retrying (see the log)');
     expect(mdnsText({ mdns: '' })).toBe('');
     expect(mdnsText(undefined)).toBe('');
+  });
+});
+
+describe('Settings → Talk (issue 27)', () => {
+  it('fills the form from config.get with the documented defaults, and a key only as "set"', () => {
+    const f = talkForm(undefined);
+    expect(f).toMatchObject({ ttsProvider: '', ttsSpeed: '1', interrupt: 'cancel', keepAudio: false, sttLanguage: 'auto', sttKey: '' });
+    const g = talkForm({ stt: { baseUrl: 'http://127.0.0.1:8000', apiKeySet: true, language: 'ui' }, tts: { provider: 'elevenlabs', speed: 1.25, elevenlabs: { voiceId: 'v', stability: 0.4 } }, interrupt: 'queue', keepAudio: true });
+    expect(g).toMatchObject({ sttBaseUrl: 'http://127.0.0.1:8000', sttKey: '', sttLanguage: 'ui', ttsProvider: 'elevenlabs', ttsSpeed: '1.25', elVoiceId: 'v', elStability: '0.4', interrupt: 'queue', keepAudio: true });
+  });
+
+  it('patches: blanks are null (the default), keys only when typed or removed, bounds checked', () => {
+    const f = { ...talkForm(undefined), sttBaseUrl: ' http://127.0.0.1:8000 ', sttKey: 'sk-1', ttsProvider: 'openai' as const, ttsVoice: 'nova', interrupt: 'queue' as const };
+    const r = talkPatch(f);
+    expect('patch' in r && r.patch).toEqual({
+      stt: { baseUrl: 'http://127.0.0.1:8000', model: null, language: 'auto', apiKey: 'sk-1' },
+      tts: { provider: 'openai', baseUrl: null, model: null, voice: 'nova', speed: 1, format: null, elevenlabs: { voiceId: null, modelId: null, stability: null } },
+      interrupt: 'queue',
+      keepAudio: false,
+      continuous: { silenceMs: null, minSpeechMs: null },
+    });
+    const cleared = talkPatch({ ...talkForm(undefined), ttsClearKey: true });
+    expect('patch' in cleared && (cleared.patch.tts as Record<string, unknown>).apiKey).toBeNull();
+    expect('patch' in cleared && 'apiKey' in (cleared.patch.stt as Record<string, unknown>)).toBe(false);
+    expect(talkPatch({ ...talkForm(undefined), ttsSpeed: '3' })).toEqual({ error: 'settings.talk.badSpeed' });
+    expect(talkPatch({ ...talkForm(undefined), elStability: '-1' })).toEqual({ error: 'settings.talk.badStability' });
+    expect(talkPatch({ ...talkForm(undefined), silenceMs: '10' })).toEqual({ error: 'settings.talk.badVad' });
   });
 });

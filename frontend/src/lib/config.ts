@@ -36,6 +36,124 @@ export interface ConfigShape {
     heartbeat?: { enabled?: boolean; every?: string; activeHours?: { start?: string; end?: string } };
   };
   sessions?: { reset?: string; dailyAt?: string; idleMinutes?: number };
+  talk?: TalkBlock;
+}
+
+/** config.json "talk" as config.get returns it (issue 27; docs/PROTOCOL.md "Talk"): keys as apiKeySet. */
+export interface TalkBlock {
+  stt?: { baseUrl?: string; model?: string; apiKeySet?: boolean; language?: 'auto' | 'ui' | string };
+  tts?: {
+    provider?: 'openai' | 'elevenlabs' | 'browser' | '' | string;
+    baseUrl?: string;
+    model?: string;
+    voice?: string;
+    speed?: number;
+    format?: string;
+    apiKeySet?: boolean;
+    elevenlabs?: { voiceId?: string; modelId?: string; stability?: number };
+  };
+  interrupt?: 'cancel' | 'queue' | string;
+  keepAudio?: boolean;
+  continuous?: { silenceMs?: number; minSpeechMs?: number };
+}
+
+/** The Settings → Talk form: every field a string or flag as the inputs hold it. */
+export interface TalkForm {
+  sttBaseUrl: string;
+  sttModel: string;
+  sttKey: string;
+  sttClearKey: boolean;
+  sttLanguage: 'auto' | 'ui';
+  ttsProvider: '' | 'openai' | 'elevenlabs' | 'browser';
+  ttsBaseUrl: string;
+  ttsModel: string;
+  ttsVoice: string;
+  ttsSpeed: string;
+  ttsFormat: string;
+  ttsKey: string;
+  ttsClearKey: boolean;
+  elVoiceId: string;
+  elModelId: string;
+  elStability: string;
+  interrupt: 'cancel' | 'queue';
+  keepAudio: boolean;
+  silenceMs: string;
+  minSpeechMs: string;
+}
+
+/** The form for config.get's talk block (defaults as docs/PROTOCOL.md "Talk" gives them). */
+export function talkForm(b: TalkBlock | undefined): TalkForm {
+  const stt = b?.stt ?? {};
+  const tts = b?.tts ?? {};
+  const el = tts.elevenlabs ?? {};
+  const p = tts.provider;
+  return {
+    sttBaseUrl: stt.baseUrl ?? '',
+    sttModel: stt.model ?? '',
+    sttKey: '',
+    sttClearKey: false,
+    sttLanguage: stt.language === 'ui' ? 'ui' : 'auto',
+    ttsProvider: p === 'openai' || p === 'elevenlabs' || p === 'browser' ? p : '',
+    ttsBaseUrl: tts.baseUrl ?? '',
+    ttsModel: tts.model ?? '',
+    ttsVoice: tts.voice ?? '',
+    ttsSpeed: typeof tts.speed === 'number' ? String(tts.speed) : '1',
+    ttsFormat: tts.format ?? '',
+    ttsKey: '',
+    ttsClearKey: false,
+    elVoiceId: el.voiceId ?? '',
+    elModelId: el.modelId ?? '',
+    elStability: typeof el.stability === 'number' ? String(el.stability) : '',
+    interrupt: b?.interrupt === 'queue' ? 'queue' : 'cancel',
+    keepAudio: b?.keepAudio === true,
+    silenceMs: typeof b?.continuous?.silenceMs === 'number' ? String(b.continuous.silenceMs) : '',
+    minSpeechMs: typeof b?.continuous?.minSpeechMs === 'number' ? String(b.continuous.minSpeechMs) : '',
+  };
+}
+
+function numberIn(v: string, lo: number, hi: number): number | null | undefined {
+  if (v.trim() === '') return null;
+  const n = Number(v);
+  return Number.isFinite(n) && n >= lo && n <= hi ? n : undefined;
+}
+
+/**
+ * The config.patch "talk" merge patch for a form, or the message key of the first field out of bounds
+ * (speed 0.5…2, stability 0…1, silenceMs 200…5000, minSpeechMs 50…2000). Empty fields are null (the
+ * default); a key is sent only when typed, null when "remove" is checked.
+ */
+export function talkPatch(f: TalkForm): { patch: Record<string, unknown> } | { error: MessageKey } {
+  const speed = numberIn(f.ttsSpeed, 0.5, 2);
+  if (speed === undefined) return { error: 'settings.talk.badSpeed' };
+  const stability = numberIn(f.elStability, 0, 1);
+  if (stability === undefined) return { error: 'settings.talk.badStability' };
+  const silenceMs = numberIn(f.silenceMs, 200, 5000);
+  const minSpeechMs = numberIn(f.minSpeechMs, 50, 2000);
+  if (silenceMs === undefined || minSpeechMs === undefined) return { error: 'settings.talk.badVad' };
+  const orNull = (s: string) => s.trim() || null;
+  const stt: Record<string, unknown> = { baseUrl: orNull(f.sttBaseUrl), model: orNull(f.sttModel), language: f.sttLanguage };
+  if (f.sttKey.trim()) stt.apiKey = f.sttKey.trim();
+  else if (f.sttClearKey) stt.apiKey = null;
+  const tts: Record<string, unknown> = {
+    provider: f.ttsProvider,
+    baseUrl: orNull(f.ttsBaseUrl),
+    model: orNull(f.ttsModel),
+    voice: orNull(f.ttsVoice),
+    speed,
+    format: orNull(f.ttsFormat),
+    elevenlabs: { voiceId: orNull(f.elVoiceId), modelId: orNull(f.elModelId), stability },
+  };
+  if (f.ttsKey.trim()) tts.apiKey = f.ttsKey.trim();
+  else if (f.ttsClearKey) tts.apiKey = null;
+  return {
+    patch: {
+      stt,
+      tts,
+      interrupt: f.interrupt,
+      keepAudio: f.keepAudio,
+      continuous: { silenceMs, minSpeechMs },
+    },
+  };
 }
 
 /** Where the gateway listens now (config.get "gateway"): the plain 127.0.0.1 listener, the bind in

@@ -479,6 +479,8 @@ export interface TranscriptEvent {
   durationMs: number;
   sent: boolean;
   voiceCommand?: { kind: string; applied: boolean | string | number };
+  /** A failed transcription: the sentence naming the URL and status (text is then empty). */
+  error?: string;
 }
 
 export interface TalkOptions {
@@ -632,6 +634,7 @@ export class Talk {
           durationMs: num(p.durationMs, 0),
           sent: p.sent === true,
           voiceCommand: p.voiceCommand && typeof p.voiceCommand === 'object' ? p.voiceCommand : undefined,
+          error: str(p.error) || undefined,
         });
       }),
       gw.on('talk.state', (p) => {
