@@ -652,3 +652,12 @@ describe('session reset (/new, /reset, daily and idle resets: chat.reset)', () =
     expect(mine.reset?.reason).toBe('daily');
   });
 });
+
+describe('a session started by a talk (issue 27)', () => {
+  it('is adopted by a panel with no session, never over one it has', () => {
+    const fresh = reduceChat(initialChat('main'), { type: 'session', sessionId: 's-talk' });
+    expect(fresh.sessionId).toBe('s-talk');
+    const held = reduceChat(initialChat('main', 's-1'), { type: 'session', sessionId: 's-talk' });
+    expect(held.sessionId).toBe('s-1');
+  });
+});

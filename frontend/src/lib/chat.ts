@@ -191,7 +191,9 @@ export type ChatAction =
    * A session was closed (chat.send's `reset`, or a chat.reset event): when it is this client's
    * session (or `own`: this client closed it), the next message goes to `reset.sessionId`.
    */
-  | { type: 'reset'; reset: ResetInfo; now: number; own?: boolean };
+  | { type: 'reset'; reset: ResetInfo; now: number; own?: boolean }
+  /** A session the gateway started for this panel before its first message (talk.open's sessionKey): adopted only when the panel has none. */
+  | { type: 'session'; sessionId: string };
 
 const MAX_DONE_RUNS = 500;
 
@@ -635,6 +637,8 @@ export function reduceChat(state: ChatState, action: ChatAction): ChatState {
       if (!ours) return state;
       return { ...state, sessionId: r.sessionId, activeRunId: null, resetAt: action.now, reset: r };
     }
+    case 'session':
+      return state.sessionId || !action.sessionId ? state : { ...state, sessionId: action.sessionId };
   }
 }
 

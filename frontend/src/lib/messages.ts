@@ -204,7 +204,7 @@ export const MESSAGES = {
   'chat.queue': ['Queue', '排队'],
   // ---- Talk (issue 27) ----
   'talk.start': ['Talk', '说话'],
-  'talk.stop': ['Stop and transcribe', '停止并转写'],
+  'talk.stop': ['Stop', '停止'],
   'talk.startTitle': ['Push to talk: press, speak, press again; what you said lands in the message box to edit', '按下说话，再按一次结束；听到的文字会放进输入框，可先修改再发送'],
   'talk.stopTitle': ['Stop recording: the words are transcribed into the message box', '停止录音：文字会转写到输入框'],
   'talk.continuous': ['Continuous', '连续对话'],

@@ -39,6 +39,8 @@ export type TalkState = 'off' | 'opening' | 'idle' | 'listening' | 'recording' |
 /** talk.open's answer (docs/PROTOCOL.md "Talk"). */
 export interface TalkOpened {
   talkId: string;
+  /** `<profileId>/<sessionId>`: the session the talk is bound to (a new one when the page named none). */
+  sessionKey?: string;
   mode: TalkMode;
   lang: string;
   stt: { provider: string; model: string };
@@ -488,6 +490,8 @@ export interface TalkOptions {
   /** `<profileId>/<sessionId>` (docs/PROTOCOL.md). */
   sessionKey: string;
   profileId?: string;
+  /** The page's conversation (SPEC §6 conversation domain), as chat.send gives it. */
+  conversationId?: string;
   mode: TalkMode;
   lang?: 'auto' | 'en' | 'zh';
   deps: TalkDeps;
@@ -497,6 +501,8 @@ export interface TalkOptions {
   onTranscript?: (t: TranscriptEvent) => void;
   /** The talk ended (reason: the gateway's talk.ended / 'X' reason, or the page's). */
   onEnded?: (reason: string) => void;
+  /** Each VAD event, and every 25 frames analysed (ev null): frames is the count so far (the page's record; tests read it). */
+  onVad?: (ev: VadEvent, frames: number) => void;
 }
 
 function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
@@ -552,6 +558,8 @@ export class Talk {
     stopped: boolean;
   } | null = null;
   private gwState: TalkState = 'idle';
+  /** Microphone frames the VAD has analysed. */
+  frames = 0;
   private type = '';
 
   constructor(o: TalkOptions) {
@@ -593,6 +601,7 @@ export class Talk {
       // Ask the gateway first: with nothing configured it says so before the browser asks for the microphone.
       const params: Record<string, unknown> = { sessionKey: this.o.sessionKey, mode: this.o.mode, lang: this.o.lang ?? 'auto' };
       if (this.o.profileId) params.profile = this.o.profileId;
+      if (this.o.conversationId) params.conversationId = this.o.conversationId;
       const opened = await this.o.gw.request<TalkOpened>('talk.open', params, { timeoutMs: REQUEST_TIMEOUT_MS });
       if (!opened || typeof opened.talkId !== 'string' || !opened.talkId) throw new TalkError('UNAVAILABLE', 'talk.open answered without a talkId');
       opened.limits = { ...DEFAULT_LIMITS, ...(opened.limits ?? {}) };
@@ -734,7 +743,10 @@ export class Talk {
         const dur = Math.min(now - last, (an.fftSize / ctx.sampleRate) * 1000);
         last = now;
         an.getFloatTimeDomainData(buf);
-        this.onFrame(this.vad.push(buf, dur));
+        const ev = this.vad.push(buf, dur);
+        this.frames++;
+        if (ev || this.frames % 25 === 0) this.o.onVad?.(ev, this.frames);
+        this.onFrame(ev);
       }, 20);
     } catch {
       // No VAD here: push-to-talk still works; continuous mode cannot hear speech begin.
