@@ -608,6 +608,10 @@ export class Talk {
       this.opened = opened;
       this.vad = new Vad({ minSpeechMs: opened.continuous?.minSpeechMs, silenceMs: opened.continuous?.silenceMs });
       this.listen();
+      await this.connect();
+      // The VAD's audio graph runs before the microphone opens, so it hears the first word.
+      await this.prepareVad();
+      // The microphone last, once the channel is up: the recording starts the moment it is granted.
       try {
         this.stream = await withTimeout(
           d.mediaDevices.getUserMedia({ audio: { echoCancellation: true, noiseSuppression: true, autoGainControl: true }, video: false }),
@@ -617,7 +621,7 @@ export class Talk {
       } catch (e) {
         throw e instanceof TalkError ? e : micError(e);
       }
-      await this.connect();
+      if (this.over) throw new TalkError('UNAVAILABLE', 'the talk ended while the microphone was being opened');
       this.startVad();
       this.show();
       return opened;
@@ -724,19 +728,29 @@ export class Talk {
 
   // ---- the microphone ----
 
-  private startVad(): void {
+  /** Creates the VAD's AudioContext and waits (at most 5 s) until it runs. Without one, push-to-talk still works. */
+  private async prepareVad(): Promise<void> {
     const AC = this.o.deps.AudioContext;
-    if (!AC || !this.stream) return;
+    if (!AC) return;
     try {
       const ctx = new AC();
       this.ctx = ctx;
+      if (ctx.state !== 'running') await withTimeout(ctx.resume(), 5000, 'starting the audio analyser').catch(() => undefined);
+    } catch {
+      this.ctx = null;
+    }
+  }
+
+  private startVad(): void {
+    const ctx = this.ctx;
+    if (!ctx || !this.stream) return;
+    try {
       const src = ctx.createMediaStreamSource(this.stream);
       const an = ctx.createAnalyser();
       an.fftSize = 1024;
       src.connect(an);
       const buf = new Float32Array(an.fftSize);
       let last = this.o.deps.now();
-      void ctx.resume?.().catch(() => undefined);
       this.vadTimer = setInterval(() => {
         const now = this.o.deps.now();
         // At most one buffer's worth per look: a page that was held up does not count its stall as silence or speech.
