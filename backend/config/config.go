@@ -305,6 +305,9 @@ func (e Embedding) validate() error {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("memory.embedding.baseUrl %q is not an http(s) URL", e.BaseURL)
 		}
+		if u.User != nil {
+			return fmt.Errorf("memory.embedding.baseUrl %s has a user name or password in it, which would be shown in Settings, errors and logs: put the key in apiKey instead", u.Redacted())
+		}
 	}
 	return nil
 }

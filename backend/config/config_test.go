@@ -139,3 +139,36 @@ func TestCheckBind(t *testing.T) {
 		}
 	}
 }
+
+// TestPasswordInBaseURLRefused: a user name or password in a server's URL
+// (model, a profile's model, the embedder, Talk's speech servers) is
+// refused with a message that names the key and never the password: a URL
+// is shown in Settings, errors and logs, a key is not.
+func TestPasswordInBaseURLRefused(t *testing.T) {
+	const secret = "hunter2-s3cret"
+	u := "https://me:" + secret + "@llm.example/v1"
+	for name, body := range map[string]string{
+		"model":         `{"model":{"provider":"openai","baseUrl":"` + u + `","model":"m"}}`,
+		"profile model": `{"profiles":{"writer":{"model":{"provider":"openai","baseUrl":"` + u + `"}}}}`,
+		"embedding":     `{"memory":{"embedding":{"provider":"openai","baseUrl":"` + u + `","model":"e"}}}`,
+		"talk stt":      `{"talk":{"stt":{"baseUrl":"` + u + `"}}}`,
+		"talk tts":      `{"talk":{"tts":{"provider":"openai","baseUrl":"` + u + `"}}}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "config.json")
+			if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Load(path)
+			if err == nil {
+				t.Fatalf("Load accepted a password in a URL: %s", body)
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Fatalf("the error shows the password: %v", err)
+			}
+			if !strings.Contains(err.Error(), "apiKey") {
+				t.Fatalf("the error does not say where the key goes: %v", err)
+			}
+		})
+	}
+}

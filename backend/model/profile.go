@@ -131,6 +131,10 @@ func checkBaseURL(base string) error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return newErr(ErrConfig, nil, "model base URL %q is not an http(s) URL", base)
 	}
+	if u.User != nil {
+		// A URL is shown in Settings, errors and logs; a key is not.
+		return newErr(ErrConfig, nil, "model base URL %s has a user name or password in it, which would be shown in Settings, errors and logs: put the key in apiKey instead", u.Redacted())
+	}
 	return nil
 }
 

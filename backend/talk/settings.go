@@ -166,7 +166,7 @@ func (s Settings) Validate() error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrSettings}, a...)...)
 	}
 	if err := checkURL(s.STT.BaseURL); err != nil {
-		return bad("talk.stt.baseUrl %q: %v", s.STT.BaseURL, err)
+		return bad("talk.stt.baseUrl %q: %v", redactedURL(s.STT.BaseURL), err)
 	}
 	switch s.STT.Language {
 	case "", "auto", "ui":
@@ -183,7 +183,7 @@ func (s Settings) Validate() error {
 		return bad("talk.tts.provider %q: want openai, elevenlabs or browser", s.TTS.Provider)
 	}
 	if err := checkURL(s.TTS.BaseURL); err != nil {
-		return bad("talk.tts.baseUrl %q: %v", s.TTS.BaseURL, err)
+		return bad("talk.tts.baseUrl %q: %v", redactedURL(s.TTS.BaseURL), err)
 	}
 	if s.TTS.Speed != 0 && (s.TTS.Speed < MinSpeed || s.TTS.Speed > MaxSpeed) {
 		return bad("talk.tts.speed %v: want %v…%v", s.TTS.Speed, MinSpeed, MaxSpeed)
@@ -210,6 +210,14 @@ func (s Settings) Validate() error {
 	return nil
 }
 
+// redactedURL is raw with any password replaced by "xxxxx", for messages.
+func redactedURL(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
+	}
+	return raw
+}
+
 func checkURL(raw string) error {
 	if raw == "" {
 		return nil
@@ -220,6 +228,9 @@ func checkURL(raw string) error {
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return errors.New("want an http or https URL")
+	}
+	if u.User != nil {
+		return errors.New("a user name or password in the URL would be shown in Settings, errors and logs: put the key in apiKey instead")
 	}
 	return nil
 }
