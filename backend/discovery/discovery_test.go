@@ -204,10 +204,12 @@ func TestAdvertiseRetriesUntilMulticast(t *testing.T) {
 			t.Errorf("Run: %v", err)
 		}
 	}()
+	// The status counts a failure before its log line is written: wait
+	// for both (8 failures, 7 repeats logged), then count.
 	deadline := time.Now().Add(30 * time.Second)
-	for a.Status().Failures < 8 {
+	for a.Status().Failures < 8 || logs.count(slog.LevelDebug, "mdns advertise failed") < 7 {
 		if time.Now().After(deadline) {
-			t.Fatalf("status %+v, want failures", a.Status())
+			t.Fatalf("status %+v, %d repeats logged; want 8 failures and 7 repeats", a.Status(), logs.count(slog.LevelDebug, "mdns advertise failed"))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
