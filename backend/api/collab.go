@@ -15,16 +15,26 @@ import (
 
 // This file binds SPEC §5.4 (docs/PROTOCOL.md "Routing and
 // collaboration"): collab.request, collab.accept, collab.complete,
-// collab.list, collab.write, collab.view, and chat.route.
+// collab.list, collab.write, collab.view, collab.decline, the person's
+// collab.decide and collab.show (issue 24 item 4), and chat.route.
 //
 // Who a collab call acts as is resolved like every memory method
 // (principal in access.go): an operator connection acts as the role named
-// by `as` (a collaboration is between roles); without `as` it is admin,
-// which may only list; a node connection is `authenticated` and is
-// refused. Package collab checks, audits and persists everything.
+// by `as` (a collaboration is between roles); without `as` it is admin
+// (the person), which may list, show and decide but not act for a party;
+// a paired operator device acts as its scope (admin scope: the person); a
+// node connection is `authenticated` and is refused. Package collab
+// checks, audits and persists everything.
 
 // CollabMethods lists the methods registerCollab adds.
-var CollabMethods = []string{"collab.request", "collab.accept", "collab.complete", "collab.list", "collab.write", "collab.view"}
+var CollabMethods = []string{"collab.request", "collab.accept", "collab.complete", "collab.list", "collab.write", "collab.view",
+	"collab.decline", "collab.decide", "collab.show"}
+
+// CollabEvent is the event broadcast after every change of a
+// collaboration (payload: the Collaboration with its history, never a
+// token); the wiring sends it from collab.Options.OnChange. Paired devices
+// below admin scope do not get it (deviceEvent).
+const CollabEvent = "collab.changed"
 
 // RouteMethods lists the methods registerRoute adds.
 var RouteMethods = []string{"chat.route"}
@@ -106,6 +116,41 @@ func registerCollab(g *gateway.Server, svc *collab.Service, ac *access) {
 	}
 	asCaller(g, ac, "collab.view", gateway.Read(gateway.Operators), func(ctx context.Context, who acl.Principal, p *viewParams) (any, error) {
 		return svc.View(ctx, who, p.ID, p.Token, p.Query, p.MaxResults)
+	})
+	type declineParams struct {
+		collabAuth
+		Reason string `json:"reason"`
+	}
+	asCaller(g, ac, "collab.decline", gateway.Write(gateway.Operators), func(ctx context.Context, who acl.Principal, p *declineParams) (any, error) {
+		c, err := svc.Decline(ctx, who, p.ID, p.Token, p.Reason)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"collaboration": c}, nil
+	})
+	type decideParams struct {
+		ID       string `json:"collabId"`
+		Decision string `json:"decision"`
+		Reason   string `json:"reason"`
+	}
+	asCaller(g, ac, "collab.decide", gateway.Write(gateway.Operators), func(ctx context.Context, who acl.Principal, p *decideParams) (any, error) {
+		if p.ID == "" {
+			return nil, gateway.Errorf(gateway.CodeInvalidRequest, "collab.decide: collabId is required")
+		}
+		c, err := svc.Decide(ctx, who, p.ID, p.Decision, p.Reason)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"collaboration": c}, nil
+	})
+	type showParams struct {
+		ID string `json:"collabId"`
+	}
+	asCaller(g, ac, "collab.show", gateway.Read(gateway.Operators), func(ctx context.Context, who acl.Principal, p *showParams) (any, error) {
+		if p.ID == "" {
+			return nil, gateway.Errorf(gateway.CodeInvalidRequest, "collab.show: collabId is required")
+		}
+		return svc.Show(ctx, who, p.ID)
 	})
 }
 

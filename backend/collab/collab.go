@@ -12,7 +12,10 @@
 //     collaboration's id and its token (32 random bytes, base64url; only
 //     its SHA-256 is stored, and a presented token is compared in constant
 //     time) and the shared view.
-//   - Accept: only by role To, with the token, while pending and unexpired.
+//   - Accept: only by role To, with the token, while pending and unexpired,
+//     and only when To holds `collaborate` on every context file; else the
+//     person accepts or declines (Decide, person.go). Decline: by To with
+//     the token, or by the person.
 //   - Complete: by either party of an accepted, unexpired collaboration,
 //     with the token and a Result. Importance above
 //     Options.SummaryThreshold (default 0.7; 0.7 itself writes nothing)
@@ -82,7 +85,7 @@ var (
 	ErrExpired = errors.New("collab: expired")
 	// ErrState: the collaboration is not in the state the call needs
 	// (accept of an accepted one, complete before accept, any use after
-	// completion).
+	// completion or a decline).
 	ErrState = errors.New("collab: wrong state")
 	// ErrInvalidInput: a malformed request (empty task, no context, a ttl
 	// out of range, an importance outside [0,1] ...).
@@ -151,8 +154,14 @@ type Options struct {
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Logger receives "collab requested", "collab accepted", "collab
-	// completed" (info). Default slog.Default().
+	// completed", "collab decided" (info). Default slog.Default().
 	Logger *slog.Logger
+	// OnChange, when set, is called with the collaboration as stored (with
+	// its history and NeedsPerson) after each change: request, accept,
+	// decline, a person's decision, write, complete (person.go). It runs on
+	// the caller's goroutine, outside the service's lock, and should not
+	// block for long.
+	OnChange func(Collaboration)
 }
 
 // Service runs collaborations. Safe for concurrent use; state changes are
@@ -214,7 +223,11 @@ type Collaboration struct {
 	Result         *Result   `json:"result,omitempty"`
 	SummaryPath    string    `json:"summaryPath,omitempty"`    // set when a summary was written
 	SummaryVersion string    `json:"summaryVersion,omitempty"` // the summary file's version after it
-	History        []Event   `json:"history,omitempty"`        // List only
+	// NeedsPerson: pending, and the ACL leaves its acceptance to the
+	// person (the invited role lacks collaborate on a context file;
+	// person.go).
+	NeedsPerson bool    `json:"needsPerson,omitempty"`
+	History     []Event `json:"history,omitempty"` // List only
 }
 
 // Result is what Complete records: Output (text, at most MaxOutputBytes),
@@ -449,7 +462,8 @@ func (s *Service) Request(ctx context.Context, who acl.Principal, r Request) (Re
 	if err != nil {
 		return Requested{}, err
 	}
-	return Requested{Collaboration: c, ID: c.ID, Token: token, Shared: view}, nil
+	s.changed(ctx, c.ID)
+	return Requested{Collaboration: s.annotate(c), ID: c.ID, Token: token, Shared: view}, nil
 }
 
 // authenticate loads id and checks, in this order, the caller's role, the
@@ -479,8 +493,8 @@ func (s *Service) authenticate(ctx context.Context, who acl.Principal, op, id, t
 	case !toOnly && who.Role != r.To && who.Role != r.From:
 		return row{}, s.deny(who, op, tgt, ErrForbidden, fmt.Sprintf("role %s is not a party (%s, %s)", who.Role, r.From, r.To))
 	}
-	if r.Status == StatusCompleted {
-		return row{}, s.deny(who, op, tgt, ErrState, "the collaboration is completed; its token is spent")
+	if r.Status == StatusCompleted || r.Status == StatusDeclined {
+		return row{}, s.deny(who, op, tgt, ErrState, "the collaboration is "+string(r.Status)+"; its token is spent")
 	}
 	if effective(r.Collaboration, s.o.Now()) == StatusExpired {
 		return row{}, s.deny(who, op, tgt, ErrExpired, "the collaboration expired at "+r.ExpiresAt.Format(time.RFC3339))
@@ -499,6 +513,14 @@ type Accepted struct {
 // token, not the invited role), ErrExpired, ErrState (not pending), or a
 // storage or audit error.
 func (s *Service) Accept(ctx context.Context, who acl.Principal, id, token string) (Accepted, error) {
+	a, err := s.accept(ctx, who, id, token)
+	if err == nil {
+		s.changed(ctx, id)
+	}
+	return a, err
+}
+
+func (s *Service) accept(ctx context.Context, who acl.Principal, id, token string) (Accepted, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, err := s.authenticate(ctx, who, OpAccept, id, token, true)
@@ -507,6 +529,10 @@ func (s *Service) Accept(ctx context.Context, who acl.Principal, id, token strin
 	}
 	if r.Status != StatusPending {
 		return Accepted{}, s.deny(who, OpAccept, target(id), ErrState, "the collaboration is already "+string(r.Status))
+	}
+	if s.needsPerson(r.Collaboration) {
+		return Accepted{}, s.deny(who, OpAccept, target(id), ErrForbidden,
+			fmt.Sprintf("the ACL does not let %s collaborate on every context file: the person accepts or declines", r.To))
 	}
 	now := s.o.Now().UTC().Truncate(time.Millisecond)
 	if err := s.allow(who, OpAccept, target(id), fmt.Sprintf("%s accepts %s's invitation until %s", who.Role, r.From, r.ExpiresAt.Format(time.RFC3339))); err != nil {
@@ -566,6 +592,14 @@ type Completed struct {
 // ErrInvalidInput (result), or the summary write's error (then the
 // collaboration stays accepted and Complete may be retried).
 func (s *Service) Complete(ctx context.Context, who acl.Principal, id, token string, res Result) (Completed, error) {
+	c, err := s.complete(ctx, who, id, token, res)
+	if err == nil {
+		s.changed(ctx, id)
+	}
+	return c, err
+}
+
+func (s *Service) complete(ctx context.Context, who acl.Principal, id, token string, res Result) (Completed, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, err := s.authenticate(ctx, who, OpComplete, id, token, false)
@@ -679,6 +713,14 @@ type WriteRequest struct {
 // for a refused path), ErrForbidden (a party lacks collaborate), or the
 // memory engine's write error.
 func (s *Service) Write(ctx context.Context, who acl.Principal, id, token string, w WriteRequest) (memory.WriteResult, error) {
+	res, err := s.write(ctx, who, id, token, w)
+	if err == nil {
+		s.changed(ctx, id)
+	}
+	return res, err
+}
+
+func (s *Service) write(ctx context.Context, who acl.Principal, id, token string, w WriteRequest) (memory.WriteResult, error) {
 	s.mu.Lock() // no Complete in between: the write happens while accepted
 	defer s.mu.Unlock()
 	r, err := s.authenticate(ctx, who, OpWrite, id, token, false)
@@ -801,7 +843,7 @@ func (s *Service) view(ctx context.Context, who acl.Principal, c Collaboration, 
 }
 
 // ListFilter selects collaborations: Status ("" = all; pending, accepted,
-// completed or expired, as reported), Limit (0 = DefaultListLimit, at
+// completed, declined or expired, as reported), Limit (0 = DefaultListLimit, at
 // most MaxListLimit).
 type ListFilter struct {
 	Status Status `json:"status,omitempty"`
@@ -817,9 +859,9 @@ func (s *Service) List(ctx context.Context, who acl.Principal, f ListFilter) ([]
 		return nil, s.deny(who, OpList, "collaborations", ErrForbidden, "only admin and roles list collaborations")
 	}
 	switch f.Status {
-	case "", StatusPending, StatusAccepted, StatusCompleted, StatusExpired:
+	case "", StatusPending, StatusAccepted, StatusCompleted, StatusDeclined, StatusExpired:
 	default:
-		return nil, s.deny(who, OpList, "collaborations", ErrInvalidInput, fmt.Sprintf("status %q (want pending, accepted, completed or expired)", f.Status))
+		return nil, s.deny(who, OpList, "collaborations", ErrInvalidInput, fmt.Sprintf("status %q (want pending, accepted, completed, declined or expired)", f.Status))
 	}
 	if f.Limit < 0 || f.Limit > MaxListLimit {
 		return nil, s.deny(who, OpList, "collaborations", ErrInvalidInput, fmt.Sprintf("limit %d out of 0..%d", f.Limit, MaxListLimit))
@@ -836,7 +878,7 @@ func (s *Service) List(ctx context.Context, who acl.Principal, f ListFilter) ([]
 	for _, c := range all {
 		c.Status = effective(c, now)
 		if (f.Status == "" || c.Status == f.Status) && len(out) < f.Limit {
-			out = append(out, c)
+			out = append(out, s.annotate(c))
 		}
 	}
 	if err := s.allow(who, OpList, "collaborations", fmt.Sprintf("%d listed", len(out))); err != nil {

@@ -300,7 +300,11 @@ func TestAdversarial(t *testing.T) {
 	ctx := context.Background()
 	pending := e.request(600, experience, notesFile)
 	accepted := e.request(600, experience, notesFile)
-	if _, err := e.svc.Accept(ctx, writer, accepted.ID, accepted.Token); err != nil {
+	// writer lacks collaborate on notes.md: only the person accepts.
+	if _, err := e.svc.Accept(ctx, writer, accepted.ID, accepted.Token); !errors.Is(err, ErrForbidden) {
+		t.Fatalf("accept by writer without collaborate on notes.md: %v, want ErrForbidden", err)
+	}
+	if _, err := e.svc.Decide(ctx, acl.Principal{Admin: true}, accepted.ID, DecisionAccept, ""); err != nil {
 		t.Fatal(err)
 	}
 	completed := e.request(600, experience)
