@@ -56,7 +56,7 @@ var allowed = map[string][]string{
 	"backend/convo":               {"backend/model", "backend/memory/chunk"},
 	"backend/agent":               {"backend/model"},
 	"backend/worker":              {"backend/model"},
-	"backend/agent/tools":         {"backend/agent", "backend/acl", "backend/guard", "backend/memory", "backend/safefile", "backend/nodes", "backend/media", "backend/canvas"},
+	"backend/agent/tools":         {"backend/agent", "backend/acl", "backend/guard", "backend/memory", "backend/safefile", "backend/nodes", "backend/media", "backend/canvas", "backend/collab"},
 	"backend/nodes":               {"backend/gateway", "backend/audit", "backend/media"},
 	"backend/canvas":              {"backend/gateway", "backend/nodes", "backend/audit", "backend/media"},
 	"backend/gateway":             {"backend/device", "backend/pairing"},

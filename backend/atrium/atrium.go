@@ -173,6 +173,8 @@ type App struct {
 	Guard *guard.Guard
 	// Collab runs collaborations between roles (SPEC §5.4), kept in state.db.
 	Collab *collab.Service
+	// collabs lets agents collaborate through the ask_role tool (collabs.go).
+	collabs *collabBroker
 	// Pool is the light profile index and the profile instances, each a
 	// worker process (SPEC §3, §6; profiles.spawn/stop).
 	Pool *worker.Pool
@@ -515,7 +517,8 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 
 	// Collaborations after memory and the guard: every decision is
 	// checked and audited by the guard, summaries go through memory.Write.
-	if a.Collab, err = collab.New(ctx, collab.Options{DB: a.db, Guard: a.Guard, Memory: a.Memory, Logger: o.Logger}); err != nil {
+	a.collabs = newCollabBroker(a, o.Logger)
+	if a.Collab, err = collab.New(ctx, collab.Options{DB: a.db, Guard: a.Guard, Memory: a.Memory, Logger: o.Logger, OnChange: a.collabs.onChange}); err != nil {
 		return nil, fmt.Errorf("collaborations: %w", err)
 	}
 
@@ -599,6 +602,7 @@ func (a *App) agentTools(o Options) func(chat.ToolScope) (*agent.Registry, error
 			Exec:      a.execOptions(sc),
 			Nodes:     a.nodesTool(sc),
 			Canvas:    a.canvasTool(sc),
+			Collab:    a.collabTool(),
 			MediaDir:  a.Layout.MediaDir(),
 			Logger:    o.Logger,
 		})

@@ -113,6 +113,9 @@ func (a *App) chatEmit(event string, payload any) {
 		if a.Canvas != nil {
 			a.Canvas.Wake()
 		}
+		if a.collabs != nil {
+			a.collabs.onChat(event, payload)
+		}
 	}
 }
 

@@ -36,6 +36,11 @@
 //     on the desktop or a node (SPEC §8): push and reset at L1, present,
 //     navigate, hide and snapshot at L1 on the desktop and L3 on a node,
 //     eval asks the person on every call at L3. Audited (operation canvas).
+//   - ask_role (only with Options.Collab, L1): ask another role for help
+//     (issue 24 item 4): a collaboration as the agent's role through the
+//     app's broker, the other role's answer as the result (bounded wait,
+//     then "still working, collaboration id X"); view and write through it
+//     under the collaboration's rules (package collab audits them).
 //
 // Handler errors wrap agent.ErrDenied (refused: status denied),
 // agent.ErrRetryable (worth another attempt) or neither (status error).
@@ -98,6 +103,8 @@ type Options struct {
 	Nodes *NodesOptions
 	// Canvas enables the canvas tool when not nil.
 	Canvas *CanvasOptions
+	// Collab enables the ask_role tool when not nil.
+	Collab *CollabOptions
 	// MediaDir is the media folder ($ATRIUM_HOME/media,
 	// paths.Layout.MediaDir): a tool's picture may lie there or in the
 	// workspace, nowhere else (ErrImagePath). Empty: the workspace only.
@@ -161,6 +168,13 @@ func Register(r *agent.Registry, o Options) error {
 	}
 	if o.Canvas != nil {
 		c, err := newCanvasTool(e, *o.Canvas)
+		if err != nil {
+			return err
+		}
+		regs = append(regs, c.register)
+	}
+	if o.Collab != nil {
+		c, err := newCollabTool(e, *o.Collab)
 		if err != nil {
 			return err
 		}
