@@ -22,7 +22,7 @@ import (
 func TestCollabPersonMethods(t *testing.T) {
 	a, ws := startApp(t, func(string) string { return "" })
 	seedWorkspace(t, a, ws, map[string]string{
-		"memory/.acl": seedRules + "  roles/code-expert/plan.md:       {read: [code-expert, writer, admin], write: [code-expert], collaborate: [code-expert]}\n",
+		"memory/.acl":                      seedRules + "  roles/code-expert/plan.md:       {read: [code-expert, writer, admin], write: [code-expert], collaborate: [code-expert]}\n",
 		"memory/roles/code-expert/plan.md": "# Plan\n\nShip on Friday.\n",
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

@@ -46,7 +46,7 @@ rules:
   roles/main/**:   {read: [main, admin], write: [main, admin], collaborate: [main, admin]}
   roles/writer/**: {read: [writer, admin], write: [writer, admin], collaborate: [writer, admin]}
 `,
-		"memory/global/brief.md":     "# Brief\n\nAtrium 1.0 ships on Friday.\n",
+		"memory/global/brief.md":      "# Brief\n\nAtrium 1.0 ships on Friday.\n",
 		"memory/roles/main/config.md": "---\ndescription: main\n---\nYou are main.\n",
 		"memory/roles/writer/config.md": "---\ndescription: writer\nmodel: {provider: openai, baseUrl: \"" + writerModel.URL + "/v1\", model: scripted-writer}\n---\n" +
 			"You are the writer.\n",
