@@ -602,7 +602,7 @@ func (a *App) agentTools(o Options) func(chat.ToolScope) (*agent.Registry, error
 			Exec:      a.execOptions(sc),
 			Nodes:     a.nodesTool(sc),
 			Canvas:    a.canvasTool(sc),
-			Collab:    a.collabTool(),
+			Collab:    a.collabTool(role),
 			MediaDir:  a.Layout.MediaDir(),
 			Logger:    o.Logger,
 		})

@@ -315,11 +315,24 @@ func (b *collabBroker) Write(ctx context.Context, who acl.Principal, id string, 
 	return b.a.Collab.Write(ctx, acl.Principal{Role: who.Role, Session: who.Session}, id, ask.token, w)
 }
 
-// collabTool is the ask_role tool's settings for a run (nil before the
-// broker exists).
-func (a *App) collabTool() *tools.CollabOptions {
-	if a.collabs == nil || a.Collab == nil {
+// collabTool is the ask_role tool's settings for a run of role: nil
+// before the broker exists, and when the workspace has no other role to
+// ask (the tool would only take room in the model's context).
+func (a *App) collabTool(role string) *tools.CollabOptions {
+	if a.collabs == nil || a.Collab == nil || a.Memory == nil {
 		return nil
 	}
-	return &tools.CollabOptions{Collaborations: a.collabs}
+	ctx, cancel := context.WithTimeout(context.Background(), collabSendTimeout)
+	defer cancel()
+	roles, err := a.Memory.ListRoles(ctx)
+	if err != nil {
+		a.log.Warn("ask_role not offered: roles not listed", "err", err)
+		return nil
+	}
+	for _, r := range roles {
+		if r.Role != role {
+			return &tools.CollabOptions{Collaborations: a.collabs}
+		}
+	}
+	return nil
 }

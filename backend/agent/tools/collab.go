@@ -79,28 +79,26 @@ func newCollabTool(e *env, o CollabOptions) (*collabTool, error) {
 }
 
 const collabSchema = `{"type":"object","properties":{` +
-	`"action":{"type":"string","enum":["ask","wait","view","write"],"description":"ask: ask another role for help and wait for its answer; wait: wait again for a collaboration still in progress; view: the shared memory view; write: write a context file through an accepted collaboration"},` +
-	`"role":{"type":"string","maxLength":64,"description":"for ask: the role to ask (see memory/roles/)"},` +
-	`"task":{"type":"string","maxLength":4000,"description":"for ask: what you need from that role, self-contained"},` +
-	`"context":{"type":"array","items":{"type":"string","maxLength":512},"maxItems":32,"description":"for ask: memory files the collaboration is about (you must be allowed to collaborate on them); default your role's config.md"},` +
-	`"ttlSeconds":{"type":"integer","minimum":60,"maximum":604800,"description":"for ask: how long the collaboration may stay open (default 3600)"},` +
-	`"importance":{"type":"number","minimum":0,"maximum":1,"description":"for ask: how important the result is; above 0.7 a summary goes to global memory (default 0.5)"},` +
-	`"waitSeconds":{"type":"integer","minimum":1,"maximum":600,"description":"for ask and wait: how long to wait for the answer this time"},` +
-	`"collabId":{"type":"string","maxLength":64,"description":"for wait, view and write: the collaboration's id"},` +
-	`"query":{"type":"string","maxLength":4000,"description":"for view: search the shared memory"},` +
-	`"path":{"type":"string","maxLength":512,"description":"for write: a context file"},` +
-	`"content":{"type":"string","description":"for write: the text"},` +
-	`"mode":{"type":"string","enum":["append","replace"],"description":"for write (default append)"}` +
+	`"action":{"type":"string","enum":["ask","wait","view","write"]},` +
+	`"role":{"type":"string","maxLength":64,"description":"ask: the role to ask"},` +
+	`"task":{"type":"string","maxLength":4000,"description":"ask: what you need, self-contained"},` +
+	`"context":{"type":"array","items":{"type":"string","maxLength":512},"maxItems":32,"description":"ask: memory files it is about (default your config.md)"},` +
+	`"ttlSeconds":{"type":"integer","minimum":60,"maximum":604800},` +
+	`"importance":{"type":"number","minimum":0,"maximum":1,"description":"ask: above 0.7 the result is summarised in global memory (default 0.5)"},` +
+	`"waitSeconds":{"type":"integer","minimum":1,"maximum":600},` +
+	`"collabId":{"type":"string","maxLength":64},` +
+	`"query":{"type":"string","maxLength":4000,"description":"view: search the shared memory"},` +
+	`"path":{"type":"string","maxLength":512,"description":"write: a context file"},` +
+	`"content":{"type":"string"},` +
+	`"mode":{"type":"string","enum":["append","replace"]}` +
 	`},"required":["action"],"additionalProperties":false}`
 
 func (ct *collabTool) register(r *agent.Registry) error {
 	return r.Register(agent.Spec{Name: AskRole, Level: agent.L1, Schema: json.RawMessage(collabSchema),
 		// ask waits at most Wait (the person's acceptance included).
 		Timeout: ct.o.Wait + 30*time.Second,
-		Description: "Ask another role (agent) for help: the other role answers your task in its own session, " +
-			"and its answer comes back as this tool's result. Where the access rules require it, the person accepts or declines first. " +
-			"If the answer takes longer than the wait, you get the collaboration id: call again with action wait. " +
-			"view shows the shared memory (only what both roles may read); write writes a context file through the collaboration."}, ct.run)
+		Description: "Ask another role for help (ask): its answer is the result; the person may have to accept first. " +
+			"If it takes longer, you get the collaboration id: call wait with it. view: the shared memory; write: a context file."}, ct.run)
 }
 
 type collabArgs struct {
