@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/atrium-dev/atrium/backend/collab"
+	"github.com/atrium-dev/atrium/backend/gateway"
 	"github.com/atrium-dev/atrium/backend/model/modeltest"
 )
 
@@ -127,11 +129,24 @@ rules:
 	}
 
 	// 3: the person declines; main's model is told.
-	go func() {
+	declined := make(chan gateway.ResponseFrame, 1)
+	var sent struct{ RunID string }
+	cl.ok("chat.send", map[string]any{"profileId": "main", "sessionId": "s-3", "message": "Ask the writer to proofread my diary."}, &sent)
+	go func() { // the person answers while the run waits
 		c := changed(func(c collab.Collaboration) bool { return c.Status == collab.StatusPending && c.NeedsPerson })
-		person.ok("collab.decide", map[string]any{"collabId": c.ID, "decision": "decline", "reason": "private"}, nil)
+		declined <- person.call("collab.decide", map[string]any{"collabId": c.ID, "decision": "decline", "reason": "private"})
 	}()
-	send("s-3", "Ask the writer to proofread my diary.")
+	if ev := follow(t, cl, sent.RunID, nil); ev.named("chat.final") == nil {
+		t.Fatalf("run did not end with chat.final: %v", ev.frames)
+	}
+	select {
+	case r := <-declined:
+		if !r.OK {
+			t.Fatalf("collab.decide decline: %+v", r.Error)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the person's decline did not return within 60 s")
+	}
 	for _, content := range mainModel.Request(5).ToolMessages() {
 		if !strings.Contains(content, `"status":"declined"`) || !strings.Contains(content, "the person declined") {
 			t.Errorf("main's model got %s after the decline", content)

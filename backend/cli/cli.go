@@ -226,6 +226,8 @@ func run(ctx context.Context, args []string, o Options) error {
 		return runNodes(ctx, args, o)
 	case "pair":
 		return runPair(ctx, args, o)
+	case "collab":
+		return runCollab(ctx, args, o)
 	case "mcp":
 		return runMCP(ctx, args, o)
 	case "worker": // hidden: a profile instance's process, started by the app (SPEC §3)
