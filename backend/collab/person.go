@@ -72,24 +72,36 @@ func (s *Service) annotate(c Collaboration) Collaboration {
 	return c
 }
 
+// stored returns collaboration id as stored now, with its reported
+// status, its history and NeedsPerson.
+func (s *Service) stored(ctx context.Context, id string) (Collaboration, error) {
+	r, ok, err := load(ctx, s.o.DB, id)
+	if err != nil {
+		return Collaboration{}, err
+	}
+	if !ok {
+		return Collaboration{}, fmt.Errorf("collab %s: %w", id, ErrNotFound)
+	}
+	c := r.Collaboration
+	c.Status = effective(c, s.o.Now())
+	if c.History, err = events(ctx, s.o.DB, id); err != nil {
+		return Collaboration{}, err
+	}
+	return s.annotate(c), nil
+}
+
 // changed calls Options.OnChange with the collaboration as stored now
 // (with its history). A read error is logged: the change itself stands.
 func (s *Service) changed(ctx context.Context, id string) {
 	if s.o.OnChange == nil {
 		return
 	}
-	r, ok, err := load(ctx, s.o.DB, id)
-	if err != nil || !ok {
+	c, err := s.stored(ctx, id)
+	if err != nil {
 		s.log.Warn("collab change not announced", "id", id, "err", err)
 		return
 	}
-	c := r.Collaboration
-	c.Status = effective(c, s.o.Now())
-	if c.History, err = events(ctx, s.o.DB, id); err != nil {
-		s.log.Warn("collab change not announced", "id", id, "err", err)
-		return
-	}
-	s.o.OnChange(s.annotate(c))
+	s.o.OnChange(c)
 }
 
 // person refuses a principal that is not the person (admin).
@@ -123,8 +135,8 @@ func (s *Service) loadOpen(ctx context.Context, who acl.Principal, op, id string
 	return r, nil
 }
 
-// Decide is the person's decision on collaboration id: accept or decline
-// a pending one, or complete an accepted one (reason, at most
+// Decide is the person's decision on collaboration id (answered as
+// stored after it, with its history): accept or decline a pending one, or complete an accepted one (reason, at most
 // MaxReasonChars, is recorded; a completion's result is the reason, or
 // "completed by the person", with importance 0, so no summary). Errors:
 // ErrForbidden (not admin), ErrNotFound, ErrExpired, ErrState (not in the
@@ -140,13 +152,13 @@ func (s *Service) Decide(ctx context.Context, who acl.Principal, id, decision, r
 		return Collaboration{}, s.deny(who, OpDecide, tgt, ErrInvalidInput, err.Error())
 	}
 	s.mu.Lock()
-	c, err := s.decide(ctx, who, id, decision, reason)
+	_, err := s.decide(ctx, who, id, decision, reason)
 	s.mu.Unlock()
 	if err != nil {
 		return Collaboration{}, err
 	}
 	s.changed(ctx, id)
-	return s.annotate(c), nil
+	return s.stored(ctx, id)
 }
 
 func (s *Service) decide(ctx context.Context, who acl.Principal, id, decision, reason string) (Collaboration, error) {
@@ -204,13 +216,13 @@ func (s *Service) decide(ctx context.Context, who acl.Principal, id, decision, r
 	return c, nil
 }
 
-// Decline declines a pending collaboration as its invited role, with the
-// token (reason at most MaxReasonChars). Errors: those of Accept, and
+// Decline declines a pending collaboration as its invited role (answered
+// as stored after it, with its history), with the token (reason at most MaxReasonChars). Errors: those of Accept, and
 // ErrInvalidInput for a malformed reason.
 func (s *Service) Decline(ctx context.Context, who acl.Principal, id, token, reason string) (Collaboration, error) {
 	reason = strings.TrimSpace(reason)
 	s.mu.Lock()
-	c, err := func() (Collaboration, error) {
+	_, err := func() (Collaboration, error) {
 		r, err := s.authenticate(ctx, who, OpDecline, id, token, true)
 		if err != nil {
 			return Collaboration{}, err
@@ -242,7 +254,7 @@ func (s *Service) Decline(ctx context.Context, who acl.Principal, id, token, rea
 		return Collaboration{}, err
 	}
 	s.changed(ctx, id)
-	return c, nil
+	return s.stored(ctx, id)
 }
 
 // Shown is Show's answer: the collaboration with its history, and its
@@ -271,12 +283,11 @@ func (s *Service) Show(ctx context.Context, who acl.Principal, id string) (Shown
 	if !ok {
 		return Shown{}, s.deny(who, OpView, tgt, ErrNotFound, "no collaboration has this id")
 	}
-	c := r.Collaboration
-	c.Status = effective(c, s.o.Now())
-	if c.History, err = events(ctx, s.o.DB, id); err != nil {
+	c, err := s.stored(ctx, r.ID)
+	if err != nil {
 		return Shown{}, err
 	}
-	out := Shown{Collaboration: s.annotate(c)}
+	out := Shown{Collaboration: c}
 	if c.Status == StatusPending || c.Status == StatusAccepted {
 		v, err := s.view(ctx, who, c, "", 0)
 		if err != nil {
