@@ -466,6 +466,22 @@ func (s *Service) Request(ctx context.Context, who acl.Principal, r Request) (Re
 	return Requested{Collaboration: s.annotate(c), ID: c.ID, Token: token, Shared: view}, nil
 }
 
+// find loads collaboration id, auditing an unknown or malformed id as a
+// refusal of op (ErrNotFound).
+func (s *Service) find(ctx context.Context, who acl.Principal, op, id string) (row, error) {
+	if !idPattern.MatchString(id) {
+		return row{}, s.deny(who, op, target(id), ErrNotFound, "no collaboration has this id")
+	}
+	r, ok, err := load(ctx, s.o.DB, id)
+	if err != nil {
+		return row{}, err
+	}
+	if !ok {
+		return row{}, s.deny(who, op, target(id), ErrNotFound, "no collaboration has this id")
+	}
+	return r, nil
+}
+
 // authenticate loads id and checks, in this order, the caller's role, the
 // id, the token (constant time), the caller's party (toOnly: only the
 // invited role), completion and expiry, auditing a refusal under op.
@@ -474,15 +490,9 @@ func (s *Service) authenticate(ctx context.Context, who acl.Principal, op, id, t
 	if err := s.actor(who, op, tgt); err != nil {
 		return row{}, err
 	}
-	if !idPattern.MatchString(id) {
-		return row{}, s.deny(who, op, tgt, ErrNotFound, "no collaboration has this id")
-	}
-	r, ok, err := load(ctx, s.o.DB, id)
+	r, err := s.find(ctx, who, op, id)
 	if err != nil {
 		return row{}, err
-	}
-	if !ok {
-		return row{}, s.deny(who, op, tgt, ErrNotFound, "no collaboration has this id")
 	}
 	if !tokenOK(r.tokenHash, token) {
 		return row{}, s.deny(who, op, tgt, ErrForbidden, "wrong token")

@@ -116,15 +116,9 @@ func (s *Service) person(who acl.Principal, op, tgt string) error {
 // or declined, and not be expired.
 func (s *Service) loadOpen(ctx context.Context, who acl.Principal, op, id string) (row, error) {
 	tgt := target(id)
-	if !idPattern.MatchString(id) {
-		return row{}, s.deny(who, op, tgt, ErrNotFound, "no collaboration has this id")
-	}
-	r, ok, err := load(ctx, s.o.DB, id)
+	r, err := s.find(ctx, who, op, id)
 	if err != nil {
 		return row{}, err
-	}
-	if !ok {
-		return row{}, s.deny(who, op, tgt, ErrNotFound, "no collaboration has this id")
 	}
 	switch {
 	case r.Status == StatusCompleted, r.Status == StatusDeclined:
@@ -273,15 +267,9 @@ func (s *Service) Show(ctx context.Context, who acl.Principal, id string) (Shown
 	if err := s.person(who, OpView, tgt); err != nil {
 		return Shown{}, err
 	}
-	if !idPattern.MatchString(id) {
-		return Shown{}, s.deny(who, OpView, tgt, ErrNotFound, "no collaboration has this id")
-	}
-	r, ok, err := load(ctx, s.o.DB, id)
+	r, err := s.find(ctx, who, OpView, id)
 	if err != nil {
 		return Shown{}, err
-	}
-	if !ok {
-		return Shown{}, s.deny(who, OpView, tgt, ErrNotFound, "no collaboration has this id")
 	}
 	c, err := s.stored(ctx, r.ID)
 	if err != nil {

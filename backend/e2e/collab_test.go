@@ -51,8 +51,12 @@ func (m *collabModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, "data: [DONE]\n\n")
 	}
 	if last.Role == "tool" {
-		var res struct{ Status, Answer, Note string }
-		_ = json.Unmarshal([]byte(fmt.Sprint(last.Content)), &res)
+		// The tool message: the agent loop's envelope around the tool's data.
+		var env struct {
+			Data struct{ Status, Answer, Note string }
+		}
+		_ = json.Unmarshal([]byte(fmt.Sprint(last.Content)), &env)
+		res := env.Data
 		text(fmt.Sprintf("Collaboration %s. %s %s", res.Status, res.Answer, res.Note))
 		return
 	}
