@@ -78,7 +78,8 @@ func (m *collabModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // accepts, answers in a turn of its own, and main's chat shows the answer;
 // the Collaborations panel lists it as completed with the result. On
 // main's own config the person decides: a prompt comes over the chat,
-// Accept (by the keyboard) lets the writer answer; the third the person
+// Accept (by the keyboard) lets the writer answer; the third (the diary:
+// global, both may read it, only main may collaborate on it) the person
 // declines from the panel, where the open collaboration shows its task,
 // state, the token's time left and its shared file in a read-only viewer.
 // axe-core finds nothing serious; en and zh; desktop and phone width;
@@ -89,7 +90,7 @@ func TestUICollaboration(t *testing.T) {
 	main := httptest.NewServer(&collabModel{reply: "ok", asks: map[string]string{
 		"brief": `{"action":"ask","role":"writer","task":"Write one line announcing the release.","context":["memory/global/brief.md"]}`,
 		"plan":  `{"action":"ask","role":"writer","task":"Review my plan for Friday."}`,
-		"diary": `{"action":"ask","role":"writer","task":"Proofread my private diary."}`,
+		"diary": `{"action":"ask","role":"writer","task":"Proofread my diary.","context":["memory/global/diary.md"]}`,
 	}})
 	t.Cleanup(main.Close)
 	ctx, _ := openUIWith(t, func(ws string) {
@@ -102,6 +103,7 @@ rules:
   roles/writer/**: {read: [writer, admin], write: [writer, admin], collaborate: [writer, admin]}
 `,
 			"memory/global/brief.md":      "# Brief\n\nAtrium 1.0 ships on Friday.\n",
+			"memory/global/diary.md":      "# Diary\n\nDear diary, Friday is close.\n",
 			"memory/roles/main/config.md": "---\ndescription: main\n---\nYou are main.\n",
 			"memory/roles/writer/config.md": "---\ndescription: writer\nmodel: {provider: openai, baseUrl: \"" + writer.URL + "/v1\", model: scripted-writer}\n---\n" +
 				"You are the writer.\n",
@@ -150,7 +152,7 @@ rules:
 	send("Ask the writer to proofread my diary")
 	waitFor(t, ctx, "the third prompt", `!!document.querySelector('[data-testid=collab-prompt]')`, 2*time.Minute)
 	press(t, ctx, `[data-testid=collab-prompt-open]`)
-	waitFor(t, ctx, "the open collaboration in the panel", `[...document.querySelectorAll('[data-testid=collab-open]')].some(e => e.dataset.status === 'pending' && e.textContent.includes('Proofread my private diary.'))`, 30*time.Second)
+	waitFor(t, ctx, "the open collaboration in the panel", `[...document.querySelectorAll('[data-testid=collab-open]')].some(e => e.dataset.status === 'pending' && e.textContent.includes('Proofread my diary.'))`, 30*time.Second)
 	expiry := text(t, ctx, `[data-testid=collab-open] [data-testid=collab-expiry]`)
 	if !strings.HasPrefix(expiry, "Token expires in ") || !strings.Contains(expiry, "min") {
 		t.Errorf("expiry shown as %q", expiry)
@@ -158,7 +160,7 @@ rules:
 	waitFor(t, ctx, "the countdown to move", `document.querySelector('[data-testid=collab-open] [data-testid=collab-expiry]').textContent !== `+jsString(expiry), 20*time.Second)
 	press(t, ctx, `[data-testid=collab-open] [data-testid=collab-details]`)
 	press(t, ctx, `[data-testid=collab-file]`)
-	waitFor(t, ctx, "the read-only viewer", `document.querySelector('[data-testid=collab-file-text]')?.readOnly && document.querySelector('[data-testid=collab-file-text]').value.includes('You are main.')`, 30*time.Second)
+	waitFor(t, ctx, "the read-only viewer", `document.querySelector('[data-testid=collab-file-text]')?.readOnly && document.querySelector('[data-testid=collab-file-text]').value.includes('Dear diary, Friday is close.')`, 30*time.Second)
 	axeCheck(t, ctx, "the Collaborations panel")
 	shot(t, ctx, "collab-panel-en-desktop.png")
 	js[bool](t, ctx, `(() => { const s = document.querySelector('[data-testid=lang-select]'); s.value = 'zh'; s.dispatchEvent(new Event('change', {bubbles: true})); return true })()`)
@@ -169,7 +171,7 @@ rules:
 	if err := chromedp.Do(ctx, chromedp.KeyEvent("\r")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ctx, "the declined one in the history", `[...document.querySelectorAll('[data-testid=collab-done]')].some(e => e.dataset.status === 'declined' && e.textContent.includes('Proofread my private diary.'))`, 30*time.Second)
+	waitFor(t, ctx, "the declined one in the history", `[...document.querySelectorAll('[data-testid=collab-done]')].some(e => e.dataset.status === 'declined' && e.textContent.includes('Proofread my diary.'))`, 30*time.Second)
 	press(t, ctx, `[data-testid=close-collab]`)
 	bodyHas("main told of the decline", "Collaboration declined.", 2*time.Minute)
 
