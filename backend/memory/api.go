@@ -162,8 +162,11 @@ type SearchResponse struct {
 	// length and the score floor applied (the query's default floor when
 	// SearchOptions.MinScore was 0). For measuring (atrium bench
 	// retrieval); not sent.
-	Query   index.QueryInfo `json:"-"`
-	Results []SearchResult  `json:"results"`
+	Query index.QueryInfo `json:"-"`
+	// Signals are what Confidence was computed from (confidence.go). For
+	// measuring (atrium bench retrieval --dump); not sent.
+	Signals ConfidenceSignals `json:"-"`
+	Results []SearchResult    `json:"results"`
 	// Confidence is how sure the search is that Results answer the
 	// query as a whole (confidence.go): "low" with no results, or when
 	// the best result scores below what an answer to a query of this
@@ -171,6 +174,13 @@ type SearchResponse struct {
 	Confidence Confidence `json:"confidence"`
 	Provider   string     `json:"provider"`
 	Model      string     `json:"model"`
+	// RewrittenQuery is the model's rewrite of the query that was searched
+	// too, its results merged (Options.Rewrite, rewrite.go); "" when none
+	// was searched. RewriteMs is how long the model took, in milliseconds,
+	// whenever it was asked (also when it failed or timed out: then the
+	// results are the plain search's); 0 when it was not asked.
+	RewrittenQuery string `json:"rewrittenQuery,omitempty"`
+	RewriteMs      int64  `json:"rewriteMs,omitempty"`
 }
 
 // GetOptions are the memory_get arguments. From is a 1-based line number

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"fmt"
+	"github.com/atrium-dev/atrium/backend/memory/index"
 	"math"
 )
 
@@ -87,4 +88,124 @@ func (c Confidence) Note() string {
 		return "Nothing in memory matches this query well (confidence low). Try other words, or say that the notes do not hold it."
 	}
 	return fmt.Sprintf("Weak results (confidence low, best score %.4g): they may not answer the query. Check them before relying on them, search again in other words, or say that the notes do not hold the answer.", c.Score)
+}
+
+// ConfidenceSignals are the measurements of one search that its confidence
+// is computed from (confidenceFrom): all scores in [0,1] on the fused
+// scale of package index, 0 when there is no such result.
+type ConfidenceSignals struct {
+	// Results is the number of results.
+	Results int `json:"results"`
+	// Best and Second are the first and second results' scores.
+	Best   float64 `json:"best"`
+	Second float64 `json:"second"`
+	// Vector, Keyword and Coverage are the first result's leg scores and
+	// the IDF-weighted share of the query's terms it holds (index.Hit).
+	Vector   float64 `json:"vector"`
+	Keyword  float64 `json:"keyword"`
+	Coverage float64 `json:"coverage"`
+	// MaxCoverage is the largest Coverage among the results.
+	MaxCoverage float64 `json:"maxCoverage"`
+	// Agree says that the result with the best vector score is also the
+	// one with the best keyword score (the two legs agree on the answer).
+	Agree bool `json:"agree"`
+	// Length, Terms and Content are the query's effective length, terms
+	// and content terms (index.QueryInfo).
+	Length  float64 `json:"length"`
+	Terms   int     `json:"terms"`
+	Content int     `json:"content"`
+	// Missing is the share of the query's weight in terms no indexed
+	// chunk holds (index.QueryInfo.Missing).
+	Missing float64 `json:"missing"`
+	// Focus, Unique, PoolCover and TopOfPresent weigh the query's terms
+	// that some chunk holds (weight w(t), total P): TopOfPresent is the
+	// first result's share of P; Focus the same with each term weighed
+	// down by the share of the candidates that hold it too (at least
+	// confidencePoolMin places), so that a subject every candidate
+	// shares counts little; Unique the share of P in terms the first
+	// result holds and at most one candidate does; PoolCover the share of
+	// P that the candidates hold between them.
+	Focus        float64 `json:"focus"`
+	Unique       float64 `json:"unique"`
+	PoolCover    float64 `json:"poolCover"`
+	TopOfPresent float64 `json:"topOfPresent"`
+}
+
+// confidencePoolMin is the fewest results the shares of Focus are
+// taken over: a pool cut short by the floor counts the missing places as
+// results without the term.
+const confidencePoolMin = 5
+
+// signalsOf measures a search: hits are its results (in result order),
+// pool the index's candidates they were chosen from (in index order),
+// info what the index made of the query; terms analyses a chunk's text
+// as the index does (index.Store.Terms).
+func signalsOf(hits, pool []index.Hit, info index.QueryInfo, terms func(string) []string) ConfidenceSignals {
+	s := ConfidenceSignals{Results: len(hits), Length: info.Length, Terms: info.Terms, Content: info.Content, Missing: info.Missing}
+	if len(hits) == 0 {
+		return s
+	}
+	s.Best, s.Vector, s.Keyword, s.Coverage = hits[0].Score, hits[0].Vector, hits[0].Keyword, hits[0].Coverage
+	if len(hits) > 1 {
+		s.Second = hits[1].Score
+	}
+	bv, bk := 0, 0
+	for i, h := range hits {
+		s.MaxCoverage = max(s.MaxCoverage, h.Coverage)
+		if h.Vector > hits[bv].Vector {
+			bv = i
+		}
+		if h.Keyword > hits[bk].Keyword {
+			bk = i
+		}
+	}
+	s.Agree = bv == bk
+	// Which query terms each candidate holds.
+	idx := make(map[string]int, len(info.Weighted))
+	var present, total float64
+	for i, tw := range info.Weighted {
+		idx[tw.Term] = i
+		total += tw.Weight
+		if tw.DF > 0 {
+			present += tw.Weight
+		}
+	}
+	if present <= 0 || terms == nil {
+		return s
+	}
+	holds := func(text string) []bool {
+		in := make([]bool, len(info.Weighted))
+		for _, t := range terms(text) {
+			if i, ok := idx[t]; ok {
+				in[i] = true
+			}
+		}
+		return in
+	}
+	count := make([]int, len(info.Weighted))
+	for _, h := range pool {
+		for i, ok := range holds(h.Text) {
+			if ok {
+				count[i]++
+			}
+		}
+	}
+	k := float64(max(len(pool), confidencePoolMin))
+	var focus, unique, union, top float64
+	for i, ok := range holds(hits[0].Text) {
+		w := info.Weighted[i].Weight
+		if count[i] > 0 {
+			union += w
+		}
+		if !ok {
+			continue
+		}
+		top += w
+		focus += w * (1 - min(1, float64(count[i])/k))
+		if count[i] <= 1 {
+			unique += w
+		}
+	}
+	s.Focus, s.Unique, s.PoolCover, s.TopOfPresent = focus/present, unique/present, union/present, top/present
+	return s
 }

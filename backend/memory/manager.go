@@ -124,6 +124,14 @@ type Options struct {
 	// Ranking holds the search ranking options (SPEC §4.3); the zero value
 	// is the measured default (see Ranking).
 	Ranking Ranking
+	// Rewrite, if set, puts a query the index answers weakly (confidence
+	// low or medium) into other words with a model; Search searches the
+	// rewrite too and merges the results (rewrite.go). nil (the default):
+	// no model is asked.
+	Rewrite Rewriter
+	// RewriteTimeout bounds each Rewrite call; when it passes, Search
+	// returns the plain results. Default DefaultRewriteTimeout (4 s).
+	RewriteTimeout time.Duration
 	// Debounce delays indexing after a watcher event; default 1.5 s.
 	Debounce time.Duration
 	// RescanInterval is the period of the full rescan in Run; default 60 s.
@@ -213,6 +221,8 @@ type Manager struct {
 	warmMu   sync.Mutex
 	warmStop context.CancelFunc
 	store    *index.Store
+
+	rewrites rewriteLog // latencies of Options.Rewrite (RewriteStats)
 
 	writeMu sync.Mutex // one writer at a time: sync, watcher flush, import
 	// embedDown is the embedder's failure (embed.ErrUnavailable) in the
@@ -340,6 +350,9 @@ func Open(opts Options) (*Manager, error) {
 	}
 	if opts.ProbeTimeout <= 0 {
 		opts.ProbeTimeout = DefaultProbeTimeout
+	}
+	if opts.RewriteTimeout <= 0 {
+		opts.RewriteTimeout = DefaultRewriteTimeout
 	}
 	if opts.QueryTimeout <= 0 {
 		opts.QueryTimeout = DefaultQueryTimeout

@@ -74,7 +74,7 @@ func searchable(s string) bool {
 func (m *Manager) searchParts(ctx context.Context, o SearchOptions, parts []string, n int) (SearchResponse, error) {
 	o.single = true
 	o.MaxResults = n
-	whole, err := m.Search(ctx, o)
+	whole, err := m.search(ctx, o)
 	if err != nil {
 		return whole, err
 	}
@@ -92,7 +92,7 @@ func (m *Manager) searchParts(ctx context.Context, o SearchOptions, parts []stri
 	for _, p := range parts {
 		po := o
 		po.Query = p
-		res, err := m.Search(ctx, po)
+		res, err := m.search(ctx, po)
 		if err != nil {
 			return whole, err
 		}

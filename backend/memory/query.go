@@ -71,7 +71,24 @@ func CheckQuery(q string) error {
 // one longer than MaxQueryChars characters, is ErrInvalidInput (see
 // CheckQuery); a query with no searchable token (punctuation only, say
 // "???") is not an error and returns no results.
+// When Options.Rewrite is set, a query whose confidence is low or medium
+// is put into other words by the model and searched again, the results
+// merged (rewrite.go; RewrittenQuery, RewriteMs); on the model's failure
+// or timeout the plain results.
 func (m *Manager) Search(ctx context.Context, o SearchOptions) (SearchResponse, error) {
+	resp, err := m.search(ctx, o)
+	if err != nil || m.opts.Rewrite == nil || resp.Confidence.Level == ConfidenceHigh {
+		return resp, err
+	}
+	n := o.MaxResults
+	if n == 0 {
+		n = DefaultMaxResults
+	}
+	return m.rewriteSearch(ctx, o, resp, min(n, MaxMaxResults))
+}
+
+// search is Search without the rewrite.
+func (m *Manager) search(ctx context.Context, o SearchOptions) (SearchResponse, error) {
 	resp := SearchResponse{Results: []SearchResult{}, Provider: m.emb.Provider(), Model: m.emb.Model(), Confidence: Confidence{Level: ConfidenceLow}}
 	if err := CheckQuery(o.Query); err != nil {
 		return resp, fmt.Errorf("search: %w", err)
@@ -138,7 +155,7 @@ func (m *Manager) Search(ctx context.Context, o SearchOptions) (SearchResponse, 
 	// the readable files alone (SPEC §4.3, §5.1). Near-duplicate folding
 	// can leave fewer than n results from the pool; then a pool four
 	// times larger is asked for (see Ranking.poolFor).
-	var hits []index.Hit
+	var hits, cands []index.Hit
 	for pool := rk.poolFor(n); ; pool = min(MaxMaxResults, 4*pool) {
 		found, info, err := st.SearchWithInfo(ctx, index.Query{Text: text, Vector: qv, MaxResults: pool, MinScore: minScore, AutoFloor: autoFloor, VectorWeight: wv, Scope: o.Readable})
 		resp.Query = info
@@ -153,6 +170,7 @@ func (m *Manager) Search(ctx context.Context, o SearchOptions) (SearchResponse, 
 			found = readableHits(found, o.Readable)
 			resp.Withheld = before - len(found)
 		}
+		cands = append(cands[:0], found...)
 		hits = rk.rerank(found, n)
 		if len(hits) >= n || !more {
 			break
@@ -183,6 +201,7 @@ func (m *Manager) Search(ctx context.Context, o SearchOptions) (SearchResponse, 
 	if len(hits) > 0 {
 		best = hits[0].Score
 	}
+	resp.Signals = signalsOf(hits, cands, resp.Query, st.Terms)
 	resp.Confidence = confidenceOf(best, resp.Query.Length, len(hits) > 0)
 	return resp, nil
 }

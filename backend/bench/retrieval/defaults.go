@@ -171,7 +171,8 @@ func askDefaults(ctx context.Context, m *memory.Manager, part *partition, q quer
 	}
 	if dump != nil {
 		rec := dumpLine{Part: part.name, ID: q.id, Text: q.text, Absent: absent, HeldOut: a.heldOut,
-			Terms: nf.Query.Terms, Content: nf.Query.Content, Length: nf.Query.Length, Floor: def.Query.Floor, AnswerFloor: def.Query.AnswerFloor, Results: a.n}
+			Terms: nf.Query.Terms, Content: nf.Query.Content, Length: nf.Query.Length, Floor: def.Query.Floor, AnswerFloor: def.Query.AnswerFloor, Results: a.n,
+			Signals: def.Signals, NoFloorSignals: nf.Signals, Confidence: a.confidence}
 		for i, r := range nf.Results {
 			rec.Scores = append(rec.Scores, r.Score)
 			rec.Rel = append(rec.Rel, !absent && a.noFloor[i] && (i == 0 || !a.noFloor[i-1]))
@@ -357,6 +358,12 @@ type dumpLine struct {
 	Results     int       `json:"results"`
 	Scores      []float64 `json:"scores"`
 	Rel         []bool    `json:"rel"`
+	// Signals and NoFloorSignals are what the confidence of the default
+	// and of the no-floor search came from (memory.ConfidenceSignals);
+	// Confidence the default search's level.
+	Signals        memory.ConfidenceSignals `json:"signals"`
+	NoFloorSignals memory.ConfidenceSignals `json:"noFloorSignals"`
+	Confidence     string                   `json:"confidence"`
 }
 
 // dumper writes dump lines (JSON Lines) from several goroutines.

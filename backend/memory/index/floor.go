@@ -15,6 +15,13 @@ type QueryInfo struct {
 	// number of its most informative term that its weight W amounts to
 	// (see the package comment); 0 without terms.
 	Length float64
+	// Missing is the share of W carried by the terms that no chunk of the
+	// search's scope holds (0 without terms): a question about something
+	// the notes never mention often names it in words found nowhere.
+	Missing float64
+	// Weighted are the query's terms with their weights (W is their sum,
+	// or idfᵣ for a query of function words only).
+	Weighted []TermWeight
 	// Floor is the score floor the search applied to every result:
 	// Query.MinScore, or the default list floor of the query when
 	// Query.AutoFloor is set; negative means none. AnswerFloor is the score
@@ -35,17 +42,28 @@ func (s *Store) SearchWithInfo(ctx context.Context, q Query) ([]Hit, QueryInfo, 
 // queryInfo summarises the analysed (and weighed) query.
 func queryInfo(q *analysedQuery) QueryInfo {
 	info := QueryInfo{Terms: len(q.terms)}
-	var wmax float64
+	var wmax, missing float64
 	for i, t := range q.terms {
 		if !stopwords[t] {
 			info.Content++
 		}
 		if i < len(q.weight) {
 			wmax = max(wmax, q.weight[i])
+			var df uint64
+			if i < len(q.df) {
+				df = q.df[i]
+			}
+			if df == 0 {
+				missing += q.weight[i]
+			}
+			info.Weighted = append(info.Weighted, TermWeight{Term: t, Weight: q.weight[i], DF: df})
 		}
 	}
 	if wmax > 0 {
 		info.Length = q.norm / wmax
+	}
+	if q.norm > 0 {
+		info.Missing = missing / q.norm
 	}
 	return info
 }
