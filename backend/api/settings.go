@@ -7,6 +7,7 @@ import (
 
 	"github.com/atrium-dev/atrium/backend/config"
 	"github.com/atrium-dev/atrium/backend/gateway"
+	"github.com/atrium-dev/atrium/backend/memory"
 	"github.com/atrium-dev/atrium/backend/model"
 )
 
@@ -47,6 +48,10 @@ type SettingsView struct {
 	Embedding EmbeddingInUse `json:"embedding"`
 	// Heartbeat is main's heartbeat schedule in force.
 	Heartbeat HeartbeatInUse `json:"heartbeat"`
+	// Rewrite is the rewrite of weak questions by the chat model in force
+	// (memory.search.rewrite, read at start) and its measured latency
+	// (memory.RewriteStats).
+	Rewrite memory.RewriteStats `json:"rewrite"`
 	// Restart lists changed settings that take effect at the next start
 	// ("gateway", "memory.embedding", "memory.search").
 	Restart []string `json:"restartRequired"`

@@ -433,11 +433,14 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("memory: %w", err)
 	}
+	rewrite, rewriteTimeout := memoryRewrite(a.Config.Memory.Search, a.model, model.OpenAIOptions{Logger: o.Logger})
 	a.Memory, err = memory.Open(memory.Options{
 		Workspace:      o.Layout.Workspace,
 		IndexDir:       o.Layout.IndexDir(),
 		Embedder:       emb,
 		Ranking:        MemoryRanking(a.Config.Memory.Search),
+		Rewrite:        rewrite,
+		RewriteTimeout: rewriteTimeout,
 		Logger:         o.Logger,
 		RescanInterval: o.RescanInterval,
 		LockWait:       5 * time.Second, // a previous run may still be shutting down

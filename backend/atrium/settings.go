@@ -53,6 +53,7 @@ func (s *settings) view(c config.Config, pending []string) (api.SettingsView, er
 		Gateway:   s.a.gatewayInUse(),
 		Embedding: api.EmbeddingInUse{Provider: st.Provider, Model: st.Model, Dims: st.Dims, Files: st.Files, Chunks: st.Chunks},
 		Heartbeat: s.a.heartbeatInUse(c),
+		Rewrite:   s.a.Memory.RewriteStats(),
 		Restart:   pending,
 	}, nil
 }

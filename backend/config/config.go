@@ -220,14 +220,27 @@ type Memory struct {
 // Zero values mean the measured defaults (package backend/memory, Ranking):
 // vector weight 0.3 for the lexical builtin embedder and 0.7 (SPEC) for
 // ollama/openai; MMR off (λ 0.7 when on); temporal decay off (half-life 30
-// days when on). docs/BENCHMARKS.md shows what each option does.
+// days when on); rewrite off (timeout 4000 ms when on). docs/BENCHMARKS.md
+// shows what each option does.
 type Search struct {
 	VectorWeight  float64 `json:"vectorWeight,omitempty"`
 	MMR           bool    `json:"mmr,omitempty"`
 	MMRLambda     float64 `json:"mmrLambda,omitempty"`
 	TemporalDecay bool    `json:"temporalDecay,omitempty"`
 	HalfLifeDays  float64 `json:"halfLifeDays,omitempty"`
+	// Rewrite lets the app's chat model put a question the index answers
+	// weakly (confidence low or medium) into other words, searched too
+	// (issue 25 item 5; memory.Options.Rewrite). Off by default: it sends
+	// the question to the model and costs its latency.
+	Rewrite bool `json:"rewrite,omitempty"`
+	// RewriteTimeoutMs bounds the model's rewrite in milliseconds; past
+	// it the search answers with its plain results. 0: 4000; at most
+	// MaxRewriteTimeoutMs.
+	RewriteTimeoutMs int `json:"rewriteTimeoutMs,omitempty"`
 }
+
+// MaxRewriteTimeoutMs is the largest memory.search.rewriteTimeoutMs.
+const MaxRewriteTimeoutMs = 30000
 
 // validate checks the ranges of memory.search.
 func (s Search) validate() error {
@@ -238,6 +251,8 @@ func (s Search) validate() error {
 		return fmt.Errorf("memory.search.mmrLambda %v is not in [0,1]", s.MMRLambda)
 	case s.HalfLifeDays < 0 || s.HalfLifeDays > 36500:
 		return fmt.Errorf("memory.search.halfLifeDays %v is not a number of days in (0, 36500]", s.HalfLifeDays)
+	case s.RewriteTimeoutMs < 0 || s.RewriteTimeoutMs > MaxRewriteTimeoutMs:
+		return fmt.Errorf("memory.search.rewriteTimeoutMs %d out of range 0..%d", s.RewriteTimeoutMs, MaxRewriteTimeoutMs)
 	}
 	return nil
 }

@@ -83,9 +83,9 @@ func TestLoad(t *testing.T) {
 		{name: "max tokens range", body: `{"memory":{"embedding":{"provider":"openai","maxInputTokens":-5}}}`, wantErr: "maxInputTokens -5 out of range"},
 		{name: "base URL without scheme", body: `{"memory":{"embedding":{"provider":"ollama","baseUrl":"localhost:11434"}}}`, wantErr: "not an http(s) URL"},
 		{name: "builtin with a URL", body: `{"memory":{"embedding":{"baseUrl":"http://x"}}}`, wantErr: "not used by the builtin provider"},
-		{name: "search options", body: `{"memory":{"search":{"vectorWeight":0.5,"mmr":true,"mmrLambda":0.6,"temporalDecay":true,"halfLifeDays":14}}}`,
+		{name: "search options", body: `{"memory":{"search":{"vectorWeight":0.5,"mmr":true,"mmrLambda":0.6,"temporalDecay":true,"halfLifeDays":14,"rewrite":true,"rewriteTimeoutMs":2500}}}`,
 			check: func(t *testing.T, c Config) {
-				want := Search{VectorWeight: 0.5, MMR: true, MMRLambda: 0.6, TemporalDecay: true, HalfLifeDays: 14}
+				want := Search{VectorWeight: 0.5, MMR: true, MMRLambda: 0.6, TemporalDecay: true, HalfLifeDays: 14, Rewrite: true, RewriteTimeoutMs: 2500}
 				if c.Memory.Search != want {
 					t.Fatalf("got %+v", c.Memory.Search)
 				}
@@ -93,6 +93,7 @@ func TestLoad(t *testing.T) {
 		{name: "vector weight range", body: `{"memory":{"search":{"vectorWeight":1.5}}}`, wantErr: "vectorWeight 1.5 is not in [0,1]"},
 		{name: "mmr lambda range", body: `{"memory":{"search":{"mmrLambda":-0.1}}}`, wantErr: "mmrLambda -0.1 is not in [0,1]"},
 		{name: "half-life range", body: `{"memory":{"search":{"halfLifeDays":-3}}}`, wantErr: "halfLifeDays -3"},
+		{name: "rewrite timeout range", body: `{"memory":{"search":{"rewrite":true,"rewriteTimeoutMs":60000}}}`, wantErr: "rewriteTimeoutMs 60000 out of range"},
 		{name: "exec approvals", body: `{"agents":{"exec":{"approval":"allowlist","allowlist":["/usr/bin/git","/usr/local/bin/*"]}}}`,
 			check: func(t *testing.T, c Config) {
 				if e := c.Agents.Exec; e.Approval != "allowlist" || len(e.Allowlist) != 2 {
