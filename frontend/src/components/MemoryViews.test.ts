@@ -6,6 +6,7 @@ import ConflictsView from './ConflictsView.svelte';
 import AuditView from './AuditView.svelte';
 import { GatewayClient } from '../lib/gateway';
 import { FakeWebSocket } from '../lib/testing/fakeWebSocket';
+import { resetLang, setLang } from '../lib/i18n.svelte';
 
 function connect() {
   const gw = new GatewayClient({ url: 'ws://test/ws', token: 't', instanceId: 'i', WebSocket: FakeWebSocket, random: () => 0.5 });
@@ -248,6 +249,22 @@ describe('memory search confidence', () => {
     await waitFor(() => expect(answer(ws, 'memory.search', { results: [{ ...hit, score: 0.71 }], confidence: { level: 'high', score: 0.71 } }, done)).toHaveLength(1));
     await waitFor(() => expect(screen.getByTestId('search-confidence').dataset.level).toBe('high'));
     expect(screen.getByTestId('search-confidence').textContent).toContain('Confidence: high (0.71)');
+    expect(screen.queryByTestId('search-rewrite')).toBeNull();
+  });
+
+  it('says what the chat model\'s rewrite searched, and how long it took (en, zh)', async () => {
+    const { gw, ws } = connect();
+    render(MemoryPanel, { props: { gw, connected: true, status: null } });
+    const search = screen.getByTestId('memory-search-input') as HTMLInputElement;
+    await fireEvent.input(search, { target: { value: 'how do we stop the server filling its disk' } });
+    await fireEvent.keyDown(search, { key: 'Enter' });
+    const done = new Set<string>();
+    const hit = { path: 'memory/2026-04-01.md', startLine: 3, endLine: 5, score: 0.52, snippet: 'logrotate', layer: 'role', role: 'main' };
+    await waitFor(() => expect(answer(ws, 'memory.search', { results: [hit], confidence: { level: 'medium', score: 0.6 }, rewrittenQuery: 'logrotate disk full', rewriteMs: 734 }, done)).toHaveLength(1));
+    await waitFor(() => expect(screen.getByTestId('search-rewrite').textContent).toBe('Also searched in the chat model\'s words: “logrotate disk full” (734 ms)'));
+    setLang('zh');
+    await waitFor(() => expect(screen.getByTestId('search-rewrite').textContent).toBe('也用聊天模型的说法搜索了：“logrotate disk full”（734 毫秒）'));
+    resetLang();
   });
 
   it('shows nothing of a confidence an older gateway does not send', async () => {

@@ -197,3 +197,30 @@ describe('settings: heartbeat and the bind in force (issue 24 items 7, 10)', () 
     expect((screen.getByTestId('heartbeat-mode') as HTMLSelectElement).value).toBe('on');
   });
 });
+
+describe('settings: rewriting weak questions (issue 25 item 5)', () => {
+  it('shows the measured latency (en, zh) and saves memory.search.rewrite with its time limit', async () => {
+    const { gw, ws } = connect();
+    render(SettingsPanel, { gw, connected: true });
+    const done = new Set<string>();
+    const v: any = view();
+    v.config = { memory: { search: { rewrite: true } } };
+    v.rewrite = { on: true, calls: 12, failures: 1, lastMs: 640, medianMs: 812 };
+    await waitFor(() => expect(answer(ws, 'config.get', v, done)).toHaveLength(1));
+    await waitFor(() => expect(screen.getByTestId('rewrite-latency').textContent).toBe('Measured: median 812 ms, last 640 ms (12 rewrites, 1 failed or timed out).'));
+    expect((screen.getByTestId('rewrite-on') as HTMLInputElement).checked).toBe(true);
+    setLang('zh');
+    await waitFor(() => expect(screen.getByTestId('rewrite-latency').textContent).toBe('实测：中位数 812 毫秒，最近一次 640 毫秒（改写 12 次，失败或超时 1 次）。'));
+
+    await fireEvent.click(screen.getByTestId('rewrite-on'));
+    await fireEvent.input(screen.getByLabelText('改写时限（毫秒）'), { target: { value: '2500' } });
+    await fireEvent.click(screen.getByTestId('rewrite-save'));
+    let sent: any[] = [];
+    await waitFor(() => {
+      sent = answer(ws, 'config.patch', view(['memory.search']), done);
+      expect(sent).toHaveLength(1);
+    });
+    expect(sent[0].patch).toEqual({ memory: { search: { rewrite: null, rewriteTimeoutMs: 2500 } } });
+    await waitFor(() => expect(screen.getByTestId('rewrite-latency').textContent).toBe('当前运行的应用未开启。'));
+  });
+});

@@ -26,11 +26,40 @@ export interface EmbeddingBlock {
   apiKeySet?: boolean;
 }
 
+/** config.json memory.search: the ranking options, and the rewrite of weak questions by the chat model
+ *  (issue 25 item 5; off by default, timeout 4000 ms). */
+export interface SearchBlock {
+  vectorWeight?: number;
+  mmr?: boolean;
+  mmrLambda?: number;
+  temporalDecay?: boolean;
+  halfLifeDays?: number;
+  rewrite?: boolean;
+  rewriteTimeoutMs?: number;
+}
+
+/** config.get's rewrite: whether the running app rewrites weak questions and what it cost so far
+ *  (memory.RewriteStats; latencies in ms, 0 before the first call). */
+export interface RewriteInUse {
+  on: boolean;
+  calls: number;
+  failures: number;
+  lastMs: number;
+  medianMs: number;
+}
+
+/** What the rewrite has cost, in words (Settings): nothing measured yet, or the median and last latency. */
+export function rewriteLatencyText(r: RewriteInUse | undefined): string {
+  if (!r || !r.on) return t('settings.rewrite.notRunning');
+  if (r.calls === 0) return t('settings.rewrite.noCalls');
+  return t('settings.rewrite.latency', { median: r.medianMs, last: r.lastMs, calls: r.calls, failures: r.failures });
+}
+
 export interface ConfigShape {
   model?: ModelBlock;
   profiles?: Record<string, { model?: ModelBlock }>;
   gateway?: { port?: number; bind?: string };
-  memory?: { embedding?: EmbeddingBlock };
+  memory?: { embedding?: EmbeddingBlock; search?: SearchBlock };
   agents?: {
     exec?: { approval?: string; allowlist?: string[] };
     heartbeat?: { enabled?: boolean; every?: string; activeHours?: { start?: string; end?: string } };
@@ -183,6 +212,8 @@ export interface SettingsView {
   embedding: { provider: string; model: string; dims: number; files: number; chunks: number };
   /** Main's heartbeat schedule in force (absent from an older gateway). */
   heartbeat?: HeartbeatInUse;
+  /** The rewrite of weak questions in force and its measured latency (absent from an older gateway). */
+  rewrite?: RewriteInUse;
   restartRequired: string[] | null;
 }
 

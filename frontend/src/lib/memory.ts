@@ -27,6 +27,17 @@ export interface SearchPayload {
   confidence?: SearchConfidence;
   provider?: string;
   model?: string;
+  /** The chat model's rewrite of a weakly answered question, searched too (memory.search.rewrite on). */
+  rewrittenQuery?: string;
+  /** How long the model took to rewrite, in ms (also when it failed or timed out). */
+  rewriteMs?: number;
+}
+
+/** What the chat model's rewrite added to a search, or null when none was searched. */
+export function searchRewrite(p: SearchPayload | null | undefined): { query: string; ms: number } | null {
+  const q = typeof p?.rewrittenQuery === 'string' ? p.rewrittenQuery.trim() : '';
+  if (!q) return null;
+  return { query: q, ms: typeof p?.rewriteMs === 'number' && Number.isFinite(p.rewriteMs) ? Math.round(p.rewriteMs) : 0 };
 }
 
 /** The confidence of a memory.search answer, or null when absent or malformed (an older gateway). */
