@@ -42,6 +42,25 @@ func TestSearchTextRoundsScores(t *testing.T) {
 	}
 }
 
+// TestSearchTextSaysRewrite: a search the chat model's rewrite helped
+// says what it searched and how long the model took, in text and JSON.
+func TestSearchTextSaysRewrite(t *testing.T) {
+	res := memory.SearchResponse{Results: []memory.SearchResult{{Path: "memory/a.md", StartLine: 1, EndLine: 2, Score: 0.4, Snippet: "logrotate"}},
+		Confidence: memory.Confidence{Level: memory.ConfidenceMedium, Score: 0.6}, RewrittenQuery: "logrotate disk full", RewriteMs: 734}
+	var b bytes.Buffer
+	printResults(&b, res)
+	if !strings.Contains(b.String(), "Also searched in the chat model's words (734 ms): logrotate disk full\n") {
+		t.Errorf("text output:\n%s", b.String())
+	}
+	var j bytes.Buffer
+	if err := printJSON(&j, res); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(j.String(), `"rewrittenQuery": "logrotate disk full"`) || !strings.Contains(j.String(), `"rewriteMs": 734`) {
+		t.Errorf("JSON:\n%s", j.String())
+	}
+}
+
 // TestModelLineHasNoNestedParentheses: serve's banner names the model and,
 // on a line of its own, why it was chosen — a reason with parentheses of
 // its own is never wrapped in more.

@@ -256,7 +256,8 @@ func printStatus(w io.Writer, st memory.Status) {
 // printResults prints search results as text: one line per result with
 // its score rounded for people (formatScore: 3 decimals; --json carries
 // the 4 decimals Search returns, memory.ScoreDecimals),
-// then its snippet indented; a confidence line comes first.
+// then its snippet indented; a confidence line comes first, then the
+// model's rewrite of the query when one was searched too.
 func printResults(w io.Writer, res memory.SearchResponse) {
 	if len(res.Results) == 0 {
 		fmt.Fprintln(w, "No results.")
@@ -265,6 +266,9 @@ func printResults(w io.Writer, res memory.SearchResponse) {
 	fmt.Fprintf(w, "Confidence: %s (%s)\n", res.Confidence.Level, formatScore(res.Confidence.Score))
 	if res.Confidence.Weak() {
 		fmt.Fprintln(w, "Weak results: they may not answer the query.")
+	}
+	if res.RewrittenQuery != "" {
+		fmt.Fprintf(w, "Also searched in the chat model's words (%d ms): %s\n", res.RewriteMs, res.RewrittenQuery)
 	}
 	for i, r := range res.Results {
 		fmt.Fprintf(w, "%d. %s:%d-%d  score %s  [%s%s]\n", i+1, r.Path, r.StartLine, r.EndLine, formatScore(r.Score), r.Layer, roleSuffix(r.Role))
