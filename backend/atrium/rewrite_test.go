@@ -56,7 +56,7 @@ func rewriteMemory(t *testing.T, s config.Search, m model.Config) *memory.Manage
 // with the rewrite prompt; the model's words are searched too and their
 // note merged into the results, which say what was searched.
 func TestMemoryRewriteAsksChatModel(t *testing.T) {
-	const q = "how do we stop the server filling its disk"
+	const q = "how did we free up space on the machine"
 	srv := modeltest.New(t, modeltest.Options{}, func(w http.ResponseWriter, _ *http.Request) {
 		modeltest.Stream(w, modeltest.Text("logrotate /var/log nginx root volume full"), modeltest.Chunk("{}", "stop"))
 	})
@@ -87,7 +87,7 @@ func TestMemoryRewriteAsksChatModel(t *testing.T) {
 // memory.search.rewriteTimeoutMs leaves the plain results; with the
 // setting off, or the offline provider, no model is asked.
 func TestMemoryRewriteTimeoutAndOff(t *testing.T) {
-	const q = "how do we stop the server filling its disk"
+	const q = "how did we free up space on the machine"
 	srv := modeltest.New(t, modeltest.Options{RepeatLast: true}, func(w http.ResponseWriter, r *http.Request) {
 		select { // a model that never answers in time
 		case <-r.Context().Done():
@@ -96,7 +96,7 @@ func TestMemoryRewriteTimeoutAndOff(t *testing.T) {
 	})
 	cfg := model.Config{Provider: model.ProviderOpenAI, BaseURL: srv.BaseURL(), Model: "slow", APIKey: "sk-test"}
 	slow := rewriteMemory(t, config.Search{Rewrite: true, RewriteTimeoutMs: 100}, cfg)
-	res, err := slow.Search(context.Background(), memory.SearchOptions{Query: q})
+	res, err := slow.Search(context.Background(), memory.SearchOptions{Query: q, MinScore: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -169,8 +169,7 @@ type SearchResponse struct {
 	Results []SearchResult    `json:"results"`
 	// Confidence is how sure the search is that Results answer the
 	// query as a whole (confidence.go): "low" with no results, or when
-	// the best result scores below what an answer to a query of this
-	// length usually reaches.
+	// the first result holds too little of the query's terms.
 	Confidence Confidence `json:"confidence"`
 	Provider   string     `json:"provider"`
 	Model      string     `json:"model"`

@@ -155,7 +155,7 @@ func (m *Manager) search(ctx context.Context, o SearchOptions) (SearchResponse, 
 	// the readable files alone (SPEC §4.3, §5.1). Near-duplicate folding
 	// can leave fewer than n results from the pool; then a pool four
 	// times larger is asked for (see Ranking.poolFor).
-	var hits, cands []index.Hit
+	var hits []index.Hit
 	for pool := rk.poolFor(n); ; pool = min(MaxMaxResults, 4*pool) {
 		found, info, err := st.SearchWithInfo(ctx, index.Query{Text: text, Vector: qv, MaxResults: pool, MinScore: minScore, AutoFloor: autoFloor, VectorWeight: wv, Scope: o.Readable})
 		resp.Query = info
@@ -170,7 +170,6 @@ func (m *Manager) search(ctx context.Context, o SearchOptions) (SearchResponse, 
 			found = readableHits(found, o.Readable)
 			resp.Withheld = before - len(found)
 		}
-		cands = append(cands[:0], found...)
 		hits = rk.rerank(found, n)
 		if len(hits) >= n || !more {
 			break
@@ -197,12 +196,8 @@ func (m *Manager) search(ctx context.Context, o SearchOptions) (SearchResponse, 
 			AlsoIn:    h.AlsoIn,
 		})
 	}
-	best := 0.0
-	if len(hits) > 0 {
-		best = hits[0].Score
-	}
-	resp.Signals = signalsOf(hits, cands, resp.Query, st.Terms)
-	resp.Confidence = confidenceOf(best, resp.Query.Length, len(hits) > 0)
+	resp.Signals = signalsOf(hits, resp.Query)
+	resp.Confidence = confidenceOf(resp.Signals)
 	return resp, nil
 }
 

@@ -70,7 +70,7 @@ func rewriteFixture(t *testing.T, r Rewriter, timeout time.Duration) *fixture {
 // merged (the note the rewrite finds first, the plain results kept); the
 // response says what was searched and how long the model took.
 func TestRewriteMergesModelQuery(t *testing.T) {
-	const q = "how do we stop the server filling its disk"
+	const q = "how did we free up space on the machine"
 	plain := newFixture(t, rewriteNotes, nil)
 	plain.sync(t)
 	before, err := plain.m.Search(context.Background(), SearchOptions{Query: q, MinScore: -1})
@@ -116,7 +116,7 @@ func TestRewriteMergesModelQuery(t *testing.T) {
 // RewriteTimeout leaves the plain results, with the time it was given
 // and no rewritten query; the failure is counted.
 func TestRewriteTimeoutFallsBack(t *testing.T) {
-	const q = "how do we stop the server filling its disk"
+	const q = "how did we free up space on the machine"
 	rw := &scriptedRewriter{block: true}
 	f := rewriteFixture(t, rw.rewrite, 50*time.Millisecond)
 	res, err := f.m.Search(context.Background(), SearchOptions{Query: q, MinScore: -1})
@@ -149,7 +149,7 @@ func TestRewriteOnlyWhenWeak(t *testing.T) {
 	}
 	off := newFixture(t, rewriteNotes, nil)
 	off.sync(t)
-	res, err = off.m.Search(context.Background(), SearchOptions{Query: "how do we stop the server filling its disk"})
+	res, err = off.m.Search(context.Background(), SearchOptions{Query: "how did we free up space on the machine"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,9 +19,6 @@ type QueryInfo struct {
 	// search's scope holds (0 without terms): a question about something
 	// the notes never mention often names it in words found nowhere.
 	Missing float64
-	// Weighted are the query's terms with their weights (W is their sum,
-	// or idfᵣ for a query of function words only).
-	Weighted []TermWeight
 	// Floor is the score floor the search applied to every result:
 	// Query.MinScore, or the default list floor of the query when
 	// Query.AutoFloor is set; negative means none. AnswerFloor is the score
@@ -49,14 +46,9 @@ func queryInfo(q *analysedQuery) QueryInfo {
 		}
 		if i < len(q.weight) {
 			wmax = max(wmax, q.weight[i])
-			var df uint64
-			if i < len(q.df) {
-				df = q.df[i]
-			}
-			if df == 0 {
+			if i < len(q.df) && q.df[i] == 0 {
 				missing += q.weight[i]
 			}
-			info.Weighted = append(info.Weighted, TermWeight{Term: t, Weight: q.weight[i], DF: df})
 		}
 	}
 	if wmax > 0 {

@@ -18,7 +18,7 @@ export interface SearchResult {
 /** How sure a search is that its results answer the query as a whole (memory.search `confidence`). */
 export interface SearchConfidence {
   level: 'high' | 'medium' | 'low';
-  /** The best result's score it comes from (0 without results). */
+  /** The number in [0,1] the level comes from (memory.Confidence: the model's p; 0 without results). */
   score: number;
 }
 
