@@ -27,7 +27,12 @@ func heldModel(t *testing.T) (srv *httptest.Server, started <-chan struct{}, rel
 			Messages []struct{ Role, Content string } `json:"messages"`
 		}
 		b, _ := io.ReadAll(r.Body)
-		_ = json.Unmarshal(b, &body)
+		if json.Unmarshal(b, &body) != nil || len(body.Messages) == 0 {
+			// Not a chat completion (the app's model detection asks
+			// other paths): no stream to hold.
+			http.Error(w, "a chat completion with messages is all this server answers", http.StatusBadRequest)
+			return
+		}
 		q := body.Messages[len(body.Messages)-1].Content
 		chunk := func(s string) { modeltest.Stream(w, modeltest.Text(s)) }
 		chunk(q + "#1 ")
