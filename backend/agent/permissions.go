@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -32,20 +33,26 @@ const (
 // PermissionRequest is a question to the person, shaped for the gateway
 // and the UI: ID (unique, 16 hex digits), Kind, Session and Role (who
 // asks), Tool and CallID (what asks), Level, ArgsSummary (the call's
-// arguments cut to 300 characters), Reason (a sentence for the prompt),
-// At (when asked) and Expires (when the ask times out).
+// arguments cut to 300 characters), Reason (the English sentence for the
+// prompt), ReasonCode and ReasonParams (the same sentence as a code the UI
+// translates and its values; reasons.go lists them), At (when asked) and
+// Expires (when the ask times out).
 type PermissionRequest struct {
-	ID          string    `json:"id"`
-	Kind        string    `json:"kind"`
-	Session     string    `json:"session,omitempty"`
-	Role        string    `json:"role,omitempty"`
-	Tool        string    `json:"tool"`
-	CallID      string    `json:"callId,omitempty"`
-	Level       Level     `json:"level"`
-	ArgsSummary string    `json:"argsSummary"`
-	Reason      string    `json:"reason"`
-	At          time.Time `json:"at"`
-	Expires     time.Time `json:"expires"`
+	ID          string `json:"id"`
+	Kind        string `json:"kind"`
+	Session     string `json:"session,omitempty"`
+	Role        string `json:"role,omitempty"`
+	Tool        string `json:"tool"`
+	CallID      string `json:"callId,omitempty"`
+	Level       Level  `json:"level"`
+	ArgsSummary string `json:"argsSummary"`
+	Reason      string `json:"reason"`
+	// ReasonCode is one of the ReasonCode* constants ("" when the asker
+	// gave only Reason); ReasonParams are its values by name.
+	ReasonCode   string            `json:"reasonCode,omitempty"`
+	ReasonParams map[string]string `json:"reasonParams,omitempty"`
+	At           time.Time         `json:"at"`
+	Expires      time.Time         `json:"expires"`
 }
 
 // Asker asks the person a yes/no question. Ask blocks until the answer,
@@ -191,6 +198,8 @@ func (p *Permissions) Allow(ctx context.Context, l Level, req PermissionRequest)
 	req.Kind, req.Level = KindLevel, l
 	if req.Reason == "" {
 		req.Reason = fmt.Sprintf("%s wants %s (%s) for %s", nonEmpty(p.o.Role, "the agent"), l, levelWords(l), p.o.GrantTTL)
+		req.ReasonCode = ReasonCodeLevel
+		req.ReasonParams = map[string]string{"role": p.o.Role, "level": l.String(), "ttlSeconds": strconv.Itoa(int(p.o.GrantTTL / time.Second))}
 	}
 	yes, how, err := p.ask(ctx, req)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -107,7 +108,7 @@ func TestPermissionQuestions(t *testing.T) {
 			evs = append(evs, ev)
 			if q, ok := ev.payload.(PermissionRequest); ok {
 				asked = append(asked, q)
-				if open := e.svc.Permissions(); len(open) != 1 || open[0] != q {
+				if open := e.svc.Permissions(); len(open) != 1 || !reflect.DeepEqual(open[0], q) {
 					t.Errorf("open questions %+v", open)
 				}
 				if answer != nil {
@@ -143,6 +144,10 @@ func TestPermissionQuestions(t *testing.T) {
 	if len(asked) != 1 || asked[0].Level != "L3" || asked[0].Kind != agent.KindLevel || asked[0].Tool != "net_probe" || asked[0].CallID != "p1" ||
 		asked[0].Expires-asked[0].At != 300 || !strings.Contains(asked[0].ArgsSummary, "example.com") {
 		t.Fatalf("questions %+v", asked)
+	}
+	// The sentence as a code and its values, for the UI's own words (issue 24 item 8).
+	if want := map[string]string{"role": "main", "level": "L3", "ttlSeconds": "600"}; asked[0].ReasonCode != agent.ReasonCodeLevel || !reflect.DeepEqual(asked[0].ReasonParams, want) {
+		t.Fatalf("reason code %q params %v, want %v", asked[0].ReasonCode, asked[0].ReasonParams, want)
 	}
 	if a := answered(evs); a.ID != asked[0].ID || a.Allowed || a.By != AnsweredByTimeout {
 		t.Fatalf("answered %+v", a)

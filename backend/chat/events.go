@@ -193,7 +193,8 @@ type ToolEvent struct {
 // arguments ArgsSummary) may use Level ("L2" run programs, "L3" network;
 // Kind "level": granted for that session and level for
 // agent.DefaultGrantTTL) or may run this one command (Kind "exec", exec
-// approval "ask"). Reason is the sentence to show; At and Expires are Unix
+// approval "ask"). Reason is the English sentence to show, ReasonCode and
+// ReasonParams the same for the UI to say in the person's language; At and Expires are Unix
 // ms (no answer by Expires counts as "no", SPEC §6).
 type PermissionRequest struct {
 	ID   string `json:"id"`
@@ -204,8 +205,12 @@ type PermissionRequest struct {
 	Level       string `json:"level"`
 	ArgsSummary string `json:"argsSummary"`
 	Reason      string `json:"reason"`
-	At          int64  `json:"at"`
-	Expires     int64  `json:"expires"`
+	// ReasonCode and ReasonParams say Reason as a code the UI translates
+	// (agent.ReasonCode*; absent when the asker gave only the sentence).
+	ReasonCode   string            `json:"reasonCode,omitempty"`
+	ReasonParams map[string]string `json:"reasonParams,omitempty"`
+	At           int64             `json:"at"`
+	Expires      int64             `json:"expires"`
 }
 
 // Who closed a permission question (PermissionAnsweredEvent.By).

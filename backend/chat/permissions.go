@@ -80,7 +80,7 @@ func (b *broker) ask(ctx context.Context, req agent.PermissionRequest) (bool, er
 	}
 	w := PermissionRequest{
 		ID: req.ID, Kind: req.Kind, RunRef: rn.RunRef, Tool: req.Tool, CallID: req.CallID, Level: req.Level.String(),
-		ArgsSummary: req.ArgsSummary, Reason: req.Reason, At: req.At.UnixMilli(), Expires: req.Expires.UnixMilli(),
+		ArgsSummary: req.ArgsSummary, Reason: req.Reason, ReasonCode: req.ReasonCode, ReasonParams: req.ReasonParams, At: req.At.UnixMilli(), Expires: req.Expires.UnixMilli(),
 	}
 	b.mu.Lock()
 	b.open[w.ID] = w

@@ -2,11 +2,13 @@
 // Every string in both languages (issue 24 item 8), read from the sources: the components' templates
 // say nothing in English outside t() (text, aria-label, title, placeholder, alt, and the strings a
 // template expression shows, as `cond ? 'ok' : 'error'` did on the phone), and every reason code the
-// gateway gives for its model choice (backend/model/reason.go) has its words here.
+// gateway gives for its model choice (backend/model/reason.go) and for a permission question
+// (backend/agent/reasons.go) has its words here.
 import { describe, expect, it } from 'vitest';
 // @ts-expect-error -- the UI's tsconfig has no Node types; this test runs in Node (see the first line)
 import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { MESSAGES } from './lib/messages';
+import { REASON_PARAMS } from './lib/permissions';
 
 const root = new URL('./', import.meta.url);
 
@@ -91,5 +93,17 @@ describe('every string in both languages', () => {
     const codes = [...go.matchAll(/Reason\w+\s*=\s*"([a-z-]+)"/g)].map((m) => m[1]).filter((c) => c !== 'other');
     expect(codes.length).toBeGreaterThan(8);
     for (const c of codes) expect(`settings.reason.${c}` in MESSAGES, c).toBe(true);
+  });
+
+  it('every permission question reason code of the agent loop has its words (backend/agent/reasons.go)', () => {
+    const go: string = readFileSync(new URL('../../backend/agent/reasons.go', import.meta.url), 'utf8');
+    const codes = [...go.matchAll(/ReasonCode\w+\s*=\s*"([a-z-]+)"/g)].map((m) => m[1]);
+    expect(codes.length).toBeGreaterThan(4);
+    for (const c of codes) {
+      expect(`perm.reason.${c}` in MESSAGES, c).toBe(true);
+      expect(Object.hasOwn(REASON_PARAMS, c), c).toBe(true);
+    }
+    // And no words for a code the agent loop no longer sends.
+    expect(Object.keys(REASON_PARAMS).sort()).toEqual([...codes].sort());
   });
 });

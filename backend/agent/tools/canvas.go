@@ -191,7 +191,8 @@ func (t *canvasTool) run(ctx context.Context, c agent.Call) (agent.Output, error
 		}
 		yes, err := t.o.Permissions.AskOnce(ctx, agent.PermissionRequest{Kind: KindCanvasEval, Tool: CanvasTool, CallID: c.ID, Level: agent.L3,
 			ArgsSummary: cut(a.JS, agent.MaxArgsSummaryChars),
-			Reason:      fmt.Sprintf("run JavaScript in the page presented on %s (inside its sandboxed frame only)?", a.Target)})
+			Reason:      fmt.Sprintf("run JavaScript in the page presented on %s (inside its sandboxed frame only)?", a.Target),
+			ReasonCode:  agent.ReasonCodeCanvasEval, ReasonParams: map[string]string{"target": a.Target}})
 		if err != nil {
 			return agent.Output{}, fmt.Errorf("canvas: %w", err)
 		}

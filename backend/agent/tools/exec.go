@@ -362,7 +362,8 @@ func (x *execTool) approve(ctx context.Context, c agent.Call, bin, dir, line str
 		return x.e.deny(Exec, line, fmt.Sprintf("%s is not on the exec allowlist", bin))
 	case ApprovalAsk:
 		yes, err := x.o.Approver.AskOnce(ctx, agent.PermissionRequest{Kind: agent.KindExec, Tool: Exec, CallID: c.ID, Level: agent.L2,
-			ArgsSummary: line, Reason: fmt.Sprintf("run %s in %s?", line, dir)})
+			ArgsSummary: line, Reason: fmt.Sprintf("run %s in %s?", line, dir),
+			ReasonCode: agent.ReasonCodeExecRun, ReasonParams: map[string]string{"command": line, "dir": dir}})
 		if err != nil {
 			return fmt.Errorf("exec: %w", err)
 		}

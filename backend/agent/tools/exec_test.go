@@ -75,7 +75,7 @@ func TestExecApprovals(t *testing.T) {
 		if res := e.call(Exec, map[string]any{"argv": []string{"echo", "two"}}); res.Status != agent.StatusDenied {
 			t.Fatalf("refused: %+v", res)
 		}
-		if len(asked) != 2 || asked[0].Kind != agent.KindExec || !strings.Contains(asked[1].ArgsSummary, "echo two") {
+		if len(asked) != 2 || asked[0].Kind != agent.KindExec || asked[0].ReasonCode != agent.ReasonCodeExecRun || asked[0].ReasonParams["command"] == "" || asked[0].ReasonParams["dir"] == "" || !strings.Contains(asked[1].ArgsSummary, "echo two") {
 			t.Errorf("questions %+v", asked)
 		}
 	})

@@ -159,10 +159,15 @@ func (n *nodesTool) invoke(ctx context.Context, c agent.Call, a nodesArgs) (agen
 		return agent.Output{}, errors.New("nodes: invoke needs command and either nodeId or caps")
 	}
 	where := a.NodeID
+	code, params := agent.ReasonCodeNodeRun, map[string]string{"command": a.Command}
 	if a.name != "" {
 		where = a.name + " (" + a.NodeID + ")"
 	} else if where == "" {
 		where = "a node with caps " + strings.Join(a.Caps, ",")
+		code, params["caps"] = agent.ReasonCodeNodeRunCaps, strings.Join(a.Caps, ",")
+	}
+	if code == agent.ReasonCodeNodeRun {
+		params["node"] = where
 	}
 	target := where + " " + a.Command
 	if n.o.Permissions == nil {
@@ -175,7 +180,8 @@ func (n *nodesTool) invoke(ctx context.Context, c agent.Call, a nodesArgs) (agen
 	}
 	if n.askEveryCall(a.Command) {
 		yes, err := n.o.Permissions.AskOnce(ctx, agent.PermissionRequest{Kind: KindNode, Tool: tool, CallID: c.ID, Level: agent.L3,
-			ArgsSummary: summary, Reason: fmt.Sprintf("run %s on %s%s?", a.Command, where, describeParams(a.Command, a.Params))})
+			ArgsSummary: summary, Reason: fmt.Sprintf("run %s on %s%s?", a.Command, where, describeParams(a.Command, a.Params, params)),
+			ReasonCode: code, ReasonParams: params})
 		if err != nil {
 			return agent.Output{}, fmt.Errorf("nodes: %w", err)
 		}
@@ -290,13 +296,16 @@ func matchCommand(pattern, command string) (bool, error) {
 }
 
 // describeParams says what a system.run will run, or which camera a
-// camera command uses, for the question.
-func describeParams(command string, params json.RawMessage) string {
+// camera command uses, for the question's English sentence; it also puts
+// the same details into reason (agent.ReasonParamFacing, ReasonParamArgv,
+// ReasonParamCwd) for the UI's own words.
+func describeParams(command string, params json.RawMessage, reason map[string]string) string {
 	if strings.HasPrefix(command, "camera.") {
 		var p struct {
 			Facing string `json:"facing"`
 		}
 		if json.Unmarshal(params, &p) == nil && p.Facing != "" {
+			reason[agent.ReasonParamFacing] = cut(p.Facing, 16)
 			return " (" + cut(p.Facing, 16) + " camera)"
 		}
 		return ""
@@ -312,8 +321,10 @@ func describeParams(command string, params json.RawMessage) string {
 		return ""
 	}
 	s := ": " + strings.Join(p.Command, " ")
+	reason[agent.ReasonParamArgv] = cut(strings.Join(p.Command, " "), 200)
 	if p.Cwd != "" {
 		s += " (in " + p.Cwd + ")"
+		reason[agent.ReasonParamCwd] = cut(p.Cwd, 200)
 	}
 	return cut(s, 200)
 }

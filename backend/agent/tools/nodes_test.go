@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -147,6 +148,9 @@ func TestNodesToolWithRealNode(t *testing.T) {
 	q := ask.questions()
 	if len(q) != 1 || q[0].Kind != KindNode || q[0].Level != agent.L3 || !contains(q[0].Reason, "run system.run on "+n.nodeID+": echo hi") {
 		t.Fatalf("question %+v", q)
+	}
+	if want := map[string]string{"command": "system.run", "node": n.nodeID, "argv": "echo hi"}; q[0].ReasonCode != agent.ReasonCodeNodeRun || !maps.Equal(q[0].ReasonParams, want) {
+		t.Fatalf("reason code %q params %v, want %v", q[0].ReasonCode, q[0].ReasonParams, want)
 	}
 	ask.mu.Lock()
 	ask.yes = true

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -105,6 +106,10 @@ func TestNodeToolsOfTheirOwn(t *testing.T) {
 	q := ask.questions()
 	if len(q) != 1 || q[0].Kind != KindNode || q[0].Tool != CameraSnapTool || !contains(q[0].Reason, "run camera.snap on build-box ("+n.nodeID+") (back camera)?") {
 		t.Fatalf("questions %+v", q)
+	}
+	// The same sentence as a code and its values, for the UI's own words (issue 24 item 8).
+	if want := map[string]string{"command": "camera.snap", "node": "build-box (" + n.nodeID + ")", "facing": "back"}; q[0].ReasonCode != agent.ReasonCodeNodeRun || !maps.Equal(q[0].ReasonParams, want) {
+		t.Fatalf("reason code %q params %v, want %q %v", q[0].ReasonCode, q[0].ReasonParams, agent.ReasonCodeNodeRun, want)
 	}
 	r := e.call(CameraSnapTool, map[string]any{"node": "BUILD-BOX", "facing": "front", "maxWidth": 800})
 	if r.Status != agent.StatusOK || len(r.Images) != 1 || r.Images[0].MediaID != snap.ID || len(ask.questions()) != 2 {

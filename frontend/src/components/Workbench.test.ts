@@ -4,6 +4,7 @@ import { fireEvent, render, screen, waitFor, within } from '@testing-library/sve
 import App from '../App.svelte';
 import { GatewayClient } from '../lib/gateway';
 import { FakeWebSocket } from '../lib/testing/fakeWebSocket';
+import { resetLang, setLang } from '../lib/i18n.svelte';
 
 function setup() {
   const gw = new GatewayClient({ url: 'ws://test/ws', token: 't', instanceId: 'i', WebSocket: FakeWebSocket, random: () => 0.5 });
@@ -35,7 +36,10 @@ beforeEach(() => {
   FakeWebSocket.reset();
   localStorage.clear();
 });
-afterEach(() => localStorage.clear());
+afterEach(() => {
+  localStorage.clear();
+  resetLang();
+});
 
 describe('profiles workbench', () => {
   it('lists profiles with instances, spawns and stops, shows trouble, counts unread, keeps drafts', async () => {
@@ -175,6 +179,26 @@ describe('permission prompt', () => {
     ws.serverEvent('agent.permission', req('p4', Date.now() + 700), 6);
     await screen.findByTestId('permission-prompt');
     await waitFor(() => expect(screen.queryByTestId('permission-prompt')).toBeNull(), { timeout: 3000 });
+  });
+
+  it("says a camera question in the person's language by its reason code, else the server's sentence (issue 24 item 8)", async () => {
+    setLang('zh');
+    const { ws } = setup();
+    const done = new Set<string>();
+    await waitFor(() => expect(ws.answerAll('profiles.list', list, done)).toBe(1));
+    const camera = {
+      ...req('c1'), kind: 'node', tool: 'camera_snap', level: 'L3', argsSummary: 'phone (n1) camera.snap {"facing":"back"}',
+      reason: 'run camera.snap on phone (n1) (back camera)?', reasonCode: 'node-run', reasonParams: { command: 'camera.snap', node: 'phone (n1)', facing: 'back' },
+    };
+    await waitFor(() => expect(ws.answerAll('agent.permissions', { requests: [camera] }, done)).toBe(1));
+    await screen.findByTestId('permission-prompt');
+    expect(screen.getByTestId('permission-reason').textContent).toBe('在 phone (n1) 上运行 camera.snap（后置摄像头）？');
+    expect(screen.getByTestId('permission-level').textContent).toBe('L3 网络访问');
+    expect(screen.getByTestId('permission-prompt').textContent).not.toMatch(/back camera|\brun\b/);
+    // A code this UI does not know (a newer gateway's) shows the English sentence as sent.
+    ws.serverEvent('agent.permission.answered', { id: 'c1', allowed: false, by: 'person' }, 2);
+    ws.serverEvent('agent.permission', { ...camera, id: 'c2', reasonCode: 'node-run-v9' }, 3);
+    await waitFor(() => expect(screen.getByTestId('permission-reason').textContent).toBe('run camera.snap on phone (n1) (back camera)?'));
   });
 
   it('a gateway without the agent loop methods is no error', async () => {

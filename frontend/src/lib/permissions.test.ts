@@ -5,6 +5,8 @@ import {
   formatCountdown,
   initialPermissions,
   levelLabel,
+  parseRequest,
+  reasonText,
   reducePermissions,
   secondsLeft,
   type PermissionAction,
@@ -97,6 +99,33 @@ describe('what a yes holds', () => {
     setLang('zh');
     expect(answerHolds('level')).toContain('10 分钟');
     expect(answerHolds('node')).toBe('允许仅对这一次调用有效，下次会再次询问。');
+    resetLang();
+  });
+});
+
+describe("a question's reason in the person's language (issue 24 item 8)", () => {
+  const ask = (reasonCode: string, reasonParams: unknown, reason = 'the server said so') =>
+    parseRequest(req('x', 0, 0, { reason, reasonCode, reasonParams }))!;
+  it('says every code in en and zh, with its details, and falls back to the sentence', () => {
+    resetLang();
+    setLang('zh');
+    expect(reasonText(ask('level', { role: 'writer', level: 'L3', ttlSeconds: '600' }))).toBe('writer 请求「L3 网络访问」权限，有效 10 分钟');
+    expect(reasonText(ask('level', { role: '', level: 'L2', ttlSeconds: '600' }))).toBe('智能体 请求「L2 运行程序」权限，有效 10 分钟');
+    expect(reasonText(ask('exec-run', { command: 'go test ./...', dir: '/src' }))).toBe('在 /src 中运行 go test ./...？');
+    expect(reasonText(ask('node-run', { command: 'system.run', node: 'n1', argv: 'echo hi', cwd: '/tmp' }))).toBe('在 n1 上运行 system.run：echo hi（在 /tmp 中）？');
+    expect(reasonText(ask('node-run-caps', { command: 'camera.snap', caps: 'camera', facing: 'front' }))).toBe('在具备 camera 能力的节点上运行 camera.snap（前置摄像头）？');
+    expect(reasonText(ask('node-run', { command: 'camera.snap', node: 'n1', facing: 'wide' }))).toBe('在 n1 上运行 camera.snap（wide 摄像头）？');
+    expect(reasonText(ask('canvas-eval', { target: 'main' }))).toContain('JavaScript（仅在其沙盒框架内）');
+    // Unknown code, a missing or non-string param, params not an object, no code: the sentence as sent.
+    expect(reasonText(ask('node-run-v9', { command: 'x', node: 'n' }))).toBe('the server said so');
+    expect(reasonText(ask('node-run', { command: 'x' }))).toBe('the server said so');
+    expect(reasonText(ask('node-run', { command: 'x', node: 7 }))).toBe('the server said so');
+    expect(reasonText(ask('exec-run', ['a', 'b']))).toBe('the server said so');
+    expect(reasonText(ask('', undefined))).toBe('the server said so');
+    expect(reasonText(ask('toString', {}))).toBe('the server said so');
+    setLang('en');
+    expect(reasonText(ask('node-run', { command: 'camera.snap', node: 'phone (n1)', facing: 'back' }))).toBe('run camera.snap on phone (n1) (back camera)?');
+    expect(reasonText(ask('level', { role: 'writer', level: 'L3', ttlSeconds: '600' }))).toBe('writer wants L3 network for 10 min');
     resetLang();
   });
 });

@@ -5,6 +5,7 @@
 // Wire shapes: docs/PROTOCOL.md (agent.permission, agent.permissions, agent.permission.answer).
 
 import { t } from './i18n.svelte';
+import type { MessageKey } from './messages';
 
 export interface PermissionRequest {
   id: string;
@@ -17,7 +18,12 @@ export interface PermissionRequest {
   callId: string;
   level: 'L2' | 'L3' | (string & {});
   argsSummary: string;
+  /** The English sentence (the fallback for a code this UI does not know). */
   reason: string;
+  /** The sentence as a code (agent.ReasonCode* in backend/agent/reasons.go), '' when none. */
+  reasonCode: string;
+  /** The code's values by name (strings only). */
+  reasonParams: Record<string, string>;
   /** Unix ms. */
   at: number;
   /** Unix ms after which the question is void (the server answers it "timeout"). */
@@ -52,6 +58,14 @@ export function initialPermissions(): PermissionState {
 
 const s = (v: unknown): string => (typeof v === 'string' ? v : '');
 
+/** The string values of an object (anything else dropped). */
+function stringParams(v: unknown): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (!v || typeof v !== 'object' || Array.isArray(v)) return out;
+  for (const [k, x] of Object.entries(v as Record<string, unknown>)) if (typeof x === 'string') out[k] = x;
+  return out;
+}
+
 /** A well-formed request, or null. */
 export function parseRequest(v: unknown): PermissionRequest | null {
   const r = v as Record<string, unknown>;
@@ -69,6 +83,8 @@ export function parseRequest(v: unknown): PermissionRequest | null {
     level: s(r.level),
     argsSummary: s(r.argsSummary),
     reason: s(r.reason),
+    reasonCode: s(r.reasonCode),
+    reasonParams: stringParams(r.reasonParams),
     at: typeof r.at === 'number' ? r.at : 0,
     expires,
   };
@@ -169,3 +185,42 @@ export function answerHolds(kind: string): string {
 
 /** Events the prompt reduces. */
 export const PERMISSION_EVENTS = ['agent.permission', 'agent.permission.answered'] as const;
+
+/**
+ * The params each reason code needs (backend/agent/reasons.go; docs/PROTOCOL.md agent.permission).
+ * A code not listed here, or sent without one of its params, is shown as the server's English
+ * sentence: a newer gateway's reason still reaches the person, in English.
+ */
+export const REASON_PARAMS: Record<string, readonly string[]> = {
+  level: ['level', 'ttlSeconds'],
+  'exec-run': ['command', 'dir'],
+  'node-run': ['command', 'node'],
+  'node-run-caps': ['command', 'caps'],
+  'canvas-eval': ['target'],
+};
+
+/** A node question's details in words: which camera, or what system.run runs and where. */
+function nodeDetail(p: Record<string, string>): string {
+  if (p.facing) return p.facing === 'back' || p.facing === 'front' ? t(`perm.reason.facing.${p.facing}`) : t('perm.reason.facing', { facing: p.facing });
+  if (p.argv) return p.cwd ? t('perm.reason.argvIn', { argv: p.argv, cwd: p.cwd }) : t('perm.reason.argv', { argv: p.argv });
+  return '';
+}
+
+/** The question's reason in the UI's language (by its code), else the server's sentence. */
+export function reasonText(r: PermissionRequest): string {
+  const need = Object.hasOwn(REASON_PARAMS, r.reasonCode) ? REASON_PARAMS[r.reasonCode] : undefined;
+  const p = r.reasonParams;
+  if (!need || need.some((k) => typeof p[k] !== 'string')) return r.reason;
+  const key = `perm.reason.${r.reasonCode}` as MessageKey;
+  switch (r.reasonCode) {
+    case 'level': {
+      const minutes = Math.max(1, Math.round(Number(p.ttlSeconds) / 60));
+      return t(key, { role: p.role || t('perm.reason.agent'), level: levelLabel(p.level), minutes: Number.isFinite(minutes) ? minutes : '?' });
+    }
+    case 'node-run':
+    case 'node-run-caps':
+      return t(key, { ...p, detail: nodeDetail(p) });
+    default:
+      return t(key, p);
+  }
+}
