@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/atrium-dev/atrium/backend/agent"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -209,8 +211,11 @@ func TestAgentChatOverGateway(t *testing.T) {
 		late = dial(t, a)
 		var open struct{ Requests []permissionReq }
 		late.ok("agent.permissions", map[string]any{}, &open)
-		if len(open.Requests) != 1 || open.Requests[0] != asked {
+		if len(open.Requests) != 1 || !reflect.DeepEqual(open.Requests[0], asked) {
 			t.Errorf("agent.permissions = %+v, want [%+v]", open.Requests, asked)
+		}
+		if asked.ReasonCode != agent.ReasonCodeLevel || asked.ReasonParams["level"] != "L3" {
+			t.Errorf("the question's reason code %q params %v, want %q with level L3 (the UI words it)", asked.ReasonCode, asked.ReasonParams, agent.ReasonCodeLevel)
 		}
 		if r := late.call("agent.permission.answer", map[string]any{"id": "0000000000000000", "allow": true}); r.OK || r.Error.Code != "NOT_FOUND" {
 			t.Errorf("answer of an unknown id = %+v", r)
