@@ -219,7 +219,7 @@ describe('Nodes', () => {
       });
       await fireEvent.click(await screen.findByTestId('pair-banner-open'));
       const select = (await screen.findByTestId('scope-select')) as HTMLSelectElement;
-      expect(select.options[0].textContent).toBe('仅共享笔记（authenticated）');
+      expect(select.options[0].textContent).toBe('仅共享笔记（已认证）');
       // A repair of a device that had everything: the box is not ticked for the person.
       expect((screen.getByTestId('scope-everything') as HTMLInputElement).checked).toBe(false);
       await fireEvent.click(screen.getByTestId('scope-everything'));

@@ -102,6 +102,9 @@ describe('i18n', () => {
     // An older gateway without codes: its sentence as sent.
     expect(modelReasonText({ ...m, reasonCode: undefined })).toBe(m.reason);
     expect(heartbeatOutcomeText('silent')).toBe('无事可报（HEARTBEAT_OK）');
+    // The MCP "acts as" menu and the scope picker name the ACL's "authenticated" in Chinese.
+    expect(t('mcp.authenticated')).toBe('已认证（无角色）');
+    expect(t('nodes.scope.authenticated')).not.toMatch(/[A-Za-z]/);
     // A refused history page: by its code, not the server's English sentence.
     const refused = "history.profile profile main: forbidden: this device's memory scope is authenticated";
     expect(loadErrorText('FORBIDDEN', refused, 'Main')).toBe('本设备无权读取 Main 的对话：它的记忆范围不包含该角色。电脑前的人可以在“节点 → 已配对设备”中更改。');

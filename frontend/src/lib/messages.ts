@@ -738,7 +738,7 @@ export const MESSAGES = {
   'mcp.name': ['Client name', '客户端名称'],
   'mcp.namePlaceholder': ['e.g. Claude Desktop', '例如 Claude Desktop'],
   'mcp.role': ['Acts as', '身份'],
-  'mcp.authenticated': ['authenticated (no role)', 'authenticated（无角色）'],
+  'mcp.authenticated': ['authenticated (no role)', '已认证（无角色）'],
   'mcp.nameRequired': ['Give the client a name first.', '请先填写客户端名称。'],
   'mcp.create': ['Create token', '创建令牌'],
   'mcp.created': [
@@ -854,7 +854,7 @@ export const MESSAGES = {
   'nodes.asks.always': ['Always allow', '始终允许'],
   'nodes.asks.deny': ['Deny', '拒绝'],
   'nodes.scope.title': ['What it may read', '可以读取什么'],
-  'nodes.scope.authenticated': ['Shared notes only (authenticated)', '仅共享笔记（authenticated）'],
+  'nodes.scope.authenticated': ['Shared notes only (authenticated)', '仅共享笔记（已认证）'],
   'nodes.scope.role': ['As role {role}', '作为角色 {role}'],
   'nodes.scope.admin': ['Everything, like this computer', '全部，与这台电脑相同'],
   'nodes.scope.adminWarning': [
