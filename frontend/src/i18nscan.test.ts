@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { MESSAGES } from './lib/messages';
 import { REASON_PARAMS } from './lib/permissions';
+import { ERROR_CODES } from './lib/friendly';
 
 const root = new URL('./', import.meta.url);
 
@@ -105,5 +106,13 @@ describe('every string in both languages', () => {
     }
     // And no words for a code the agent loop no longer sends.
     expect(Object.keys(REASON_PARAMS).sort()).toEqual([...codes].sort());
+  });
+
+  it("every error code of the gateway has its words (backend/gateway/errors.go), so Settings, Nodes and MCP say it in zh", () => {
+    const go: string = readFileSync(new URL('../../backend/gateway/errors.go', import.meta.url), 'utf8');
+    const codes = [...go.matchAll(/Code\w+\s*=\s*"([A-Z_]+)"/g)].map((m) => m[1]);
+    expect(codes.length).toBeGreaterThan(8);
+    expect([...ERROR_CODES].sort()).toEqual([...codes].sort());
+    for (const c of codes) expect(`error.${c}` in MESSAGES, c).toBe(true);
   });
 });

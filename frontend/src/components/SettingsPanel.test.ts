@@ -146,6 +146,23 @@ describe('settings: images', () => {
   });
 });
 
+describe('settings: errors in the UI language (issue 24 item 8)', () => {
+  it("says a refused save in Chinese by the error's code, the server's message kept as the detail", async () => {
+    setLang('zh');
+    const { gw, ws } = connect();
+    render(SettingsPanel, { gw, connected: true });
+    const done = new Set<string>();
+    await waitFor(() => expect(answer(ws, 'config.get', view(), done)).toHaveLength(1));
+    answer(ws, 'config.detect', { servers: [] }, done);
+    await waitFor(() => expect(screen.getByTestId('model-save')).toBeTruthy());
+    await fireEvent.click(screen.getByTestId('model-save'));
+    await waitFor(() => expect(ws.sent.some((f) => f.method === 'config.patch')).toBe(true));
+    const f = ws.sent.find((x) => x.method === 'config.patch')!;
+    ws.fail(f, 'FORBIDDEN', 'config.patch: only the person at this computer changes settings');
+    await waitFor(() => expect(screen.getByTestId('settings-error').textContent).toContain('不允许这样做（config.patch: only the person at this computer changes settings）'));
+  });
+});
+
 describe('settings: heartbeat and the bind in force (issue 24 items 7, 10)', () => {
   it('shows the bind the gateway serves on, not the placeholder "loopback"', async () => {
     const { gw, ws } = connect();

@@ -1,6 +1,8 @@
 // Errors in words a person reads (issue 14): what the chat shows when a message could not be sent
 // or an answer failed, chosen by the protocol error code; the server's own text goes to the tooltip.
-import { t } from './i18n.svelte';
+import { lang, t } from './i18n.svelte';
+import type { MessageKey } from './messages';
+import { errorCode, errorText } from './util';
 
 /** Why a message was not sent (chat.send refused): code and message of the error, name of the profile. */
 export function sendErrorText(code: string | undefined, detail: string | undefined, name: string): string {
@@ -56,4 +58,30 @@ export function loadErrorText(code: string | undefined, detail: string | undefin
 /** Tooltip of an error: its code and the server's text. */
 export function errorTip(code: string | undefined, detail: string | undefined): string {
   return [code, detail].filter((x) => !!x).join(': ');
+}
+
+/** The gateway's error codes (backend/gateway/errors.go Code*; docs/PROTOCOL.md "Errors"). */
+export const ERROR_CODES = [
+  'INVALID_REQUEST',
+  'UNAUTHORIZED',
+  'FORBIDDEN',
+  'NOT_FOUND',
+  'NOT_PAIRED',
+  'CONFLICT',
+  'UNAVAILABLE',
+  'TIMEOUT',
+  'PAYLOAD_TOO_LARGE',
+  'INTERNAL',
+] as const;
+
+/**
+ * A failed request's error for Settings, Nodes and the MCP clients, in the UI's language: by its
+ * code (a sentence per code, the server's English message after it as the detail), the message as
+ * sent when the code is unknown or absent. In English the message alone, as before.
+ */
+export function errorSay(err: unknown): string {
+  const detail = errorText(err);
+  const code = errorCode(err);
+  if (lang() === 'en' || !(ERROR_CODES as readonly string[]).includes(code)) return detail;
+  return t(`error.${code}` as MessageKey, { detail: detail || code });
 }

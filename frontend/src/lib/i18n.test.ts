@@ -5,7 +5,7 @@ import { LANG_KEY, interpolate, lang, pickLang, resetLang, setLang, t } from './
 import { MESSAGES } from './messages';
 import { formatScore, layerBadge, layerLabel, statusSummary } from './memory';
 import { heartbeatOutcomeText, modelReasonText } from './config';
-import { loadErrorText, sendErrorText, runErrorText } from './friendly';
+import { errorSay, loadErrorText, sendErrorText, runErrorText } from './friendly';
 import App from '../App.svelte';
 import { GatewayClient } from './gateway';
 import { FakeWebSocket } from './testing/fakeWebSocket';
@@ -102,6 +102,14 @@ describe('i18n', () => {
     // An older gateway without codes: its sentence as sent.
     expect(modelReasonText({ ...m, reasonCode: undefined })).toBe(m.reason);
     expect(heartbeatOutcomeText('silent')).toBe('无事可报（HEARTBEAT_OK）');
+    // Settings, Nodes and MCP errors: by the gateway's code, the server's message kept as the detail.
+    const refusedSave = { code: 'FORBIDDEN', message: 'config.set: forbidden: only the person at this computer changes settings' };
+    expect(errorSay(refusedSave)).toBe('不允许这样做（config.set: forbidden: only the person at this computer changes settings）');
+    expect(errorSay({ code: 'NEW_CODE', message: 'something new' })).toBe('something new');
+    expect(errorSay(new Error('plain'))).toBe('plain');
+    setLang('en');
+    expect(errorSay(refusedSave)).toBe(refusedSave.message);
+    setLang('zh');
     // The MCP "acts as" menu and the scope picker name the ACL's "authenticated" in Chinese.
     expect(t('mcp.authenticated')).toBe('已认证（无角色）');
     expect(t('nodes.scope.authenticated')).not.toMatch(/[A-Za-z]/);

@@ -319,6 +319,18 @@ export const MESSAGES = {
   'perm.allow': ['Allow', '允许'],
   'perm.announce': ['Permission needed: {name} wants to use {tool}, {level}', '需要授权：{name} 请求使用 {tool}，{level}'],
   'perm.unsupported': ['permission prompts unavailable on this gateway', '此网关不支持授权提示'],
+  // A failed request's error by its protocol code (lib/friendly.ts errorSay); English shows the message as sent.
+  'error.INVALID_REQUEST': ['{detail}', '请求无效（{detail}）'],
+  'error.UNAUTHORIZED': ['{detail}', '未授权：请重新连接或重新配对（{detail}）'],
+  'error.FORBIDDEN': ['{detail}', '不允许这样做（{detail}）'],
+  'error.NOT_FOUND': ['{detail}', '未找到（{detail}）'],
+  'error.NOT_PAIRED': ['{detail}', '此设备尚未配对（{detail}）'],
+  'error.CONFLICT': ['{detail}', '与当前状态冲突，可能已被更改或已存在（{detail}）'],
+  'error.UNAVAILABLE': ['{detail}', '暂时不可用，请稍后再试（{detail}）'],
+  'error.TIMEOUT': ['{detail}', '超时，请再试一次（{detail}）'],
+  'error.PAYLOAD_TOO_LARGE': ['{detail}', '内容太大（{detail}）'],
+  'error.INTERNAL': ['{detail}', '出错了（{detail}）'],
+
   // The question's reason by its code (backend/agent/reasons.go); lib/permissions.ts reasonText.
   'perm.reason.level': ['{role} wants {level} for {minutes} min', '{role} 请求「{level}」权限，有效 {minutes} 分钟'],
   'perm.reason.agent': ['the agent', '智能体'],
