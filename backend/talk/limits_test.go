@@ -1,9 +1,13 @@
 package talk
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"net"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/atrium-dev/atrium/backend/gateway"
@@ -67,5 +71,95 @@ func TestTalksPerDevice(t *testing.T) {
 	s.CloseTalk(&gateway.Call{ConnID: "phone-1"}, first.TalkID)
 	if _, err := open("phone-2", "phone"); err != nil {
 		t.Fatalf("the phone's talk after its first ended: %v", err)
+	}
+}
+
+// lockedBuffer is a log sink safe for the talk's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestBadStreamLogsWhy: a message that breaks the page's stream is logged
+// with its type, size, an A's seq and where the utterance was (never its
+// bytes), so a bad_stream seen in a log says which check it failed.
+func TestBadStreamLogsWhy(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		msgs [][]byte
+		want []string
+	}{
+		{"audio before its utterance", [][]byte{append([]byte{MsgAudio, 0, 0, 0, 0}, 0x1A, 0x45, 0xDF, 0xA3)},
+			[]string{`reason=bad_stream`, `type='A'`, `seq=0`, `utterance=none`}},
+		{"audio that is not WebM", [][]byte{
+			JSONMessage(MsgUtterance, UtteranceStart{UtteranceID: "u1", MimeType: "audio/webm;codecs=opus"}),
+			append([]byte{MsgAudio, 0, 0, 0, 0}, []byte("secret-voice")...)},
+			[]string{`reason=bad_stream`, `seq=0`, `utterance_next_seq=0`, `utterance_bytes=0`}},
+		{"audio out of order", [][]byte{
+			JSONMessage(MsgUtterance, UtteranceStart{UtteranceID: "u1", MimeType: "audio/webm;codecs=opus"}),
+			append([]byte{MsgAudio, 0, 0, 0, 0}, 0x1A, 0x45, 0xDF, 0xA3),
+			append([]byte{MsgAudio, 0, 0, 0, 2}, 1, 2, 3)},
+			[]string{`reason=bad_stream`, `seq=2`, `utterance_next_seq=1`, `utterance_bytes=4`}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g, err := gateway.New(gateway.Options{Token: "talk-log-test"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var logs lockedBuffer
+			s, err := New(Options{Gateway: g, Chat: nopChat{}, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+				Accept: func(context.Context, net.IP, string, Hooks) (Conn, string, error) {
+					return nil, "", errors.New("no channel in this test")
+				},
+				Settings: func() Settings { return Settings{STT: STTSettings{BaseURL: "http://127.0.0.1:9/v1"}} }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(s.Close)
+			c0 := &gateway.Call{ConnID: "desk", Method: MethodOpen, Role: gateway.RoleOperator, Principal: gateway.Principal{Role: gateway.RoleOperator}}
+			res, err := s.Open(context.Background(), c0, OpenParams{SessionKey: "main/", Mode: "ptt"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.mu.Lock()
+			tk := s.talks[res.TalkID]
+			s.mu.Unlock()
+			for _, m := range c.msgs {
+				tk.message(m)
+			}
+			if s.Talks() != 0 {
+				t.Fatalf("the talk is still open after %s", c.name)
+			}
+			got := logs.String()
+			line := ""
+			for _, l := range strings.Split(got, "\n") {
+				if strings.Contains(l, `msg="talk stream refused"`) {
+					line = l
+				}
+			}
+			if line == "" {
+				t.Fatalf("no \"talk stream refused\" line in the log:\n%s", got)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(line, w) {
+					t.Errorf("the log line %q lacks %s", line, w)
+				}
+			}
+			if strings.Contains(got, "secret-voice") {
+				t.Errorf("the log shows the audio's bytes:\n%s", got)
+			}
+		})
 	}
 }

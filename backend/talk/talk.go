@@ -275,8 +275,29 @@ func (t *talk) message(b []byte) {
 		return
 	}
 	if reason := t.take(b); reason != "" {
+		if reason != ReasonClosed {
+			t.refused(reason, b)
+		}
 		t.end(reason, reason != ReasonClosed)
 	}
+}
+
+// refused logs which message broke the stream and where the utterance was
+// (its type, size, an A's seq; never its bytes), so a bad_stream in a log
+// says which check it failed.
+func (t *talk) refused(reason string, b []byte) {
+	args := []any{"talk", t.id, "reason", reason, "type", fmt.Sprintf("%q", b[0]), "bytes", len(b)}
+	if b[0] == MsgAudio && len(b) >= 5 {
+		args = append(args, "seq", binary.BigEndian.Uint32(b[1:]))
+	}
+	t.mu.Lock()
+	if u := t.utt; u != nil {
+		args = append(args, "utterance_next_seq", u.next, "utterance_bytes", u.data.Len())
+	} else {
+		args = append(args, "utterance", "none")
+	}
+	t.mu.Unlock()
+	t.s.o.Logger.Info("talk stream refused", args...)
 }
 
 // take applies b; it returns the reason to end the talk, or "".
