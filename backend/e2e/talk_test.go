@@ -1,0 +1,565 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/atrium-dev/atrium/backend/chromiumtest"
+	"github.com/atrium-dev/atrium/backend/gwid"
+)
+
+// Talk (issue 27) in headless Chromium: the microphone is a WAV of speech made by espeak-ng
+// (--use-file-for-fake-audio-capture), the transcription server is scripted (it decodes what it
+// gets with ffmpeg and records how long it lasts), the speech server too (it answers with a WAV
+// tone), and the page records what it plays (data-talk-events on [data-testid=talk]).
+
+// speechWAV writes leadSeconds of silence, espeak-ng's speech of text (voice "en" or "cmn") and
+// padSeconds of silence to dir and returns its path and the speech's length in seconds. It skips
+// t when espeak-ng or ffmpeg is absent (`make deps-system-test` installs them).
+func speechWAV(t *testing.T, dir, voice, text string, leadSeconds, padSeconds float64) (string, float64) {
+	t.Helper()
+	espeak, err := exec.LookPath("espeak-ng")
+	if err != nil {
+		t.Skip("e2e: espeak-ng not found (Debian espeak-ng; `make deps-test` installs it)")
+	}
+	if _, err := exec.LookPath("ffmpeg"); err != nil {
+		t.Skip("e2e: ffmpeg not found (Debian ffmpeg; `make deps-test` installs it)")
+	}
+	raw := filepath.Join(dir, voice+"-raw.wav")
+	if out, err := exec.Command(espeak, "-v", voice, "-s", "150", "-w", raw, text).CombinedOutput(); err != nil {
+		t.Fatalf("espeak-ng -v %s: %v\n%s", voice, err, out)
+	}
+	secs := decodedSeconds(t, raw)
+	out := filepath.Join(dir, fmt.Sprintf("%s-%.0f-%.0f.wav", voice, leadSeconds, padSeconds))
+	if b, err := exec.Command("ffmpeg", "-v", "error", "-y", "-i", raw, "-af", fmt.Sprintf("adelay=%d:all=1,apad=pad_dur=%.2f", int(leadSeconds*1000), padSeconds), "-ar", "48000", "-ac", "1", out).CombinedOutput(); err != nil {
+		t.Fatalf("pad the speech: %v\n%s", err, b)
+	}
+	return out, secs
+}
+
+// decodedSeconds decodes path with ffmpeg (any format it knows: WAV, WebM/Opus, Ogg/Opus) to
+// 16 kHz mono samples and returns how long they last; it fails t when ffmpeg cannot decode it.
+func decodedSeconds(t *testing.T, path string) float64 {
+	t.Helper()
+	secs, _, err := decode(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return secs
+}
+
+// decode returns the length (s) and RMS (0…1) of the audio in path, decoded by ffmpeg.
+func decode(path string) (float64, float64, error) {
+	var stderr bytes.Buffer
+	cmd := exec.Command("ffmpeg", "-v", "error", "-i", path, "-f", "s16le", "-ac", "1", "-ar", "16000", "-")
+	cmd.Stderr = &stderr
+	pcm, err := cmd.Output()
+	if err != nil {
+		return 0, 0, fmt.Errorf("ffmpeg cannot decode %s: %v: %s", path, err, stderr.String())
+	}
+	n := len(pcm) / 2
+	if n == 0 {
+		return 0, 0, fmt.Errorf("%s decodes to no samples", path)
+	}
+	var sum float64
+	for i := 0; i < n; i++ {
+		v := float64(int16(binary.LittleEndian.Uint16(pcm[2*i:]))) / 32768
+		sum += v * v
+	}
+	return float64(n) / 16000, math.Sqrt(sum / float64(n)), nil
+}
+
+// toneWAV is a 16-bit mono 22.05 kHz WAV of a 440 Hz tone lasting secs.
+func toneWAV(secs float64) []byte {
+	const rate = 22050
+	n := int(secs * rate)
+	var b bytes.Buffer
+	le := func(v any) { _ = binary.Write(&b, binary.LittleEndian, v) }
+	b.WriteString("RIFF")
+	le(uint32(36 + 2*n))
+	b.WriteString("WAVEfmt ")
+	le(uint32(16))
+	le(uint16(1))
+	le(uint16(1))
+	le(uint32(rate))
+	le(uint32(2 * rate))
+	le(uint16(2))
+	le(uint16(16))
+	b.WriteString("data")
+	le(uint32(2 * n))
+	for i := 0; i < n; i++ {
+		le(int16(8000 * math.Sin(2*math.Pi*440*float64(i)/rate)))
+	}
+	return b.Bytes()
+}
+
+// silentWAV writes secs of digital silence as a WAV to dir.
+func silentWAV(t *testing.T, dir string, secs float64) string {
+	t.Helper()
+	p := filepath.Join(dir, "silence.wav")
+	w := toneWAV(secs)
+	for i := 44; i < len(w); i++ {
+		w[i] = 0
+	}
+	if err := os.WriteFile(p, w, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// heard is one upload the scripted transcription server got.
+type heard struct {
+	Seconds, RMS float64
+	Model        string
+	Language     string
+	Err          string
+}
+
+// scriptedSTT is an OpenAI-compatible /v1/audio/transcriptions server: it decodes each upload
+// with ffmpeg, records its length, and answers text (verbose_json: with the language).
+type scriptedSTT struct {
+	dir  string
+	text func() (string, string) // the transcript and its language
+	mu   sync.Mutex
+	got  []heard
+}
+
+func (s *scriptedSTT) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/v1/audio/transcriptions" || r.Method != http.MethodPost {
+		http.NotFound(w, r)
+		return
+	}
+	if err := r.ParseMultipartForm(8 << 20); err != nil {
+		http.Error(w, "bad multipart", http.StatusBadRequest)
+		return
+	}
+	f, _, err := r.FormFile("file")
+	if err != nil {
+		http.Error(w, "no file", http.StatusBadRequest)
+		return
+	}
+	data, _ := io.ReadAll(f)
+	tmp, err := os.CreateTemp(s.dir, "utterance-*")
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	_, _ = tmp.Write(data)
+	tmp.Close()
+	h := heard{Model: r.FormValue("model"), Language: r.FormValue("language")}
+	h.Seconds, h.RMS, err = decode(tmp.Name())
+	if err != nil {
+		h.Err = err.Error()
+	}
+	s.mu.Lock()
+	s.got = append(s.got, h)
+	s.mu.Unlock()
+	text, lang := s.text()
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"text": text, "language": lang, "duration": h.Seconds})
+}
+
+func (s *scriptedSTT) uploads() []heard {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]heard(nil), s.got...)
+}
+
+// scriptedTTS is an OpenAI-compatible /v1/audio/speech server answering a WAV tone of secs()
+// seconds for every sentence, recording the sentences.
+type scriptedTTS struct {
+	secs   func() float64
+	mu     sync.Mutex
+	inputs []string
+}
+
+func (s *scriptedTTS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/v1/audio/speech" || r.Method != http.MethodPost {
+		http.NotFound(w, r)
+		return
+	}
+	var req struct {
+		Input string `json:"input"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, "bad json", http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	s.inputs = append(s.inputs, req.Input)
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "audio/wav")
+	_, _ = w.Write(toneWAV(s.secs()))
+}
+
+func (s *scriptedTTS) said() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.inputs...)
+}
+
+// talkServers starts the scripted model, transcription and speech servers and returns the
+// config.json that points Talk at them (interrupt as given).
+func talkServers(t *testing.T, dir string, model http.Handler, stt *scriptedSTT, tts *scriptedTTS, interrupt string) (modelURL, config string) {
+	t.Helper()
+	m := httptest.NewServer(model)
+	t.Cleanup(m.Close)
+	s := httptest.NewServer(stt)
+	t.Cleanup(s.Close)
+	v := httptest.NewServer(tts)
+	t.Cleanup(v.Close)
+	cfg := map[string]any{"talk": map[string]any{
+		"stt":       map[string]any{"baseUrl": s.URL, "model": "whisper-1"},
+		"tts":       map[string]any{"provider": "openai", "baseUrl": v.URL, "model": "tts-1", "voice": "alloy", "format": "wav"},
+		"interrupt": interrupt,
+	}}
+	b, _ := json.Marshal(cfg)
+	return m.URL + "/v1", string(b)
+}
+
+// startTalkApp runs the app with config in its home, on 127.0.0.2 (a phone may pair), the model
+// at modelURL.
+func startTalkApp(t *testing.T, tmp, config, modelURL string) *mediaGateway {
+	t.Helper()
+	bin := buildAtrium(t)
+	home, ws := filepath.Join(tmp, "home"), filepath.Join(tmp, "workspace")
+	for _, d := range []string{home, ws} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if config != "" {
+		if err := os.WriteFile(filepath.Join(home, "config.json"), []byte(config), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	port := freePort(t)
+	env := []string{"OPENAI_BASE_URL=" + modelURL, "OPENAI_API_KEY=k", "OPENAI_MODEL=scripted"}
+	uiURL, _ := serve(t, bin, home, ws, port, env, "--bind", "127.0.0.2")
+	g := &mediaGateway{bin: bin, port: port, home: home, uiURL: uiURL, admin: newAdminSession(t, uiURL)}
+	cert, err := gwid.LoadCert(gwid.Options{Dir: filepath.Join(home, "keys")})
+	if err != nil {
+		t.Fatalf("the gateway's certificate: %v", err)
+	}
+	g.spkiPin = cert.SPKIBase64()
+	return g
+}
+
+// axeCheckIn is axeCheck on the part of the page css selects (Settings → Talk, not the other
+// sections' own findings).
+func axeCheckIn(t *testing.T, ctx context.Context, css, what string) {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join(repoRoot(t), "frontend", "node_modules", "axe-core", "axe.min.js"))
+	if err != nil {
+		t.Fatalf("axe-core: %v (run npm ci in frontend/)", err)
+	}
+	if _, err := chromedp.Run(bounded(t, ctx, 30*time.Second), chromedp.Evaluate[bool](string(src)+";true")); err != nil {
+		t.Fatalf("inject axe-core: %v", err)
+	}
+	q, _ := json.Marshal(css)
+	out, err := chromedp.Run(bounded(t, ctx, 120*time.Second), chromedp.Evaluate[string](`axe.run(document.querySelector(`+string(q)+`), {resultTypes: ['violations']}).then(r => JSON.stringify(r.violations.filter(v => v.impact === 'serious' || v.impact === 'critical').map(v => ({id: v.id, impact: v.impact, nodes: v.nodes.slice(0, 3).map(n => n.target.join(' '))}))))`, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("axe.run: %v", err)
+	}
+	if out != "[]" {
+		t.Errorf("axe-core (%s): serious or critical violations: %s", what, out)
+	}
+}
+
+// micFlags make Chromium's microphone the WAV at path (looped unless noloop) and grant it.
+func micFlags(path string, noloop bool) []chromedp.ExecAllocatorOption {
+	f := path
+	if noloop {
+		f += "%noloop"
+	}
+	return []chromedp.ExecAllocatorOption{
+		chromedp.Flag("use-fake-ui-for-media-stream", true),
+		chromedp.Flag("use-fake-device-for-media-stream", true),
+		chromedp.Flag("use-file-for-fake-audio-capture", f),
+		chromedp.Flag("allow-loopback-in-peer-connection", true),
+	}
+}
+
+// talkEvents is the page's record of what it played and heard (newest last).
+func talkEvents(t *testing.T, ctx context.Context) string {
+	return js[string](t, ctx, `document.querySelector('[data-testid=chat-view]:not([hidden]) [data-testid=talk]')?.dataset.talkEvents ?? ''`)
+}
+
+const talkSel = `document.querySelector('[data-testid=chat-view]:not([hidden]) [data-testid=talk]')`
+
+// waitTalk is waitFor that, on a timeout, says what the page's talk did (its state and events).
+func waitTalk(t *testing.T, ctx context.Context, what, predicate string, timeout time.Duration) {
+	t.Helper()
+	if _, err := chromedp.Run(bounded(t, ctx, timeout+10*time.Second), chromedp.Poll[bool](predicate, chromedp.WithPollingTimeout(timeout), chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
+		state, _ := chromedp.Run(bounded(t, ctx, 10*time.Second), chromedp.Evaluate[string](talkSel+`?.dataset.talkState ?? '(no talk controls)'`))
+		t.Fatalf("waiting for %s: %v\nthe talk: state %s, events %s", what, err, state, talkEvents(t, ctx))
+	}
+}
+
+// pushToTalk records one utterance with the talk button: pressed, held until the page's VAD has
+// heard speech start and end (the looping WAV says it whole at least once), pressed again; the
+// transcript must land in the input as want. Then Enter sends it.
+func pushToTalk(t *testing.T, ctx context.Context, want string) {
+	t.Helper()
+	before := len(strings.Fields(talkEvents(t, ctx)))
+	click(t, ctx, `[data-testid=chat-view]:not([hidden]) [data-testid=talk-button]`)
+	waitFor(t, ctx, "recording", talkSel+`?.dataset.talkState === 'recording'`, 60*time.Second)
+	// Speech heard from its start to its end while recording (events after the press).
+	waitTalk(t, ctx, "a whole utterance heard while recording",
+		fmt.Sprintf(`(() => { const e = (%s?.dataset.talkEvents ?? '').split(' ').slice(%d); const s = e.indexOf('vad-start'); return s >= 0 && e.indexOf('vad-end', s) > s; })()`, talkSel, before), 60*time.Second)
+	click(t, ctx, `[data-testid=chat-view]:not([hidden]) [data-testid=talk-button]`)
+	q, _ := json.Marshal(want)
+	waitFor(t, ctx, "the transcript in the input", `document.querySelector('[data-testid=chat-view]:not([hidden]) [data-testid=chat-input]')?.value === `+string(q), 60*time.Second)
+	if got := js[bool](t, ctx, `document.activeElement === document.querySelector('[data-testid=chat-view]:not([hidden]) [data-testid=chat-input]')`); !got {
+		t.Errorf("the input does not have the focus after the transcript landed (Enter would not send it)")
+	}
+	if err := chromedp.Do(bounded(t, ctx, 30*time.Second), chromedp.KeyEvent("\r")); err != nil {
+		t.Fatalf("press Enter: %v", err)
+	}
+	waitFor(t, ctx, "the transcript sent as the person's message", hasUserMessage(want), 30*time.Second)
+}
+
+// TestTalkDesktopAndPhone: push-to-talk on the desktop in English and in Chinese, and on a
+// paired phone: espeak-ng's speech reaches the scripted transcription server whole (it decodes,
+// and lasts at least as long as the speech), the transcript lands in the input, Enter sends it,
+// the model gets it, and the scripted speech server's audio for the answer is played by the page
+// (play, then ended). Screenshots of the button's states and Settings → Talk, en and zh.
+func TestTalkDesktopAndPhone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: skipped in -short mode")
+	}
+	chromium := chromiumtest.Path(t)
+	tmp := t.TempDir()
+	// Said once (no loop), two seconds after the microphone opens: the person presses, speaks, stops,
+	// and the room is quiet while the answer plays.
+	enWAV, enSecs := speechWAV(t, tmp, "en", "Please tell me about the weather today.", 2, 1)
+	zhWAV, zhSecs := speechWAV(t, tmp, "cmn", "请告诉我今天的天气。", 2, 1)
+	var mu sync.Mutex
+	transcript, tlang := "Tell me about the weather today.", "en"
+	stt := &scriptedSTT{dir: tmp, text: func() (string, string) { mu.Lock(); defer mu.Unlock(); return transcript, tlang }}
+	tts := &scriptedTTS{secs: func() float64 { return 1.5 }}
+	model := &scriptedModel{reply: "It is sunny. 天气晴朗。", delay: 20 * time.Millisecond}
+	modelURL, cfg := talkServers(t, tmp, model, stt, tts, "cancel")
+	g := startTalkApp(t, tmp, cfg, modelURL)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the speech server was asked for %q; the transcription server got %+v", tts.said(), stt.uploads())
+		}
+	})
+
+	for _, c := range []struct {
+		lang, wav, text, tlang string
+		secs                   float64
+	}{
+		{"en", enWAV, "Tell me about the weather today.", "en", enSecs},
+		{"zh", zhWAV, "请告诉我今天的天气。", "zh", zhSecs},
+	} {
+		mu.Lock()
+		transcript, tlang = c.text, c.tlang
+		mu.Unlock()
+		n := len(stt.uploads())
+		ctx := newBrowser(t, chromium, filepath.Join(tmp, "desk-"+c.lang), micFlags(c.wav, true)...)
+		if err := chromedp.Do(ctx, chromedp.Navigate(g.uiURL)); err != nil {
+			t.Fatalf("navigate: %v", err)
+		}
+		waitFor(t, ctx, "the UI to connect", connected, 30*time.Second)
+		js[bool](t, ctx, `(() => { const s = document.querySelector('[data-testid=lang-select]'); s.value = '`+c.lang+`'; s.dispatchEvent(new Event('change', {bubbles: true})); return true; })()`)
+		shot(t, ctx, "talk-button-off-"+c.lang+".png")
+		pushToTalk(t, ctx, c.text)
+		up := stt.uploads()[n:]
+		if len(up) != 1 {
+			t.Fatalf("%s: the transcription server got %d uploads, want 1: %+v", c.lang, len(up), up)
+		}
+		if up[0].Err != "" || up[0].RMS < 0.01 {
+			t.Errorf("%s: the utterance does not decode to sound: %+v", c.lang, up[0])
+		}
+		// Held from before a whole utterance until after it: at least the speech, at most a loop and a bit.
+		if up[0].Seconds < c.secs*0.9 || up[0].Seconds > c.secs+30 {
+			t.Errorf("%s: the utterance lasts %.2f s, the speech %.2f s", c.lang, up[0].Seconds, c.secs)
+		}
+		waitTalk(t, ctx, "the answer played to its end", talkSel+`?.dataset.talkEvents.split(' ').some(e => e.startsWith('ended:'))`, 60*time.Second)
+		// Asked once the answer was spoken: the page shows the message before chat.send reaches the model.
+		if !model.sawMessage(c.text) {
+			t.Errorf("%s: the model was not sent the transcript %q", c.lang, c.text)
+		}
+		ev := talkEvents(t, ctx)
+		if !strings.Contains(ev, "play:") || strings.Index(ev, "play:") > strings.Index(ev, "ended:") {
+			t.Errorf("%s: the page's events %q: want play, then ended", c.lang, ev)
+		}
+		if len(tts.said()) == 0 {
+			t.Errorf("%s: the speech server was asked for nothing", c.lang)
+		}
+		shot(t, ctx, "talk-button-on-"+c.lang+".png")
+		axeCheck(t, ctx, "the talk controls ("+c.lang+")")
+		click(t, ctx, `[data-testid=chat-view]:not([hidden]) [data-testid=talk-end]`)
+		waitFor(t, ctx, "the talk ended", talkSel+`?.dataset.talkState === 'off'`, 30*time.Second)
+		// Settings → Talk, for the closing note's screenshots.
+		click(t, ctx, `[data-testid=open-settings]`)
+		waitFor(t, ctx, "Settings → Talk", `document.querySelector('[data-testid=talk-stt-base]')?.value.startsWith('http://127.0.0.1:')`, 30*time.Second)
+		js[bool](t, ctx, `(document.getElementById('s-talk').scrollIntoView(), true)`)
+		shotViewport(t, ctx, "talk-settings-desktop-"+c.lang+".png")
+		click(t, ctx, `[data-testid=talk-test-stt]`)
+		waitFor(t, ctx, "the STT test's answer", `document.querySelector('[data-testid=talk-test-stt-result]')?.dataset.ok === 'true'`, 60*time.Second)
+		click(t, ctx, `[data-testid=talk-test-tts]`)
+		waitFor(t, ctx, "the TTS test's answer", `document.querySelector('[data-testid=talk-test-tts-result]')?.dataset.ok === 'true'`, 60*time.Second)
+		axeCheckIn(t, ctx, "[data-testid=settings-talk]", "Settings → Talk ("+c.lang+")")
+	}
+
+	// A paired phone: the same, on the phone's layout (a transcript of its own: the desktop's
+	// messages are in the phone's history too).
+	const onPhone = "Tell me about the weather on my phone."
+	mu.Lock()
+	transcript, tlang = onPhone, "en"
+	mu.Unlock()
+	n := len(stt.uploads())
+	phone, phoneID := g.pairBrowser(t, chromium, filepath.Join(tmp, "phone"), []string{"location.get"}, nil,
+		append(micFlags(enWAV, true), chromedp.UserAgent(phoneUA), chromedp.WindowSize(390, 844))...)
+	if err := chromedp.Do(phone, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateTouch)); err != nil {
+		t.Fatalf("emulate 390×844: %v", err)
+	}
+	// A device approved with the default scope (authenticated) chats with no agent, so it may not
+	// talk either (talk.open is chat.send's rule): the person scopes it to role main.
+	g.admin.call("device.scope.set", map[string]any{"deviceId": phoneID, "scope": "role:main", "idempotencyKey": "talk-phone-scope"})
+	waitFor(t, phone, "the chat on the phone", `!!document.querySelector('[data-testid=chat-input]')?.offsetParent && !document.querySelector('[data-testid=chat-unavailable]') && !!document.querySelector('[data-testid=chat-view]:not([hidden]) [data-testid=talk-button]')`, 30*time.Second)
+	shotViewport(t, phone, "talk-phone-off-en.png")
+	pushToTalk(t, phone, onPhone)
+	if up := stt.uploads()[n:]; len(up) != 1 || up[0].Err != "" || up[0].Seconds < enSecs*0.9 {
+		t.Errorf("the phone's utterance at the transcription server: %+v (the speech lasts %.2f s)", up, enSecs)
+	}
+	waitTalk(t, phone, "the answer played on the phone", talkSel+`?.dataset.talkEvents.split(' ').some(e => e.startsWith('ended:'))`, 60*time.Second)
+	if !model.sawMessage(onPhone) {
+		t.Errorf("the model was not sent the phone's transcript %q", onPhone)
+	}
+	shotViewport(t, phone, "talk-phone-on-en.png")
+	axeCheck(t, phone, "the talk controls on the phone")
+	js[bool](t, phone, `(() => { const s = document.querySelector('[data-testid=lang-select]'); s.value = 'zh'; s.dispatchEvent(new Event('change', {bubbles: true})); return true; })()`)
+	waitFor(t, phone, "the phone in zh", `document.documentElement.lang.startsWith('zh')`, 10*time.Second)
+	shotViewport(t, phone, "talk-phone-on-zh.png")
+}
+
+// TestTalkContinuousInterrupt: continuous mode sends what was heard as the person's message; the
+// answer's voice (a long tone) is stopped by the next words heard (the looping WAV speaks again
+// during it): the audio element is stopped before its end, and with interrupt "cancel" the run is
+// cancelled. A silent microphone sends no utterance at all.
+func TestTalkContinuousInterrupt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: skipped in -short mode")
+	}
+	chromium := chromiumtest.Path(t)
+	tmp := t.TempDir()
+	// Said again and again, three seconds apart (the file loops).
+	wav, secs := speechWAV(t, tmp, "en", "What is on my calendar?", 0, 3)
+	stt := &scriptedSTT{dir: tmp, text: func() (string, string) { return "What is on my calendar?", "en" }}
+	// Each sentence's voice lasts a minute: the next loop of the speech comes while it plays.
+	tts := &scriptedTTS{secs: func() float64 { return 60 }}
+	// The answer streams slowly (its first sentence first): the run is still going when it is interrupted.
+	model := &scriptedModel{reply: "Your calendar is full today. " + strings.Repeat("And then there is more. ", 120), delay: 250 * time.Millisecond}
+	modelURL, cfg := talkServers(t, tmp, model, stt, tts, "cancel")
+	g := startTalkApp(t, tmp, cfg, modelURL)
+
+	ctx := newBrowser(t, chromium, filepath.Join(tmp, "desk"), micFlags(wav, false)...)
+	if err := chromedp.Do(ctx, chromedp.Navigate(g.uiURL)); err != nil {
+		t.Fatalf("navigate: %v", err)
+	}
+	waitFor(t, ctx, "the UI to connect", connected, 30*time.Second)
+	click(t, ctx, `[data-testid=talk-continuous]`)
+	waitFor(t, ctx, "the person's words sent", hasUserMessage("What is on my calendar?"), 90*time.Second)
+	shot(t, ctx, "talk-button-continuous-en.png")
+	waitTalk(t, ctx, "the voice playing", talkSel+`?.dataset.talkEvents.split(' ').some(e => e.startsWith('play:'))`, 90*time.Second)
+	waitTalk(t, ctx, "the voice stopped by speech", talkSel+`?.dataset.talkEvents.split(' ').some(e => e.startsWith('interrupted:'))`, 120*time.Second)
+	ev := strings.Fields(talkEvents(t, ctx))
+	for _, e := range ev {
+		if !strings.HasPrefix(e, "interrupted:") {
+			continue
+		}
+		// interrupted:<replyId>:<seq>:<at>/<duration>: stopped before its end.
+		var at, dur float64
+		parts := strings.Split(e, ":")
+		if _, err := fmt.Sscanf(parts[len(parts)-1], "%f/%f", &at, &dur); err != nil || at >= dur-0.5 {
+			t.Errorf("the voice was not stopped before its end: %q", e)
+		}
+		break
+	}
+	for _, e := range ev {
+		if strings.HasPrefix(e, "ended:") {
+			t.Errorf("a minute-long voice played to its end instead of being interrupted: %v", ev)
+		}
+	}
+	waitFor(t, ctx, "the interrupted run cancelled", `[...document.querySelectorAll('[data-testid=chat-message][data-role=assistant]')].some(m => m.dataset.state === 'cancelled')`, 60*time.Second)
+	for _, h := range stt.uploads() {
+		if h.Err != "" || h.Seconds < secs*0.8 || h.Seconds > secs+3 {
+			t.Errorf("an utterance at the transcription server: %+v (the speech lasts %.2f s; an utterance is the speech and its hangover)", h, secs)
+		}
+	}
+	click(t, ctx, `[data-testid=talk-end]`)
+	waitFor(t, ctx, "the talk ended", talkSel+`?.dataset.talkState === 'off'`, 30*time.Second)
+
+	// Silence: continuous mode hears no utterance in 5 s of it (250 frames analysed).
+	n := len(stt.uploads())
+	quiet := newBrowser(t, chromium, filepath.Join(tmp, "quiet"), micFlags(silentWAV(t, tmp, 30), false)...)
+	if err := chromedp.Do(quiet, chromedp.Navigate(g.uiURL)); err != nil {
+		t.Fatalf("navigate: %v", err)
+	}
+	waitFor(t, quiet, "the UI to connect", connected, 30*time.Second)
+	click(t, quiet, `[data-testid=talk-continuous]`)
+	waitFor(t, quiet, "5 s of silence analysed", talkSel+`?.dataset.talkFrames >= 250`, 120*time.Second)
+	if ev := talkEvents(t, quiet); strings.Contains(ev, "vad-") {
+		t.Errorf("silence was heard as speech: %q", ev)
+	}
+	if got := len(stt.uploads()) - n; got != 0 {
+		t.Errorf("silence sent %d utterances to the transcription server", got)
+	}
+}
+
+// TestTalkNothingConfigured: with no transcription server set, the talk button says what is
+// missing (TALK_NO_STT in words) at once, its link opens Settings → Talk with the focus there,
+// the button stays usable; in English and Chinese, axe-clean.
+func TestTalkNothingConfigured(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: skipped in -short mode")
+	}
+	chromium := chromiumtest.Path(t)
+	tmp := t.TempDir()
+	model := &scriptedModel{reply: "ok", delay: time.Millisecond}
+	m := httptest.NewServer(model)
+	t.Cleanup(m.Close)
+	g := startTalkApp(t, tmp, "", m.URL+"/v1")
+	ctx := newBrowser(t, chromium, filepath.Join(tmp, "desk"), micFlags(silentWAV(t, tmp, 5), false)...)
+	if err := chromedp.Do(ctx, chromedp.Navigate(g.uiURL)); err != nil {
+		t.Fatalf("navigate: %v", err)
+	}
+	waitFor(t, ctx, "the UI to connect", connected, 30*time.Second)
+	for _, c := range []struct{ lang, says string }{{"en", "speech-to-text server"}, {"zh", "语音转文字服务器"}} {
+		js[bool](t, ctx, `(() => { const s = document.querySelector('[data-testid=lang-select]'); s.value = '`+c.lang+`'; s.dispatchEvent(new Event('change', {bubbles: true})); return true; })()`)
+		click(t, ctx, `[data-testid=talk-button]`)
+		waitFor(t, ctx, "the talk button's explanation", `document.querySelector('[data-testid=talk-problem]')?.dataset.code === 'TALK_NO_STT'`, 30*time.Second)
+		if got := text(t, ctx, `[data-testid=talk-problem]`); !strings.Contains(got, c.says) {
+			t.Errorf("%s: the explanation %q does not say %q", c.lang, got, c.says)
+		}
+		if js[bool](t, ctx, `document.querySelector('[data-testid=talk-button]').disabled`) {
+			t.Errorf("%s: the talk button stays disabled after the refusal", c.lang)
+		}
+		shot(t, ctx, "talk-not-configured-"+c.lang+".png")
+		axeCheck(t, ctx, "the talk button's explanation ("+c.lang+")")
+		click(t, ctx, `[data-testid=talk-open-settings]`)
+		waitFor(t, ctx, "Settings → Talk focused", `document.activeElement?.id === 's-talk'`, 30*time.Second)
+		click(t, ctx, `[data-testid=close-settings]`)
+		click(t, ctx, `[data-testid=talk-problem-close]`)
+	}
+}
