@@ -63,6 +63,13 @@ func TestPhoneLayout(t *testing.T) {
 	for _, lang := range []string{"en", "zh"} {
 		js[bool](t, phone, `(() => { const s = document.querySelector('[data-testid=lang-select]'); s.value = '`+lang+`'; s.dispatchEvent(new Event('change', {bubbles: true})); return true; })()`)
 		waitFor(t, phone, "the page in "+lang, `document.documentElement.lang.startsWith('`+lang+`')`, 10*time.Second)
+		// The page sizes itself to the visual viewport on its resize
+		// events, which the 390×844 emulation sends asynchronously: wait
+		// for the layout to follow it (a CI run measured the tab bar at
+		// 701 px, the window's height before the emulation) before
+		// measuring.
+		waitFor(t, phone, "the layout at the emulated 844 px (the tab bar at the bottom)",
+			`(() => { const b = document.querySelector('.app.phone .tabs')?.getBoundingClientRect().bottom ?? 0; return Math.abs(b - window.innerHeight) <= 1; })()`, 20*time.Second)
 
 		share := js[float64](t, phone, `document.querySelector('.chat-panel.active').getBoundingClientRect().height / window.innerHeight`)
 		if share < 0.6 {
