@@ -88,14 +88,24 @@ func TestResourceUpdates(t *testing.T) {
 	if _, err := s.local.Write(ctx, "writer", memWrite(mcptest.Private["writer"], "\nmore\n")); err != nil {
 		t.Fatal(err)
 	}
-	srv.Refresh(ctx, []string{mcptest.Private["writer"]})
-	select {
-	case got := <-updated:
-		if got != uri {
-			t.Errorf("updated %s, want %s", got, uri)
+	// Under the SDK's newer protocol (SEP-2575) Subscribe opens a listen
+	// stream in the background and may return before the server has
+	// recorded the subscription, and nothing tells the client when it
+	// has: refresh until the notification arrives (a CI run's single
+	// refresh came first and was lost).
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for got := ""; got == ""; {
+		srv.Refresh(ctx, []string{mcptest.Private["writer"]})
+		select {
+		case got = <-updated:
+			if got != uri {
+				t.Errorf("updated %s, want %s", got, uri)
+			}
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatal("no notifications/resources/updated")
 		}
-	case <-ctx.Done():
-		t.Fatal("no notifications/resources/updated")
 	}
 	// A new file appears in the list.
 	for len(listChanged) > 0 {
