@@ -5,7 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -386,5 +390,64 @@ func TestSearchToolSaysWeak(t *testing.T) {
 	sure := encodeHits(memory.SearchResponse{Results: sampleHits, Confidence: memory.Confidence{Level: memory.ConfidenceHigh, Score: 0.82}}, defaultToolOutputBytes)
 	if !strings.Contains(sure, `"level":"high"`) || strings.Contains(sure, `"note"`) {
 		t.Errorf("high confidence: %s", sure)
+	}
+}
+
+// TestBuiltinSearchSaysRewrite: when memory.search.rewrite put a weakly
+// answered question into the chat model's words (a scripted model over a
+// real memory engine here), the built-in memory_search tells the model
+// what was searched too and how long the model took, as the gateway's
+// memory.search does (issue 25).
+func TestBuiltinSearchSaysRewrite(t *testing.T) {
+	ws := t.TempDir()
+	notes := map[string]string{
+		"memory/2026-04-01.md": "# Disk\n\nAdded logrotate for /var/log/nginx on the web server; the root volume was full.\n",
+		"memory/2026-04-03.md": "# Lunch\n\nNoodles at the corner shop; the soup was too salty for the team.\n",
+	}
+	for rel, text := range notes {
+		p := filepath.Join(ws, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var asked []string
+	rewrite := func(_ context.Context, q string) (string, error) {
+		asked = append(asked, q)
+		return "logrotate /var/log root volume full", nil
+	}
+	m, err := memory.Open(memory.Options{Workspace: ws, IndexDir: filepath.Join(t.TempDir(), "index"), DisableWatcher: true,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Rewrite: rewrite, RewriteTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	if err := m.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := defaultTools(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const q = "how did we free up space on the machine"
+	args, _ := json.Marshal(map[string]string{"query": q})
+	res := reg.Invoke(context.Background(), agent.Call{ID: "c", Tool: ToolMemorySearch, Args: args}, nil)
+	if res.Status != agent.StatusOK || len(asked) != 1 || asked[0] != q {
+		t.Fatalf("memory_search: %+v; the model was asked %q, want the weak question once", res, asked)
+	}
+	var got struct {
+		Results []toolHit `json:"results"`
+		memory.ToolRewrite
+	}
+	if err := json.Unmarshal(res.Data, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.RewrittenQuery != "logrotate /var/log root volume full" || got.RewriteMs < 1 {
+		t.Errorf("rewrittenQuery %q, rewriteMs %d; want the model's words and its time: %s", got.RewrittenQuery, got.RewriteMs, res.Data)
+	}
+	if len(got.Results) == 0 || got.Results[0].Path != "memory/2026-04-01.md" {
+		t.Errorf("results %+v; want the logrotate note first", got.Results)
 	}
 }

@@ -98,6 +98,9 @@ type toolResult struct {
 	// when the results are weak (memory.Confidence.Note).
 	Confidence memory.Confidence `json:"confidence"`
 	Note       string            `json:"note,omitempty"`
+	// The chat model's rewrite that was searched too, and its time
+	// (memory.ToolRewrite).
+	memory.ToolRewrite
 }
 
 type toolHit struct {
@@ -124,7 +127,7 @@ func marshal(v any) []byte {
 // limit bytes, cutting snippets and then dropping results from the end as
 // needed.
 func encodeHits(res memory.SearchResponse, limit int) string {
-	tr := toolResult{Results: []toolHit{}, Confidence: res.Confidence, Note: res.Confidence.Note()}
+	tr := toolResult{Results: []toolHit{}, Confidence: res.Confidence, Note: res.Confidence.Note(), ToolRewrite: res.ToolRewrite()}
 	for _, r := range res.Results {
 		h := toolHit{Path: r.Path, StartLine: r.StartLine, EndLine: r.EndLine,
 			Score: memory.RoundScore(r.Score), Layer: r.Layer, Snippet: r.Snippet}

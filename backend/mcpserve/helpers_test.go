@@ -33,6 +33,13 @@ type stack struct {
 
 func newStack(t testing.TB) *stack {
 	t.Helper()
+	return newStackMemory(t, nil)
+}
+
+// newStackMemory is newStack with the memory engine's options changed by
+// with (when not nil) before it opens.
+func newStackMemory(t testing.TB, with func(*memory.Options)) *stack {
+	t.Helper()
 	dir := t.TempDir()
 	s := &stack{dir: dir, ws: filepath.Join(dir, "ws")}
 	mcptest.Seed(t, s.ws)
@@ -50,8 +57,12 @@ func newStack(t testing.TB) *stack {
 	must(t, err)
 	s.g, err = guard.New(guard.Options{Workspace: s.ws, ACL: h, Audit: s.al, Logger: log})
 	must(t, err)
-	s.mem, err = memory.Open(memory.Options{Workspace: s.ws, IndexDir: filepath.Join(dir, "index"), Versions: vs,
-		Authorize: s.g.Authorize, Readable: s.g.ReadableFrom, ACL: h.Policy, Logger: log, DisableWatcher: true})
+	mo := memory.Options{Workspace: s.ws, IndexDir: filepath.Join(dir, "index"), Versions: vs,
+		Authorize: s.g.Authorize, Readable: s.g.ReadableFrom, ACL: h.Policy, Logger: log, DisableWatcher: true}
+	if with != nil {
+		with(&mo)
+	}
+	s.mem, err = memory.Open(mo)
 	must(t, err)
 	t.Cleanup(func() { s.mem.Close() })
 	must(t, s.mem.Sync(context.Background()))

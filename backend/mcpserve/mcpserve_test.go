@@ -11,6 +11,7 @@ import (
 
 	"github.com/atrium-dev/atrium/backend/audit"
 	"github.com/atrium-dev/atrium/backend/mcpserve/mcptest"
+	"github.com/atrium-dev/atrium/backend/memory"
 )
 
 // TestToolsAsTwoRoles: the SDK's client calls every tool, resource and the
@@ -175,6 +176,45 @@ func TestTokens(t *testing.T) {
 	for _, c := range [][2]string{{"", "writer"}, {"x", "admin"}, {"x", "../writer"}, {"x", "$session_owner"}, {strings.Repeat("n", MaxTokenName+1), "writer"}} {
 		if _, _, err := ts.Create(ctx, c[0], c[1]); !errors.Is(err, ErrInvalidToken) {
 			t.Errorf("create %q as %q: %v, want ErrInvalidToken", c[0], c[1], err)
+		}
+	}
+}
+
+// TestSearchSaysRewrite: when memory.search.rewrite put a weakly answered
+// question into the chat model's words (a scripted model here), the MCP
+// memory_search result says what was searched too and how long the model
+// took, as the gateway's memory.search does (issue 25); the other role's
+// note the rewrite names stays out of reach.
+func TestSearchSaysRewrite(t *testing.T) {
+	var asked []string
+	rewrite := func(_ context.Context, q string) (string, error) {
+		asked = append(asked, q)
+		return "launch code name Bluebird QK-7731", nil
+	}
+	s := newStackMemory(t, func(o *memory.Options) { o.Rewrite, o.RewriteTimeout = rewrite, time.Minute })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, cs := s.connect(t, "coder", nil)
+	const q = "what do we call the thing we are about to release"
+	var got struct { // as a client reads it
+		Results []memory.ToolHit `json:"results"`
+		memory.ToolRewrite
+	}
+	if e := mcptest.Call(ctx, t, cs, ToolSearch, map[string]any{"query": q}, &got); e != "" {
+		t.Fatal(e)
+	}
+	if len(asked) != 1 || asked[0] != q {
+		t.Fatalf("the model was asked %q; want the weak question once", asked)
+	}
+	if got.RewrittenQuery != "launch code name Bluebird QK-7731" || got.RewriteMs < 1 {
+		t.Errorf("rewrittenQuery %q, rewriteMs %d; want the model's words and its time", got.RewrittenQuery, got.RewriteMs)
+	}
+	if len(got.Results) == 0 || got.Results[0].Path != mcptest.Global {
+		t.Errorf("results %+v; want %s first", got.Results, mcptest.Global)
+	}
+	for _, h := range got.Results {
+		if h.Path == mcptest.Private["writer"] {
+			t.Errorf("the rewrite reached the writer's note: %+v", got.Results)
 		}
 	}
 }

@@ -132,6 +132,11 @@ type SearchOut struct {
 	// Note tells the model when the results are weak (the agents' tool's
 	// note, memory.Confidence.Note); "" otherwise.
 	Note string `json:"note,omitempty"`
+	// RewrittenQuery and RewriteMs say what the chat model's rewrite of
+	// the query searched too, and how long the model took in
+	// milliseconds (memory.ToolRewrite); omitted when it was not asked.
+	RewrittenQuery string `json:"rewrittenQuery,omitempty"`
+	RewriteMs      int64  `json:"rewriteMs,omitempty"`
 }
 
 type getIn struct {
@@ -181,7 +186,9 @@ func (s *Server) addTools() {
 		Description: "Search the Markdown memory this client may read (hybrid keyword + semantic, CJK aware). " +
 			"Returns the best passages, each with its file path, line range, score (0-1, higher is better), layer " +
 			"(global, role or session), role and a snippet of up to 700 characters, and the search's confidence " +
-			"(high, medium or low) that they answer the query; with low confidence a note says so. An empty list " +
+			"(high, medium or low) that they answer the query; with low confidence a note says so. When the app's chat " +
+			"model put a weakly answered query into other words, rewrittenQuery is what was searched too and rewriteMs " +
+			"how long the model took. An empty list " +
 			"means nothing relevant is in memory. Read more of a file with memory_get (path, from: startLine)."}, s.search)
 	mcp.AddTool(s.srv, &mcp.Tool{Name: ToolGet, Title: "Read a memory file", InputSchema: inputGet,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(false)},
@@ -209,6 +216,8 @@ func (s *Server) search(ctx context.Context, _ *mcp.CallToolRequest, a searchIn)
 	}
 	out := SearchOut{Results: memory.ToolHits(res.Results), Provider: res.Provider, Model: res.Model,
 		Confidence: res.Confidence, Note: res.Confidence.Note()}
+	rw := res.ToolRewrite()
+	out.RewrittenQuery, out.RewriteMs = rw.RewrittenQuery, rw.RewriteMs
 	return nil, out, nil
 }
 

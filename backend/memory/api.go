@@ -115,6 +115,22 @@ type ToolHit struct {
 	Snippet   string  `json:"snippet"`
 }
 
+// ToolRewrite is what the memory_search tools (the agents', the chat's
+// and the MCP server's) report of a search's rewrite by the chat model
+// (Options.Rewrite), as the gateway's memory.search response does
+// (docs/PROTOCOL.md): RewrittenQuery, the model's words that were searched
+// too, and RewriteMs, how long the model took in milliseconds (also when
+// it failed or timed out). Both are omitted when the model was not asked.
+type ToolRewrite struct {
+	RewrittenQuery string `json:"rewrittenQuery,omitempty"`
+	RewriteMs      int64  `json:"rewriteMs,omitempty"`
+}
+
+// ToolRewrite is res's rewrite as the memory_search tools report it.
+func (res SearchResponse) ToolRewrite() ToolRewrite {
+	return ToolRewrite{RewrittenQuery: res.RewrittenQuery, RewriteMs: res.RewriteMs}
+}
+
 // ToolHits is results as the memory_search tools report them (never nil).
 func ToolHits(results []SearchResult) []ToolHit {
 	hits := make([]ToolHit, 0, len(results))

@@ -1,12 +1,14 @@
 package tools
 
 import (
+	"context"
 	"os"
 	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/atrium-dev/atrium/backend/agent"
 	"github.com/atrium-dev/atrium/backend/audit"
@@ -264,5 +266,41 @@ func TestWriteFileModesAndLookalikes(t *testing.T) {
 	if res := e.call(WriteFile, map[string]any{"path": "notes/笔记(一).txt", "content": "一"}); res.Status == agent.StatusOK ||
 		!contains(res.Error, "looks like the existing notes/笔记（一）.txt") {
 		t.Errorf("a fullwidth look-alike: %+v", res)
+	}
+}
+
+// TestMemorySearchSaysRewrite: when memory.search.rewrite put a weakly
+// answered question into the chat model's words (here a scripted model),
+// memory_search tells the agent what was searched too and how long the
+// model took, as the gateway's memory.search does (issue 25); without a
+// rewrite neither field is there.
+func TestMemorySearchSaysRewrite(t *testing.T) {
+	var asked []string
+	rewrite := func(_ context.Context, q string) (string, error) {
+		asked = append(asked, q)
+		return "parser needs a rewrite", nil
+	}
+	e := newTestEnvMemory(t, Options{}, func(o *memory.Options) { o.Rewrite, o.RewriteTimeout = rewrite, time.Minute })
+	const q = "which component of ours must be redone from scratch"
+	res := e.call(MemorySearch, map[string]any{"query": q})
+	if res.Status != agent.StatusOK {
+		t.Fatalf("memory_search: %+v", res)
+	}
+	if len(asked) != 1 || asked[0] != q {
+		t.Fatalf("the model was asked %q; want the weak question once", asked)
+	}
+	got := dataOf[struct {
+		Results []memory.ToolHit `json:"results"`
+		memory.ToolRewrite
+	}](t, res)
+	if got.RewrittenQuery != "parser needs a rewrite" || got.RewriteMs < 1 {
+		t.Errorf("rewrittenQuery %q, rewriteMs %d; want the model's words and its time: %s", got.RewrittenQuery, got.RewriteMs, res.Data)
+	}
+	if len(got.Results) == 0 || got.Results[0].Path != "memory/roles/code-expert/notes.md" {
+		t.Errorf("results %+v; want the note the rewrite found first", got.Results)
+	}
+	plain := newTestEnv(t, Options{}).call(MemorySearch, map[string]any{"query": q})
+	if contains(string(plain.Data), "rewrittenQuery") || contains(string(plain.Data), "rewriteMs") {
+		t.Errorf("no rewriter, yet the tool says a rewrite: %s", plain.Data)
 	}
 }

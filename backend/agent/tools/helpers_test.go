@@ -61,6 +61,13 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 
 func newTestEnv(t *testing.T, o Options) *testEnv {
 	t.Helper()
+	return newTestEnvMemory(t, o, nil)
+}
+
+// newTestEnvMemory is newTestEnv with the memory engine's options changed
+// by with (when not nil) before it opens.
+func newTestEnvMemory(t *testing.T, o Options, with func(*memory.Options)) *testEnv {
+	t.Helper()
 	dir := t.TempDir()
 	e := &testEnv{t: t, dir: dir, ws: filepath.Join(dir, "ws"), outside: filepath.Join(dir, "outside"),
 		clock: &clock{t: time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)}}
@@ -89,8 +96,12 @@ func newTestEnv(t *testing.T, o Options) *testEnv {
 	if e.g, err = guard.New(guard.Options{Workspace: e.ws, ACL: h, Audit: e.al, Logger: log}); err != nil {
 		t.Fatal(err)
 	}
-	if e.mem, err = memory.Open(memory.Options{Workspace: e.ws, IndexDir: filepath.Join(dir, "index"), Versions: vs,
-		Authorize: e.g.Authorize, ACL: h.Policy, Logger: log, DisableWatcher: true, Now: e.clock.Now}); err != nil {
+	mo := memory.Options{Workspace: e.ws, IndexDir: filepath.Join(dir, "index"), Versions: vs,
+		Authorize: e.g.Authorize, ACL: h.Policy, Logger: log, DisableWatcher: true, Now: e.clock.Now}
+	if with != nil {
+		with(&mo)
+	}
+	if e.mem, err = memory.Open(mo); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.mem.Close() })

@@ -78,12 +78,23 @@ func (e *env) memorySearch(ctx context.Context, c agent.Call) (agent.Output, err
 		return agent.Output{}, fmt.Errorf("memory_search: %w", mapErr(err))
 	}
 	hits := memory.ToolHits(res.Results)
-	data := map[string]any{"results": hits, "provider": res.Provider, "model": res.Model, "confidence": res.Confidence}
-	if note := res.Confidence.Note(); note != "" {
-		data["note"] = note // the model is told when results are weak
-	}
+	data := searchData{Results: hits, Provider: res.Provider, Model: res.Model, Confidence: res.Confidence,
+		Note: res.Confidence.Note(), ToolRewrite: res.ToolRewrite()}
 	return agent.Output{Data: data,
 		LogSummary: fmt.Sprintf("%d results", len(hits))}, nil
+}
+
+// searchData is memory_search's answer to the model: the results, the
+// search's confidence, a note when it is low (memory.Confidence.Note),
+// and what the chat model's rewrite searched too (memory.ToolRewrite; the
+// gateway's memory.search carries the same fields).
+type searchData struct {
+	Results    []memory.ToolHit  `json:"results"`
+	Provider   string            `json:"provider"`
+	Model      string            `json:"model"`
+	Confidence memory.Confidence `json:"confidence"`
+	Note       string            `json:"note,omitempty"`
+	memory.ToolRewrite
 }
 
 func (e *env) memoryGet(ctx context.Context, c agent.Call) (agent.Output, error) {
