@@ -45,6 +45,13 @@ import (
 // collabTurnPrefix starts the session id of a collaboration's turn.
 const collabTurnPrefix = "collab-"
 
+// maxCollabChain bounds how many collaborations deep agents may ask one
+// another: main asks writer (1), writer asks editor within that task (2),
+// editor asks critic (3); a fourth is refused. With the cycle rule in
+// collabChain it keeps agents from asking each other back and forth,
+// each ask a model run, without end.
+const maxCollabChain = 3
+
 // collabSendTimeout bounds handing the task to the invited role's
 // instance (spawning it included; its answer is not waited for here).
 const collabSendTimeout = 90 * time.Second
@@ -56,6 +63,7 @@ type collabAsk struct {
 	importance float64
 	c          collab.Collaboration
 	changed    chan struct{} // closed (and replaced) on every change
+	chain      []string      // the roles that asked, first first, ending with from.Role
 	accepting  bool          // the invited role's accept was tried
 	delivered  bool          // the task was handed to an instance
 	messageID  string        // the id the invited role's answer will have
@@ -103,16 +111,48 @@ func (b *collabBroker) Ask(ctx context.Context, who acl.Principal, r collab.Requ
 	if importance < 0 || importance > 1 {
 		return collab.Collaboration{}, fmt.Errorf("%w: importance %v is outside [0,1]", collab.ErrInvalidInput, importance)
 	}
+	chain, err := b.collabChain(who, r.To)
+	if err != nil {
+		return collab.Collaboration{}, err
+	}
 	req, err := b.a.Collab.Request(ctx, acl.Principal{Role: who.Role, Session: who.Session}, r)
 	if err != nil {
 		return collab.Collaboration{}, err
 	}
 	b.mu.Lock()
-	b.asks[req.ID] = &collabAsk{from: who, token: req.Token, importance: importance, c: req.Collaboration, changed: make(chan struct{})}
+	b.asks[req.ID] = &collabAsk{from: who, token: req.Token, importance: importance, c: req.Collaboration, changed: make(chan struct{}), chain: chain}
 	b.mu.Unlock()
 	b.log.Info("agent asked a role", "id", req.ID, "from", who.Role, "to", r.To, "needs_person", req.Collaboration.NeedsPerson)
 	go b.advance(req.ID)
 	return req.Collaboration, nil
+}
+
+// collabChain returns the chain of roles an ask by who to role to
+// extends: who.Role alone for an ask from an ordinary session; for an ask
+// made while answering a collaboration (who.Session is that
+// collaboration's turn, "collab-<id>"), that collaboration's chain plus
+// who.Role. It refuses (collab.ErrInvalidInput) an ask back to a role
+// already in the chain, which is waiting for this one's answer, and a
+// chain longer than maxCollabChain.
+func (b *collabBroker) collabChain(who acl.Principal, to string) ([]string, error) {
+	chain := []string{who.Role}
+	if id, ok := strings.CutPrefix(who.Session, collabTurnPrefix); ok {
+		b.mu.Lock()
+		parent := b.asks["c-"+id]
+		if parent != nil && parent.c.To == who.Role {
+			chain = append(append([]string(nil), parent.chain...), who.Role)
+		}
+		b.mu.Unlock()
+	}
+	for _, role := range chain {
+		if role == to {
+			return nil, fmt.Errorf("%w: %s is waiting for %s's answer (%s); answer it instead of asking back", collab.ErrInvalidInput, to, who.Role, strings.Join(append(chain, to), " → "))
+		}
+	}
+	if len(chain) > maxCollabChain {
+		return nil, fmt.Errorf("%w: collaborations nest at most %d deep (%s); answer with what you have", collab.ErrInvalidInput, maxCollabChain, strings.Join(append(chain, to), " → "))
+	}
+	return chain, nil
 }
 
 // advance takes the next step of collaboration id: the invited role's

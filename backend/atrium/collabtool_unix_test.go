@@ -161,3 +161,64 @@ rules:
 		t.Errorf("collab.list: %+v", list.Collaborations)
 	}
 }
+
+// TestAgentAskingBackIsRefused: writer, answering main's collaboration,
+// asks main back through ask_role; the ask is refused (main is waiting for
+// writer's answer), writer's model is told so and answers, and that
+// answer reaches main. Without the refusal each agent's ask would start
+// another model run of the other, without end.
+func TestAgentAskingBackIsRefused(t *testing.T) {
+	writerModel := newScriptModel(t,
+		modeltest.Turn{Calls: [][2]string{{"ask_role", `{"action":"ask","role":"main","task":"What should the release line say?","context":["memory/global/brief.md"],"waitSeconds":5}`}}},
+		modeltest.Turn{Text: "Atrium 1.0 ships on Friday. (writer, on its own)"},
+	)
+	mainModel := newScriptModel(t,
+		modeltest.Turn{Calls: [][2]string{{"ask_role", `{"action":"ask","role":"writer","task":"Write one line announcing the release.","context":["memory/global/brief.md"],"waitSeconds":120}`}}},
+		modeltest.Turn{Text: "The writer wrote the line."},
+	)
+	env := map[string]string{"OPENAI_BASE_URL": mainModel.URL + "/v1", "OPENAI_API_KEY": "k", "OPENAI_MODEL": "scripted"}
+	a, ws := startApp(t, func(k string) string { return env[k] })
+	writeFiles(t, ws, map[string]string{
+		"memory/.acl": `version: "1.0"
+rules:
+  global/**:       {read: ["*"], write: [admin, main], collaborate: [admin, main, writer]}
+  roles/main/**:   {read: [main, admin], write: [main, admin], collaborate: [main, admin]}
+  roles/writer/**: {read: [writer, admin], write: [writer, admin], collaborate: [writer, admin]}
+`,
+		"memory/global/brief.md":      "# Brief\n\nAtrium 1.0 ships on Friday.\n",
+		"memory/roles/main/config.md": "---\ndescription: main\n---\nYou are main.\n",
+		"memory/roles/writer/config.md": "---\ndescription: writer\nmodel: {provider: openai, baseUrl: \"" + writerModel.URL + "/v1\", model: scripted-writer}\n---\n" +
+			"You are the writer.\n",
+	})
+	must(t, a.ACL.Load(ws+"/memory/.acl"))
+	must(t, a.Memory.Sync(context.Background()))
+	cl := dial(t, a)
+
+	var sent struct{ RunID string }
+	cl.ok("chat.send", map[string]any{"profileId": "main", "sessionId": "s-1", "message": "Ask the writer for a release line."}, &sent)
+	if ev := follow(t, cl, sent.RunID, nil); ev.named("chat.final") == nil {
+		t.Fatalf("run did not end with chat.final: %v", ev.frames)
+	}
+	if n := writerModel.Count(); n != 2 {
+		t.Fatalf("writer's model got %d requests, want 2 (the task, then the refused ask's result)", n)
+	}
+	told := toolText(writerModel.Request(1).ToolMessages())
+	if !strings.Contains(told, "main is waiting for writer's answer") {
+		t.Errorf("writer's model was told %q, want the refusal", told)
+	}
+	if n := mainModel.Count(); n != 2 {
+		t.Fatalf("main's model got %d requests, want 2 (asking back must not start a run of main)", n)
+	}
+	if got := toolText(mainModel.Request(1).ToolMessages()); !strings.Contains(got, "(writer, on its own)") {
+		t.Errorf("main's model got %s, want writer's answer", got)
+	}
+}
+
+// toolText joins a model request's tool results (by call id).
+func toolText(byCall map[string]string) string {
+	var b strings.Builder
+	for _, content := range byCall {
+		b.WriteString(content + "\n")
+	}
+	return b.String()
+}
