@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"strings"
 	"sync"
@@ -161,5 +163,57 @@ func TestBadStreamLogsWhy(t *testing.T) {
 				t.Errorf("the log shows the audio's bytes:\n%s", got)
 			}
 		})
+	}
+}
+
+// TestSpeedCommandsAtTheBound: "faster" and "slower" step the speed within
+// what the provider speaks (ElevenLabs 0.7…1.2, the others 0.5…2), clamped
+// at its ends; one that changes nothing is not applied (the page and the
+// spoken answer say the limit was reached), and a configured speed out of
+// the provider's range starts clamped.
+func TestSpeedCommandsAtTheBound(t *testing.T) {
+	g, err := gateway.New(gateway.Options{Token: "talk-speed-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Options{Gateway: g, Chat: nopChat{},
+		Accept: func(context.Context, net.IP, string, Hooks) (Conn, string, error) {
+			return nil, "", errors.New("no channel in this test")
+		},
+		Settings: func() Settings { return Settings{STT: STTSettings{BaseURL: "http://127.0.0.1:9/v1"}} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	type step struct {
+		kind    string
+		applied bool
+		speed   float64
+	}
+	for _, c := range []struct {
+		provider string
+		start    float64
+		steps    []step
+	}{
+		{ProviderElevenLabs, 1, []step{{CommandFaster, true, 1.2}, {CommandFaster, false, 1.2},
+			{CommandSlower, true, 0.95}, {CommandSlower, true, 0.7}, {CommandSlower, false, 0.7}}},
+		{ProviderElevenLabs, 2, []step{{CommandFaster, false, 1.2}, {CommandSlower, true, 0.95}}},
+		{ProviderOpenAI, 1.75, []step{{CommandFaster, true, 2}, {CommandFaster, false, 2}}},
+		{ProviderBrowser, 0.75, []step{{CommandSlower, true, 0.5}, {CommandSlower, false, 0.5}, {CommandFaster, true, 0.75}}},
+	} {
+		st := Settings{STT: STTSettings{BaseURL: "http://127.0.0.1:9/v1"}, TTS: TTSSettings{Provider: c.provider, BaseURL: "http://127.0.0.1:9", Speed: c.start}}.WithDefaults()
+		tk := newTalk(s, "conn", "main", "s1", OpenParams{Mode: "ptt", Lang: "en"}, st)
+		for i, want := range c.steps {
+			vc := tk.command(want.kind, "en", fmt.Sprint("u", i))
+			if vc.Applied != want.applied || math.Abs(vc.Speed-want.speed) > 1e-9 {
+				t.Errorf("%s from %v, step %d (%s): applied %v speed %v, want applied %v speed %v", c.provider, c.start, i, want.kind, vc.Applied, vc.Speed, want.applied, want.speed)
+			}
+			tk.mu.Lock()
+			said := tk.speakQ[len(tk.speakQ)-2].text
+			tk.mu.Unlock()
+			if want.applied == strings.Contains(said, "already") {
+				t.Errorf("%s step %d: the spoken answer %q (applied %v)", c.provider, i, said, want.applied)
+			}
+		}
 	}
 }

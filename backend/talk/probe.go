@@ -2,19 +2,37 @@ package talk
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"time"
 
 	"github.com/atrium-dev/atrium/backend/gateway"
 )
 
 // TestResult is talk.test's answer: Detail says in a sentence what was
-// checked, or which URL answered what.
+// checked, or which URL answered what status (never the server's own
+// words: those are logged, "talk test failed"); Code is a failure's
+// CodeSTTFailed or CodeTTSFailed, Status its HTTP status (0: none).
 type TestResult struct {
 	OK        bool   `json:"ok"`
 	LatencyMs int64  `json:"latencyMs"`
 	Detail    string `json:"detail"`
+	Code      string `json:"code,omitempty"`
+	Status    int    `json:"status,omitempty"`
+}
+
+// testFailed is talk.test's answer to a server's failure err (code
+// CodeSTTFailed or CodeTTSFailed); the whole error goes to the log.
+func (s *Service) testFailed(kind, code string, err error, ms int64) TestResult {
+	s.o.Logger.Warn("talk test failed", "kind", kind, "err", err)
+	r := TestResult{LatencyMs: ms, Code: code, Detail: PublicError(err, "the "+kind+" test failed")}
+	var se *ServerError
+	if errors.As(err, &se) {
+		r.Status = se.Status
+	}
+	return r
 }
 
 // Test serves talk.test: kind "stt" posts a 1 s, 16 kHz WAV to the
@@ -35,7 +53,7 @@ func (s *Service) Test(ctx context.Context, kind string) (TestResult, error) {
 		c := STTClient{BaseURL: st.STT.BaseURL, Model: st.STT.Model, APIKey: st.STT.APIKey, HTTP: s.o.HTTP}
 		tr, err := c.Transcribe(ctx, wavTone(), "atrium-test.wav", "audio/wav", "")
 		if err != nil {
-			return TestResult{LatencyMs: ms(), Detail: err.Error()}, nil
+			return s.testFailed(kind, CodeSTTFailed, err, ms()), nil
 		}
 		return TestResult{OK: true, LatencyMs: ms(), Detail: fmt.Sprintf("%s transcribed a 1 s test tone with model %s (text %q)",
 			endpoint(st.STT.BaseURL, "/audio/transcriptions"), st.STT.Model, tr.Text)}, nil
@@ -53,12 +71,12 @@ func (s *Service) Test(ctx context.Context, kind string) (TestResult, error) {
 		total := 0
 		mt := ""
 		for _, text := range []string{"Atrium", "你好"} {
-			n, typ, err := synthBytes(ctx, synth, text, v)
+			n, typ, err := synthBytes(ctx, synth, st.TTS.BaseURL, text, v)
 			if err != nil {
-				return TestResult{LatencyMs: ms(), Detail: err.Error()}, nil
+				return s.testFailed(kind, CodeTTSFailed, err, ms()), nil
 			}
 			if n == 0 {
-				return TestResult{LatencyMs: ms(), Detail: fmt.Sprintf("the speech server (%s) answered %q with no audio bytes", st.TTS.Provider, text)}, nil
+				return TestResult{LatencyMs: ms(), Code: CodeTTSFailed, Detail: fmt.Sprintf("the speech server (%s) answered %q with no audio bytes", st.TTS.Provider, text)}, nil
 			}
 			total, mt = total+n, typ
 		}
@@ -68,9 +86,9 @@ func (s *Service) Test(ctx context.Context, kind string) (TestResult, error) {
 	return TestResult{}, gateway.Errorf(gateway.CodeInvalidRequest, "talk.test: kind must be stt or tts")
 }
 
-// synthBytes synthesises text whole and counts its audio bytes (at most
-// 16 MiB are read).
-func synthBytes(ctx context.Context, synth Synth, text string, v Voice) (int, string, error) {
+// synthBytes synthesises text whole on the server at base and counts its
+// audio bytes (at most 16 MiB are read).
+func synthBytes(ctx context.Context, synth Synth, base, text string, v Voice) (int, string, error) {
 	a, err := synth.Synthesize(ctx, text, v)
 	if err != nil {
 		return 0, "", err
@@ -78,7 +96,7 @@ func synthBytes(ctx context.Context, synth Synth, text string, v Voice) (int, st
 	defer a.Body.Close()
 	n, err := io.Copy(io.Discard, io.LimitReader(a.Body, 16<<20))
 	if err != nil {
-		return int(n), a.MimeType, fmt.Errorf("%w: reading the audio of %q: %w", ErrTTS, text, err)
+		return int(n), a.MimeType, &ServerError{Kind: ErrTTS, URL: redactedURL(base), Why: WhyRead, Status: http.StatusOK, Err: err}
 	}
 	return int(n), a.MimeType, nil
 }

@@ -40,6 +40,41 @@ const (
 	CodeNoSTT = "TALK_NO_STT"
 )
 
+// Codes of a failed utterance (talk.transcript's errorCode, its error the
+// fixed sentence ErrorText gives) and of talk.test's failures (its code).
+// A server's own words never reach the page: they are logged.
+const (
+	// CodeSTTFailed: the transcription server could not be reached,
+	// refused or answered something else than a transcript.
+	CodeSTTFailed = "TALK_STT_FAILED"
+	// CodeTTSFailed: talk.test's speech server failed.
+	CodeTTSFailed = "TALK_TTS_FAILED"
+	// CodeNoAudio: an utterance ended with no audio.
+	CodeNoAudio = "TALK_NO_AUDIO"
+	// CodeSTTBusy: maxQueued utterances waited already; this one was
+	// dropped.
+	CodeSTTBusy = "TALK_STT_BUSY"
+	// CodeSendFailed: the transcript could not be sent as the person's
+	// message (chat.send refused it).
+	CodeSendFailed = "TALK_SEND_FAILED"
+)
+
+// ErrorText is the fixed English sentence of an utterance's error code
+// (the page words it by the code, in English or Chinese).
+func ErrorText(code string) string {
+	switch code {
+	case CodeSTTFailed:
+		return "the transcription server could not transcribe the utterance"
+	case CodeNoAudio:
+		return "the utterance carried no audio"
+	case CodeSTTBusy:
+		return fmt.Sprintf("%d utterances are waiting for the transcription server; this one was dropped", maxQueued)
+	case CodeSendFailed:
+		return "the transcript could not be sent as a message"
+	}
+	return "the utterance failed"
+}
+
 // Reasons of talk.ended (and of X sent by the gateway).
 const (
 	ReasonClosed         = "closed"          // talk.close, or the page's X

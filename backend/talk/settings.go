@@ -106,7 +106,21 @@ const (
 	DefaultMinSpeechMs      = 300
 	MinSpeed, MaxSpeed      = 0.5, 2.0
 	SpeedStep               = 0.25
+	// ElevenLabsMinSpeed and ElevenLabsMaxSpeed bound ElevenLabs'
+	// voice_settings.speed (its API refuses others).
+	ElevenLabsMinSpeed, ElevenLabsMaxSpeed = 0.7, 1.2
 )
+
+// SpeedRange is the speeds provider speaks at: ElevenLabs 0.7…1.2, the
+// others (OpenAI-compatible servers, the browser's speechSynthesis)
+// MinSpeed…MaxSpeed. A talk's speed stays in it: a configured speed out of
+// it is clamped, and "speak faster" at its top changes nothing and says so.
+func SpeedRange(provider string) (lo, hi float64) {
+	if provider == ProviderElevenLabs {
+		return ElevenLabsMinSpeed, ElevenLabsMaxSpeed
+	}
+	return MinSpeed, MaxSpeed
+}
 
 // ErrSettings marks an invalid talk block; the message names the key.
 var ErrSettings = errors.New("invalid talk settings")

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -105,7 +106,9 @@ func newTalk(s *Service, connID, profileID, sessionID string, p OpenParams, st S
 		stt:      STTClient{BaseURL: st.STT.BaseURL, Model: st.STT.Model, APIKey: st.STT.APIKey, HTTP: s.o.HTTP},
 		settings: st, profileID: profileID, sessionID: sessionID, conversationID: p.ConversationID,
 		opened: now, lastAudio: now, myRuns: map[string]bool{}, replies: map[string]*reply{},
-		voice: st.TTS.Voice, speed: st.TTS.Speed}
+		voice: st.TTS.Voice}
+	lo, hi := SpeedRange(st.TTS.Provider)
+	t.speed = min(max(st.TTS.Speed, lo), hi)
 	if st.TTS.Provider == ProviderElevenLabs {
 		t.voice = st.TTS.ElevenLabs.VoiceID
 	}
@@ -357,16 +360,18 @@ func (t *talk) take(b []byte) string {
 		t.utt = nil
 		t.lastAudio = now
 		t.mu.Unlock()
+		ev := TranscriptEvent{UtteranceID: u.id, DurationMs: e.DurationMs, Lang: t.talkLang("")}
 		if u.data.Len() == 0 {
-			t.transcript(TranscriptEvent{UtteranceID: u.id, DurationMs: e.DurationMs, Lang: t.talkLang(""), Error: "the utterance carried no audio"})
+			ev.failed(CodeNoAudio)
+			t.transcript(ev)
 			return ""
 		}
 		select {
 		case t.jobs <- job{id: u.id, mime: u.mime, send: u.send, durationMs: e.DurationMs, audio: u.data.Bytes()}:
 			go t.state(StateTranscribing)
 		default:
-			t.transcript(TranscriptEvent{UtteranceID: u.id, DurationMs: e.DurationMs, Lang: t.talkLang(""),
-				Error: fmt.Sprintf("%d utterances are waiting for the transcription server; this one was dropped", maxQueued)})
+			ev.failed(CodeSTTBusy)
+			t.transcript(ev)
 		}
 	case MsgInterrupt:
 		var in Interrupt
@@ -409,7 +414,16 @@ type TranscriptEvent struct {
 	RunID        string        `json:"runId,omitempty"`
 	MediaID      string        `json:"mediaId,omitempty"`
 	VoiceCommand *VoiceCommand `json:"voiceCommand,omitempty"`
-	Error        string        `json:"error,omitempty"`
+	// ErrorCode is a failed utterance's code (CodeSTTFailed, CodeNoAudio,
+	// CodeSTTBusy, CodeSendFailed), Error its fixed sentence (ErrorText):
+	// never a server's words, which are logged.
+	ErrorCode string `json:"errorCode,omitempty"`
+	Error     string `json:"error,omitempty"`
+}
+
+// failed marks e as failed with code.
+func (e *TranscriptEvent) failed(code string) {
+	e.ErrorCode, e.Error = code, ErrorText(code)
 }
 
 // VoiceCommand says what a voice command did.
@@ -465,7 +479,8 @@ func (t *talk) transcribe(j job) {
 	ev := TranscriptEvent{UtteranceID: j.id, DurationMs: j.durationMs, Text: tr.Text, Lang: tr.Lang}
 	if err != nil {
 		t.s.o.Logger.Warn("talk transcription failed", "talk", t.id, "err", err)
-		ev.Lang, ev.Error = t.talkLang(""), err.Error()
+		ev.Lang = t.talkLang("")
+		ev.failed(CodeSTTFailed)
 		t.transcript(ev)
 		t.state(t.restState())
 		return
@@ -499,7 +514,9 @@ func (t *talk) transcribe(j job) {
 	runID, queued, err := t.deliver(m)
 	switch {
 	case err != nil:
-		ev.Sent, ev.Error = false, err.Error()
+		t.s.o.Logger.Warn("talk transcript not sent", "talk", t.id, "err", err)
+		ev.Sent = false
+		ev.failed(CodeSendFailed)
 		t.state(t.restState())
 	case queued:
 		ev.Queued = true
@@ -699,17 +716,18 @@ func (t *talk) interrupt(replyID string) {
 func (t *talk) command(kind, lang, utteranceID string) *VoiceCommand {
 	t.mu.Lock()
 	vc := &VoiceCommand{Kind: kind}
+	// A step within the provider's range, clamped at its ends; applied
+	// only when the speed the voice speaks at changed.
+	lo, hi := SpeedRange(t.settings.TTS.Provider)
 	switch kind {
-	case CommandSlower:
-		if t.speed-SpeedStep >= MinSpeed-1e-9 {
-			t.speed -= SpeedStep
-			vc.Applied = true
+	case CommandSlower, CommandFaster:
+		next := t.speed - SpeedStep
+		if kind == CommandFaster {
+			next = t.speed + SpeedStep
 		}
-	case CommandFaster:
-		if t.speed+SpeedStep <= MaxSpeed+1e-9 {
-			t.speed += SpeedStep
-			vc.Applied = true
-		}
+		next = min(max(next, lo), hi)
+		vc.Applied = math.Abs(next-t.speed) > 1e-9
+		t.speed = next
 	case CommandVoice:
 		t.voice = NextVoice(t.settings.TTS.Provider, t.voice)
 		vc.Applied = true

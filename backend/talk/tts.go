@@ -15,8 +15,8 @@ import (
 )
 
 // ErrTTS marks a synthesis that failed: the server could not be reached,
-// refused, or answered something that is not audio. The message says
-// which URL and what status.
+// refused, or answered something that is not audio. The error is a
+// *ServerError.
 var ErrTTS = errors.New("speech synthesis failed")
 
 // DefaultHTTPTimeout bounds one request to a speech server, its body
@@ -73,13 +73,13 @@ func (o OpenAISpeech) Synthesize(ctx context.Context, text string, v Voice) (Aud
 	})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
 	if err != nil {
-		return Audio{}, fmt.Errorf("%w: %s: %w", ErrTTS, u, err)
+		return Audio{}, &ServerError{Kind: ErrTTS, URL: redactedURL(u), Why: WhyRequest, Err: err}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if o.APIKey != "" {
 		req.Header.Set("Authorization", "Bearer "+o.APIKey)
 	}
-	return startAudio(o.HTTP, req, u, formatMIME[o.Format])
+	return startAudio(o.HTTP, req, u, formatMIME[o.Format], o.APIKey)
 }
 
 // ElevenLabs is ElevenLabs' streaming synthesis, POST
@@ -92,34 +92,35 @@ type ElevenLabs struct {
 }
 
 // Synthesize implements Synth (v.Name is the voice id; the speed is
-// clamped to ElevenLabs' 0.7…1.2).
+// clamped to ElevenLabs' 0.7…1.2, SpeedRange).
 func (e ElevenLabs) Synthesize(ctx context.Context, text string, v Voice) (Audio, error) {
 	u := endpoint(e.BaseURL, "/text-to-speech/"+url.PathEscape(v.Name)+"/stream") + "?output_format=mp3_44100_128"
 	body, _ := json.Marshal(map[string]any{ // plain values: no error
 		"text": text, "model_id": e.ModelID,
-		"voice_settings": map[string]any{"stability": e.Stability, "similarity_boost": 0.75, "speed": min(max(v.Speed, 0.7), 1.2)},
+		"voice_settings": map[string]any{"stability": e.Stability, "similarity_boost": 0.75, "speed": min(max(v.Speed, ElevenLabsMinSpeed), ElevenLabsMaxSpeed)},
 	})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
 	if err != nil {
-		return Audio{}, fmt.Errorf("%w: %s: %w", ErrTTS, u, err)
+		return Audio{}, &ServerError{Kind: ErrTTS, URL: redactedURL(u), Why: WhyRequest, Err: err}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "audio/mpeg")
 	req.Header.Set("xi-api-key", e.APIKey)
-	return startAudio(e.HTTP, req, u, "audio/mpeg")
+	return startAudio(e.HTTP, req, u, "audio/mpeg", e.APIKey)
 }
 
 // startAudio sends req and returns its body once the head says audio.
-// fallback is the type of an answer labelled application/octet-stream.
-func startAudio(c *http.Client, req *http.Request, u, fallback string) (Audio, error) {
+// fallback is the type of an answer labelled application/octet-stream;
+// key, the request's API key, is redacted from a failure's Detail.
+func startAudio(c *http.Client, req *http.Request, u, fallback, key string) (Audio, error) {
 	resp, err := httpClient(c).Do(req)
 	if err != nil {
-		return Audio{}, fmt.Errorf("%w: the speech server at %s could not be reached: %w", ErrTTS, u, err)
+		return Audio{}, &ServerError{Kind: ErrTTS, URL: redactedURL(u), Why: WhyUnreachable, Err: err}
 	}
 	if resp.StatusCode != http.StatusOK {
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 		resp.Body.Close()
-		return Audio{}, fmt.Errorf("%w: the speech server at %s answered %s: %s", ErrTTS, u, resp.Status, snippet(data))
+		return Audio{}, &ServerError{Kind: ErrTTS, URL: redactedURL(u), Why: WhyStatus, Status: resp.StatusCode, Detail: redact(snippet(data), key)}
 	}
 	ct := resp.Header.Get("Content-Type")
 	mt, _, _ := mime.ParseMediaType(ct)
@@ -129,7 +130,7 @@ func startAudio(c *http.Client, req *http.Request, u, fallback string) (Audio, e
 		ct = fallback
 	default:
 		resp.Body.Close()
-		return Audio{}, fmt.Errorf("%w: the speech server at %s answered %s with %q, not audio", ErrTTS, u, resp.Status, ct)
+		return Audio{}, &ServerError{Kind: ErrTTS, URL: redactedURL(u), Why: WhyNotAudio, Status: resp.StatusCode, Detail: redact(fmt.Sprintf("Content-Type %q", ct), key)}
 	}
 	return Audio{Body: resp.Body, MimeType: ct}, nil
 }

@@ -14,11 +14,14 @@ import {
   parseMsg,
   pickTalkType,
   talkErrorKey,
+  utteranceErrorKey,
   type AudioLike,
   type TalkDeps,
   type TalkEvent,
+  type TranscriptEvent,
   type VadEvent,
 } from './talk';
+import { MESSAGES } from './messages';
 
 const RATE = 16_000;
 const FRAME_MS = 20;
@@ -499,6 +502,27 @@ describe('Talk', () => {
     const b = new Talk({ gw, sessionKey: 'k', mode: 'ptt', deps: deps({ MediaRecorder: undefined }) });
     await expect(b.open()).rejects.toMatchObject({ code: 'NO_RECORDER' });
     expect(ws.sent.some((f) => f.method === 'talk.open')).toBe(false);
+  });
+
+  it('a failed utterance comes with its code, worded by the page in English and Chinese (never the server’s words)', async () => {
+    const got: TranscriptEvent[] = [];
+    const talk = new Talk({ gw, sessionKey: 'k', mode: 'ptt', deps: deps(), onTranscript: (t) => got.push(t) });
+    const opening = talk.open();
+    await answer('talk.open', OPENED);
+    await answer('talk.offer', { sdp: 'a' });
+    await opening;
+    ws.serverEvent('talk.transcript', { talkId: 't1', utteranceId: 'u1', text: '', lang: 'en', durationMs: 900, sent: false, errorCode: 'TALK_STT_FAILED', error: 'the transcription server could not transcribe the utterance' });
+    expect(got).toHaveLength(1);
+    expect(got[0]).toMatchObject({ errorCode: 'TALK_STT_FAILED', text: '' });
+    expect(utteranceErrorKey(got[0].errorCode)).toBe('talk.uttErr.sttFailed');
+    for (const [code, key] of [['TALK_NO_AUDIO', 'talk.uttErr.noAudio'], ['TALK_STT_BUSY', 'talk.uttErr.sttBusy'], ['TALK_SEND_FAILED', 'talk.uttErr.sendFailed'], [undefined, 'talk.uttErr.other'], ['NEW', 'talk.uttErr.other']] as const) {
+      expect(utteranceErrorKey(code)).toBe(key);
+      expect(MESSAGES[key][0]).toBeTruthy();
+      expect(MESSAGES[key][1]).toMatch(/[\u4e00-\u9fff]/);
+    }
+    const closing = talk.close();
+    await answer('talk.close', { closed: true });
+    await closing;
   });
 
   it('talk.ended from the gateway ends the talk and releases the microphone', async () => {

@@ -481,7 +481,9 @@ export interface TranscriptEvent {
   durationMs: number;
   sent: boolean;
   voiceCommand?: { kind: string; applied: boolean | string | number };
-  /** A failed transcription: the sentence naming the URL and status (text is then empty). */
+  /** A failed utterance's code (TALK_STT_FAILED, TALK_NO_AUDIO, TALK_STT_BUSY, TALK_SEND_FAILED; text is then empty): the page words it (utteranceErrorKey). */
+  errorCode?: string;
+  /** Its fixed English sentence (never the server's words: the gateway logs those). */
   error?: string;
 }
 
@@ -647,6 +649,7 @@ export class Talk {
           durationMs: num(p.durationMs, 0),
           sent: p.sent === true,
           voiceCommand: p.voiceCommand && typeof p.voiceCommand === 'object' ? p.voiceCommand : undefined,
+          errorCode: str(p.errorCode) || undefined,
           error: str(p.error) || undefined,
         });
       }),
@@ -993,5 +996,21 @@ export function talkErrorKey(code: string): 'talk.err.noStt' | 'talk.err.noMic' 
       return 'talk.err.forbidden';
     default:
       return 'talk.err.other';
+  }
+}
+
+/** The words of a failed utterance's code (talk.transcript errorCode); an unknown code or none (an older gateway) is 'talk.uttErr.other'. */
+export function utteranceErrorKey(code: string | undefined): 'talk.uttErr.sttFailed' | 'talk.uttErr.noAudio' | 'talk.uttErr.sttBusy' | 'talk.uttErr.sendFailed' | 'talk.uttErr.other' {
+  switch (code) {
+    case 'TALK_STT_FAILED':
+      return 'talk.uttErr.sttFailed';
+    case 'TALK_NO_AUDIO':
+      return 'talk.uttErr.noAudio';
+    case 'TALK_STT_BUSY':
+      return 'talk.uttErr.sttBusy';
+    case 'TALK_SEND_FAILED':
+      return 'talk.uttErr.sendFailed';
+    default:
+      return 'talk.uttErr.other';
   }
 }
