@@ -71,6 +71,24 @@ describe('i18n', () => {
     expect(st(2, 5)).toBe('记忆：就绪 · 2 个文件 · 5 个分块 · builtin/hashed-ngram-v2');
   });
 
+  it('an English message counting {n} things says "1 file", not "1 files" (every key)', () => {
+    // A plural noun right after the number (within three words: "1 running instances") is wrong when n is 1;
+    // such a message is a function of n (enCount in messages.ts), not a plain template.
+    const wrong: string[] = [];
+    for (const [key, [en]] of Object.entries(MESSAGES) as [string, [unknown, unknown]][]) {
+      if (typeof en === 'string' && !en.includes('{n}')) continue;
+      const text = typeof en === 'function' ? (en as (v: Record<string, string | number>) => string)(new Proxy({ n: 1 }, { get: (o, k) => (k in o ? o[k as 'n'] : 'X') })) : interpolate(en as string, new Proxy({ n: 1 }, { get: (o, k) => (k in o ? o[k as 'n'] : 'X') }));
+      const m = text.match(/\b1 (?:[A-Za-z-]+ ){0,2}?([A-Za-z]*[^\Wsu\d]s)\b/);
+      // Verbs after the noun ("1 device asks") are right.
+      if (m && !/^(is|was|has|asks|stops|stays|needs|waits|runs|says|goes|works)$/.test(m[1])) wrong.push(`${key}: ${text}`);
+    }
+    expect(wrong).toEqual([]);
+    expect(t('profiles.deleteRemoves', { n: 1, path: 'memory/roles/x' })).toBe('Its memory is deleted for good: 1 file in memory/roles/x/ is removed and cannot be restored.');
+    expect(t('profiles.deleteRemoves', { n: 3, path: 'memory/roles/x' })).toBe('Its memory is deleted for good: 3 files in memory/roles/x/ are removed and cannot be restored.');
+    expect(t('profiles.deleteMemoryToo', { n: 1 })).toBe('Also delete its memory (1 file) for good');
+    expect(t('profiles.deleteMemoryToo', { n: 1 }, 'zh')).toBe('同时永久删除它的记忆（1 个文件）');
+  });
+
   it('scores are rounded for display (the wire keeps full precision)', () => {
     expect(formatScore(0.8594198700000001)).toBe('0.86');
     expect(formatScore(1)).toBe('1.00');
