@@ -125,7 +125,7 @@ package-test: package ## Build the packages and check them (install the .deb in 
 screenshot: deps-system-test desktop ## Screenshot the desktop window under Xvfb with a Chinese note found by search (out/window.png)
 	bash build/screenshot.sh $(BIN) out/window.png
 
-screenshots: deps-system-test desktop ## Screenshot the window under Xvfb (first start, Settings) and every screen of the UI in headless Chromium at 1440x900 and 390x844, en and zh (screenshots/*.png, index.html)
+screenshots: deps-system-test desktop ## Screenshot the window under Xvfb (first start, Settings) and every screen of the UI (Talk, Collaborations, Canvas, a drop, the edit conflict, a paired phone's /pair page …) in headless Chromium at 1440x900 and 390x844, en and zh (screenshots/*.png, index.html)
 	bash build/screenshots.sh $(BIN) screenshots
 	ATRIUM_SCREENSHOTS=$(CURDIR)/screenshots $(GO) test -count=1 -timeout 30m -run '^TestScreenshots$$' ./backend/e2e/
 

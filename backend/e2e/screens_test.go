@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"html"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/atrium-dev/atrium/backend/chromiumtest"
+	"github.com/atrium-dev/atrium/backend/gwid"
 )
 
 // The screens of the desktop UI, visited one after another (issue 24
@@ -84,23 +86,79 @@ type screenCheck struct {
 func (c *screenCheck) screen(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
 	what := name + " (" + c.lang + ", " + c.l.name + ")"
+	// The shot first: it shows the screen as it was asked for (a drop's progress moves on).
+	if c.shots != "" {
+		buf, err := chromedp.Run(bounded(t, ctx, 60*time.Second), chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Errorf("screenshot %s: %v", what, err)
+		} else {
+			file := fmt.Sprintf("%s-%s-%s.png", name, c.lang, c.l.name)
+			if err := os.WriteFile(filepath.Join(c.shots, file), buf, 0o644); err != nil {
+				t.Fatalf("screenshot %s: %v", what, err)
+			}
+			c.taken = append(c.taken, file)
+		}
+	}
 	if c.l.touch {
 		overflowCheck(t, ctx, what)
+		touchCheck(t, ctx, what)
 	}
+	insetCheck(t, ctx, what)
 	axeCheck(t, ctx, what)
-	if c.shots == "" {
-		return
+}
+
+// touchCheck fails the test when, at phone size, a control on the screen
+// (a button, a menu, a text field, a summary) is shorter than 44 px (a
+// finger's target; link-styled buttons too) or the chat's input is
+// squeezed to less than half its row (a run's hint beside it took the
+// width once).
+func touchCheck(t *testing.T, ctx context.Context, what string) {
+	t.Helper()
+	small := js[[]string](t, ctx, `[...document.querySelectorAll('button, select, summary, input:not([type=checkbox], [type=radio], [type=range], [type=file], [type=hidden])')]
+		.filter(e => e.offsetParent !== null && !e.closest('.visually-hidden, [aria-hidden=true]'))
+		.filter(e => { const r = e.getBoundingClientRect(); return r.bottom > 0 && r.top < innerHeight && r.right > 0 && r.left < innerWidth && r.height < 43.5; })
+		.map(e => (e.dataset.testid || e.className || e.tagName) + ' "' + e.textContent.trim().slice(0, 30) + '" ' + Math.round(e.getBoundingClientRect().height) + 'px')`)
+	if len(small) > 0 {
+		t.Errorf("%s: controls shorter than 44 px at phone size: %q", what, small)
 	}
-	buf, err := chromedp.Run(bounded(t, ctx, 60*time.Second), chromedp.CaptureScreenshot())
-	if err != nil {
-		t.Errorf("screenshot %s: %v", what, err)
-		return
+	squeezed := js[[]string](t, ctx, `[...document.querySelectorAll('form.composer')].filter(f => f.offsetParent !== null)
+		.map(f => [f, f.querySelector('[data-testid=chat-input]')]).filter(([f, i]) => i && i.getBoundingClientRect().width < f.getBoundingClientRect().width / 2)
+		.map(([f, i]) => Math.round(i.getBoundingClientRect().width) + ' of ' + Math.round(f.getBoundingClientRect().width) + ' px')`)
+	if len(squeezed) > 0 {
+		t.Errorf("%s: the chat's input is squeezed to %v of its row", what, squeezed)
 	}
-	file := fmt.Sprintf("%s-%s-%s.png", name, c.lang, c.l.name)
-	if err := os.WriteFile(filepath.Join(c.shots, file), buf, 0o644); err != nil {
-		t.Fatalf("screenshot %s: %v", what, err)
+}
+
+// insetCheck fails the test when text in an open overlay (Settings,
+// Nodes, Collaborations, Canvas) touches the overlay's left or right
+// border (less than 6 px from it: its content lost its padding).
+func insetCheck(t *testing.T, ctx context.Context, what string) {
+	t.Helper()
+	flush := js[[]string](t, ctx, `(() => {
+		const out = [];
+		for (const o of document.querySelectorAll('.settings-overlay:not(.canvas-hidden)')) {
+			if (o.offsetParent === null && getComputedStyle(o).position !== 'fixed') continue;
+			const box = o.getBoundingClientRect();
+			const w = document.createTreeWalker(o, NodeFilter.SHOW_TEXT);
+			for (let n = w.nextNode(); n; n = w.nextNode()) {
+				if (!n.textContent.trim() || !n.parentElement || n.parentElement.offsetParent === null) continue;
+				// Text in a box of its own that scrolls sideways (the presence table) may run under its edge.
+				let p = n.parentElement;
+				while (p && p !== o && !/(auto|scroll|hidden)/.test(getComputedStyle(p).overflowX)) p = p.parentElement;
+				if (p && p !== o) continue;
+				const r = document.createRange();
+				r.selectNodeContents(n);
+				const b = r.getBoundingClientRect();
+				if (b.width === 0 || b.bottom < box.top || b.top > box.bottom) continue;
+				if (b.left < box.left + 6 || b.right > box.right - 6) out.push(n.textContent.trim().slice(0, 40));
+				if (out.length >= 5) return out;
+			}
+		}
+		return out;
+	})()`)
+	if len(flush) > 0 {
+		t.Errorf("%s: text against an overlay's border: %q", what, flush)
 	}
-	c.taken = append(c.taken, file)
 }
 
 // screensWorkspace seeds a workspace: main and a reviewer role with a
@@ -191,6 +249,23 @@ func tourScreens(t *testing.T, ctx context.Context, url string, c *screenCheck) 
 	press(t, ctx, `[data-testid=open-nodes]`)
 	waitFor(t, ctx, "Nodes", `!!document.querySelector('[data-testid=nodes-panel]')`, 20*time.Second)
 	c.screen(t, ctx, "nodes")
+	if c.l.touch {
+		// The presence table at phone width: it scrolls sideways inside its box (overflowCheck
+		// saw the page not widened; axe that the box takes the focus) and its rows stay readable:
+		// no cell's text is broken over lines ("atrium-\nui", "已\n连\n接").
+		squeezed := js[[]string](t, ctx, `[...document.querySelectorAll('table.presence th, table.presence td')].filter(e => {
+			const s = getComputedStyle(e), lh = parseFloat(s.lineHeight) || 1.5 * parseFloat(s.fontSize);
+			const r = document.createRange();
+			r.selectNodeContents(e);
+			return r.getBoundingClientRect().height > 1.5 * lh;
+		}).map(e => e.textContent.trim())`)
+		if len(squeezed) > 0 {
+			t.Errorf("nodes (%s, %s): presence cells broken over lines: %q", c.lang, c.l.name, squeezed)
+		}
+		if n := js[int](t, ctx, `document.querySelectorAll('[data-testid=presence-entry]').length`); n == 0 {
+			t.Errorf("nodes (%s, %s): the presence table is empty (the UI's own connection is one)", c.lang, c.l.name)
+		}
+	}
 	press(t, ctx, `[data-testid=pair-start]`)
 	waitFor(t, ctx, "the pairing code", `!!document.querySelector('[data-testid=pair-loopback], [data-testid=pair-qr]')`, 30*time.Second)
 	c.screen(t, ctx, "pairing")
@@ -203,17 +278,25 @@ func tourScreens(t *testing.T, ctx context.Context, url string, c *screenCheck) 
 }
 
 // openScreensUI runs the app on screensWorkspace with a scripted model
-// and returns a browser tab (not yet navigated) and the UI's URL.
-func openScreensUI(t *testing.T) (context.Context, string) {
+// and returns a browser tab (not yet navigated) and the UI's URL. With
+// more, it is the app TestScreenshots needs for moreScreens: bound to
+// 127.0.0.2 (a phone may pair), the talk's servers and gates (the rig),
+// the browser's microphone a silent WAV.
+func openScreensUI(t *testing.T, more bool) (context.Context, string, *screensRig) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("e2e: skipped in -short mode")
 	}
 	chromium := chromiumtest.Path(t)
-	modelSrv := httptest.NewServer(&scriptedModel{reply: "Checked: the plan reads well. 计划很清楚。"})
+	tmp := t.TempDir()
+	var model http.Handler = &scriptedModel{reply: "Checked: the plan reads well. 计划很清楚。"}
+	var rig *screensRig
+	if more {
+		rig, model = newScreensRig(t, tmp, model)
+	}
+	modelSrv := httptest.NewServer(model)
 	t.Cleanup(modelSrv.Close)
 	bin := buildAtrium(t)
-	tmp := t.TempDir()
 	home, ws := filepath.Join(tmp, "home"), filepath.Join(tmp, "workspace")
 	for _, d := range []string{home, ws} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -225,8 +308,21 @@ func openScreensUI(t *testing.T) (context.Context, string) {
 	if err := os.WriteFile(filepath.Join(home, "config.json"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	url := startServe(t, bin, home, ws, freePort(t), []string{"OPENAI_BASE_URL=" + modelSrv.URL + "/v1", "OPENAI_API_KEY=k", "OPENAI_MODEL=scripted"})
-	return newBrowser(t, chromium, tmp), url
+	env := []string{"OPENAI_BASE_URL=" + modelSrv.URL + "/v1", "OPENAI_API_KEY=k", "OPENAI_MODEL=scripted"}
+	if !more {
+		url := startServe(t, bin, home, ws, freePort(t), env)
+		return newBrowser(t, chromium, tmp), url, nil
+	}
+	port := freePort(t)
+	url, _ := serve(t, bin, home, ws, port, env, "--bind", "127.0.0.2")
+	rig.ws = ws
+	rig.g = &mediaGateway{bin: bin, port: port, home: home, uiURL: url, admin: newAdminSession(t, url)}
+	cert, err := gwid.LoadCert(gwid.Options{Dir: filepath.Join(home, "keys")})
+	if err != nil {
+		t.Fatalf("the gateway's certificate: %v", err)
+	}
+	rig.g.spkiPin = cert.SPKIBase64()
+	return newBrowser(t, chromium, tmp, micFlags(silentWAV(t, tmp, 30), false)...), url, rig
 }
 
 // TestUIAtPhoneWidth (issue 24 item 9): the desktop UI opened at
@@ -234,13 +330,16 @@ func openScreensUI(t *testing.T) (context.Context, string) {
 // the memory panel shows no drop zone (its file chooser stays), and
 // axe-core finds no serious or critical violation.
 func TestUIAtPhoneWidth(t *testing.T) {
-	ctx, url := openScreensUI(t)
+	ctx, url, _ := openScreensUI(t, false)
 	tourScreens(t, ctx, url, &screenCheck{l: phoneLayout, lang: "zh"})
 }
 
 // TestScreenshots shoots every screen of the desktop UI at desktop
 // (1440×900) and phone (390×844) size in English and Chinese into
-// $ATRIUM_SCREENSHOTS, with index.html, a contact sheet; each screen is
+// $ATRIUM_SCREENSHOTS, with index.html, a contact sheet: tourScreens'
+// and moreScreens' (the edit conflict, a drop, the Canvas with a
+// surface, Collaborations, Talk, the delete-role warning), then a phone
+// paired as TestPhonePairsByQR pairs one: its /pair page. Each screen is
 // also checked as in TestUIAtPhoneWidth. `make screenshots` runs it.
 func TestScreenshots(t *testing.T) {
 	dir := os.Getenv(ScreenshotsEnv)
@@ -250,11 +349,18 @@ func TestScreenshots(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	ctx, url := openScreensUI(t)
+	ctx, url, rig := openScreensUI(t, true)
+	// The phone first: the Nodes screens list it among the paired devices and in presence.
+	phone, phoneID := rig.g.pairBrowser(t, chromiumtest.Path(t), filepath.Join(rig.tmp, "phone"), []string{"location.get"}, nil,
+		chromedp.UserAgent(phoneUA), chromedp.WindowSize(390, 844))
+	// A device approved with the default scope chats with no agent: the person scopes it to main.
+	rig.g.admin.call("device.scope.set", map[string]any{"deviceId": phoneID, "scope": "role:main"})
 	for _, l := range []layout{desktopLayout, phoneLayout} {
 		for _, lang := range []string{"en", "zh"} {
 			c := &screenCheck{l: l, lang: lang, shots: dir}
 			tourScreens(t, ctx, url, c)
+			rig.moreScreens(t, ctx, url, c)
+			phoneScreens(t, phone, c)
 		}
 	}
 	writeContactSheet(t, dir)
