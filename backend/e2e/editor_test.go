@@ -272,6 +272,10 @@ func TestUIDrop300(t *testing.T) {
 	if !js[bool](t, ctx, `[...document.querySelectorAll('[data-testid=import-result][data-status=refused]')].some(e => e.textContent.includes('photo.png') && e.textContent.includes('.md'))`) {
 		t.Error("the picture is not shown refused with its reason")
 	}
+	// What needs the person's eye comes first: the refusal, then the renamed note, then 299 stored.
+	if got := js[string](t, ctx, `[...document.querySelectorAll('[data-testid=import-result]')].slice(0, 3).map(e => e.dataset.status).join(' ')`); got != "refused renamed ok" {
+		t.Errorf("the drop's results start %q, want the refusal and the renamed note first", got)
+	}
 	if !js[bool](t, ctx, `[...document.querySelectorAll('[data-testid=import-result][data-status=renamed]')].some(e => e.textContent.includes('note-007-1.md'))`) {
 		t.Error("the taken name is not shown stored under its new name")
 	}

@@ -106,9 +106,10 @@ describe('App', () => {
     ws.reply(imp, { path: 'memory/会议.md', bytes: 24, chunks: 1 });
     await waitFor(() => expect(testid('import-progress').textContent).toBe('2 / 2'));
     const results = screen.getAllByTestId('import-result');
-    expect(results.map((r) => r.dataset.status)).toEqual(['ok', 'refused']);
+    // The refusal first (what needs the person's eye), then what was stored.
+    expect(results.map((r) => r.dataset.status)).toEqual(['refused', 'ok']);
     expect(testid('import-summary').dataset).toMatchObject({ ok: '1', renamed: '0', refused: '1', error: '0' });
-    expect(results[1].textContent).toContain('not UTF-8');
+    expect(results[0].textContent).toContain('not UTF-8');
     expect(ws.sent.filter((f) => f.method === 'memory.import')).toHaveLength(1);
 
     // Search on Enter; snippets are text.

@@ -10,6 +10,7 @@ import {
   newNotePath,
   NoteExistsError,
   parseTarget,
+  problemsFirst,
   renameNote,
   renameTarget,
   resolveEdit,
@@ -201,6 +202,8 @@ describe('drop', () => {
     expect(by['pic.png'].reason).toMatch(/pic\.png/);
     expect(by['bin.md'].status).toBe('refused');
     expect(summarize(results)).toEqual({ ok: 1, renamed: 1, refused: 2, error: 0 });
+    // Listed with what needs the person's eye first, in the drop's order within each kind.
+    expect(problemsFirst(results).map((r) => r.name)).toEqual(['pic.png', 'bin.md', 'a.md', 'sub/b.txt']);
     expect(gw.calls.every((c) => c.params.layer === 'role' && c.params.role === 'writer')).toBe(true);
     expect(wasRenamed('notes.txt', 'memory/global/notes.md')).toBe(false);
   });

@@ -429,6 +429,16 @@ export function summarize(results: DropResult[]): DropSummary {
   return s;
 }
 
+/**
+ * The results to list, what needs the person's eye first: failed, then refused (with their
+ * reasons), then stored under a new name, then stored; the drop's order within each. A drop of
+ * 300 notes and one picture listed the picture's refusal under 300 rows of "OK".
+ */
+export function problemsFirst(results: DropResult[]): DropResult[] {
+  const rank: Record<DropResult['status'], number> = { error: 0, refused: 1, renamed: 2, ok: 3 };
+  return results.map((r, i) => ({ r, i })).sort((a, b) => rank[a.r.status] - rank[b.r.status] || a.i - b.i).map((x) => x.r);
+}
+
 /** Whether the gateway stored a note under another name than the one dropped (its name was taken). */
 export function wasRenamed(name: string, path: string): boolean {
   const stem = (s: string) => s.replace(/\.(md|markdown|txt)$/i, '');
