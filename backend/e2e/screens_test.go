@@ -144,7 +144,7 @@ func insetCheck(t *testing.T, ctx context.Context, what string) {
 				if (!n.textContent.trim() || !n.parentElement || n.parentElement.offsetParent === null) continue;
 				// Text in a box of its own that scrolls sideways (the presence table) may run under its edge.
 				let p = n.parentElement;
-				while (p && p !== o && !/(auto|scroll|hidden)/.test(getComputedStyle(p).overflowX)) p = p.parentElement;
+				while (p && p !== o && !(/(auto|scroll|hidden)/.test(getComputedStyle(p).overflowX) && p.scrollWidth > p.clientWidth + 1)) p = p.parentElement;
 				if (p && p !== o) continue;
 				const r = document.createRange();
 				r.selectNodeContents(n);
