@@ -246,6 +246,27 @@ func (r *screensRig) moreScreens(t *testing.T, ctx context.Context, url string, 
 			t.Fatal(err)
 		}
 	}
+	// The index lets them go before the next screens (their file counts) are shot.
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(500 * time.Millisecond) {
+		var list struct {
+			Files []struct{ Path string } `json:"files"`
+		}
+		if err := json.Unmarshal(gatewayCall(t, url, "memory.files", map[string]any{}), &list); err != nil {
+			t.Fatal(err)
+		}
+		left := 0
+		for _, f := range list.Files {
+			if strings.HasPrefix(f.Path, "memory/roles/writer/drop-") {
+				left++
+			}
+		}
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d dropped notes still indexed two minutes after they were removed", left)
+		}
+	}
 
 	// The delete-role warning with its dry run's figures, keeping and deleting the memory.
 	open()
