@@ -86,6 +86,8 @@ describe('i18n', () => {
     expect(t('profiles.deleteRemoves', { n: 1, path: 'memory/roles/x' })).toBe('Its memory is deleted for good: 1 file in memory/roles/x/ is removed and cannot be restored.');
     expect(t('profiles.deleteRemoves', { n: 3, path: 'memory/roles/x' })).toBe('Its memory is deleted for good: 3 files in memory/roles/x/ are removed and cannot be restored.');
     expect(t('profiles.deleteMemoryToo', { n: 1 })).toBe('Also delete its memory (1 file) for good');
+    expect(t('profiles.deleteKeeps', { n: 1, path: 'p', archive: 'a' })).toMatch(/^Its memory is kept: 1 file in p\/ moves to a\//);
+    expect(t('profiles.editSavedRestart', { n: 2 })).toBe('Saved. 2 running instances still use the old model until they restart.');
     expect(t('profiles.deleteMemoryToo', { n: 1 }, 'zh')).toBe('同时永久删除它的记忆（1 个文件）');
   });
 
