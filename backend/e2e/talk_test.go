@@ -10,9 +10,11 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -561,5 +563,282 @@ func TestTalkNothingConfigured(t *testing.T) {
 		waitFor(t, ctx, "Settings → Talk focused", `document.activeElement?.id === 's-talk'`, 30*time.Second)
 		click(t, ctx, `[data-testid=close-settings]`)
 		click(t, ctx, `[data-testid=talk-problem-close]`)
+	}
+}
+
+// heldTalkModel is a chat-completions server whose first answer streams its first sentence and
+// then waits for release (or the request's end) before the rest; later answers stream at once.
+// log records each request's start and how it ended: "end" (streamed whole) or "cut" (the client
+// went away: the run was cancelled).
+type heldTalkModel struct {
+	first, rest, later string
+	release            chan struct{}
+	more               chan struct{} // a request came (buffered; a full one means one is pending)
+	mu                 sync.Mutex
+	log                []string
+	asked              []string
+}
+
+func (m *heldTalkModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	req, ok := readChatRequest(w, r)
+	if !ok {
+		return
+	}
+	last := ""
+	for _, msg := range req.Messages {
+		if msg.Role == "user" {
+			last = fmt.Sprint(msg.Content)
+		}
+	}
+	m.mu.Lock()
+	n := len(m.asked)
+	m.asked = append(m.asked, last)
+	m.log = append(m.log, "start")
+	m.mu.Unlock()
+	select {
+	case m.more <- struct{}{}:
+	default:
+	}
+	end := func(how string) {
+		m.mu.Lock()
+		m.log = append(m.log, how)
+		m.mu.Unlock()
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	fl := w.(http.Flusher)
+	send := func(text string, role bool) {
+		delta := map[string]any{"content": text}
+		if role {
+			delta["role"] = "assistant"
+		}
+		b, _ := json.Marshal(map[string]any{"id": "chatcmpl-held", "object": "chat.completion.chunk", "model": req.Model,
+			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": nil}}})
+		fmt.Fprintf(w, "data: %s\n\n", b)
+		fl.Flush()
+	}
+	if n == 0 {
+		send(m.first, true)
+		select {
+		case <-m.release:
+		case <-r.Context().Done():
+			end("cut")
+			return
+		}
+		send(m.rest, false)
+	} else {
+		send(m.later, true)
+	}
+	fmt.Fprint(w, "data: {\"id\":\"chatcmpl-held\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n")
+	fmt.Fprint(w, "data: [DONE]\n\n")
+	fl.Flush()
+	if r.Context().Err() != nil {
+		end("cut")
+		return
+	}
+	end("end")
+}
+
+func (m *heldTalkModel) requests() (asked, log []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.asked...), append([]string(nil), m.log...)
+}
+
+// TestTalkInterruptQueue: with Settings → Talk's interrupt "queue", speech during the voice stops
+// it at once (the audio element paused before its end), and the new words wait for the answer
+// being given: the model is asked them only after its first answer streamed whole (not cancelled;
+// the answer is held open until the new words have been heard, so they must queue), in order, and
+// the first answer ends final in the chat.
+func TestTalkInterruptQueue(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: skipped in -short mode")
+	}
+	chromium := chromiumtest.Path(t)
+	tmp := t.TempDir()
+	// Said again and again, three seconds apart (the file loops).
+	wav, _ := speechWAV(t, tmp, "en", "What is on my calendar?", 0, 3)
+	const first, second = "What is on my calendar?", "And what about tomorrow?"
+	var mu sync.Mutex
+	n := 0
+	stt := &scriptedSTT{dir: tmp, text: func() (string, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		n++
+		if n == 1 {
+			return first, "en"
+		}
+		if n == 2 {
+			return second, "en"
+		}
+		return fmt.Sprintf("And one more thing number %d?", n), "en"
+	}}
+	// Each sentence's voice lasts a minute: the next loop of the speech comes while it plays.
+	tts := &scriptedTTS{secs: func() float64 { return 60 }}
+	model := &heldTalkModel{first: "Your calendar is full today. ", rest: "You have three meetings.", later: "Tomorrow is free.", release: make(chan struct{}), more: make(chan struct{}, 1)}
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(model.release)
+		}
+	}
+	t.Cleanup(release)
+	modelURL, cfg := talkServers(t, tmp, model, stt, tts, "queue")
+	g := startTalkApp(t, tmp, cfg, modelURL)
+
+	ctx := newBrowser(t, chromium, filepath.Join(tmp, "desk"), micFlags(wav, false)...)
+	if err := chromedp.Do(ctx, chromedp.Navigate(g.uiURL)); err != nil {
+		t.Fatalf("navigate: %v", err)
+	}
+	waitFor(t, ctx, "the UI to connect", connected, 30*time.Second)
+	click(t, ctx, `[data-testid=talk-continuous]`)
+	waitFor(t, ctx, "the person's words sent", hasUserMessage(first), 90*time.Second)
+	waitTalk(t, ctx, "the first answer's voice playing", talkSel+`?.dataset.talkEvents.split(' ').some(e => e.startsWith('play:'))`, 90*time.Second)
+	waitTalk(t, ctx, "the voice stopped by speech", talkSel+`?.dataset.talkEvents.split(' ').some(e => e.startsWith('interrupted:'))`, 120*time.Second)
+	ev := strings.Fields(talkEvents(t, ctx))
+	var played, stopped string
+	for _, e := range ev {
+		p := strings.Split(e, ":")
+		switch {
+		case p[0] == "play" && played == "":
+			played = p[1]
+		case p[0] == "interrupted" && stopped == "":
+			stopped = p[1]
+			// interrupted:<replyId>:<seq>:<at>/<duration>: stopped before its end.
+			var at, dur float64
+			if _, err := fmt.Sscanf(p[len(p)-1], "%f/%f", &at, &dur); err != nil || at >= dur-0.5 {
+				t.Errorf("the voice was not stopped before its end: %q", e)
+			}
+		case p[0] == "ended":
+			t.Errorf("a minute-long voice played to its end instead of being interrupted: %v", ev)
+		}
+	}
+	if played == "" || stopped != played {
+		t.Errorf("the interrupted voice (%q) is not the first answer's (%q): %v", stopped, played, ev)
+	}
+	// The new words are heard while the first answer is still held open: they wait (the page says so).
+	waitTalk(t, ctx, "the new words heard and queued", talkSel+`?.dataset.talkEvents.split(' ').some(e => e.startsWith('heard:') && e.endsWith(':queued'))`, 120*time.Second)
+	if got := text(t, ctx, `[data-testid=chat-view]:not([hidden]) [data-testid=talk-note]`); !strings.Contains(got, "sent when the current answer ends") {
+		t.Errorf("the page's note on the queued words: %q", got)
+	}
+	if asked, log := model.requests(); len(asked) != 1 || !slices.Equal(log, []string{"start"}) {
+		t.Fatalf("the model was asked %q (%v) before the first answer ended: the new words did not wait", asked, log)
+	}
+	release()
+	waitFor(t, ctx, "the queued words in the chat", hasUserMessage(second), 90*time.Second)
+	waitFor(t, ctx, "the first answer final", `[...document.querySelectorAll('[data-testid=chat-message][data-role=assistant]')].some(m => m.dataset.state === 'final' && m.textContent.includes('three meetings'))`, 60*time.Second)
+	deadline := time.NewTimer(90 * time.Second)
+	defer deadline.Stop()
+	for {
+		asked, log := model.requests()
+		if len(asked) >= 2 {
+			if !strings.Contains(asked[0], first) || !strings.Contains(asked[1], second) {
+				t.Errorf("the model was asked %q, want %q then %q", asked, first, second)
+			}
+			if len(log) < 3 || !slices.Equal(log[:3], []string{"start", "end", "start"}) {
+				t.Errorf("the model's requests went %v: want the first answer streamed whole (not cancelled) before the second was asked", log)
+			}
+			break
+		}
+		select {
+		case <-model.more:
+		case <-deadline.C:
+			t.Fatalf("the queued words never reached the model: asked %q (%v)", asked, log)
+		}
+	}
+	if js[bool](t, ctx, `[...document.querySelectorAll('[data-testid=chat-message][data-role=assistant]')].some(m => m.dataset.state === 'cancelled')`) {
+		t.Errorf("an answer was cancelled with interrupt \"queue\"")
+	}
+	click(t, ctx, `[data-testid=talk-end]`)
+	waitFor(t, ctx, "the talk ended", talkSel+`?.dataset.talkState === 'off'`, 30*time.Second)
+}
+
+// TestTalkBrowserVoice: with no speech server set (Settings → Talk's voice "this device"), the
+// answer comes as T sentences and the page speaks them with window.speechSynthesis: its record
+// says speak() was called with the scripted model's answer, sentence by sentence, in order (en
+// and zh, each with its language). Whether headless Chromium then fires the utterances' start and
+// end events depends on a speech engine behind it: the test logs what it fired and checks only
+// that each utterance was settled (said, or an error) before the next was spoken.
+func TestTalkBrowserVoice(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: skipped in -short mode")
+	}
+	chromium := chromiumtest.Path(t)
+	tmp := t.TempDir()
+	enWAV, _ := speechWAV(t, tmp, "en", "Please tell me about the weather today.", 2, 1)
+	const heard, answer = "Tell me about the weather today.", "It is sunny and warm. 天气晴朗，很暖和。"
+	stt := &scriptedSTT{dir: tmp, text: func() (string, string) { return heard, "en" }}
+	model := &scriptedModel{reply: answer, delay: 20 * time.Millisecond}
+	m := httptest.NewServer(model)
+	t.Cleanup(m.Close)
+	s := httptest.NewServer(stt)
+	t.Cleanup(s.Close)
+	cfg, _ := json.Marshal(map[string]any{"talk": map[string]any{"stt": map[string]any{"baseUrl": s.URL}}})
+	g := startTalkApp(t, tmp, string(cfg), m.URL+"/v1")
+
+	ctx := newBrowser(t, chromium, filepath.Join(tmp, "desk"), micFlags(enWAV, true)...)
+	if err := chromedp.Do(ctx, chromedp.Navigate(g.uiURL)); err != nil {
+		t.Fatalf("navigate: %v", err)
+	}
+	waitFor(t, ctx, "the UI to connect", connected, 30*time.Second)
+	pushToTalk(t, ctx, heard)
+	// Every sentence handed to speechSynthesis, and the last one settled.
+	spoken := func() (texts []string, settled bool, ev []string) {
+		ev = strings.Fields(talkEvents(t, ctx))
+		last := -1
+		for i, e := range ev {
+			p := strings.SplitN(e, ":", 4)
+			if p[0] == "speak" && len(p) == 4 {
+				txt, err := url.PathUnescape(p[3])
+				if err != nil {
+					t.Fatalf("the record %q: %v", e, err)
+				}
+				texts = append(texts, txt)
+				last = i
+			}
+		}
+		if last >= 0 {
+			for _, e := range ev[last+1:] {
+				settled = settled || strings.HasPrefix(e, "said:") || strings.HasPrefix(e, "error:")
+			}
+		}
+		return texts, settled, ev
+	}
+	want := strings.ReplaceAll(answer, " ", "")
+	waitTalk(t, ctx, "the whole answer handed to speechSynthesis",
+		`(() => { const e = (`+talkSel+`?.dataset.talkEvents ?? '').split(' ').filter(x => x.startsWith('speak:')).map(x => decodeURIComponent(x.split(':').slice(3).join(':'))); return e.join('').replaceAll(' ', '') === `+jsString(want)+`; })()`, 180*time.Second)
+	waitTalk(t, ctx, "the last sentence settled", `(() => { const e = (`+talkSel+`?.dataset.talkEvents ?? '').split(' '); const i = e.findLastIndex(x => x.startsWith('speak:')); return i >= 0 && e.slice(i + 1).some(x => x.startsWith('said:') || x.startsWith('error:')); })()`, 180*time.Second)
+	texts, settled, ev := spoken()
+	if len(texts) < 2 || !settled {
+		t.Fatalf("speechSynthesis was handed %q (settled %v): want the answer's sentences", texts, settled)
+	}
+	if got := strings.ReplaceAll(strings.Join(texts, ""), " ", ""); got != want {
+		t.Errorf("speechSynthesis spoke %q, want the answer %q in order", texts, answer)
+	}
+	// Each utterance settles (said or error) before the next is spoken: one at a time, in order.
+	seq, open := 0, false
+	for _, e := range ev {
+		p := strings.Split(e, ":")
+		switch p[0] {
+		case "speak":
+			if open {
+				t.Errorf("a sentence was spoken before the one before it settled: %v", ev)
+			}
+			if s := fmt.Sprint(seq); p[2] != s {
+				t.Errorf("sentence %s spoken as number %d: %v", p[2], seq, ev)
+			}
+			seq, open = seq+1, true
+		case "said", "error":
+			open = false
+		}
+	}
+	fired := map[string]int{}
+	for _, e := range ev {
+		fired[strings.SplitN(e, ":", 2)[0]]++
+	}
+	t.Logf("headless Chromium's speechSynthesis: %d speak() calls, %d start events (say), %d end events (said), %d errors; voices: %s",
+		fired["speak"], fired["say"], fired["said"], fired["error"], js[string](t, ctx, `JSON.stringify(speechSynthesis.getVoices().map(v => v.lang + ' ' + v.name).slice(0, 5))`))
+	if fired["said"] > 0 && fired["say"] != fired["said"] {
+		t.Errorf("the utterances ended (%d) without starting (%d): %v", fired["said"], fired["say"], ev)
 	}
 }

@@ -226,6 +226,7 @@ export const MESSAGES = {
   'talk.uttErr.sttBusy': ['The transcription server is behind, so this was dropped: say it again in a moment.', '转写服务器处理不过来，这段话已被丢弃：请稍后再说一次。'],
   'talk.uttErr.sendFailed': ['What was heard could not be sent as your message.', '听到的内容未能作为你的消息发送。'],
   'talk.uttErr.other': ['What was said could not be used.', '所说的内容无法使用。'],
+  'talk.queued': ['Heard: it will be sent when the current answer ends.', '已听到：将在当前回答结束后发送。'],
   'talk.voiceCommand': ['Done: {kind}.', '已完成：{kind}。'],
   'talk.voiceCommandBound': ['Already at the limit: {kind}.', '已到上限：{kind}。'],
   'talk.cmd.slower': ['speaking slower', '说慢一点'],

@@ -265,7 +265,8 @@ describe('Playback', () => {
     expect(spoken).toHaveLength(2);
     p.stop();
     expect(cancelled).toBe(1);
-    expect(events.map((e) => e.type)).toEqual(['say', 'said', 'interrupted']);
+    expect(events.map((e) => e.type)).toEqual(['speak', 'say', 'said', 'speak', 'interrupted']);
+    expect(events.filter((e) => e.type === 'speak').map((e) => e.text)).toEqual(['你好。', 'Second.']);
     vi.unstubAllGlobals();
   });
 });

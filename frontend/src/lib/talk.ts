@@ -242,7 +242,7 @@ export interface PlaybackDeps {
   createObjectURL: (b: Blob) => string;
   revokeObjectURL: (u: string) => void;
   speech?: SpeechLike | null;
-  /** Every play / ended / paused / error / say / said, for the page's record (window.__talkEvents in tests). */
+  /** Every play / ended / interrupted / error / speak / say / said, for the page's record (data-talk-events; the browser tests read it). */
   onEvent?: (e: TalkEvent) => void;
 }
 export interface AudioLike {
@@ -262,8 +262,8 @@ export interface SpeechLike {
   readonly speaking: boolean;
 }
 export interface TalkEvent {
-  /** play, ended, interrupted (stopped before its end), error, say (speechSynthesis began), said */
-  type: 'play' | 'ended' | 'interrupted' | 'error' | 'say' | 'said';
+  /** play, ended, interrupted (stopped before its end), error, speak (speechSynthesis.speak called with text), say (the utterance's start event), said (its end event) */
+  type: 'play' | 'ended' | 'interrupted' | 'error' | 'speak' | 'say' | 'said';
   replyId: string;
   seq: number;
   /** Where the element was (s) and its length (s) when it stopped (interrupted) or ended. */
@@ -390,6 +390,7 @@ export class Playback {
     u.onerror = () => done('error');
     // Speech synthesis that never starts (no voices on this device) must not hold the queue: a bound by length.
     cur.timer = setTimeout(() => done('error'), PLAY_SLACK_MS + it.text.length * 200);
+    this.deps.onEvent?.({ type: 'speak', replyId: it.replyId, seq: it.seq, text: it.text });
     sp.speak(u);
   }
 
@@ -480,6 +481,8 @@ export interface TranscriptEvent {
   lang: string;
   durationMs: number;
   sent: boolean;
+  /** Sent, but waiting for the session's current answer to end (interrupt "queue", or the session busy). */
+  queued?: boolean;
   voiceCommand?: { kind: string; applied: boolean | string | number };
   /** A failed utterance's code (TALK_STT_FAILED, TALK_NO_AUDIO, TALK_STT_BUSY, TALK_SEND_FAILED; text is then empty): the page words it (utteranceErrorKey). */
   errorCode?: string;
@@ -648,6 +651,7 @@ export class Talk {
           lang: str(p.lang),
           durationMs: num(p.durationMs, 0),
           sent: p.sent === true,
+          queued: p.queued === true,
           voiceCommand: p.voiceCommand && typeof p.voiceCommand === 'object' ? p.voiceCommand : undefined,
           errorCode: str(p.errorCode) || undefined,
           error: str(p.error) || undefined,
