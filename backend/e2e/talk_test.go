@@ -832,12 +832,16 @@ func TestTalkBrowserVoice(t *testing.T) {
 			open = false
 		}
 	}
-	fired := map[string]int{}
+	fired, why := map[string]int{}, map[string]int{}
 	for _, e := range ev {
-		fired[strings.SplitN(e, ":", 2)[0]]++
+		p := strings.Split(e, ":")
+		fired[p[0]]++
+		if p[0] == "error" && len(p) == 4 {
+			why[p[3]]++
+		}
 	}
-	t.Logf("headless Chromium's speechSynthesis: %d speak() calls, %d start events (say), %d end events (said), %d errors; voices: %s",
-		fired["speak"], fired["say"], fired["said"], fired["error"], js[string](t, ctx, `JSON.stringify(speechSynthesis.getVoices().map(v => v.lang + ' ' + v.name).slice(0, 5))`))
+	t.Logf("headless Chromium's speechSynthesis: %d speak() calls, %d start events (say), %d end events (said), %d errors %v; voices: %s",
+		fired["speak"], fired["say"], fired["said"], fired["error"], why, js[string](t, ctx, `JSON.stringify(speechSynthesis.getVoices().map(v => v.lang + ' ' + v.name).slice(0, 5))`))
 	if fired["said"] > 0 && fired["say"] != fired["said"] {
 		t.Errorf("the utterances ended (%d) without starting (%d): %v", fired["said"], fired["say"], ev)
 	}

@@ -269,6 +269,30 @@ describe('Playback', () => {
     expect(events.filter((e) => e.type === 'speak').map((e) => e.text)).toEqual(['你好。', 'Second.']);
     vi.unstubAllGlobals();
   });
+
+  it('a speechSynthesis error is recorded with its kind and the next sentence is spoken', () => {
+    const spoken: { text: string; onerror: ((e: { error: string }) => void) | null }[] = [];
+    class U {
+      onerror: ((e: { error: string }) => void) | null = null;
+      constructor(readonly text: string) {}
+    }
+    vi.stubGlobal('SpeechSynthesisUtterance', U);
+    const events: TalkEvent[] = [];
+    const p = new Playback({
+      createAudio: () => new FakeAudio(),
+      createObjectURL: () => 'blob:x',
+      revokeObjectURL: () => {},
+      speech: { speak: (u) => spoken.push(u as unknown as (typeof spoken)[number]), cancel: () => {}, speaking: false },
+      onEvent: (e) => events.push(e),
+    });
+    p.say('r', 0, 'One.', 'en', 1);
+    p.say('r', 1, 'Two.', 'en', 1);
+    spoken[0].onerror?.({ error: 'synthesis-failed' });
+    expect(spoken.map((u) => u.text)).toEqual(['One.', 'Two.']);
+    expect(events.map((e) => [e.type, e.why])).toEqual([['speak', undefined], ['error', 'synthesis-failed'], ['speak', undefined]]);
+    p.stop();
+    vi.unstubAllGlobals();
+  });
 });
 
 // ---- the client against a scripted gateway ----

@@ -270,6 +270,8 @@ export interface TalkEvent {
   at?: number;
   duration?: number;
   text?: string;
+  /** An error's kind: speechSynthesis's SpeechSynthesisErrorEvent.error (e.g. not-allowed, synthesis-failed), or no-events when it fired none in time. */
+  why?: string;
 }
 
 type Item = { replyId: string; seq: number; kind: 'audio'; url: string; text: string } | { replyId: string; seq: number; kind: 'say'; text: string; lang: string; rate: number };
@@ -350,10 +352,10 @@ export class Playback {
     const cur: NonNullable<typeof this.current> = { item: it };
     this.current = cur;
     if (wasIdle) this.onSpeaking(true);
-    const done = (type: 'ended' | 'error' | 'said') => {
+    const done = (type: 'ended' | 'error' | 'said', why?: string) => {
       if (this.current !== cur) return;
       clearTimeout(cur.timer);
-      this.deps.onEvent?.({ type, replyId: it.replyId, seq: it.seq, at: cur.audio?.currentTime, duration: cur.audio?.duration, text: it.text });
+      this.deps.onEvent?.({ type, replyId: it.replyId, seq: it.seq, at: cur.audio?.currentTime, duration: cur.audio?.duration, text: it.text, ...(why ? { why } : {}) });
       this.release(it);
       this.current = null;
       this.next();
@@ -387,9 +389,9 @@ export class Playback {
     u.rate = Math.min(2, Math.max(0.5, it.rate || 1));
     u.onstart = () => this.current === cur && this.deps.onEvent?.({ type: 'say', replyId: it.replyId, seq: it.seq, text: it.text });
     u.onend = () => done('said');
-    u.onerror = () => done('error');
+    u.onerror = (e: SpeechSynthesisErrorEvent) => done('error', e?.error || 'error');
     // Speech synthesis that never starts (no voices on this device) must not hold the queue: a bound by length.
-    cur.timer = setTimeout(() => done('error'), PLAY_SLACK_MS + it.text.length * 200);
+    cur.timer = setTimeout(() => done('error', 'no-events'), PLAY_SLACK_MS + it.text.length * 200);
     this.deps.onEvent?.({ type: 'speak', replyId: it.replyId, seq: it.seq, text: it.text });
     sp.speak(u);
   }
