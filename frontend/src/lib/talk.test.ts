@@ -6,6 +6,7 @@ import { GatewayClient } from './gateway';
 import { FakeWebSocket } from './testing/fakeWebSocket';
 import {
   Playback,
+  FrameReader,
   Talk,
   TalkError,
   Vad,
@@ -292,6 +293,77 @@ describe('Playback', () => {
     expect(events.map((e) => [e.type, e.why])).toEqual([['speak', undefined], ['error', 'synthesis-failed'], ['speak', undefined]]);
     p.stop();
     vi.unstubAllGlobals();
+  });
+});
+
+describe('FrameReader', () => {
+  // A microphone at 48 kHz: a quiet room, and a 1.2 s word-like tone (syllables with short gaps) from 1 s.
+  const SR = 48_000;
+  const sample = (i: number) => {
+    const t = i / SR;
+    const noise = 0.001 * Math.sin(i * 12.9898);
+    const inWord = t >= 1 && t < 2.2 && (t * 1000) % 250 < 200; // 200 ms syllables, 50 ms gaps
+    return noise + (inWord ? 0.2 * Math.sin((2 * Math.PI * 220 * i) / SR) : 0);
+  };
+  function mic(fftSize: number) {
+    const clock = { currentTime: 0, sampleRate: SR };
+    const an = {
+      fftSize,
+      getFloatTimeDomainData(b: Float32Array) {
+        const now = Math.round(clock.currentTime * SR);
+        for (let k = 0; k < b.length; k++) b[k] = sample(now - b.length + k);
+      },
+    };
+    return { clock, an };
+  }
+
+  it('a busy page that looks every 100 ms still hears every frame, in order, and the speech starts and ends', () => {
+    const { clock, an } = mic(16_384);
+    const r = new FrameReader(an, clock);
+    const vad = new Vad();
+    const events: [string, number][] = [];
+    let frames = 0;
+    for (let look = 1; look <= 40; look++) {
+      clock.currentTime = look * 0.1; // 4 s, a look every 100 ms
+      for (const f of r.read()) {
+        frames++;
+        const ev = vad.push(f, r.frameMs);
+        if (ev) events.push([ev, frames * r.frameMs]);
+      }
+    }
+    expect(frames).toBe(200); // 4 s of 20 ms frames: none lost, none counted twice
+    const start = events.find(([e]) => e === 'start');
+    const end = events.find(([e]) => e === 'end');
+    expect(start?.[1]).toBeGreaterThan(1000);
+    expect(start?.[1]).toBeLessThan(1500);
+    expect(end?.[1]).toBeGreaterThan(2200);
+    // The old reading — one analyser window (1024 samples) per look, whatever the time since the last — heard
+    // 21 ms of every 100 and never started on this word.
+    const old = new Vad();
+    const w = mic(1024);
+    const buf = new Float32Array(1024);
+    const oldEvents: string[] = [];
+    for (let look = 1; look <= 40; look++) {
+      w.clock.currentTime = look * 0.1;
+      w.an.getFloatTimeDomainData(buf);
+      const ev = old.push(buf, (1024 / SR) * 1000);
+      if (ev) oldEvents.push(ev);
+    }
+    expect(oldEvents).not.toContain('start');
+  });
+
+  it('a look later than the window skips what is gone instead of counting it; a look within a frame reads nothing', () => {
+    const { clock, an } = mic(4_800); // 100 ms window
+    const r = new FrameReader(an, clock);
+    clock.currentTime = 0.01;
+    expect(r.read()).toHaveLength(0);
+    clock.currentTime = 1; // a 1 s stall: only the last 100 ms are there
+    expect(r.read()).toHaveLength(5);
+    clock.currentTime = 1.05;
+    const f = r.read();
+    expect(f).toHaveLength(2);
+    expect(f[0][0]).toBeCloseTo(sample(48_000), 6);
+    expect(f[1][0]).toBeCloseTo(sample(48_960), 6);
   });
 });
 

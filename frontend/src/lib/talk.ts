@@ -234,6 +234,70 @@ export class Vad {
   }
 }
 
+/** The VAD's frame (ms). */
+export const FRAME_MS = 20;
+/** The analyser's window (samples; 341 ms at 48 kHz): the most a late look can still read of what was heard. */
+export const VAD_WINDOW = 16_384;
+
+/** What FrameReader needs of an AnalyserNode and its AudioContext. */
+export interface AnalyserLike {
+  readonly fftSize: number;
+  getFloatTimeDomainData(b: Float32Array<ArrayBuffer>): void;
+}
+export interface AudioClock {
+  /** The audio clock (s): it advances with the samples, whatever the page's timers do. */
+  readonly currentTime: number;
+  readonly sampleRate: number;
+}
+
+/**
+ * Reads the microphone's new audio from an analyser in whole frames of frameMs, by the audio
+ * clock: a look that comes late (a busy page, a slow phone) still gets every frame heard since the
+ * last one, up to the analyser's window (fftSize samples); audio older than that is skipped, never
+ * counted as speech or silence. (A look that read one window whatever the time since the last one
+ * heard a fifth of the speech on a loaded page, and speech that short never started.)
+ */
+export class FrameReader {
+  /** Samples in a frame. */
+  readonly frame: number;
+  /** A frame's length (ms). */
+  readonly frameMs: number;
+  private last: number;
+  private readonly buf: Float32Array<ArrayBuffer>;
+
+  constructor(
+    private readonly an: AnalyserLike,
+    private readonly clock: AudioClock,
+    frameMs = FRAME_MS,
+  ) {
+    this.frame = Math.max(1, Math.round((clock.sampleRate * frameMs) / 1000));
+    this.frameMs = (this.frame / clock.sampleRate) * 1000;
+    this.buf = new Float32Array(an.fftSize);
+    this.last = clock.currentTime;
+  }
+
+  /** The whole frames heard since the last read, oldest first (views of one buffer: use them before the next read). */
+  read(): Float32Array[] {
+    const sr = this.clock.sampleRate;
+    const win = this.an.fftSize;
+    let total = Math.floor((this.clock.currentTime - this.last) * sr + 1e-6);
+    if (total > win) {
+      // Older than the window: gone. Skip it (not counted as silence or speech).
+      this.last += (total - win) / sr;
+      total = win;
+    }
+    const n = Math.floor(total / this.frame);
+    if (n <= 0) return [];
+    this.an.getFloatTimeDomainData(this.buf);
+    // The window's newest sample is now; the unread ones are its last `total`, the oldest first.
+    const start = win - total;
+    const out: Float32Array[] = [];
+    for (let i = 0; i < n; i++) out.push(this.buf.subarray(start + i * this.frame, start + (i + 1) * this.frame));
+    this.last += (n * this.frame) / sr;
+    return out;
+  }
+}
+
 // ---- playback ----
 
 /** What the playback queue needs of the page (tests pass fakes). */
@@ -756,21 +820,18 @@ export class Talk {
     try {
       const src = ctx.createMediaStreamSource(this.stream);
       const an = ctx.createAnalyser();
-      an.fftSize = 1024;
+      an.fftSize = VAD_WINDOW;
       src.connect(an);
-      const buf = new Float32Array(an.fftSize);
-      let last = this.o.deps.now();
+      const reader = new FrameReader(an, ctx);
+      // Every 20 ms, or as soon after as a busy page gets to it: all the frames heard since the last look.
       this.vadTimer = setInterval(() => {
-        const now = this.o.deps.now();
-        // At most one buffer's worth per look: a page that was held up does not count its stall as silence or speech.
-        const dur = Math.min(now - last, (an.fftSize / ctx.sampleRate) * 1000);
-        last = now;
-        an.getFloatTimeDomainData(buf);
-        const ev = this.vad.push(buf, dur);
-        this.frames++;
-        if (ev || this.frames % 25 === 0) this.o.onVad?.(ev, this.frames);
-        this.onFrame(ev);
-      }, 20);
+        for (const f of reader.read()) {
+          const ev = this.vad.push(f, reader.frameMs);
+          this.frames++;
+          if (ev || this.frames % 25 === 0) this.o.onVad?.(ev, this.frames);
+          this.onFrame(ev);
+        }
+      }, FRAME_MS);
     } catch {
       // No VAD here: push-to-talk still works; continuous mode cannot hear speech begin.
       this.ctx = null;
