@@ -5,7 +5,8 @@
 //     it as 'U' start, 'A' audio parts (uint32 BE seq + bytes, ≤ limits.maxChunkBytes) and 'E' end;
 //     push-to-talk (send=false: the transcript comes back in talk.transcript for the person to edit)
 //     or continuous (send=true: the gateway sends it as the person's message), where a voice-activity
-//     detector (Vad, on an AnalyserNode) decides where an utterance starts and ends;
+//     detector (Vad, fed every 20 ms frame of an AnalyserNode by FrameReader, by the audio clock) decides
+//     where an utterance starts and ends;
 //   - plays what the gateway says: 'S' speech parts assembled per sentence into Blob URLs played by
 //     <audio> elements in seq order, 'T' text spoken with speechSynthesis (the browser provider),
 //     'R' the reply's end;
