@@ -545,6 +545,29 @@ describe('Talk', () => {
     await closing;
   });
 
+  it('continuous: a chunk still being read when the speech is confirmed goes after the chunks held before it (the header first)', async () => {
+    const talk = new Talk({ gw, sessionKey: 'main/s1', mode: 'continuous', deps: deps() });
+    const opening = talk.open();
+    await answer('talk.open', { ...OPENED, mode: 'continuous', limits: { ...OPENED.limits, maxChunkBytes: 65536 } });
+    await answer('talk.offer', { sdp: 'a' });
+    await opening;
+    const dc = FakePC.last.dc;
+    talk.onFrame('onset');
+    FakeRecorder.all[0].data([0x1a, 0x45, 0xdf, 0xa3, 1]); // the WebM header, held
+    await flush();
+    FakeRecorder.all[0].data([7]); // the next chunk: its bytes are still being read when…
+    talk.onFrame('start'); // …the speech is confirmed and 'U' goes out
+    await flush();
+    const as = dc.sent.filter((m) => m[0] === 'A'.charCodeAt(0));
+    expect(types(dc)).toEqual(['U', 'A', 'A']);
+    expect(as.map((m) => new DataView(m.buffer).getUint32(1, false))).toEqual([0, 1]);
+    expect([...as[0].subarray(5)]).toEqual([0x1a, 0x45, 0xdf, 0xa3, 1]);
+    expect([...as[1].subarray(5)]).toEqual([7]);
+    const closing = talk.close();
+    await answer('talk.close', { closed: true });
+    await closing;
+  });
+
   it('speech heard while the voice plays stops it at once and sends I with the reply', async () => {
     const talk = new Talk({ gw, sessionKey: 'main/s1', mode: 'continuous', deps: deps() });
     const opening = talk.open();

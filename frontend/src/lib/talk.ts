@@ -893,14 +893,11 @@ export class Talk {
           this.finishUtterance(u);
           return;
         }
-        if (!u.announced) {
-          u.held.push(data);
-          return;
-        }
-        for (const m of audioMsgs(data, u.seq, limits.maxChunkBytes)) {
-          if (!this.send(m)) return;
-          u.seq++;
-        }
+        // Held in recording order, and sent from the head once the utterance is announced: a chunk
+        // being read when 'U' went out must not overtake the chunks held before it (its first 'A'
+        // must be the container's header, or the gateway ends the talk: bad_stream).
+        u.held.push(data);
+        if (u.announced) this.flush(u);
       });
     };
     rec.onerror = () => this.dropUtterance();
@@ -917,16 +914,23 @@ export class Talk {
     if (!u || u.announced) return;
     u.announced = true;
     this.send(jsonMsg('U', { utteranceId: u.id, mimeType: this.type, send: u.send }));
-    const limits = this.opened?.limits ?? DEFAULT_LIMITS;
-    u.chain = u.chain.then(() => {
-      for (const data of u.held.splice(0)) {
-        for (const m of audioMsgs(data, u.seq, limits.maxChunkBytes)) {
-          if (!this.send(m)) return;
-          u.seq++;
-        }
-      }
-    });
+    u.chain = u.chain.then(() => this.flush(u));
     this.show();
+  }
+
+  /** Sends an announced utterance's held audio as 'A' parts, oldest first; a channel that refuses drops the rest (the talk is ending). */
+  private flush(u: NonNullable<Talk['utt']>): void {
+    const limits = this.opened?.limits ?? DEFAULT_LIMITS;
+    while (u.held.length > 0) {
+      const data = u.held.shift() as Uint8Array;
+      for (const m of audioMsgs(data, u.seq, limits.maxChunkBytes)) {
+        if (!this.send(m)) {
+          u.held = [];
+          return;
+        }
+        u.seq++;
+      }
+    }
   }
 
   private dropUtterance(): void {
