@@ -409,8 +409,7 @@ func TestTalkDesktopAndPhone(t *testing.T) {
 		}
 		shot(t, ctx, "talk-button-on-"+c.lang+".png")
 		axeCheck(t, ctx, "the talk controls ("+c.lang+")")
-		click(t, ctx, `[data-testid=chat-view]:not([hidden]) [data-testid=talk-end]`)
-		waitFor(t, ctx, "the talk ended", talkSel+`?.dataset.talkState === 'off'`, 30*time.Second)
+		endTalk(t, ctx, `[data-testid=chat-view]:not([hidden]) [data-testid=talk-end]`)
 		// Settings → Talk, for the closing note's screenshots.
 		click(t, ctx, `[data-testid=open-settings]`)
 		waitFor(t, ctx, "Settings → Talk", `document.querySelector('[data-testid=talk-stt-base]')?.value.startsWith('http://127.0.0.1:')`, 30*time.Second)
@@ -509,8 +508,7 @@ func TestTalkContinuousInterrupt(t *testing.T) {
 			t.Errorf("an utterance at the transcription server: %+v (the speech lasts %.2f s; an utterance is the speech and its hangover)", h, secs)
 		}
 	}
-	click(t, ctx, `[data-testid=talk-end]`)
-	waitFor(t, ctx, "the talk ended", talkSel+`?.dataset.talkState === 'off'`, 30*time.Second)
+	endTalk(t, ctx, `[data-testid=talk-end]`)
 
 	// Silence: continuous mode hears no utterance in 5 s of it (250 frames analysed).
 	n := len(stt.uploads())
@@ -749,8 +747,7 @@ func TestTalkInterruptQueue(t *testing.T) {
 	if js[bool](t, ctx, `[...document.querySelectorAll('[data-testid=chat-message][data-role=assistant]')].some(m => m.dataset.state === 'cancelled')`) {
 		t.Errorf("an answer was cancelled with interrupt \"queue\"")
 	}
-	click(t, ctx, `[data-testid=talk-end]`)
-	waitFor(t, ctx, "the talk ended", talkSel+`?.dataset.talkState === 'off'`, 30*time.Second)
+	endTalk(t, ctx, `[data-testid=talk-end]`)
 }
 
 // TestTalkBrowserVoice: with no speech server set (Settings → Talk's voice "this device"), the
@@ -845,4 +842,20 @@ func TestTalkBrowserVoice(t *testing.T) {
 	if fired["said"] > 0 && fired["say"] != fired["said"] {
 		t.Errorf("the utterances ended (%d) without starting (%d): %v", fired["said"], fired["say"], ev)
 	}
+}
+
+// endTalk ends the talk with the keyboard (the End button focused, Enter) and waits for the
+// controls to say it is off. Not a mouse click: the button moves left when the voice stops (the
+// "Stop voice" link before it goes away), and a click aimed while it moved landed beside it
+// (a CI run: the talk stayed open until the page closed).
+func endTalk(t *testing.T, ctx context.Context, sel string) {
+	t.Helper()
+	waitFor(t, ctx, "the End button", `!!document.querySelector(`+jsString(sel)+`)`, 30*time.Second)
+	if !js[bool](t, ctx, `(document.querySelector(`+jsString(sel)+`).focus(), document.activeElement === document.querySelector(`+jsString(sel)+`))`) {
+		t.Fatalf("%s does not take the focus", sel)
+	}
+	if err := chromedp.Do(bounded(t, ctx, 30*time.Second), chromedp.KeyEvent("\r")); err != nil {
+		t.Fatalf("press Enter on %s: %v", sel, err)
+	}
+	waitFor(t, ctx, "the talk ended", talkSel+`?.dataset.talkState === 'off'`, 30*time.Second)
 }
