@@ -265,7 +265,7 @@ func (t *talk) overdue() string {
 		return ReasonConnectionGone
 	case t.utt != nil && now.Sub(t.utt.started) > time.Duration(o.Limits.MaxUtteranceMs)*time.Millisecond:
 		return ReasonTooLong
-	case t.st == stAttached && now.Sub(t.lastAudio) > o.IdleTimeout:
+	case t.st == stAttached && t.utt == nil && now.Sub(t.lastAudio) > o.IdleTimeout:
 		return ReasonIdle
 	}
 	return ""
@@ -310,7 +310,9 @@ func (t *talk) take(b []byte) string {
 	switch b[0] {
 	case MsgUtterance:
 		var u UtteranceStart
-		if json.Unmarshal(b[1:], &u) != nil || u.UtteranceID == "" || len(u.UtteranceID) > 128 || !audioMIME(u.MimeType) {
+		// The utterance id goes into history (meta.talk) and the media
+		// store: chat's rule for client-chosen ids (the page's are hex).
+		if json.Unmarshal(b[1:], &u) != nil || !validID(u.UtteranceID) || !audioMIME(u.MimeType) {
 			return ReasonBadStream
 		}
 		t.mu.Lock()
@@ -318,8 +320,9 @@ func (t *talk) take(b []byte) string {
 		if t.utt != nil {
 			return ReasonBadStream
 		}
+		// Not audio: U and E leave lastAudio alone, so a page sending
+		// empty utterances cannot keep a talk past the idle bound.
 		t.utt = &utterance{id: u.UtteranceID, mime: u.MimeType, send: u.Send, started: now}
-		t.lastAudio = now
 		go t.state(StateListening)
 	case MsgAudio:
 		if len(b) < 5 {
@@ -350,7 +353,7 @@ func (t *talk) take(b []byte) string {
 		t.mu.Lock()
 		u := t.utt
 		switch {
-		case u == nil || e.UtteranceID != u.id:
+		case u == nil || e.UtteranceID != u.id || e.DurationMs < 0:
 			t.mu.Unlock()
 			return ReasonBadStream
 		case e.DurationMs > o.Limits.MaxUtteranceMs || now.Sub(u.started) > time.Duration(o.Limits.MaxUtteranceMs)*time.Millisecond:
@@ -358,7 +361,6 @@ func (t *talk) take(b []byte) string {
 			return ReasonTooLong
 		}
 		t.utt = nil
-		t.lastAudio = now
 		t.mu.Unlock()
 		ev := TranscriptEvent{UtteranceID: u.id, DurationMs: e.DurationMs, Lang: t.talkLang("")}
 		if u.data.Len() == 0 {
