@@ -27,7 +27,7 @@ function svelteFiles(dir: URL): URL[] {
 const ALLOWED = new Set([
   'Atrium', 'config.json:', 'location.get', 'http://127.0.0.1:11434/v1', 'writer', '/usr/bin/git', 'loopback', 'lan',
   // Settings → Talk's examples: server addresses, model, voice and format names.
-  'http://127.0.0.1:8000', 'whisper-1', 'tts-1', 'alloy', 'mp3', 'eleven_flash_v2_5',
+  'http://127.0.0.1:8000', 'whisper-1', 'tts-1', 'alloy', 'mp3', 'eleven_multilingual_v2',
 ]);
 
 /** The English a template shows outside t(): "file:line: what". */

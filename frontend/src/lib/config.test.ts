@@ -95,5 +95,9 @@ describe('Settings → Talk (issue 27)', () => {
     expect(talkPatch({ ...talkForm(undefined), ttsSpeed: '3' })).toEqual({ error: 'settings.talk.badSpeed' });
     expect(talkPatch({ ...talkForm(undefined), elStability: '-1' })).toEqual({ error: 'settings.talk.badStability' });
     expect(talkPatch({ ...talkForm(undefined), silenceMs: '10' })).toEqual({ error: 'settings.talk.badVad' });
+    // The bounds are backend/talk's (minSpeechMs 50…5000): a value config.json may hold saves again.
+    const kept = talkPatch({ ...talkForm(undefined), minSpeechMs: '3000' });
+    expect('patch' in kept && (kept.patch.continuous as { minSpeechMs: number }).minSpeechMs).toBe(3000);
+    expect(talkPatch({ ...talkForm(undefined), minSpeechMs: '5001' })).toEqual({ error: 'settings.talk.badVad' });
   });
 });

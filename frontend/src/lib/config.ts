@@ -148,7 +148,7 @@ function numberIn(v: string, lo: number, hi: number): number | null | undefined 
 
 /**
  * The config.patch "talk" merge patch for a form, or the message key of the first field out of bounds
- * (speed 0.5…2, stability 0…1, silenceMs 200…5000, minSpeechMs 50…2000). Empty fields are null (the
+ * (speed 0.5…2, stability 0…1, silenceMs 200…5000, minSpeechMs 50…5000 as backend/talk validates). Empty fields are null (the
  * default); a key is sent only when typed, null when "remove" is checked.
  */
 export function talkPatch(f: TalkForm): { patch: Record<string, unknown> } | { error: MessageKey } {
@@ -157,7 +157,7 @@ export function talkPatch(f: TalkForm): { patch: Record<string, unknown> } | { e
   const stability = numberIn(f.elStability, 0, 1);
   if (stability === undefined) return { error: 'settings.talk.badStability' };
   const silenceMs = numberIn(f.silenceMs, 200, 5000);
-  const minSpeechMs = numberIn(f.minSpeechMs, 50, 2000);
+  const minSpeechMs = numberIn(f.minSpeechMs, 50, 5000);
   if (silenceMs === undefined || minSpeechMs === undefined) return { error: 'settings.talk.badVad' };
   const orNull = (s: string) => s.trim() || null;
   const stt: Record<string, unknown> = { baseUrl: orNull(f.sttBaseUrl), model: orNull(f.sttModel), language: f.sttLanguage };
