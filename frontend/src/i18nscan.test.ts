@@ -126,4 +126,11 @@ describe('every string in both languages', () => {
       .filter((name) => !left.has(name) && /\berrorText\(/.test(readFileSync(new URL(name, root), 'utf8')));
     expect(raw).toEqual([]);
   });
+
+  it('sentences shown one after another are joined by sentences() (a space in English, none after Chinese "。")', () => {
+    const joined = svelteFiles(root)
+      .map((u) => u.pathname.slice(root.pathname.length))
+      .filter((name) => /\{t\([^{}]*\)\} \{t\(/.test(readFileSync(new URL(name, root), 'utf8')));
+    expect(joined).toEqual([]);
+  });
 });

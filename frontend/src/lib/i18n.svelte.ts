@@ -74,3 +74,11 @@ export function t(key: MessageKey, vars?: Vars, l: Lang = state.lang): string {
   const m = MESSAGES[key][l === 'zh' ? 1 : 0];
   return typeof m === 'function' ? m(vars ?? {}) : interpolate(m, vars);
 }
+
+/**
+ * Sentences shown one after another in language l: English puts a space between them, Chinese
+ * none (a sentence ends with its full stop "。").
+ */
+export function sentences(parts: string[], l: Lang = state.lang): string {
+  return parts.filter((p) => p !== '').join(l === 'zh' ? '' : ' ');
+}

@@ -1,7 +1,7 @@
 // The UI's language: picking it, switching it, and the words that depend on a number.
 import { afterEach, describe, expect, it } from 'vitest';
 import { fireEvent, render, screen, waitFor } from '@testing-library/svelte';
-import { LANG_KEY, interpolate, lang, pickLang, resetLang, setLang, t } from './i18n.svelte';
+import { LANG_KEY, interpolate, lang, pickLang, resetLang, sentences, setLang, t } from './i18n.svelte';
 import { MESSAGES } from './messages';
 import { formatScore, layerBadge, layerLabel, statusSummary } from './memory';
 import { heartbeatOutcomeText, modelReasonText } from './config';
@@ -154,3 +154,12 @@ describe('i18n', () => {
     expect(localStorage.getItem(LANG_KEY)).toBe('zh');
   });
 });
+
+describe('sentences', () => {
+  it('puts a space between English sentences and none between Chinese ones', () => {
+    expect(sentences(['UTF-8 text.', 'Nothing is overwritten.'], 'en')).toBe('UTF-8 text. Nothing is overwritten.');
+    expect(sentences(['UTF-8 文本。', '不会覆盖任何文件。'], 'zh')).toBe('UTF-8 文本。不会覆盖任何文件。');
+    expect(sentences(['', 'One.'], 'en')).toBe('One.');
+  });
+});
+

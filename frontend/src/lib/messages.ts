@@ -664,7 +664,7 @@ export const MESSAGES = {
   'settings.sessionsIdleMinutes': ['Idle minutes', '空闲分钟数'],
   'settings.sessionsSave': ['Save sessions', '保存会话设置'],
   'settings.talk': ['Talk', '语音'],
-  'settings.talk.about': ['Talk with the agents by voice, here and on a paired phone. Speech is turned into text by a transcription server (whisper.cpp server, speaches, LocalAI or OpenAI); the answer is spoken by a speech server, by ElevenLabs, or by this device’s own voice.', '用语音和智能体对话，在这里或已配对的手机上。语音由转写服务器（whisper.cpp server、speaches、LocalAI 或 OpenAI）转成文字；回答由语音合成服务器、ElevenLabs 或本设备自带的语音读出。'],
+  'settings.talk.about': ['Talk with the agents by voice, here and on a paired phone. Speech is turned into text by a transcription server (whisper.cpp server, speaches, LocalAI or OpenAI); the answer is spoken by a speech server (Kokoro, speaches, LocalAI or OpenAI), by ElevenLabs, or by this device’s own voice.', '用语音和智能体对话，在这里或已配对的手机上。语音由转写服务器（whisper.cpp server、speaches、LocalAI 或 OpenAI）转成文字；回答由语音合成服务器（Kokoro、speaches、LocalAI 或 OpenAI）、ElevenLabs 或本设备自带的语音读出。'],
   'settings.talk.stt': ['Speech to text', '语音转文字'],
   'settings.talk.sttHint': [
     'The server gets WebM/Opus audio. whisper.cpp: start whisper-server with --inference-path /v1/audio/transcriptions --convert (needs ffmpeg) and a multilingual model for Chinese. speaches: set the model to its id, e.g. Systran/faster-whisper-small.',
@@ -689,7 +689,7 @@ export const MESSAGES = {
   'settings.talk.languageUi': ['The window’s language', '跟随界面语言'],
   'settings.talk.voiceFrom': ['Spoken by', '朗读方式'],
   'settings.talk.ttsBrowser': ['This device’s own voice (no server)', '本设备自带的语音（无需服务器）'],
-  'settings.talk.ttsOpenai': ['A speech server (OpenAI-compatible: Kokoro, speaches, LocalAI, OpenAI)', '语音合成服务器（兼容 OpenAI：Kokoro、speaches、LocalAI、OpenAI）'],
+  'settings.talk.ttsOpenai': ['A speech server (OpenAI-compatible)', '语音合成服务器（兼容 OpenAI）'],
   'settings.talk.ttsElevenlabs': ['ElevenLabs', 'ElevenLabs'],
   'settings.talk.voice': ['Voice', '声音'],
   'settings.talk.format': ['Audio format', '音频格式'],
