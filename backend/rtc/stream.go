@@ -47,6 +47,9 @@ type Stream struct {
 	// done is closed with the stream (WaitBuffered).
 	low  chan struct{}
 	done chan struct{}
+	// connect closes a stream whose channel did not open in time;
+	// stopped by Close, so that a closed stream is not held until then.
+	connect *time.Timer
 }
 
 // StreamLowWater is the queued bytes at which a Stream's WaitBuffered
@@ -77,7 +80,8 @@ func AcceptStream(ctx context.Context, cfg Config, label string, peer net.IP, of
 		}
 	})
 	// A stream whose channel does not open in time is closed.
-	time.AfterFunc(cfg.ConnectTimeout, func() {
+	s.mu.Lock()
+	s.connect = time.AfterFunc(cfg.ConnectTimeout, func() {
 		s.mu.Lock()
 		open := s.dc != nil
 		s.mu.Unlock()
@@ -85,6 +89,7 @@ func AcceptStream(ctx context.Context, cfg Config, label string, peer net.IP, of
 			s.Close()
 		}
 	})
+	s.mu.Unlock()
 	if err := pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeOffer, SDP: offerSDP}); err != nil {
 		s.Close()
 		return nil, "", fmt.Errorf("rtc: set stream offer: %w: %w", ErrOffer, err)
@@ -191,6 +196,9 @@ func (s *Stream) Close() {
 		return
 	}
 	s.closed = true
+	if s.connect != nil {
+		s.connect.Stop()
+	}
 	s.mu.Unlock()
 	close(s.done)
 	go func() { _ = s.pc.Close() }() // not on pion's own callback goroutine
