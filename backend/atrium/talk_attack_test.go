@@ -273,3 +273,55 @@ func TestTalkAbandonedCycles(t *testing.T) {
 	// The slots came back: a new talk opens.
 	ta.open(t, ta.admin, map[string]any{"sessionKey": "main/", "mode": "ptt"})
 }
+
+// TestTalkScopeNarrowed: a phone scoped admin opens a talk in main's chat;
+// the person then scopes it to the writer role (device.scope.set applies
+// to its live connections at once). Its next utterance is not transcribed
+// nor sent into main's chat, and main's answers are no longer spoken to
+// it: the talk ends as forbidden, audited.
+func TestTalkScopeNarrowed(t *testing.T) {
+	ta := newTalkApp(t, map[string]string{"Hello.": "Hi there."}, nil)
+	a, ctx := ta.a, ta.ctx
+	seedWorkspace(t, a, a.Layout.Workspace, scopeFiles)
+	phone, id := scopedPhone(ctx, t, a, ta.admin, "admin")
+	ev := recordEvents(phone)
+	o := ta.open(t, phone, map[string]any{"sessionKey": "main/", "mode": "continuous"})
+	p := dialTalk(ctx, t, phone, o.TalkID)
+	must(t, ta.admin.Call(ctx, "device.scope.set", map[string]any{"deviceId": id, "scope": "role:writer"}, nil))
+
+	ta.stt.answers <- sttAnswer{text: "Hello.", language: "english"} // what a talk still allowed would hear
+	p.utter(t, "after", speech(t, "en", "Hello."), true)
+	wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	ended := ev.wait(wctx, t, "talk.ended", o.TalkID)
+	if !strings.Contains(string(ended), `"reason":"`+talk.ReasonForbidden+`"`) {
+		t.Fatalf("talk.ended %s, want %s", ended, talk.ReasonForbidden)
+	}
+	assertDenied(t, a, "talk.open")
+	if n := ta.stt.Count(); n != 0 {
+		t.Fatalf("the transcription server got %d utterances of a device no longer allowed", n)
+	}
+	msgs, err := a.History.Profile(ctx, "main", "", 50)
+	must(t, err)
+	if len(msgs.Messages) != 0 {
+		t.Fatalf("a device no longer allowed sent into main's chat: %+v", msgs.Messages)
+	}
+
+	// An answer in main's chat started by the person is not spoken to a
+	// phone narrowed while its talk is open.
+	must(t, ta.admin.Call(ctx, "device.scope.set", map[string]any{"deviceId": id, "scope": "admin"}, nil))
+	o = ta.open(t, phone, map[string]any{"sessionKey": "main/", "mode": "ptt"})
+	p = dialTalk(ctx, t, phone, o.TalkID)
+	must(t, ta.admin.Call(ctx, "device.scope.set", map[string]any{"deviceId": id, "scope": "role:writer"}, nil))
+	must(t, ta.admin.Call(ctx, "chat.send", map[string]any{"profileId": "main", "sessionId": strings.TrimPrefix(o.SessionKey, "main/"),
+		"message": "Hello.", "idempotencyKey": "scope-narrowed"}, nil))
+	ended = ev.wait(wctx, t, "talk.ended", o.TalkID)
+	if !strings.Contains(string(ended), `"reason":"`+talk.ReasonForbidden+`"`) {
+		t.Fatalf("talk.ended %s, want %s", ended, talk.ReasonForbidden)
+	}
+	for b := p.next(ctx, t); b[0] != talk.MsgStop; b = p.next(ctx, t) {
+		if b[0] == talk.MsgSpeech || b[0] == talk.MsgSay {
+			t.Fatalf("main's answer was spoken to a phone scoped to writer: %q", b[:min(len(b), 80)])
+		}
+	}
+}

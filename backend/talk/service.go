@@ -85,6 +85,11 @@ const (
 	ReasonConnectionGone = "connection_gone" // the WebSocket or the channel closed (or never opened)
 	ReasonShutdown       = "shutdown"        // the gateway is stopping
 	ReasonSlowReader     = "slow_reader"     // the page left over MaxSpeechQueued of speech unread for Options.SpeechStall
+	// ReasonForbidden: the caller may no longer chat in the talk's profile
+	// (a paired device's scope changed while the talk was open; MayChat is
+	// asked again before each utterance is transcribed and each answer
+	// is spoken).
+	ReasonForbidden = "forbidden"
 )
 
 // States of talk.state.
@@ -210,7 +215,10 @@ type Options struct {
 	Settings func() Settings
 	// MayChat decides whether the caller may chat with profileID (the
 	// rule of chat.send on that connection); nil allows. Its error is
-	// returned as is (the wiring's is FORBIDDEN and audited).
+	// returned as is (the wiring's is FORBIDDEN and audited). It is asked
+	// at talk.open and again, with talk.open's call, before each
+	// utterance is transcribed and each answer is spoken: a refusal then
+	// ends the talk (ReasonForbidden).
 	MayChat func(ctx context.Context, c *gateway.Call, profileID string) error
 	// Store keeps utterances' audio when talk.keepAudio is on (nil: not
 	// kept).
@@ -430,6 +438,7 @@ func (s *Service) Open(ctx context.Context, c *gateway.Call, p OpenParams) (Open
 	st := raw.WithDefaults()
 	t := newTalk(s, c.ConnID, profileID, sessionID, p, st)
 	t.device = c.Principal.Device
+	t.caller = *c
 	s.mu.Lock()
 	perConn, perDevice := 0, 0
 	for _, o := range s.talks {

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/atrium-dev/atrium/backend/gateway"
 	"github.com/atrium-dev/atrium/backend/media"
 )
 
@@ -63,7 +64,8 @@ type talk struct {
 	s        *Service
 	id       string
 	connID   string
-	device   string // the paired device's id; "" for the person at the desktop
+	device   string       // the paired device's id; "" for the person at the desktop
+	caller   gateway.Call // talk.open's call: MayChat is asked again with it
 	mode     string
 	lang     string
 	ctx      context.Context
@@ -465,7 +467,24 @@ func (t *talk) transcriber() {
 	}
 }
 
+// allowed asks MayChat again (a paired device's scope may have changed
+// since talk.open); a refusal ends the talk as ReasonForbidden.
+func (t *talk) allowed() bool {
+	if t.s.o.MayChat == nil || t.device == "" {
+		return true // the person at the desktop (admin) always may
+	}
+	if err := t.s.o.MayChat(t.ctx, &t.caller, t.profileID); err != nil {
+		t.s.o.Logger.Info("talk no longer allowed", "talk", t.id, "device", t.device, "profile", t.profileID)
+		t.end(ReasonForbidden, true)
+		return false
+	}
+	return true
+}
+
 func (t *talk) transcribe(j job) {
+	if !t.allowed() {
+		return // the audio goes nowhere
+	}
 	language := ""
 	if t.settings.STT.Language == "ui" && (t.lang == "en" || t.lang == "zh") {
 		language = t.lang
@@ -602,9 +621,11 @@ func (t *talk) runEvent(e RunEvent) {
 	}
 	var items []speakItem
 	var next *Message
+	recheck := false
 	switch e.Kind {
 	case RunStarted:
 		t.activeRun = e.RunID
+		recheck = true
 	case RunDelta:
 		t.activeRun = e.RunID
 		if !r.interrupted {
@@ -640,6 +661,9 @@ func (t *talk) runEvent(e RunEvent) {
 	}
 	t.speakQ = append(t.speakQ, items...)
 	t.mu.Unlock()
+	if recheck && !t.allowed() {
+		return // nothing of the answer is spoken
+	}
 	if len(items) > 0 {
 		t.poke()
 	}

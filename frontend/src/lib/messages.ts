@@ -240,6 +240,7 @@ export const MESSAGES = {
   'talk.reason.connection_gone': ['the connection was lost', '连接已断开'],
   'talk.reason.shutdown': ['Atrium is shutting down', 'Atrium 正在关闭'],
   'talk.reason.slow_reader': ['this page stopped taking the spoken answer', '此页面停止接收朗读的回答'],
+  'talk.reason.forbidden': ['this device may no longer talk in this chat (its scope changed)', '此设备已不能在这个对话中使用语音（其范围已更改）'],
   'talk.err.noStt': ['Talk needs a speech-to-text server (whisper.cpp, speaches, LocalAI or OpenAI), and none is set.', '语音需要一个语音转文字服务器（whisper.cpp、speaches、LocalAI 或 OpenAI），目前尚未设置。'],
   'talk.err.noMic': ['No microphone can be used here: the page needs a microphone, and HTTPS or this computer (localhost).', '这里无法使用麦克风：需要有麦克风，且页面须通过 HTTPS 或本机（localhost）打开。'],
   'talk.err.micDenied': ['The microphone was not allowed: allow it in the browser’s site settings and try again.', '麦克风未获允许：请在浏览器的网站设置中允许后重试。'],
