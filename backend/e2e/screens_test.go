@@ -115,11 +115,19 @@ func (c *screenCheck) screen(t *testing.T, ctx context.Context, name string) {
 func touchCheck(t *testing.T, ctx context.Context, what string) {
 	t.Helper()
 	small := js[[]string](t, ctx, `[...document.querySelectorAll('button, select, summary, input:not([type=checkbox], [type=radio], [type=range], [type=file], [type=hidden])')]
-		.filter(e => e.offsetParent !== null && !e.closest('.visually-hidden, [aria-hidden=true]'))
+		.filter(e => e.offsetParent !== null && !e.closest('.visually-hidden, [aria-hidden=true]') && getComputedStyle(e).clipPath !== 'inset(50%)')
 		.filter(e => { const r = e.getBoundingClientRect(); return r.bottom > 0 && r.top < innerHeight && r.right > 0 && r.left < innerWidth && r.height < 43.5; })
 		.map(e => (e.dataset.testid || e.className || e.tagName) + ' "' + e.textContent.trim().slice(0, 30) + '" ' + Math.round(e.getBoundingClientRect().height) + 'px')`)
 	if len(small) > 0 {
 		t.Errorf("%s: controls shorter than 44 px at phone size: %q", what, small)
+	}
+	// A control hidden by opacity still takes its room: 44 px tall, a hidden Delete button left every
+	// chat bubble a blank line.
+	blank := js[[]string](t, ctx, `[...document.querySelectorAll('button, select, summary')]
+		.filter(e => e.offsetParent !== null && getComputedStyle(e).opacity === '0' && e.getBoundingClientRect().height > 2)
+		.map(e => (e.dataset.testid || e.className || e.tagName) + ' ' + Math.round(e.getBoundingClientRect().height) + 'px')`)
+	if len(blank) > 0 {
+		t.Errorf("%s: invisible controls take room at phone size: %q", what, blank)
 	}
 	squeezed := js[[]string](t, ctx, `[...document.querySelectorAll('form.composer')].filter(f => f.offsetParent !== null)
 		.map(f => [f, f.querySelector('[data-testid=chat-input]')]).filter(([f, i]) => i && i.getBoundingClientRect().width < f.getBoundingClientRect().width / 2)
