@@ -973,3 +973,51 @@ func closedPortURL(t *testing.T) string {
 	srv.Close()
 	return u
 }
+
+// TestTalkQueueBounded: with interrupt "queue", words said while the
+// session answers wait for the answer's end — at most 8 of them; the
+// ninth is not sent and the person is told (TALK_QUEUE_FULL, its text in
+// the event), and the eight still go once the answer ends.
+func TestTalkQueueBounded(t *testing.T) {
+	en := speech(t, "en", "Tell me a long story.")
+	hold := make(chan struct{})
+	ta := newTalkApp(t, map[string]string{"Tell me a long story.": "Once upon a time."},
+		map[string]chan struct{}{"Tell me a long story.": hold})
+	ctx := ta.ctx
+	ta.patchT(t, map[string]any{"interrupt": "queue"})
+	open := ta.open(t, ta.admin, map[string]any{"sessionKey": "main/", "mode": "continuous"})
+	peer := dialTalk(ctx, t, ta.admin, open.TalkID)
+	ta.stt.answers <- sttAnswer{"Tell me a long story.", "english"}
+	peer.utter(t, "u0", en, true)
+	first := transcriptOf(t, ta.ev.wait(ctx, t, "talk.transcript", `"u0"`))
+	if first.RunID == "" {
+		t.Fatalf("first transcript %+v", first)
+	}
+	for i := 1; i <= 9; i++ {
+		id, text := fmt.Sprintf("u%d", i), fmt.Sprintf("And then %d?", i)
+		ta.stt.answers <- sttAnswer{text, "english"}
+		peer.utter(t, id, en, true)
+		tr := transcriptOf(t, ta.ev.wait(ctx, t, "talk.transcript", `"`+id+`"`))
+		if i <= 8 && (!tr.Sent || !tr.Queued || tr.ErrorCode != "") {
+			t.Fatalf("%s while the answer runs: %+v, want queued", id, tr)
+		}
+		if i == 9 && (tr.Sent || tr.Queued || tr.ErrorCode != talk.CodeQueueFull || tr.Text != text) {
+			t.Fatalf("%s with 8 waiting: %+v, want not sent, %s", id, tr, talk.CodeQueueFull)
+		}
+	}
+	close(hold)
+	ta.ev.wait(ctx, t, "chat.final", first.RunID)
+	for i := 1; i <= 8; i++ {
+		text := fmt.Sprintf("And then %d?", i)
+		for !ta.model.asked(text) {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("the queued %q never reached the model", text)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	if ta.model.asked("And then 9?") {
+		t.Error("the refused ninth reached the model")
+	}
+}

@@ -57,6 +57,9 @@ const (
 	// CodeSendFailed: the transcript could not be sent as the person's
 	// message (chat.send refused it).
 	CodeSendFailed = "TALK_SEND_FAILED"
+	// CodeQueueFull: maxWaitingSends transcripts already wait for the
+	// session's answer (interrupt "queue"); this one was not sent.
+	CodeQueueFull = "TALK_QUEUE_FULL"
 )
 
 // ErrorText is the fixed English sentence of an utterance's error code
@@ -71,6 +74,8 @@ func ErrorText(code string) string {
 		return fmt.Sprintf("%d utterances are waiting for the transcription server; this one was dropped", maxQueued)
 	case CodeSendFailed:
 		return "the transcript could not be sent as a message"
+	case CodeQueueFull:
+		return fmt.Sprintf("%d transcripts already wait for the current answer; this one was not sent", maxWaitingSends)
 	}
 	return "the utterance failed"
 }
@@ -129,6 +134,7 @@ const (
 	DefaultSpeechStall = 30 * time.Second
 	lingerStop         = time.Second // the gateway's X is flushed before the connection closes
 	maxQueued          = 8           // transcriptions waiting, per talk
+	maxWaitingSends    = 8           // transcripts waiting for the session's run to end, per talk
 )
 
 // Sentinel errors.

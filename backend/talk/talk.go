@@ -419,7 +419,7 @@ type TranscriptEvent struct {
 	MediaID      string        `json:"mediaId,omitempty"`
 	VoiceCommand *VoiceCommand `json:"voiceCommand,omitempty"`
 	// ErrorCode is a failed utterance's code (CodeSTTFailed, CodeNoAudio,
-	// CodeSTTBusy, CodeSendFailed), Error its fixed sentence (ErrorText):
+	// CodeSTTBusy, CodeSendFailed, CodeQueueFull), Error its fixed sentence (ErrorText):
 	// never a server's words, which are logged.
 	ErrorCode string `json:"errorCode,omitempty"`
 	Error     string `json:"error,omitempty"`
@@ -532,8 +532,11 @@ func (t *talk) transcribe(j job) {
 	m := Message{ProfileID: t.profileID, SessionID: t.sessionID, ConversationID: t.conversationID, Text: tr.Text, Meta: mb}
 	t.mu.Unlock()
 	ev.Sent = true
-	runID, queued, err := t.deliver(m)
+	runID, queued, err := t.deliver(m, false)
 	switch {
+	case errors.Is(err, errQueueFull):
+		ev.Sent = false
+		ev.failed(CodeQueueFull)
 	case err != nil:
 		t.s.o.Logger.Warn("talk transcript not sent", "talk", t.id, "err", err)
 		ev.Sent = false
@@ -573,22 +576,42 @@ func (t *talk) keep(j job) (string, error) {
 	return m.ID, nil
 }
 
+// errQueueFull: maxWaitingSends transcripts wait already (deliver).
+var errQueueFull = errors.New("talk: transcripts queue full")
+
 // deliver sends m, or queues it while the session answers (a run of the
-// session is active, or Send says busy); queued ones go when it ends.
-func (t *talk) deliver(m Message) (runID string, queued bool, err error) {
+// session is active, or Send says busy); queued ones go when it ends, in
+// the order they were said. At most maxWaitingSends wait: the next is
+// refused with errQueueFull (the person is told, nothing waits
+// unbounded). head is true for the queue's first transcript, taken off it
+// as a run ended (sendQueued): it goes before the others, and back to the
+// front when it must wait again.
+func (t *talk) deliver(m Message, head bool) (runID string, queued bool, err error) {
+	// wait queues m (t.mu held).
+	wait := func() (bool, error) {
+		switch {
+		case head:
+			t.queued = append([]Message{m}, t.queued...)
+		case len(t.queued) >= maxWaitingSends:
+			return false, errQueueFull
+		default:
+			t.queued = append(t.queued, m)
+		}
+		return true, nil
+	}
 	t.mu.Lock()
-	if t.activeRun != "" || len(t.queued) > 0 {
-		t.queued = append(t.queued, m)
+	if t.activeRun != "" || (!head && len(t.queued) > 0) {
+		queued, err = wait()
 		t.mu.Unlock()
-		return "", true, nil
+		return "", queued, err
 	}
 	t.mu.Unlock()
 	sent, err := t.s.o.Chat.Send(t.ctx, m)
 	if errors.Is(err, ErrBusy) {
 		t.mu.Lock()
-		t.queued = append(t.queued, m)
+		queued, err = wait()
 		t.mu.Unlock()
-		return "", true, nil
+		return "", queued, err
 	}
 	if err != nil {
 		return "", false, fmt.Errorf("sending the transcript: %w", err)
@@ -677,7 +700,7 @@ func (t *talk) runEvent(e RunEvent) {
 
 // sendQueued sends a transcript that waited for the session's run.
 func (t *talk) sendQueued(m Message) {
-	if _, _, err := t.deliver(m); err != nil {
+	if _, _, err := t.deliver(m, true); err != nil {
 		t.s.o.Logger.Warn("talk queued transcript not sent", "talk", t.id, "err", err)
 	}
 }

@@ -225,6 +225,7 @@ export const MESSAGES = {
   'talk.uttErr.noAudio': ['Nothing was recorded: try again.', '没有录到声音：请再试一次。'],
   'talk.uttErr.sttBusy': ['The transcription server is behind, so this was dropped: say it again in a moment.', '转写服务器处理不过来，这段话已被丢弃：请稍后再说一次。'],
   'talk.uttErr.sendFailed': ['What was heard could not be sent as your message.', '听到的内容未能作为你的消息发送。'],
+  'talk.uttErr.queueFull': ['Eight things you said already wait for the current answer, so this was not sent: say it again once it ends.', '已有八段话在等当前的回答，这段没有发送：请在回答结束后再说一次。'],
   'talk.uttErr.other': ['What was said could not be used.', '所说的内容无法使用。'],
   'talk.queued': ['Heard: it will be sent when the current answer ends.', '已听到：将在当前回答结束后发送。'],
   'talk.voiceCommand': ['Done: {kind}.', '已完成：{kind}。'],

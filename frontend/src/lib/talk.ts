@@ -551,7 +551,7 @@ export interface TranscriptEvent {
   /** Sent, but waiting for the session's current answer to end (interrupt "queue", or the session busy). */
   queued?: boolean;
   voiceCommand?: { kind: string; applied: boolean | string | number };
-  /** A failed utterance's code (TALK_STT_FAILED, TALK_NO_AUDIO, TALK_STT_BUSY, TALK_SEND_FAILED; text is then empty): the page words it (utteranceErrorKey). */
+  /** A failed utterance's code (TALK_STT_FAILED, TALK_NO_AUDIO, TALK_STT_BUSY, TALK_SEND_FAILED, TALK_QUEUE_FULL): the page words it (utteranceErrorKey). */
   errorCode?: string;
   /** Its fixed English sentence (never the server's words: the gateway logs those). */
   error?: string;
@@ -1072,7 +1072,9 @@ export function talkErrorKey(code: string): 'talk.err.noStt' | 'talk.err.noMic' 
 }
 
 /** The words of a failed utterance's code (talk.transcript errorCode); an unknown code or none (an older gateway) is 'talk.uttErr.other'. */
-export function utteranceErrorKey(code: string | undefined): 'talk.uttErr.sttFailed' | 'talk.uttErr.noAudio' | 'talk.uttErr.sttBusy' | 'talk.uttErr.sendFailed' | 'talk.uttErr.other' {
+export function utteranceErrorKey(
+  code: string | undefined,
+): 'talk.uttErr.sttFailed' | 'talk.uttErr.noAudio' | 'talk.uttErr.sttBusy' | 'talk.uttErr.sendFailed' | 'talk.uttErr.queueFull' | 'talk.uttErr.other' {
   switch (code) {
     case 'TALK_STT_FAILED':
       return 'talk.uttErr.sttFailed';
@@ -1082,6 +1084,8 @@ export function utteranceErrorKey(code: string | undefined): 'talk.uttErr.sttFai
       return 'talk.uttErr.sttBusy';
     case 'TALK_SEND_FAILED':
       return 'talk.uttErr.sendFailed';
+    case 'TALK_QUEUE_FULL':
+      return 'talk.uttErr.queueFull';
     default:
       return 'talk.uttErr.other';
   }
