@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -154,7 +155,21 @@ func TestAutomaticResets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newEnv(t, m.provider(), nil, func(o *Options) { o.SaveNote = n.save; o.Now = clk.Now; o.ResetPolicy = idle })
+	// afterFinal, when set, runs as a run's final event goes out: a client
+	// that sends its next message the moment it sees the answer end.
+	var afterFinal atomic.Pointer[func()]
+	e := newEnv(t, m.provider(), nil, func(o *Options) {
+		o.SaveNote = n.save
+		o.Now = clk.Now
+		o.ResetPolicy = idle
+		emit := o.Emit
+		o.Emit = func(name string, payload any) {
+			emit(name, payload)
+			if f := afterFinal.Load(); name == EventFinal && f != nil {
+				(*f)()
+			}
+		}
+	})
 	ctx := context.Background()
 
 	a := e.send(t, "s-idle", "Remember the release checklist")
@@ -171,12 +186,16 @@ func TestAutomaticResets(t *testing.T) {
 		t.Fatalf("idle reset events %+v", evs)
 	}
 
-	// Daily at 04:00: a session last active at 03:50 is closed by the send
-	// at 04:05, which goes to a new session.
+	// Daily at 04:00: a session whose answer ended at 03:50 is closed by the
+	// send at 04:05, which goes to a new session — even when 04:05 comes
+	// the moment the answer's final event goes out (the run's own clean-up
+	// after it must not count as activity at 04:05).
 	clk.Set(time.Date(2026, 5, 4, 3, 50, 0, 0, time.UTC))
+	at0405 := func() { clk.Set(time.Date(2026, 5, 4, 4, 5, 0, 0, time.UTC)) }
+	afterFinal.Store(&at0405)
 	b := e.send(t, "s-day", "Plan for today")
 	e.rec.runEvents(t, b.RunID)
-	clk.Set(time.Date(2026, 5, 4, 4, 5, 0, 0, time.UTC))
+	afterFinal.Store(nil)
 	c := e.send(t, "s-day", "And tomorrow?")
 	e.rec.runEvents(t, c.RunID)
 	if c.SessionID == "s-day" {

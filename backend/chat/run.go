@@ -76,10 +76,7 @@ func (s *Service) execute(rn *run) {
 	defer s.wg.Done()
 	defer func() {
 		s.mu.Lock()
-		s.forget(rn)
-		if _, open := s.sessions[rn.SessionID]; open {
-			s.touch(rn.ProfileID, rn.SessionID, s.opts.Now())
-		}
+		s.forget(rn) // finish's release did it, unless finish panicked
 		s.mu.Unlock()
 		rn.cancel(nil)
 	}()
@@ -418,10 +415,11 @@ func wireRole(role string) string {
 func (st *runState) finish(err error) string {
 	s, rn := st.s, st.rn
 	cause := context.Cause(rn.ctx)
+	ended := s.opts.Now()
 	msg := history.Message{
 		ID: rn.MessageID, ProfileID: rn.ProfileID, SessionID: rn.SessionID, ConversationID: rn.conversationID, RunID: rn.RunID,
 		Role: history.RoleAssistant, Content: st.rn.out.String(), TS: rn.userMsg.TS + 1, Sources: st.sources,
-		EndedAt: s.opts.Now().UnixMilli(),
+		EndedAt: ended.UnixMilli(),
 	}
 	st.mu.Lock()
 	msg.Tools = slices.Clone(st.tools)
@@ -442,10 +440,16 @@ func (st *runState) finish(err error) string {
 	}
 
 	// Free the session before the terminal event: a client that sends its
-	// next message as soon as it sees chat.final must not get ErrBusy.
+	// next message as soon as it sees chat.final must not get ErrBusy. Its
+	// last activity is the answer's end, recorded here too: a reset rule
+	// (daily at 04:00, idle) judges that next send by when the answer
+	// ended, not by when this goroutine got round to noting it.
 	release := func() {
 		s.mu.Lock()
 		s.forget(rn)
+		if _, open := s.sessions[rn.SessionID]; open {
+			s.touch(rn.ProfileID, rn.SessionID, ended)
+		}
 		s.mu.Unlock()
 	}
 
