@@ -107,6 +107,20 @@ type conn struct {
 	fp   string
 	loop chan struct{} // closed when its serve ends; nil until it starts
 	got  bool          // a data channel was taken
+	// connect closes the connection when its channel does not open within
+	// Config.ConnectTimeout; set before the conn is shared, stopped when
+	// the channel is taken or the connection closed, so that it does not
+	// hold a dead connection (its SCTP and DTLS state) until it fires.
+	connect *time.Timer
+}
+
+// close ends the connection and stops its connect timer. Safe to call
+// more than once.
+func (cn *conn) close() {
+	if cn.connect != nil {
+		cn.connect.Stop()
+	}
+	_ = cn.pc.Close()
 }
 
 // Expect registers t; from now until its deadline the device may offer it.
@@ -186,7 +200,7 @@ func (tr *Transfer) finish(out Outcome, err error) {
 	tr.mu.Unlock()
 	tr.cancel()
 	if cn != nil {
-		_ = cn.pc.Close()
+		cn.close()
 	}
 	if loop != nil {
 		<-loop // serve removes the partial before Wait returns
@@ -238,7 +252,7 @@ func (r *Receiver) Answer(ctx context.Context, device, id, offerSDP string) (str
 		return "", fmt.Errorf("rtc: offer for transfer %q: %w", id, ErrUnrequested)
 	}
 	if old != nil {
-		_ = old.pc.Close()
+		old.close()
 		if oldLoop != nil {
 			select {
 			case <-oldLoop:
@@ -264,10 +278,8 @@ func (r *Receiver) Answer(ctx context.Context, device, id, offerSDP string) (str
 		_ = pc.Close()
 		return "", fmt.Errorf("rtc: offer for transfer %q: %w", id, ErrUnrequested)
 	}
-	tr.conn = cn
-	tr.mu.Unlock()
 	// A connection whose channel does not open in time is closed.
-	time.AfterFunc(r.cfg.ConnectTimeout, func() {
+	cn.connect = time.AfterFunc(r.cfg.ConnectTimeout, func() {
 		tr.mu.Lock()
 		got := cn.got
 		tr.mu.Unlock()
@@ -275,20 +287,22 @@ func (r *Receiver) Answer(ctx context.Context, device, id, offerSDP string) (str
 			_ = pc.Close()
 		}
 	})
+	tr.conn = cn
+	tr.mu.Unlock()
 	if err := pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeOffer, SDP: offerSDP}); err != nil {
-		_ = pc.Close()
+		cn.close()
 		return "", fmt.Errorf("rtc: set offer: %w: %w", ErrOffer, err)
 	}
 	answer, err := pc.CreateAnswer(nil)
 	if err != nil {
-		_ = pc.Close()
+		cn.close()
 		return "", fmt.Errorf("rtc: answer: %w", err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, r.cfg.ConnectTimeout)
 	defer cancel()
 	sdp, err := gather(cctx, pc, answer)
 	if err != nil {
-		_ = pc.Close()
+		cn.close()
 		return "", err
 	}
 	return sdp, nil
@@ -303,6 +317,7 @@ func (tr *Transfer) take(cn *conn, dc *webrtc.DataChannel) {
 		return
 	}
 	cn.got = true
+	cn.connect.Stop() // open: the idle and transfer bounds take over
 	cn.loop = make(chan struct{})
 	in := newInbox(dc, tr.r.cfg.LowWater)
 	tr.mu.Unlock()
@@ -328,7 +343,7 @@ func (tr *Transfer) serve(cn *conn, dc *webrtc.DataChannel, in *inbox) {
 		}
 		t.Stop()
 	}
-	_ = cn.pc.Close()
+	cn.close()
 	switch {
 	case err == nil:
 	case terminal || tr.ctx.Err() != nil:
