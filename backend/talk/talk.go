@@ -52,12 +52,18 @@ type speakItem struct {
 	end     bool // R after the reply's sentences
 }
 
-// reply is an answer being spoken.
+// reply is an answer being spoken, in talk.replies from its run's first
+// event (or a voice command's confirmation) until the speaker reaches its
+// end, or until it is interrupted and its run has ended.
 type reply struct {
 	cut         Cutter
 	seq         int
 	interrupted bool
 	spoke       bool
+	// ended: its run ended (RunEnded), or it has no run (a voice
+	// command's): nothing more will come for it, so an interrupt, which
+	// takes its end off the speaker's queue, removes it.
+	ended bool
 }
 
 type talk struct {
@@ -669,6 +675,7 @@ func (t *talk) runEvent(e RunEvent) {
 			if r.interrupted {
 				delete(t.replies, e.RunID)
 			} else {
+				r.ended = true
 				for _, s := range r.cut.Flush() {
 					items = append(items, speakItem{replyID: e.RunID, seq: r.seq, text: s})
 					r.seq++
@@ -731,6 +738,12 @@ func (t *talk) interrupt(replyID string) {
 	already := r == nil || r.interrupted
 	if r != nil {
 		r.interrupted = true
+		if r.ended {
+			// Its end is taken off the queue below and no run event
+			// will come for it: nothing else would remove it. A
+			// sentence of it being spoken is not sent (sendSpoken).
+			delete(t.replies, replyID)
+		}
 	}
 	if t.speaking == replyID && t.speakCancel != nil {
 		t.speakCancel()
@@ -784,7 +797,7 @@ func (t *talk) command(kind, lang, utteranceID string) *VoiceCommand {
 	vc.Voice, vc.Speed = t.voice, t.speed
 	replyID := "cmd-" + utteranceID
 	t.speakQ = append(t.speakQ, speakItem{replyID: replyID, text: confirmation(kind, lang, vc.Applied)}, speakItem{replyID: replyID, end: true})
-	t.replies[replyID] = &reply{}
+	t.replies[replyID] = &reply{ended: true}
 	t.mu.Unlock()
 	t.poke()
 	return vc
@@ -865,14 +878,16 @@ func (t *talk) drained(ctx context.Context) bool {
 	return false
 }
 
-// sendSpoken sends an S or T of replyID unless the reply was interrupted;
-// false when it was not sent.
+// sendSpoken sends an S or T of replyID unless the reply was interrupted
+// (marked, or already removed: a reply is in t.replies until its end is
+// spoken, so a sentence of one gone was interrupted); false when it was
+// not sent.
 func (t *talk) sendSpoken(replyID string, b []byte) bool {
 	t.sendMu.Lock()
 	defer t.sendMu.Unlock()
 	t.mu.Lock()
 	r := t.replies[replyID]
-	stopped := r != nil && r.interrupted
+	stopped := r == nil || r.interrupted
 	t.mu.Unlock()
 	return !stopped && t.send(b)
 }
