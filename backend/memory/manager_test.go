@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -439,6 +440,68 @@ func TestDimsChangeRebuildsIndex(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(f.idx, index.StagingDir)); !os.IsNotExist(err) {
 		t.Errorf("staging left behind")
+	}
+}
+
+// TestRebuildAnnouncesAfterSwap: a rebuild's memory.changed (OnChange)
+// goes out once its index is the one searches use — a client that searches
+// the moment it hears of a file must find it, and Status must no longer
+// say indexing. The hook searches from inside OnChange; before the fix the
+// staging scan fired as it ended, while the old index still answered.
+func TestRebuildAnnouncesAfterSwap(t *testing.T) {
+	f := newFixture(t, baseFiles, nil)
+	f.sync(t)
+	f.m.Close()
+	const fresh = "memory/2024-05-09.md"
+	writeFile(t, f.ws, fresh, "# 2024-05-09\n\n- The tram depot moved to Belém.\n")
+
+	type seen struct {
+		ev     ChangeEvent
+		found  bool
+		state  string
+		errMsg string
+	}
+	var (
+		mu  sync.Mutex
+		got []seen
+	)
+	f.emb = newCounting(128) // other dims: the next sync rebuilds
+	f.open(t, func(o *Options) {
+		o.DisableWatcher = true
+		o.OnChange = func(ev ChangeEvent) {
+			s := seen{ev: ev, state: f.m.Status().State}
+			if slices.Contains(ev.Paths, fresh) {
+				r, err := f.m.Search(context.Background(), SearchOptions{Query: "tram depot Belém"})
+				if err != nil {
+					s.errMsg = err.Error()
+				}
+				s.found = hasPath(r.Results, fresh)
+			}
+			mu.Lock()
+			got = append(got, s)
+			mu.Unlock()
+		}
+	})
+	f.sync(t)
+	if f.emb.texts.Load() == 0 {
+		t.Fatal("no rebuild: nothing embedded")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	announced := false
+	for _, s := range got {
+		if s.state == StateIndexing {
+			t.Errorf("OnChange %v while Status still says indexing", s.ev)
+		}
+		if slices.Contains(s.ev.Paths, fresh) {
+			announced = true
+			if !s.found || s.errMsg != "" {
+				t.Errorf("OnChange named %s but a search from its hook did not find it (err %q)", fresh, s.errMsg)
+			}
+		}
+	}
+	if !announced {
+		t.Fatalf("the rebuild never announced %s: %+v", fresh, got)
 	}
 }
 

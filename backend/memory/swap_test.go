@@ -71,7 +71,7 @@ func TestSwapStoreKilledMidPromote(t *testing.T) {
 	f.m.writeMu.Lock()
 	staging, err := index.OpenStaging(f.m.ixOpts)
 	if err == nil {
-		err = f.m.scanLocked(context.Background(), staging)
+		_, err = f.m.scanLocked(context.Background(), staging)
 		if cerr := staging.Close(); err == nil {
 			err = cerr
 		}

@@ -76,7 +76,7 @@ func (m *Manager) Sync(ctx context.Context) error {
 	if !m.store.Compatible() || m.store.Meta().Dims != m.ixOpts.Dims {
 		return m.rebuildLocked(ctx)
 	}
-	if err := m.scanLocked(ctx, m.store); err != nil {
+	if _, err := m.scanLocked(ctx, m.store); err != nil {
 		return err
 	}
 	// A damaged vector leg is rebuilt from the chunks just brought up to
@@ -165,7 +165,10 @@ func (m *Manager) rebuildLocked(ctx context.Context) error {
 	oldPending := m.pending
 	m.pending = map[string]int{}
 	m.mu.Unlock()
-	serr := m.scanLocked(ctx, staging)
+	// OnChange waits for the swap: until then searches and Status see
+	// the old index, and a client acting on memory.changed at once must
+	// find what it announces (a failed rebuild announces nothing).
+	staged, serr := m.scanLocked(ctx, staging)
 	if err := staging.Close(); err != nil && serr == nil {
 		serr = err
 	}
@@ -196,6 +199,8 @@ func (m *Manager) rebuildLocked(ctx context.Context) error {
 	m.state = m.stagedState
 	m.mu.Unlock()
 	m.log.Info("memory index rebuild finished", "files", files, "chunks", chunks)
+	m.fire(staged.changed, "index")
+	m.fire(staged.deleted, "delete")
 	return nil
 }
 
@@ -246,9 +251,25 @@ func (m *Manager) finishWithError(msg string) {
 	m.mu.Unlock()
 }
 
+// wrapStop is scanLocked's error for what stopped it (nil: nothing).
+func wrapStop(stop error) error {
+	if stop != nil {
+		return fmt.Errorf("sync: %w", stop)
+	}
+	return nil
+}
+
+// scanned is what a scan changed: the paths OnChange hears of.
+type scanned struct {
+	changed, deleted []string
+}
+
 // scanLocked is one full scan into st (the live store, or a staging store
-// during a rebuild). Callers hold writeMu.
-func (m *Manager) scanLocked(ctx context.Context, st *index.Store) error {
+// during a rebuild). A scan of the live store fires OnChange itself, once
+// its changes are what searches and Status see; a staging scan only
+// returns them, for rebuildLocked to fire after the swap. Callers hold
+// writeMu.
+func (m *Manager) scanLocked(ctx context.Context, st *index.Store) (scanned, error) {
 	start := time.Now()
 	live := st == m.store
 	m.mu.Lock()
@@ -264,14 +285,14 @@ func (m *Manager) scanLocked(ctx context.Context, st *index.Store) error {
 	l, err := m.listFiles(ctx, st)
 	if errors.Is(err, ErrUnavailable) {
 		m.markUnavailable(err)
-		return fmt.Errorf("sync: %w", err)
+		return scanned{}, fmt.Errorf("sync: %w", err)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("sync: %w", ctx.Err())
+			return scanned{}, fmt.Errorf("sync: %w", ctx.Err())
 		}
 		m.finishWithError(err.Error())
-		return fmt.Errorf("sync: %w", err)
+		return scanned{}, fmt.Errorf("sync: %w", err)
 	}
 	m.markAvailable()
 	m.mu.Lock()
@@ -281,7 +302,7 @@ func (m *Manager) scanLocked(ctx context.Context, st *index.Store) error {
 	known, err := st.Files(ctx)
 	if err != nil {
 		m.finishWithError(err.Error())
-		return fmt.Errorf("sync: %w", err)
+		return scanned{}, fmt.Errorf("sync: %w", err)
 	}
 	m.mu.Lock()
 	todo, gone := m.compareLocked(l, known)
@@ -437,12 +458,12 @@ func (m *Manager) scanLocked(ctx context.Context, st *index.Store) error {
 	}
 	m.log.Info("memory sync finished", "files", files, "chunks", chunks, "changed", len(changed),
 		"deleted", len(deleted), "errors", len(errs), "complete", stop == nil, "duration_ms", time.Since(start).Milliseconds())
+	if !live {
+		return scanned{changed: changed, deleted: deleted}, wrapStop(stop)
+	}
 	m.fire(changed, "index")
 	m.fire(deleted, "delete")
-	if stop != nil {
-		return fmt.Errorf("sync: %w", stop)
-	}
-	return nil
+	return scanned{}, wrapStop(stop)
 }
 
 // refreshCounts sets Status.Files and Status.Chunks from st.
