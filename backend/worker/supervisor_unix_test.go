@@ -304,22 +304,27 @@ func TestMalformedLineIsReportedNotACrash(t *testing.T) {
 
 func TestGracefulStop(t *testing.T) {
 	srv := scriptedModel(t)
-	a := startInstance(t, "p-1", "worker", srv.URL, nil)
+	// The worker ends at SIGTERM/EOF, not killed: Run returns within the
+	// wait below, which is half of StopTimeout, and the supervisor never
+	// says it killed it. (Judged by the outcome, not by how long a loaded
+	// machine took: the stop once took over 1.5 s under load.)
+	var logs syncBuf
+	a := startInstance(t, "p-1", "worker", srv.URL, func(o *SupervisorOptions) {
+		o.StopTimeout = time.Minute
+		o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
 	pid := a.s.Status().PID
-	start := time.Now()
 	a.stop()
 	select {
 	case <-a.done:
 		if a.err != nil {
 			t.Fatal(a.err)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Run did not return")
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return: the worker did not stop at SIGTERM")
 	}
-	// Well under StopTimeout (2 s): the worker ended at SIGTERM/EOF, it was
-	// not killed. (A -race worker sleeps 1 s at exit: GORACE atexit_sleep_ms.)
-	if d := time.Since(start); d > 1500*time.Millisecond {
-		t.Fatalf("a cooperative worker took %s to stop", d)
+	if strings.Contains(logs.String(), "killing") {
+		t.Fatalf("a cooperative worker was killed:\n%s", logs.String())
 	}
 	if st := a.s.Status(); st.State != StateStopped || st.PID != 0 {
 		t.Fatalf("status %+v", st)
@@ -333,13 +338,20 @@ func TestGracefulStop(t *testing.T) {
 }
 
 func TestStopKillsAWorkerThatIgnoresSIGTERM(t *testing.T) {
-	a := startInstance(t, "p-1", "stubborn", "http://127.0.0.1:1", func(o *SupervisorOptions) { o.StopTimeout = 300 * time.Millisecond })
+	var logs syncBuf
+	a := startInstance(t, "p-1", "stubborn", "http://127.0.0.1:1", func(o *SupervisorOptions) {
+		o.StopTimeout = 300 * time.Millisecond
+		o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
 	pid := a.s.Status().PID
-	start := time.Now()
 	a.stop()
-	<-a.done
-	if d := time.Since(start); d < 300*time.Millisecond || d > 3*time.Second {
-		t.Fatalf("stop took %s, want the 300ms timeout then a kill", d)
+	select {
+	case <-a.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return: the stubborn worker was not killed")
+	}
+	if !strings.Contains(logs.String(), "worker did not stop in time; killing") {
+		t.Fatalf("stop: want the 300ms timeout then a kill, log:\n%s", logs.String())
 	}
 	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Fatalf("process %d still exists: %v", pid, err)

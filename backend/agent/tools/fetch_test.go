@@ -30,9 +30,11 @@ func TestWebFetch(t *testing.T) {
 		case "/big":
 			fmt.Fprint(w, strings.Repeat("é", 3000)) // 6000 bytes
 		case "/slow":
+			// Only the fetch's timeout ends it: the minute is a bound
+			// for a broken timeout, which then answers "late".
 			select {
 			case <-r.Context().Done():
-			case <-time.After(2 * time.Second):
+			case <-time.After(time.Minute):
 				fmt.Fprint(w, "late")
 			}
 		case "/redirect":
@@ -74,9 +76,8 @@ func TestWebFetch(t *testing.T) {
 	if o := dataOf[fetchOut](t, e.call(WebFetch, map[string]any{"url": srv.URL + "/png"})); !o.Binary || o.Text != "" {
 		t.Errorf("png: %+v", o)
 	}
-	start := time.Now()
-	if res := e.call(WebFetch, map[string]any{"url": srv.URL + "/slow"}); res.Status != agent.StatusError || time.Since(start) > 1900*time.Millisecond {
-		t.Errorf("slow: %+v after %s", res, time.Since(start))
+	if res := e.call(WebFetch, map[string]any{"url": srv.URL + "/slow"}); res.Status != agent.StatusError {
+		t.Errorf("slow: %+v, want the 500 ms timeout's error", res)
 	}
 	if res := e.call(WebFetch, map[string]any{"url": srv.URL + "/missing"}); res.Status != agent.StatusError || !strings.Contains(res.Error, "HTTP 404") {
 		t.Errorf("404: %+v", res)
