@@ -75,13 +75,23 @@ type collabBroker struct {
 	a   *App
 	log *slog.Logger
 
-	mu    sync.Mutex
-	asks  map[string]*collabAsk // by collaboration id
-	byMsg map[string]string     // answer message id → collaboration id
+	// send hands a turn to chat: a.Chat.Send (tests wrap it).
+	send func(context.Context, chat.SendRequest) (chat.SendResult, error)
+
+	mu   sync.Mutex
+	asks map[string]*collabAsk // by collaboration id
+	// turns: a turn's session id → its collaboration id, from before its
+	// task is sent until the turn ends — its run may end, and its
+	// terminal event reach onChat, before chat.Send has returned.
+	turns map[string]string
+	byMsg map[string]string // answer message id → collaboration id, for a turn chat moved to another session
 }
 
 func newCollabBroker(a *App, log *slog.Logger) *collabBroker {
-	return &collabBroker{a: a, log: log.With("component", "collab-broker"), asks: map[string]*collabAsk{}, byMsg: map[string]string{}}
+	b := &collabBroker{a: a, log: log.With("component", "collab-broker"), asks: map[string]*collabAsk{},
+		turns: map[string]string{}, byMsg: map[string]string{}}
+	b.send = func(ctx context.Context, r chat.SendRequest) (chat.SendResult, error) { return a.Chat.Send(ctx, r) }
+	return b
 }
 
 // onChange is collab.Options.OnChange: broadcast, and move the agents'
@@ -218,16 +228,30 @@ func (b *collabBroker) deliver(ctx context.Context, c collab.Collaboration) erro
 	var msg strings.Builder
 	fmt.Fprintf(&msg, "[Collaboration %s] Role %s asks for your help:\n\n%s\n\n", c.ID, c.From, c.Task)
 	fmt.Fprintf(&msg, "Files it is about: %s.\nAnswer in this turn: your answer goes back to %s as the collaboration's result.", strings.Join(c.Context, ", "), c.From)
-	res, err := b.a.Chat.Send(ctx, chat.SendRequest{ProfileID: profile, SessionID: collabTurnPrefix + strings.TrimPrefix(c.ID, "c-"),
+	session := collabTurnPrefix + strings.TrimPrefix(c.ID, "c-")
+	b.mu.Lock()
+	b.turns[session] = c.ID
+	b.mu.Unlock()
+	res, err := b.send(ctx, chat.SendRequest{ProfileID: profile, SessionID: session,
 		Message: msg.String(), IdempotencyKey: "collab:" + c.ID, StartInstance: true})
 	if err != nil {
+		b.mu.Lock()
+		if b.turns[session] == c.ID {
+			delete(b.turns, session)
+		}
+		b.mu.Unlock()
 		return fmt.Errorf("send to %s: %w", profile, err)
 	}
 	b.mu.Lock()
 	if ask := b.asks[c.ID]; ask != nil {
 		ask.messageID = res.MessageID
 	}
-	b.byMsg[res.MessageID] = c.ID
+	if res.SessionID != session && b.turns[session] == c.ID {
+		// Chat moved the turn on (its session was closed): its answer
+		// is known by its message id.
+		delete(b.turns, session)
+		b.byMsg[res.MessageID] = c.ID
+	}
 	b.mu.Unlock()
 	b.log.Info("collab task delivered", "id", c.ID, "profile", profile, "run", res.RunID)
 	return nil
@@ -253,7 +277,11 @@ func (b *collabBroker) onChat(event string, payload any) {
 	}
 	b.mu.Lock()
 	id, ok := b.byMsg[ref.MessageID]
-	delete(b.byMsg, ref.MessageID)
+	if ok {
+		delete(b.byMsg, ref.MessageID)
+	} else if id, ok = b.turns[ref.SessionID]; ok {
+		delete(b.turns, ref.SessionID)
+	}
 	b.mu.Unlock()
 	if !ok {
 		return
