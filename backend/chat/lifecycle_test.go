@@ -155,19 +155,21 @@ func TestAutomaticResets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// afterFinal, when set, runs as a run's final event goes out: a client
-	// that sends its next message the moment it sees the answer end.
-	var afterFinal atomic.Pointer[func()]
+	// atFinal, when set, runs as a run's final event goes out, before a
+	// client can see it: a client that sends its next message the moment
+	// it sees the answer end. (Run after the event was handed on, it
+	// raced the test's next send, which then still read the old time.)
+	var atFinal atomic.Pointer[func()]
 	e := newEnv(t, m.provider(), nil, func(o *Options) {
 		o.SaveNote = n.save
 		o.Now = clk.Now
 		o.ResetPolicy = idle
 		emit := o.Emit
 		o.Emit = func(name string, payload any) {
-			emit(name, payload)
-			if f := afterFinal.Load(); name == EventFinal && f != nil {
+			if f := atFinal.Load(); name == EventFinal && f != nil {
 				(*f)()
 			}
+			emit(name, payload)
 		}
 	})
 	ctx := context.Background()
@@ -192,10 +194,19 @@ func TestAutomaticResets(t *testing.T) {
 	// after it must not count as activity at 04:05).
 	clk.Set(time.Date(2026, 5, 4, 3, 50, 0, 0, time.UTC))
 	at0405 := func() { clk.Set(time.Date(2026, 5, 4, 4, 5, 0, 0, time.UTC)) }
-	afterFinal.Store(&at0405)
+	atFinal.Store(&at0405)
 	b := e.send(t, "s-day", "Plan for today")
 	e.rec.runEvents(t, b.RunID)
-	afterFinal.Store(nil)
+	atFinal.Store(nil)
+	// Whatever the run's goroutine does after its final event is done
+	// too: nothing of it may count as activity at 04:05.
+	ended := make(chan struct{})
+	go func() { e.svc.wg.Wait(); close(ended) }()
+	select {
+	case <-ended:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the run's goroutine did not end")
+	}
 	c := e.send(t, "s-day", "And tomorrow?")
 	e.rec.runEvents(t, c.RunID)
 	if c.SessionID == "s-day" {
