@@ -175,12 +175,14 @@ func (s *Service) Answer(who Caller, id, decision string) error {
 	}
 	delete(s.asks, id)
 	s.mu.Unlock()
-	pa.answer <- decision
 	reason := "the person allowed the command (" + decision + ")"
 	if decision == DecisionDeny {
 		reason = askReasonDenied
 	}
+	// Audited before the node hears it: a node runs an allowed command
+	// the moment its exec.ask returns.
 	s.auditAs("exec.ask.answer", who, pa.ask.NodeID+": "+strings.Join(pa.ask.Command, " "), decision != DecisionDeny, reason)
+	pa.answer <- decision
 	s.gw.BroadcastTo(gateway.Admin, EventExecAskResolved, ExecAskResolved{ID: id, Decision: decision, By: askResolvedBy})
 	return nil
 }
