@@ -95,6 +95,10 @@ type Options struct {
 	// TalkNow is the clock of Talk's bounds (an utterance's 60 s, a talk's
 	// 10 min of silence); nil: time.Now. Tests advance their own.
 	TalkNow func() time.Time
+	// TalkSpeechStall ends a talk as slow_reader when its page leaves more
+	// than talk.MaxSpeechQueued (1 MiB) of the voice unread this long
+	// (talk.Options.SpeechStall; 0: talk.DefaultSpeechStall, 30 s).
+	TalkSpeechStall time.Duration
 	// Focus brings the app's window to the front (app.focus: a second
 	// double-click asks the running app for it); nil: there is no window.
 	Focus func()
@@ -551,7 +555,7 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 	if err := a.newLive(o.Logger); err != nil {
 		return nil, err
 	}
-	if err := a.newTalk(o.TalkNow, o.Logger); err != nil {
+	if err := a.newTalk(o.TalkNow, o.TalkSpeechStall, o.Logger); err != nil {
 		return nil, err
 	}
 	if err := a.newCanvas(ctx, o, o.Logger); err != nil {

@@ -23,17 +23,20 @@ import (
 // operator device only for the profiles its scope chats with; a refusal
 // is FORBIDDEN and audited), the settings in force read at each talk.open,
 // kept audio into App.Media, talks ended when their connection closes.
-// Chat's events reach it through chatEmit.
-func (a *App) newTalk(now func() time.Time, log *slog.Logger) error {
+// Chat's events reach it through chatEmit. now and stall are
+// Options.TalkNow and Options.TalkSpeechStall (zero values: the talk
+// package's defaults).
+func (a *App) newTalk(now func() time.Time, stall time.Duration, log *slog.Logger) error {
 	svc, err := talk.New(talk.Options{
-		Gateway:  a.Gateway,
-		Chat:     talkChat{c: a.Chat},
-		Settings: func() talk.Settings { return a.config().Talk },
-		MayChat:  a.talkMayChat,
-		Store:    a.Media,
-		Audit:    a.Audit,
-		Now:      now,
-		Logger:   log,
+		Gateway:     a.Gateway,
+		Chat:        talkChat{c: a.Chat},
+		Settings:    func() talk.Settings { return a.config().Talk },
+		MayChat:     a.talkMayChat,
+		Store:       a.Media,
+		Audit:       a.Audit,
+		SpeechStall: stall,
+		Now:         now,
+		Logger:      log,
 		Accept: func(ctx context.Context, peer net.IP, offer string, h talk.Hooks) (talk.Conn, string, error) {
 			s, answer, err := a.acceptStream(ctx, talk.ChannelLabel, peer, offer, rtc.StreamHooks{Message: h.Message, Closed: h.Closed}, talk.ErrOffer)
 			if err != nil {

@@ -476,10 +476,22 @@ type talkApp struct {
 
 func newTalkApp(t *testing.T, answers map[string]string, holds map[string]chan struct{}) *talkApp {
 	t.Helper()
+	return newTalkAppWith(t, answers, holds, nil)
+}
+
+// newTalkAppWith is newTalkApp with the app's Options changed by edit
+// (nil: none).
+func newTalkAppWith(t *testing.T, answers map[string]string, holds map[string]chan struct{}, edit func(o *Options)) *talkApp {
+	t.Helper()
 	ta := &talkApp{stt: newFakeSTT(t), model: newScriptedModel(t, answers, holds), clock: &talkClock{}}
 	ta.tts, ta.said = newSlowSpeechServer(t, holds["speech"])
 	env := map[string]string{"OPENAI_BASE_URL": ta.model.BaseURL(), "OPENAI_API_KEY": "k", "OPENAI_MODEL": "m"}
-	a, _ := startAppWith(t, func(k string) string { return env[k] }, func(_ string, o *Options) { o.TalkNow = ta.clock.Now })
+	a, _ := startAppWith(t, func(k string) string { return env[k] }, func(_ string, o *Options) {
+		o.TalkNow = ta.clock.Now
+		if edit != nil {
+			edit(o)
+		}
+	})
 	ta.a = a
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(cancel)
