@@ -89,7 +89,7 @@ const (
 	ReasonBadStream      = "bad_stream"      // an unknown type, out-of-order seq, audio outside an utterance, bad JSON
 	ReasonConnectionGone = "connection_gone" // the WebSocket or the channel closed (or never opened)
 	ReasonShutdown       = "shutdown"        // the gateway is stopping
-	ReasonSlowReader     = "slow_reader"     // the page left over MaxSpeechQueued of speech unread for Options.SpeechStall
+	ReasonSlowReader     = "slow_reader"     // the page left over MaxSpeechQueued of speech (S audio or T text) unread for Options.SpeechStall
 	// ReasonForbidden: the caller may no longer chat in the talk's profile
 	// (a paired device's scope changed while the talk was open; MayChat is
 	// asked again before each utterance is transcribed and each answer
@@ -247,7 +247,8 @@ type Options struct {
 	CheckInterval time.Duration
 	// SpeechStall ends a talk (slow_reader) whose page leaves more than
 	// MaxSpeechQueued bytes of speech unread this long (30 s): the speech
-	// server's audio is sent no faster than the page takes it.
+	// server's audio, and the sentences for the page's own voice, are sent
+	// no faster than the page takes them.
 	SpeechStall time.Duration
 	// HTTP is the client for the speech servers (nil: DefaultHTTPTimeout).
 	HTTP *http.Client

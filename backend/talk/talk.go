@@ -836,15 +836,22 @@ func (t *talk) speaker() {
 		}
 		t.state(StateSpeaking)
 		if synth == nil {
-			t.say(it)
+			t.say(t.ctx, it)
 			continue
 		}
 		t.speak(synth, it)
 	}
 }
 
-// say sends a sentence as T for the page's speechSynthesis.
-func (t *talk) say(it speakItem) {
+// say sends a sentence as T for the page's speechSynthesis, once the page
+// has taken all but MaxSpeechQueued bytes (drained: a page that reads
+// nothing is ended slow_reader as with S audio, rather than its channel's
+// queue growing with every answer); ctx ends the wait (the reply's
+// interrupt, the talk's end).
+func (t *talk) say(ctx context.Context, it speakItem) {
+	if !t.drained(ctx) {
+		return
+	}
 	t.mu.Lock()
 	rate, voice := t.speed, t.voice
 	t.mu.Unlock()
@@ -910,7 +917,7 @@ func (t *talk) speak(synth Synth, it speakItem) {
 	if err != nil {
 		if ctx.Err() == nil {
 			t.s.o.Logger.Warn("talk synthesis failed", "talk", t.id, "err", err)
-			t.say(it)
+			t.say(ctx, it)
 		}
 		return
 	}
