@@ -185,37 +185,12 @@ func TestTalkSignallingAttacks(t *testing.T) {
 func TestTalkAbandonedCycles(t *testing.T) {
 	ta := newTalkApp(t, nil, nil)
 	a, ctx := ta.a, ta.ctx
-	// steady is the goroutine count once it stops falling.
-	steady := func() int {
-		n := runtime.NumGoroutine()
-		for range 60 {
-			time.Sleep(500 * time.Millisecond)
-			runtime.GC()
-			m := runtime.NumGoroutine()
-			if m >= n {
-				return m
-			}
-			n = m
-		}
-		return n
-	}
-	settle := func(limit int) int {
-		deadline := time.Now().Add(90 * time.Second)
-		for {
-			runtime.GC()
-			n := runtime.NumGoroutine()
-			if n <= limit || time.Now().After(deadline) {
-				return n
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
 	// A first cycle warms up what lives once (pion's and the gateway's
 	// shared goroutines).
 	o := ta.open(t, ta.admin, map[string]any{"sessionKey": "main/", "mode": "ptt"})
 	dialTalk(ctx, t, ta.admin, o.TalkID).s.Close()
 	ta.ev.wait(ctx, t, "talk.ended", o.TalkID)
-	base := steady()
+	base := steadyGoroutines()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	heap0 := ms.HeapInuse
@@ -257,7 +232,7 @@ func TestTalkAbandonedCycles(t *testing.T) {
 	// Each cycle's talk holds 3 goroutines and its peer connection a dozen
 	// more: 200 leaked would be thousands; a few stay for the test's own
 	// closed clients' last reads.
-	if n := settle(base + 20); n > base+20 {
+	if n := settleGoroutines(base + 20); n > base+20 {
 		buf := make([]byte, 1<<20)
 		t.Fatalf("goroutines %d before, %d after 200 abandoned talks:\n%s", base, n, buf[:runtime.Stack(buf, true)])
 	}

@@ -3,14 +3,10 @@ package talk
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/atrium-dev/atrium/backend/gateway"
 )
 
 // recConn is a page's channel that takes everything at once and keeps
@@ -58,19 +54,7 @@ func (c *recConn) replyEnds(t *testing.T) []ReplyEnd {
 // started (as if busy speaking something else).
 func attachedTalk(t *testing.T) (*talk, *recConn) {
 	t.Helper()
-	g, err := gateway.New(gateway.Options{Token: "talk-interrupt-test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(Options{Gateway: g, Chat: nopChat{},
-		Accept: func(context.Context, net.IP, string, Hooks) (Conn, string, error) {
-			return nil, "", errors.New("no channel in this test")
-		},
-		Settings: func() Settings { return Settings{STT: STTSettings{BaseURL: "http://127.0.0.1:9/v1"}} }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
+	s := testService(t, Options{})
 	st := Settings{STT: STTSettings{BaseURL: "http://127.0.0.1:9/v1"}, Interrupt: InterruptQueue}.WithDefaults()
 	tk := newTalk(s, "conn", "main", "s1", OpenParams{Mode: "continuous", Lang: "en"}, st)
 	c := newRecConn()

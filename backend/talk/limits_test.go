@@ -22,24 +22,41 @@ func (nopChat) Send(context.Context, Message) (Sent, error) {
 }
 func (nopChat) Cancel(string, string, string) (bool, error) { return false, nil }
 
+// testService is a Service on a gateway of its own with o's options and,
+// where o leaves them out, a Chat that sends nothing, no channels and a
+// transcription server set (talk.open needs one); closed with the test.
+func testService(t *testing.T, o Options) *Service {
+	t.Helper()
+	g, err := gateway.New(gateway.Options{Token: "talk-unit-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Gateway = g
+	if o.Chat == nil {
+		o.Chat = nopChat{}
+	}
+	if o.Accept == nil {
+		o.Accept = func(context.Context, net.IP, string, Hooks) (Conn, string, error) {
+			return nil, "", errors.New("no channel in this test")
+		}
+	}
+	if o.Settings == nil {
+		o.Settings = func() Settings { return Settings{STT: STTSettings{BaseURL: "http://127.0.0.1:9/v1"}} }
+	}
+	s, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
 // TestTalksPerDevice: a paired phone holds one talk however many
 // connections it opens, so it cannot take every talk of the gateway and
 // leave none for the person at the desktop; another device and the
 // person still get theirs, and the phone gets one again once its talk ends.
 func TestTalksPerDevice(t *testing.T) {
-	g, err := gateway.New(gateway.Options{Token: "talk-limits-test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(Options{Gateway: g, Chat: nopChat{},
-		Accept: func(context.Context, net.IP, string, Hooks) (Conn, string, error) {
-			return nil, "", errors.New("no channel in this test")
-		},
-		Settings: func() Settings { return Settings{STT: STTSettings{BaseURL: "http://127.0.0.1:9/v1"}} }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
+	s := testService(t, Options{})
 	open := func(conn, device string) (OpenResult, error) {
 		c := &gateway.Call{ConnID: conn, Method: MethodOpen, Role: gateway.RoleOperator,
 			Principal: gateway.Principal{Role: gateway.RoleOperator, Device: device}}
@@ -116,20 +133,8 @@ func TestBadStreamLogsWhy(t *testing.T) {
 			[]string{`reason=bad_stream`, `seq=2`, `utterance_next_seq=1`, `utterance_bytes=4`}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			g, err := gateway.New(gateway.Options{Token: "talk-log-test"})
-			if err != nil {
-				t.Fatal(err)
-			}
 			var logs lockedBuffer
-			s, err := New(Options{Gateway: g, Chat: nopChat{}, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
-				Accept: func(context.Context, net.IP, string, Hooks) (Conn, string, error) {
-					return nil, "", errors.New("no channel in this test")
-				},
-				Settings: func() Settings { return Settings{STT: STTSettings{BaseURL: "http://127.0.0.1:9/v1"}} }})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(s.Close)
+			s := testService(t, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			c0 := &gateway.Call{ConnID: "desk", Method: MethodOpen, Role: gateway.RoleOperator, Principal: gateway.Principal{Role: gateway.RoleOperator}}
 			res, err := s.Open(context.Background(), c0, OpenParams{SessionKey: "main/", Mode: "ptt"})
 			if err != nil {
@@ -172,19 +177,7 @@ func TestBadStreamLogsWhy(t *testing.T) {
 // spoken answer say the limit was reached), and a configured speed out of
 // the provider's range starts clamped.
 func TestSpeedCommandsAtTheBound(t *testing.T) {
-	g, err := gateway.New(gateway.Options{Token: "talk-speed-test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(Options{Gateway: g, Chat: nopChat{},
-		Accept: func(context.Context, net.IP, string, Hooks) (Conn, string, error) {
-			return nil, "", errors.New("no channel in this test")
-		},
-		Settings: func() Settings { return Settings{STT: STTSettings{BaseURL: "http://127.0.0.1:9/v1"}} }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
+	s := testService(t, Options{})
 	type step struct {
 		kind    string
 		applied bool

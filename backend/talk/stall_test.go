@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -63,20 +62,8 @@ func (c *stuckConn) Close() {
 // messages waited for nobody, so its channel's queue grew with every
 // answer until the talk went idle (10 min).
 func TestBrowserVoiceSlowReader(t *testing.T) {
-	g, err := gateway.New(gateway.Options{Token: "talk-stall-test"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var logs lockedBuffer
-	s, err := New(Options{Gateway: g, Chat: nopChat{}, SpeechStall: 200 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
-		Accept: func(context.Context, net.IP, string, Hooks) (Conn, string, error) {
-			return nil, "", errors.New("no channel in this test")
-		},
-		Settings: func() Settings { return Settings{STT: STTSettings{BaseURL: "http://127.0.0.1:9/v1"}} }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
+	s := testService(t, Options{SpeechStall: 200 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	c := &gateway.Call{ConnID: "desk", Method: MethodOpen, Role: gateway.RoleOperator, Principal: gateway.Principal{Role: gateway.RoleOperator}}
 	res, err := s.Open(context.Background(), c, OpenParams{SessionKey: "main/s1", Mode: "continuous"})
 	if err != nil {
