@@ -846,8 +846,9 @@ func (t *talk) speaker() {
 // say sends a sentence as T for the page's speechSynthesis, once the page
 // has taken all but MaxSpeechQueued bytes (drained: a page that reads
 // nothing is ended slow_reader as with S audio, rather than its channel's
-// queue growing with every answer); ctx ends the wait (the reply's
-// interrupt, the talk's end).
+// queue growing with every answer); ctx ends the wait (the talk's end,
+// and from speak the reply's interrupt: a sentence of an interrupted
+// reply is not sent either way, sendSpoken).
 func (t *talk) say(ctx context.Context, it speakItem) {
 	if !t.drained(ctx) {
 		return
