@@ -80,7 +80,7 @@ func TestTalkServerWordsStayInTheLog(t *testing.T) {
 	for _, c := range []struct{ kind, code string }{{"stt", talk.CodeSTTFailed}, {"tts", talk.CodeTTSFailed}} {
 		var res talk.TestResult
 		must(t, admin.Call(ctx, "talk.test", map[string]any{"kind": c.kind}, &res))
-		if res.OK || res.Code != c.code || res.Status != http.StatusServiceUnavailable || !strings.Contains(res.Detail, "HTTP 503") {
+		if res.OK || res.Code != c.code || res.Status != http.StatusServiceUnavailable || !strings.Contains(res.Detail, "HTTP 503") || res.Why != talk.WhyStatus || res.URL == "" {
 			t.Errorf("talk.test %s: %+v, want code %s, status 503 said in the detail", c.kind, res, c.code)
 		}
 		b, _ := json.Marshal(res)

@@ -942,9 +942,18 @@ func TestTalkTest(t *testing.T) {
 	if h := <-ta.stt.got; !res.OK || h.name != "atrium-test.wav" || h.dur < 990*time.Millisecond || h.dur > 1010*time.Millisecond {
 		t.Fatalf("talk.test stt %+v (the server heard %+v)", res, h)
 	}
+	// The facts come as fields too, for the page to word in its language (Settings → Talk in
+	// Chinese showed the English detail).
+	if !strings.HasSuffix(res.URL, "/v1/audio/transcriptions") || res.Model == "" || res.Why != "" {
+		t.Errorf("talk.test stt's fields: %+v, want the URL asked and the model", res)
+	}
+	res = talk.TestResult{}
 	must(t, ta.admin.Call(ctx, "talk.test", map[string]any{"kind": "tts"}, &res))
 	if !res.OK || !strings.Contains(res.Detail, "audio/mpeg") {
 		t.Fatalf("talk.test tts %+v", res)
+	}
+	if res.URL == "" || res.Provider != "openai" || res.Bytes <= 0 || res.MimeType != "audio/mpeg" || res.Browser {
+		t.Errorf("talk.test tts's fields: %+v, want the URL, provider, bytes and type", res)
 	}
 	if a, b := <-ta.said, <-ta.said; a.Input != "Atrium" || b.Input != "你好" {
 		t.Fatalf("the speech server was asked %q and %q", a.Input, b.Input)
@@ -952,9 +961,13 @@ func TestTalkTest(t *testing.T) {
 	closed := closedPortURL(t)
 	ta.patchT(t, map[string]any{"stt": map[string]any{"baseUrl": closed}, "tts": map[string]any{"baseUrl": closed}})
 	for _, kind := range []string{"stt", "tts"} {
+		res = talk.TestResult{}
 		must(t, ta.admin.Call(ctx, "talk.test", map[string]any{"kind": kind}, &res))
 		if res.OK || !strings.Contains(res.Detail, closed+"/v1/audio/") || !strings.Contains(res.Detail, "could not be reached") {
 			t.Fatalf("talk.test %s against a closed port: %+v", kind, res)
+		}
+		if res.Why != talk.WhyUnreachable || !strings.HasPrefix(res.URL, closed+"/v1/audio/") {
+			t.Errorf("talk.test %s against a closed port: why %q url %q, want %s and the URL asked", kind, res.Why, res.URL, talk.WhyUnreachable)
 		}
 	}
 	ta.patchT(t, map[string]any{"stt": map[string]any{"baseUrl": nil}})

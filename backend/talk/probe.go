@@ -11,16 +11,28 @@ import (
 	"github.com/atrium-dev/atrium/backend/gateway"
 )
 
-// TestResult is talk.test's answer: Detail says in a sentence what was
-// checked, or which URL answered what status (never the server's own
-// words: those are logged, "talk test failed"); Code is a failure's
-// CodeSTTFailed or CodeTTSFailed, Status its HTTP status (0: none).
+// TestResult is talk.test's answer: Detail says in an English sentence
+// what was checked, or which URL answered what status (never the server's
+// own words: those are logged, "talk test failed"); Code is a failure's
+// CodeSTTFailed or CodeTTSFailed, Status its HTTP status (0: none). The
+// same facts come as fields, so a page words them in its own language
+// (docs/PROTOCOL.md "Talk"): Why is a failure's ServerError.Why (or
+// WhyEmpty), URL the endpoint asked (redacted), Provider and Model what
+// was asked, Bytes and MimeType the audio a speech test got, Browser true
+// when no speech server is set (the page's own voice speaks).
 type TestResult struct {
 	OK        bool   `json:"ok"`
 	LatencyMs int64  `json:"latencyMs"`
 	Detail    string `json:"detail"`
 	Code      string `json:"code,omitempty"`
 	Status    int    `json:"status,omitempty"`
+	Why       string `json:"why,omitempty"`
+	URL       string `json:"url,omitempty"`
+	Provider  string `json:"provider,omitempty"`
+	Model     string `json:"model,omitempty"`
+	Bytes     int    `json:"bytes,omitempty"`
+	MimeType  string `json:"mimeType,omitempty"`
+	Browser   bool   `json:"browser,omitempty"`
 }
 
 // testFailed is talk.test's answer to a server's failure err (code
@@ -30,7 +42,7 @@ func (s *Service) testFailed(kind, code string, err error, ms int64) TestResult 
 	r := TestResult{LatencyMs: ms, Code: code, Detail: PublicError(err, "the "+kind+" test failed")}
 	var se *ServerError
 	if errors.As(err, &se) {
-		r.Status = se.Status
+		r.Status, r.Why, r.URL = se.Status, se.Why, se.URL
 	}
 	return r
 }
@@ -55,14 +67,16 @@ func (s *Service) Test(ctx context.Context, kind string) (TestResult, error) {
 		if err != nil {
 			return s.testFailed(kind, CodeSTTFailed, err, ms()), nil
 		}
-		return TestResult{OK: true, LatencyMs: ms(), Detail: fmt.Sprintf("%s transcribed a 1 s test tone with model %s (text %q)",
-			endpoint(st.STT.BaseURL, "/audio/transcriptions"), st.STT.Model, tr.Text)}, nil
+		url := redactedURL(endpoint(st.STT.BaseURL, "/audio/transcriptions"))
+		return TestResult{OK: true, LatencyMs: ms(), URL: url, Provider: "openai", Model: st.STT.Model,
+			Detail: fmt.Sprintf("%s transcribed a 1 s test tone with model %s (text %q)", url, st.STT.Model, tr.Text)}, nil
 	case "tts":
 		st = st.WithDefaults()
 		t := &talk{s: s, settings: st}
 		synth := t.synth()
 		if synth == nil {
-			return TestResult{OK: true, LatencyMs: ms(), Detail: "no speech server is set: the page speaks with the browser's own voice (speechSynthesis)"}, nil
+			return TestResult{OK: true, LatencyMs: ms(), Browser: true, Provider: ProviderBrowser,
+				Detail: "no speech server is set: the page speaks with the browser's own voice (speechSynthesis)"}, nil
 		}
 		v := Voice{Name: st.TTS.Voice, Speed: st.TTS.Speed}
 		if st.TTS.Provider == ProviderElevenLabs {
@@ -76,12 +90,14 @@ func (s *Service) Test(ctx context.Context, kind string) (TestResult, error) {
 				return s.testFailed(kind, CodeTTSFailed, err, ms()), nil
 			}
 			if n == 0 {
-				return TestResult{LatencyMs: ms(), Code: CodeTTSFailed, Detail: fmt.Sprintf("the speech server (%s) answered %q with no audio bytes", st.TTS.Provider, text)}, nil
+				return TestResult{LatencyMs: ms(), Code: CodeTTSFailed, Why: WhyEmpty, URL: redactedURL(st.TTS.BaseURL), Provider: st.TTS.Provider,
+					Detail: fmt.Sprintf("the speech server (%s) answered %q with no audio bytes", st.TTS.Provider, text)}, nil
 			}
 			total, mt = total+n, typ
 		}
-		return TestResult{OK: true, LatencyMs: ms(), Detail: fmt.Sprintf("the %s speech server at %s spoke \"Atrium\" and \"你好\": %d bytes of %s",
-			st.TTS.Provider, st.TTS.BaseURL, total, mt)}, nil
+		return TestResult{OK: true, LatencyMs: ms(), URL: redactedURL(st.TTS.BaseURL), Provider: st.TTS.Provider, Bytes: total, MimeType: mt,
+			Detail: fmt.Sprintf("the %s speech server at %s spoke \"Atrium\" and \"你好\": %d bytes of %s",
+				st.TTS.Provider, redactedURL(st.TTS.BaseURL), total, mt)}, nil
 	}
 	return TestResult{}, gateway.Errorf(gateway.CodeInvalidRequest, "talk.test: kind must be stt or tts")
 }

@@ -27,6 +27,7 @@ const (
 	WhyNotJSON     = "not_json"    // a transcription answer without a JSON text field
 	WhyNotAudio    = "not_audio"   // a speech answer whose type is not audio
 	WhyRequest     = "request"     // the request could not be made
+	WhyEmpty       = "empty"       // a speech answer with no audio bytes (talk.test)
 )
 
 // ServerError is a transcription or speech server's failure. Error()

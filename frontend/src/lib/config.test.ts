@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { mdnsText, modelForm, modelPatch, modelRequest, parseAllowlist, reindexCost, restartText, talkForm, talkPatch, visionText } from './config';
+import { mdnsText, modelForm, modelPatch, modelRequest, parseAllowlist, reindexCost, restartText, talkForm, talkPatch, talkTestText, visionText } from './config';
 import { resetLang, setLang } from './i18n.svelte';
 
 describe('settings forms', () => {
@@ -99,5 +99,35 @@ describe('Settings → Talk (issue 27)', () => {
     const kept = talkPatch({ ...talkForm(undefined), minSpeechMs: '3000' });
     expect('patch' in kept && (kept.patch.continuous as { minSpeechMs: number }).minSpeechMs).toBe(3000);
     expect(talkPatch({ ...talkForm(undefined), minSpeechMs: '5001' })).toEqual({ error: 'settings.talk.badVad' });
+  });
+});
+
+// Settings → Talk's Test buttons in Chinese said the gateway's English sentence ("the transcription
+// server at … answered HTTP 401 (Unauthorized)", "… spoke "Atrium" and "你好": 132388 bytes of
+// audio/wav"): the page words talk.test's fields in its language, and says what to check.
+describe('talkTestText', () => {
+  const url = 'http://127.0.0.1:8080/v1/audio/transcriptions';
+  const english = (s: string) => s.replace(url, '').replace('http://127.0.0.1:8880', '').replace(/audio\/wav|whisper-1|HTTP|API|Atrium|JSON text/g, '').match(/[A-Za-z]{3,}/g);
+  const cases: [kind: 'stt' | 'tts', r: Parameters<typeof talkTestText>[1], en: string][] = [
+    ['stt', { ok: true, latencyMs: 12, url, model: 'whisper-1', detail: 'x transcribed a 1 s test tone' }, `✓ Works (12 ms): ${url} transcribed a 1 s test tone with the model whisper-1.`],
+    ['tts', { ok: true, latencyMs: 7, url: 'http://127.0.0.1:8880', provider: 'openai', bytes: 132388, mimeType: 'audio/wav', detail: 'spoke' }, '✓ Works (7 ms): the speech server at http://127.0.0.1:8880 spoke “Atrium” and “你好” (132388 bytes of audio/wav).'],
+    ['tts', { ok: true, latencyMs: 0, browser: true, provider: 'browser', detail: 'no speech server is set' }, '✓ No speech server is set: answers are spoken by the device’s own voice.'],
+    ['stt', { ok: false, code: 'TALK_STT_FAILED', why: 'status', status: 401, url, detail: 'answered HTTP 401 (Unauthorized)' }, `✗ The transcription server failed: ${url} refused the key (HTTP 401): check the API key.`],
+    ['stt', { ok: false, code: 'TALK_STT_FAILED', why: 'status', status: 404, url, detail: 'answered HTTP 404' }, `✗ The transcription server failed: ${url} answered HTTP 404: check the address (the server’s, without a path after /v1).`],
+    ['stt', { ok: false, code: 'TALK_STT_FAILED', why: 'unreachable', url, detail: 'could not be reached' }, `✗ The transcription server failed: ${url} could not be reached: is the server running, and is the address right?`],
+    ['stt', { ok: false, code: 'TALK_STT_FAILED', why: 'not_json', url, detail: 'answered without a JSON text field' }, `✗ The transcription server failed: ${url} answered without a transcript (no JSON text field): is it a transcription server?`],
+    ['tts', { ok: false, code: 'TALK_TTS_FAILED', why: 'status', status: 500, url: 'http://127.0.0.1:8880', detail: 'answered HTTP 500' }, '✗ The speech server failed: http://127.0.0.1:8880 answered HTTP 500.'],
+    ['tts', { ok: false, code: 'TALK_TTS_FAILED', why: 'empty', url: 'http://127.0.0.1:8880', detail: 'no audio bytes' }, '✗ The speech server failed: http://127.0.0.1:8880 answered with no audio.'],
+  ];
+  it.each(cases)('%s %j', (kind, r, en) => {
+    expect(talkTestText(kind, r, 'en')).toBe(en);
+    const zh = talkTestText(kind, r, 'zh');
+    expect(english(zh), zh).toBeNull();
+    expect(zh).not.toContain(r.detail ?? '');
+  });
+  it('shows the detail of a gateway that sends no fields, and a refusal alone', () => {
+    expect(talkTestText('stt', { ok: false, code: 'TALK_STT_FAILED', detail: 'the transcription server at u answered HTTP 500' }, 'en')).toBe('✗ The transcription server failed: the transcription server at u answered HTTP 500');
+    expect(talkTestText('stt', { ok: true, latencyMs: 3, detail: 'u transcribed' }, 'en')).toBe('✓ works (3 ms) u transcribed');
+    expect(talkTestText('stt', { ok: false, detail: '语音需要一个语音转文字服务器' }, 'zh')).toBe('✗ 语音需要一个语音转文字服务器');
   });
 });

@@ -2,7 +2,7 @@
 // config.patch merge patches. An API key is only ever sent, never read: the server answers with
 // `apiKeySet` in its place. Network code stays in gateway.ts; this module is pure.
 
-import { t } from './i18n.svelte';
+import { lang, sentences, t, type Lang } from './i18n.svelte';
 import type { MessageKey } from './messages';
 
 export interface ModelBlock {
@@ -448,4 +448,60 @@ export function modelReasonText(m: SettingsView['model']): string {
   const key = m.reasonCode ? REASONS[m.reasonCode] : undefined;
   if (!key) return m.reason;
   return t(key, { model: m.model || '–', url: m.baseUrl || '–' });
+}
+
+/**
+ * talk.test's answer (docs/PROTOCOL.md "Talk"): ok or a failure's code (TALK_STT_FAILED,
+ * TALK_TTS_FAILED), its why (backend/talk ServerError.Why: unreachable, status, read, too_large,
+ * not_json, not_audio, request, or empty), the URL asked, its HTTP status, what was asked (model)
+ * and got (bytes of mimeType); detail is the gateway's English sentence of the same.
+ */
+export interface TalkTestResult {
+  ok: boolean;
+  latencyMs?: number;
+  detail?: string;
+  code?: string;
+  status?: number;
+  why?: string;
+  url?: string;
+  provider?: string;
+  model?: string;
+  bytes?: number;
+  mimeType?: string;
+  browser?: boolean;
+}
+
+const TALK_WHY: Record<string, MessageKey> = {
+  unreachable: 'settings.talk.why.unreachable',
+  status: 'settings.talk.why.status',
+  read: 'settings.talk.why.read',
+  too_large: 'settings.talk.why.tooLarge',
+  not_json: 'settings.talk.why.notJson',
+  not_audio: 'settings.talk.why.notAudio',
+  empty: 'settings.talk.why.empty',
+  request: 'settings.talk.why.other',
+};
+
+/**
+ * Settings → Talk's words for a test's answer, in language l: worded here from its fields (the
+ * gateway's detail is English); a gateway that sends no fields (an older one) has its detail shown.
+ * A wrong key (HTTP 401, 403) and a wrong path (404) say what to check.
+ */
+export function talkTestText(kind: 'stt' | 'tts', r: TalkTestResult, l: Lang = lang()): string {
+  const url = r.url ?? '';
+  if (r.ok) {
+    const ms = r.latencyMs ?? 0;
+    if (r.browser) return `✓ ${t('settings.talk.testOkBrowser', undefined, l)}`;
+    if (url && kind === 'stt') return `✓ ${t('settings.talk.testOkStt', { ms, url, model: r.model ?? '' }, l)}`;
+    if (url) return `✓ ${t('settings.talk.testOkTts', { ms, url, bytes: r.bytes ?? 0, type: r.mimeType ?? '' }, l)}`;
+    return `✓ ${sentences([t('settings.talk.testOk', { ms }, l), r.detail ?? ''], l)}`;
+  }
+  // A refusal (no server set, not allowed): the page's or the gateway's sentence alone.
+  if (!r.code && !r.why) return `✗ ${r.detail ?? ''}`;
+  const head = r.code === 'TALK_TTS_FAILED' || (!r.code && kind === 'tts') ? t('settings.talk.testTtsFailed', undefined, l) : t('settings.talk.testSttFailed', undefined, l);
+  let why: MessageKey | undefined = r.why ? TALK_WHY[r.why] : undefined;
+  if (r.why === 'status' && (r.status === 401 || r.status === 403)) why = 'settings.talk.why.key';
+  else if (r.why === 'status' && r.status === 404) why = 'settings.talk.why.notFound';
+  if (!why || !url) return `✗ ${sentences([head, r.detail ?? ''], l)}`;
+  return `✗ ${sentences([head, t(why, { url, status: r.status ?? 0 }, l)], l)}`;
 }
