@@ -250,6 +250,10 @@ type Options struct {
 	// server's audio, and the sentences for the page's own voice, are sent
 	// no faster than the page takes them.
 	SpeechStall time.Duration
+	// LeftoverTimeout bounds how long what the person said before a talk
+	// ended (leftover.go) waits for its session to be free (10 min);
+	// what still waits then is dropped, and logged.
+	LeftoverTimeout time.Duration
 	// HTTP is the client for the speech servers (nil: DefaultHTTPTimeout).
 	HTTP *http.Client
 	// Now is the clock of the bounds (time.Now).
@@ -288,6 +292,9 @@ func (o Options) withDefaults() Options {
 	if o.CheckInterval <= 0 {
 		o.CheckInterval = DefaultCheckInterval
 	}
+	if o.LeftoverTimeout <= 0 {
+		o.LeftoverTimeout = DefaultLeftoverTimeout
+	}
 	if o.HTTP == nil {
 		o.HTTP = &http.Client{Timeout: DefaultHTTPTimeout}
 	}
@@ -303,10 +310,17 @@ func (o Options) withDefaults() Options {
 // Service runs the gateway's talks. Safe for concurrent use.
 type Service struct {
 	o Options
+	// ctx lives until Close: the work an ended talk still does
+	// (leftover.go) stops with it.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu     sync.Mutex
 	talks  map[string]*talk
 	closed bool
+	// free has a channel per "<profileId>/<sessionId>" that a leftover
+	// waits on; it is closed when a run of that session ends.
+	free map[string]chan struct{}
 }
 
 // New makes the service; Register adds its methods.
@@ -314,7 +328,8 @@ func New(o Options) (*Service, error) {
 	if o.Gateway == nil || o.Accept == nil || o.Chat == nil || o.Settings == nil {
 		return nil, ErrOptions
 	}
-	return &Service{o: o.withDefaults(), talks: map[string]*talk{}}, nil
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Service{o: o.withDefaults(), ctx: ctx, cancel: cancel, talks: map[string]*talk{}, free: map[string]chan struct{}{}}, nil
 }
 
 // OpenParams are talk.open's params. SessionKey is "<profileId>/<sessionId>"
@@ -559,6 +574,7 @@ func (s *Service) Close() {
 	for _, t := range s.snapshot() {
 		t.end(ReasonShutdown, true)
 	}
+	s.cancel()
 }
 
 // Talks is the number of open talks.
@@ -581,6 +597,9 @@ func (s *Service) snapshot() []*talk {
 // ChatEvent takes a chat run's event (the wiring's chat Emit): the talks
 // bound to its session speak the run's answer.
 func (s *Service) ChatEvent(e RunEvent) {
+	if e.Kind == RunEnded {
+		s.sessionFreed(e.ProfileID, e.SessionID)
+	}
 	for _, t := range s.snapshot() {
 		if t.follows(e) {
 			t.runEvent(e)

@@ -67,20 +67,24 @@ type reply struct {
 }
 
 type talk struct {
-	s        *Service
-	id       string
-	connID   string
-	device   string       // the paired device's id; "" for the person at the desktop
-	caller   gateway.Call // talk.open's call: MayChat is asked again with it
-	mode     string
-	lang     string
-	ctx      context.Context
-	cancel   context.CancelFunc
-	jobs     chan job
-	wake     chan struct{} // the speaker's queue has something
-	done     chan struct{}
-	stt      STTClient
-	settings Settings // with defaults
+	s      *Service
+	id     string
+	connID string
+	device string       // the paired device's id; "" for the person at the desktop
+	caller gateway.Call // talk.open's call: MayChat is asked again with it
+	mode   string
+	lang   string
+	ctx    context.Context
+	cancel context.CancelFunc
+	// sttCtx is the transcriptions' context: it outlives the talk's end
+	// while what the person said is still delivered (leftover.go).
+	sttCtx    context.Context
+	sttCancel context.CancelFunc
+	jobs      chan job
+	wake      chan struct{} // the speaker's queue has something
+	done      chan struct{}
+	stt       STTClient
+	settings  Settings // with defaults
 
 	// sendMu orders an interrupt's R after the reply's last S or T.
 	sendMu sync.Mutex
@@ -95,6 +99,8 @@ type talk struct {
 	lastAudio      time.Time
 	utt            *utterance
 	queued         []Message // transcripts waiting for the session's run to end
+	keepLeft       bool      // ended for a reason that still delivers what was said
+	left           []Message // what was said, for the chat once the talk ended (leftover.go)
 	activeRun      string
 	myRuns         map[string]bool
 	replies        map[string]*reply
@@ -108,8 +114,10 @@ type talk struct {
 
 func newTalk(s *Service, connID, profileID, sessionID string, p OpenParams, st Settings) *talk {
 	ctx, cancel := context.WithCancel(context.Background())
+	sttCtx, sttCancel := context.WithCancel(s.ctx)
 	now := s.o.Now()
 	t := &talk{s: s, id: media.NewID(), connID: connID, mode: p.Mode, lang: p.Lang, ctx: ctx, cancel: cancel,
+		sttCtx: sttCtx, sttCancel: sttCancel,
 		jobs: make(chan job, maxQueued), wake: make(chan struct{}, 1), done: make(chan struct{}),
 		stt:      STTClient{BaseURL: st.STT.BaseURL, Model: st.STT.Model, APIKey: st.STT.APIKey, HTTP: s.o.HTTP},
 		settings: st, profileID: profileID, sessionID: sessionID, conversationID: p.ConversationID,
@@ -183,8 +191,17 @@ func (t *talk) end(reason string, sendStop bool) bool {
 	}
 	t.st = stEnded
 	conn := t.conn
+	// What the person said still goes to the chat (leftover.go), unless
+	// this device may no longer chat there or the gateway stops.
+	t.keepLeft = keepsLeftovers(reason)
+	if t.keepLeft {
+		t.left = append(t.left, t.queued...)
+	}
 	t.utt, t.queued, t.speakQ = nil, nil, nil
 	t.mu.Unlock()
+	if !t.keepLeft {
+		t.sttCancel()
+	}
 	t.cancel()
 	close(t.done)
 	s := t.s
@@ -466,6 +483,7 @@ func (t *talk) transcriber() {
 	for {
 		select {
 		case <-t.done:
+			t.drain()
 			return
 		case j := <-t.jobs:
 			t.transcribe(j)
@@ -479,7 +497,7 @@ func (t *talk) allowed() bool {
 	if t.s.o.MayChat == nil || t.device == "" {
 		return true // the person at the desktop (admin) always may
 	}
-	if err := t.s.o.MayChat(t.ctx, &t.caller, t.profileID); err != nil {
+	if err := t.s.o.MayChat(t.sttCtx, &t.caller, t.profileID); err != nil {
 		t.s.o.Logger.Info("talk no longer allowed", "talk", t.id, "device", t.device, "profile", t.profileID)
 		t.end(ReasonForbidden, true)
 		return false
@@ -499,8 +517,13 @@ func (t *talk) transcribe(j job) {
 	if strings.HasPrefix(strings.ToLower(j.mime), "audio/ogg") {
 		ext = ".ogg"
 	}
-	tr, err := t.stt.Transcribe(t.ctx, j.audio, "utterance"+ext, strings.Split(j.mime, ";")[0], language)
+	tr, err := t.stt.Transcribe(t.sttCtx, j.audio, "utterance"+ext, strings.Split(j.mime, ";")[0], language)
 	if t.ended() {
+		// Said before the talk ended: still the person's message.
+		if err == nil && j.send && tr.Text != "" && ParseCommand(tr.Text) == "" {
+			m, _ := t.chatMessage(j, tr.Text)
+			t.leave(m)
+		}
 		return
 	}
 	ev := TranscriptEvent{UtteranceID: j.id, DurationMs: j.durationMs, Text: tr.Text, Lang: tr.Lang}
@@ -525,18 +548,8 @@ func (t *talk) transcribe(j job) {
 		t.state(t.restState())
 		return
 	}
-	meta := map[string]any{"utteranceId": j.id, "durationMs": j.durationMs}
-	if t.settings.KeepAudio && t.s.o.Store != nil {
-		if id, err := t.keep(j); err != nil {
-			t.s.o.Logger.Warn("talk audio not kept", "talk", t.id, "err", err)
-		} else {
-			meta["mediaId"], ev.MediaID = id, id
-		}
-	}
-	mb, _ := json.Marshal(map[string]any{"talk": meta}) // plain values: no error
-	t.mu.Lock()
-	m := Message{ProfileID: t.profileID, SessionID: t.sessionID, ConversationID: t.conversationID, Text: tr.Text, Meta: mb}
-	t.mu.Unlock()
+	m, mediaID := t.chatMessage(j, tr.Text)
+	ev.MediaID = mediaID
 	ev.Sent = true
 	runID, queued, err := t.deliver(m, false)
 	switch {
@@ -555,6 +568,24 @@ func (t *talk) transcribe(j job) {
 		t.state(StateThinking)
 	}
 	t.transcript(ev)
+}
+
+// chatMessage is the person's message of j, heard as text (its audio kept
+// in the media store when keepAudio is on: its media id, else "").
+func (t *talk) chatMessage(j job, text string) (Message, string) {
+	meta := map[string]any{"utteranceId": j.id, "durationMs": j.durationMs}
+	mediaID := ""
+	if t.settings.KeepAudio && t.s.o.Store != nil {
+		if id, err := t.keep(j); err != nil {
+			t.s.o.Logger.Warn("talk audio not kept", "talk", t.id, "err", err)
+		} else {
+			meta["mediaId"], mediaID = id, id
+		}
+	}
+	mb, _ := json.Marshal(map[string]any{"talk": meta}) // plain values: no error
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return Message{ProfileID: t.profileID, SessionID: t.sessionID, ConversationID: t.conversationID, Text: text, Meta: mb}, mediaID
 }
 
 // restState is the state with nothing to do: listening in continuous
