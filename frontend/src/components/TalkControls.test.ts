@@ -64,4 +64,20 @@ describe('talk button', () => {
     expect(screen.queryByTestId('talk-open-settings')).toBeNull();
     expect(screen.getByTestId('talk-continuous').getAttribute('aria-pressed')).toBe('false');
   });
+
+  it('in Chinese says why it cannot start without the gateway\'s English sentence', async () => {
+    setLang('zh');
+    const { gw, ws } = connect();
+    render(TalkControls, { gw, connected: true, profileId: 'main', sessionId: 's1' });
+    await fireEvent.click(screen.getByTestId('talk-button'));
+    await waitFor(() => expect(ws.lastRequest('talk.open')).toBeTruthy());
+    const req = ws.lastRequest('talk.open');
+    const message = 'talk.open: this connection has a talk open already (at most 1); close it first';
+    ws.serverSend({ type: 'res', id: req.id, ok: false, error: { code: 'UNAVAILABLE', message, retryable: true } });
+    const p = await screen.findByTestId('talk-problem');
+    expect(p.textContent).toContain('已有另一个语音会话');
+    expect(p.textContent).not.toContain(message);
+    expect(p.textContent?.match(/[A-Za-z]{3,}/g)).toBeNull();
+    expect(p.title).toBe(message); // still there for whoever looks closer
+  });
 });

@@ -16,6 +16,7 @@ import {
   pickTalkType,
   talkErrorKey,
   utteranceErrorKey,
+  voiceFailureKey,
   type AudioLike,
   type TalkDeps,
   type TalkEvent,
@@ -657,5 +658,26 @@ describe('Talk', () => {
     expect(ended).toEqual(['idle']);
     expect(stopped).toBe(1);
     expect(talk.state).toBe('off');
+  });
+});
+
+// A voice that failed was silent: the person heard nothing and saw nothing say why (a speech server's
+// audio the browser cannot play, a device with no voice for the language). Each failure has its words;
+// a stop's speechSynthesis errors (interrupted, canceled) are no failure. The page's own failures to
+// connect have theirs too (a channel that closed before it opened said "Another talk is open").
+describe('what a failure says', () => {
+  it('words a voice that failed, not one that was stopped', () => {
+    expect(voiceFailureKey({ type: 'error', replyId: 'r', seq: 0, at: 0, duration: NaN })).toBe('talk.voiceFailed');
+    expect(voiceFailureKey({ type: 'error', replyId: 'r', seq: 0, why: 'synthesis-failed' })).toBe('talk.deviceVoiceFailed');
+    expect(voiceFailureKey({ type: 'error', replyId: 'r', seq: 0, why: 'no-events' })).toBe('talk.deviceVoiceFailed');
+    expect(voiceFailureKey({ type: 'error', replyId: 'r', seq: 0, why: 'interrupted' })).toBeNull();
+    expect(voiceFailureKey({ type: 'error', replyId: 'r', seq: 0, why: 'canceled' })).toBeNull();
+    for (const type of ['play', 'ended', 'interrupted', 'speak', 'say', 'said'] as const) expect(voiceFailureKey({ type, replyId: 'r', seq: 0 })).toBeNull();
+  });
+  it('words the page\'s own failures to connect', () => {
+    expect(talkErrorKey('TIMEOUT')).toBe('talk.err.timeout');
+    expect(talkErrorKey('NO_CHANNEL')).toBe('talk.err.noChannel');
+    expect(talkErrorKey('UNAVAILABLE')).toBe('talk.err.busy');
+    expect(talkErrorKey('SOMETHING_NEW')).toBe('talk.err.other');
   });
 });

@@ -495,7 +495,7 @@ export class Playback {
 /** Why a talk could not start or ended, for the UI: a message key's code and the words. */
 export class TalkError extends Error {
   constructor(
-    /** TALK_NO_STT, NO_MICROPHONE, MIC_DENIED, NO_RECORDER, NO_RTC, UNAVAILABLE, FORBIDDEN, TIMEOUT, … (gateway codes pass through). */
+    /** TALK_NO_STT, NO_MICROPHONE, MIC_DENIED, NO_RECORDER, NO_RTC, NO_CHANNEL, UNAVAILABLE, FORBIDDEN, TIMEOUT, … (gateway codes pass through). */
     readonly code: string,
     message: string,
     readonly details: Record<string, unknown> | null = null,
@@ -745,7 +745,7 @@ export class Talk {
     this.dc = dc;
     const opened = new Promise<void>((resolve, reject) => {
       dc.onopen = () => resolve();
-      dc.onclose = () => reject(new TalkError('UNAVAILABLE', 'the talk channel closed before it opened'));
+      dc.onclose = () => reject(new TalkError('NO_CHANNEL', 'the talk channel closed before it opened'));
     });
     await pc.setLocalDescription(await pc.createOffer());
     await withTimeout(
@@ -1050,8 +1050,14 @@ function uuidHex(): string {
 }
 
 /** The words that explain a talk error's code (the UI's message key and what to do). */
-export function talkErrorKey(code: string): 'talk.err.noStt' | 'talk.err.noMic' | 'talk.err.micDenied' | 'talk.err.noRecorder' | 'talk.err.noRtc' | 'talk.err.busy' | 'talk.err.forbidden' | 'talk.err.other' {
+export function talkErrorKey(
+  code: string,
+): 'talk.err.noStt' | 'talk.err.noMic' | 'talk.err.micDenied' | 'talk.err.noRecorder' | 'talk.err.noRtc' | 'talk.err.busy' | 'talk.err.forbidden' | 'talk.err.timeout' | 'talk.err.noChannel' | 'talk.err.other' {
   switch (code) {
+    case 'TIMEOUT':
+      return 'talk.err.timeout';
+    case 'NO_CHANNEL':
+      return 'talk.err.noChannel';
     case 'TALK_NO_STT':
       return 'talk.err.noStt';
     case 'NO_MICROPHONE':
@@ -1069,6 +1075,18 @@ export function talkErrorKey(code: string): 'talk.err.noStt' | 'talk.err.noMic' 
     default:
       return 'talk.err.other';
   }
+}
+
+/**
+ * The words for a voice that failed (a playback event): an audio element that could not play the
+ * speech server's audio (or never ended in time) is 'talk.voiceFailed', speechSynthesis's error
+ * 'talk.deviceVoiceFailed' — but not its interrupted or canceled, which a stop causes. Else null.
+ * Before, the person heard nothing and saw nothing say why.
+ */
+export function voiceFailureKey(e: TalkEvent): 'talk.voiceFailed' | 'talk.deviceVoiceFailed' | null {
+  if (e.type !== 'error') return null;
+  if (e.why === undefined) return 'talk.voiceFailed';
+  return e.why === 'interrupted' || e.why === 'canceled' ? null : 'talk.deviceVoiceFailed';
 }
 
 /** The words of a failed utterance's code (talk.transcript errorCode); an unknown code or none (an older gateway) is 'talk.uttErr.other'. */
