@@ -64,6 +64,10 @@ type reply struct {
 	// command's): nothing more will come for it, so an interrupt, which
 	// takes its end off the speaker's queue, removes it.
 	ended bool
+	// deviceVoice: the speech server failed a sentence of this reply; its
+	// later sentences go as T at once (a server down or slow made each one
+	// wait its whole HTTP bound, 60 s, before the page's own voice said it).
+	deviceVoice bool
 }
 
 type talk struct {
@@ -866,12 +870,21 @@ func (t *talk) speaker() {
 			continue
 		}
 		t.state(StateSpeaking)
-		if synth == nil {
+		if synth == nil || t.deviceVoice(it.replyID) {
 			t.say(t.ctx, it)
 			continue
 		}
 		t.speak(synth, it)
 	}
+}
+
+// deviceVoice reports whether the speech server failed a sentence of
+// replyID already: the rest of the reply is said by the page's voice.
+func (t *talk) deviceVoice(replyID string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := t.replies[replyID]
+	return r != nil && r.deviceVoice
 }
 
 // say sends a sentence as T for the page's speechSynthesis, once the page
@@ -949,6 +962,11 @@ func (t *talk) speak(synth Synth, it speakItem) {
 	if err != nil {
 		if ctx.Err() == nil {
 			t.s.o.Logger.Warn("talk synthesis failed", "talk", t.id, "err", err)
+			t.mu.Lock()
+			if r := t.replies[it.replyID]; r != nil {
+				r.deviceVoice = true
+			}
+			t.mu.Unlock()
 			t.say(ctx, it)
 		}
 		return
