@@ -92,6 +92,9 @@ type talk struct {
 
 	// sendMu orders an interrupt's R after the reply's last S or T.
 	sendMu sync.Mutex
+	// stateMu orders talk.state events: a state is decided and sent
+	// under it (state), never from a goroutine of its own.
+	stateMu sync.Mutex
 
 	mu             sync.Mutex
 	st             streamState
@@ -111,7 +114,7 @@ type talk struct {
 	speakQ         []speakItem
 	speakCancel    context.CancelFunc // the sentence being synthesised
 	speaking       string             // its reply
-	uiState        string
+	uiState        string             // the last talk.state sent (under mu; decided and sent under stateMu)
 	voice          string
 	speed          float64
 }
@@ -235,8 +238,17 @@ func (t *talk) ended() bool {
 	}
 }
 
-// state sends talk.state when it changes.
+// state sends talk.state when it changes. States go out in the order
+// they are decided: each is decided and sent under stateMu, on the
+// goroutine that decided it.
 func (t *talk) state(st string) {
+	t.stateMu.Lock()
+	defer t.stateMu.Unlock()
+	t.stateLocked(st)
+}
+
+// stateLocked is state with stateMu held.
+func (t *talk) stateLocked(st string) {
 	t.mu.Lock()
 	same := t.uiState == st
 	t.uiState = st
@@ -345,14 +357,15 @@ func (t *talk) take(b []byte) string {
 			return ReasonBadStream
 		}
 		t.mu.Lock()
-		defer t.mu.Unlock()
 		if t.utt != nil {
+			t.mu.Unlock()
 			return ReasonBadStream
 		}
 		// Not audio: U and E leave lastAudio alone, so a page sending
 		// empty utterances cannot keep a talk past the idle bound.
 		t.utt = &utterance{id: u.UtteranceID, mime: u.MimeType, send: u.Send, started: now}
-		go t.state(StateListening)
+		t.mu.Unlock()
+		t.state(StateListening)
 	case MsgAudio:
 		if len(b) < 5 {
 			return ReasonBadStream
@@ -397,10 +410,15 @@ func (t *talk) take(b []byte) string {
 			t.transcript(ev)
 			return ""
 		}
+		// Transcribing goes out before the transcriber can say what
+		// follows it (its state waits for stateMu).
+		t.stateMu.Lock()
 		select {
 		case t.jobs <- job{id: u.id, mime: u.mime, send: u.send, durationMs: e.DurationMs, audio: u.data.Bytes()}:
-			go t.state(StateTranscribing)
+			t.stateLocked(StateTranscribing)
+			t.stateMu.Unlock()
 		default:
+			t.stateMu.Unlock()
 			ev.failed(CodeSTTBusy)
 			t.transcript(ev)
 		}
