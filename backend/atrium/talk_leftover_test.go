@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/atrium-dev/atrium/backend/talk"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -148,5 +149,25 @@ func TestTalkSpeechServerDownOncePerAnswer(t *testing.T) {
 		if n != round {
 			t.Errorf("after answer %d the speech server was asked %d times, want %d (once per answer)", round, n, round)
 		}
+	}
+}
+
+// TestTalkSTTUnreachable: a transcription server that is not running (a
+// closed port) fails the utterance with TALK_STT_UNREACHABLE, which the
+// page words as "could not be reached" — it said TALK_STT_FAILED, "could
+// not transcribe … (what it answered is in Atrium's log)", when nothing
+// had answered. A server that answers an error stays TALK_STT_FAILED
+// (TestTalkServerWordsStayInTheLog).
+func TestTalkSTTUnreachable(t *testing.T) {
+	en := speech(t, "en", "Is anyone there?")
+	ta := newTalkApp(t, nil, nil)
+	ctx := ta.ctx
+	ta.patchT(t, map[string]any{"stt": map[string]any{"baseUrl": closedPortURL(t)}})
+	open := ta.open(t, ta.admin, map[string]any{"sessionKey": "main/", "mode": "continuous"})
+	peer := dialTalk(ctx, t, ta.admin, open.TalkID)
+	peer.utter(t, "gone", en, true)
+	tr := transcriptOf(t, ta.ev.wait(ctx, t, "talk.transcript", `"gone"`))
+	if tr.ErrorCode != talk.CodeSTTUnreachable || tr.Error != talk.ErrorText(talk.CodeSTTUnreachable) || tr.Sent || tr.Text != "" {
+		t.Fatalf("an utterance with the transcription server down: %+v, want errorCode %s", tr, talk.CodeSTTUnreachable)
 	}
 }

@@ -44,9 +44,12 @@ const (
 // fixed sentence ErrorText gives) and of talk.test's failures (its code).
 // A server's own words never reach the page: they are logged.
 const (
-	// CodeSTTFailed: the transcription server could not be reached,
-	// refused or answered something else than a transcript.
+	// CodeSTTFailed: the transcription server refused or answered
+	// something else than a transcript.
 	CodeSTTFailed = "TALK_STT_FAILED"
+	// CodeSTTUnreachable: the transcription server could not be reached
+	// (refused, timed out, DNS): not running, or the address is wrong.
+	CodeSTTUnreachable = "TALK_STT_UNREACHABLE"
 	// CodeTTSFailed: talk.test's speech server failed.
 	CodeTTSFailed = "TALK_TTS_FAILED"
 	// CodeNoAudio: an utterance ended with no audio.
@@ -68,6 +71,8 @@ func ErrorText(code string) string {
 	switch code {
 	case CodeSTTFailed:
 		return "the transcription server could not transcribe the utterance"
+	case CodeSTTUnreachable:
+		return "the transcription server could not be reached"
 	case CodeNoAudio:
 		return "the utterance carried no audio"
 	case CodeSTTBusy:

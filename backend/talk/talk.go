@@ -552,7 +552,11 @@ func (t *talk) transcribe(j job) {
 	if err != nil {
 		t.s.o.Logger.Warn("talk transcription failed", "talk", t.id, "err", err)
 		ev.Lang = t.talkLang("")
-		ev.failed(CodeSTTFailed)
+		code := CodeSTTFailed
+		if se := (*ServerError)(nil); errors.As(err, &se) && se.Why == WhyUnreachable {
+			code = CodeSTTUnreachable // not running, or a wrong address: no answer to look for in the log
+		}
+		ev.failed(code)
 		t.transcript(ev)
 		t.state(t.restState())
 		return

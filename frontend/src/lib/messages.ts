@@ -222,6 +222,7 @@ export const MESSAGES = {
   'talk.end': ['End talk', '结束语音'],
   'talk.notHeard': ['Nothing was heard: try again, a little closer to the microphone.', '没有听到内容：请靠近麦克风再试一次。'],
   'talk.uttErr.sttFailed': ['The transcription server could not transcribe what was said (what it answered is in Atrium’s log).', '转写服务器未能转写所说的内容（它的回复记录在 Atrium 的日志中）。'],
+  'talk.uttErr.sttUnreachable': ['The transcription server could not be reached (is it running, at the address set in Settings → Talk?): say it again once it is.', '无法连接转写服务器（它是否在运行、地址是否与“设置 → 语音”中的一致？）：请在它恢复后再说一次。'],
   'talk.uttErr.noAudio': ['Nothing was recorded: try again.', '没有录到声音：请再试一次。'],
   'talk.uttErr.sttBusy': ['The transcription server is behind, so this was dropped: say it again in a moment.', '转写服务器处理不过来，这段话已被丢弃：请稍后再说一次。'],
   'talk.uttErr.sendFailed': ['What was heard could not be sent as your message.', '听到的内容未能作为你的消息发送。'],

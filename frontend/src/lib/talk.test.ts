@@ -636,7 +636,8 @@ describe('Talk', () => {
     expect(got).toHaveLength(1);
     expect(got[0]).toMatchObject({ errorCode: 'TALK_STT_FAILED', text: '' });
     expect(utteranceErrorKey(got[0].errorCode)).toBe('talk.uttErr.sttFailed');
-    for (const [code, key] of [['TALK_NO_AUDIO', 'talk.uttErr.noAudio'], ['TALK_STT_BUSY', 'talk.uttErr.sttBusy'], ['TALK_SEND_FAILED', 'talk.uttErr.sendFailed'], ['TALK_QUEUE_FULL', 'talk.uttErr.queueFull'], [undefined, 'talk.uttErr.other'], ['NEW', 'talk.uttErr.other']] as const) {
+    // A server not running said "could not transcribe … (what it answered is in Atrium's log)": it answered nothing.
+    for (const [code, key] of [['TALK_STT_UNREACHABLE', 'talk.uttErr.sttUnreachable'], ['TALK_NO_AUDIO', 'talk.uttErr.noAudio'], ['TALK_STT_BUSY', 'talk.uttErr.sttBusy'], ['TALK_SEND_FAILED', 'talk.uttErr.sendFailed'], ['TALK_QUEUE_FULL', 'talk.uttErr.queueFull'], [undefined, 'talk.uttErr.other'], ['NEW', 'talk.uttErr.other']] as const) {
       expect(utteranceErrorKey(code)).toBe(key);
       expect(MESSAGES[key][0]).toBeTruthy();
       expect(MESSAGES[key][1]).toMatch(/[\u4e00-\u9fff]/);

@@ -551,7 +551,7 @@ export interface TranscriptEvent {
   /** Sent, but waiting for the session's current answer to end (interrupt "queue", or the session busy). */
   queued?: boolean;
   voiceCommand?: { kind: string; applied: boolean | string | number };
-  /** A failed utterance's code (TALK_STT_FAILED, TALK_NO_AUDIO, TALK_STT_BUSY, TALK_SEND_FAILED, TALK_QUEUE_FULL): the page words it (utteranceErrorKey). */
+  /** A failed utterance's code (TALK_STT_FAILED, TALK_STT_UNREACHABLE, TALK_NO_AUDIO, TALK_STT_BUSY, TALK_SEND_FAILED, TALK_QUEUE_FULL): the page words it (utteranceErrorKey). */
   errorCode?: string;
   /** Its fixed English sentence (never the server's words: the gateway logs those). */
   error?: string;
@@ -1092,10 +1092,12 @@ export function voiceFailureKey(e: TalkEvent): 'talk.voiceFailed' | 'talk.device
 /** The words of a failed utterance's code (talk.transcript errorCode); an unknown code or none (an older gateway) is 'talk.uttErr.other'. */
 export function utteranceErrorKey(
   code: string | undefined,
-): 'talk.uttErr.sttFailed' | 'talk.uttErr.noAudio' | 'talk.uttErr.sttBusy' | 'talk.uttErr.sendFailed' | 'talk.uttErr.queueFull' | 'talk.uttErr.other' {
+): 'talk.uttErr.sttFailed' | 'talk.uttErr.sttUnreachable' | 'talk.uttErr.noAudio' | 'talk.uttErr.sttBusy' | 'talk.uttErr.sendFailed' | 'talk.uttErr.queueFull' | 'talk.uttErr.other' {
   switch (code) {
     case 'TALK_STT_FAILED':
       return 'talk.uttErr.sttFailed';
+    case 'TALK_STT_UNREACHABLE':
+      return 'talk.uttErr.sttUnreachable';
     case 'TALK_NO_AUDIO':
       return 'talk.uttErr.noAudio';
     case 'TALK_STT_BUSY':
