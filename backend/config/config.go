@@ -323,6 +323,9 @@ func (e Embedding) validate() error {
 		if u.User != nil {
 			return fmt.Errorf("memory.embedding.baseUrl %s has a user name or password in it, which would be shown in Settings, errors and logs: put the key in apiKey instead", u.Redacted())
 		}
+		if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+			return fmt.Errorf("memory.embedding.baseUrl %s://%s%s has a query or fragment (?… or #…) in it: the API's paths are added to the base URL, and a key there would be shown in Settings, errors and logs; put the key in apiKey instead", u.Scheme, u.Host, u.Path)
+		}
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -141,13 +142,25 @@ func TestCheckBind(t *testing.T) {
 	}
 }
 
-// TestPasswordInBaseURLRefused: a user name or password in a server's URL
-// (model, a profile's model, the embedder, Talk's speech servers) is
-// refused with a message that names the key and never the password: a URL
-// is shown in Settings, errors and logs, a key is not.
+// TestPasswordInBaseURLRefused: a user name or password, a query or a
+// fragment in a server's URL (model, a profile's model, the embedder,
+// Talk's speech servers) is refused with a message that names the key and
+// never the secret: a URL is shown in Settings, errors and logs, a key is
+// not (and the API's paths are added to a base URL, after any query).
 func TestPasswordInBaseURLRefused(t *testing.T) {
 	const secret = "hunter2-s3cret"
-	u := "https://me:" + secret + "@llm.example/v1"
+	for i, u := range []string{
+		"https://me:" + secret + "@llm.example/v1",
+		"https://llm.example/v1?key=" + secret,
+		"https://llm.example/v1?" + secret,
+		"https://llm.example/v1#" + secret,
+	} {
+		t.Run(fmt.Sprint("url", i), func(t *testing.T) { checkSecretURLRefused(t, u, secret) })
+	}
+}
+
+func checkSecretURLRefused(t *testing.T, u, secret string) {
+	t.Helper()
 	for name, body := range map[string]string{
 		"model":         `{"model":{"provider":"openai","baseUrl":"` + u + `","model":"m"}}`,
 		"profile model": `{"profiles":{"writer":{"model":{"provider":"openai","baseUrl":"` + u + `"}}}}`,

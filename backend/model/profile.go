@@ -135,6 +135,11 @@ func checkBaseURL(base string) error {
 		// A URL is shown in Settings, errors and logs; a key is not.
 		return newErr(ErrConfig, nil, "model base URL %s has a user name or password in it, which would be shown in Settings, errors and logs: put the key in apiKey instead", u.Redacted())
 	}
+	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		// The API's paths are added to the base, after any query; and a
+		// key in a query would be shown like a password in the URL.
+		return newErr(ErrConfig, nil, "model base URL %s://%s%s has a query or fragment (?… or #…) in it: the API's paths are added to the base URL, and a key there would be shown in Settings, errors and logs; put the key in apiKey instead", u.Scheme, u.Host, u.Path)
+	}
 	return nil
 }
 

@@ -224,12 +224,21 @@ func (s Settings) Validate() error {
 	return nil
 }
 
-// redactedURL is raw with any password replaced by "xxxxx", for messages.
+// redactedURL is raw for messages and logs, with any password, query and
+// fragment replaced by "xxxxx" (a key may be in any of them; Validate
+// refuses all three in a base URL) and a URL that does not parse not shown.
 func redactedURL(raw string) string {
-	if u, err := url.Parse(raw); err == nil {
-		return u.Redacted()
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(not a URL)"
 	}
-	return raw
+	if u.RawQuery != "" || u.ForceQuery {
+		u.RawQuery = "xxxxx"
+	}
+	if u.Fragment != "" {
+		u.Fragment, u.RawFragment = "xxxxx", ""
+	}
+	return u.Redacted()
 }
 
 func checkURL(raw string) error {
@@ -245,6 +254,11 @@ func checkURL(raw string) error {
 	}
 	if u.User != nil {
 		return errors.New("a user name or password in the URL would be shown in Settings, errors and logs: put the key in apiKey instead")
+	}
+	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		// The API's paths are added to the base, after any query; and a
+		// key in a query would be shown like a password in the URL.
+		return errors.New("a query or fragment (?… or #…) in the URL: the API's paths are added to it, and a key there would be shown in Settings, errors and logs; put the key in apiKey instead")
 	}
 	return nil
 }
