@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/atrium-dev/atrium/backend/chromiumtest"
 	"github.com/atrium-dev/atrium/backend/gwid"
@@ -107,9 +108,14 @@ func (c *screenCheck) screen(t *testing.T, ctx context.Context, name string) {
 	axeCheck(t, ctx, what)
 }
 
+// maxPhoneHeader is the most CSS pixels the UI's header may take of a
+// phone's height: one row of 44 px controls and its padding.
+const maxPhoneHeader = 64
+
 // touchCheck fails the test when, at phone size, a control on the screen
 // (a button, a menu, a text field, a summary) is shorter than 44 px (a
-// finger's target; link-styled buttons too) or the chat's input is
+// finger's target; link-styled buttons too), a checkbox or radio button
+// and its labels are, the header is taller than maxPhoneHeader, or the chat's input is
 // squeezed to less than half its row (a run's hint beside it took the
 // width once).
 func touchCheck(t *testing.T, ctx context.Context, what string) {
@@ -120,6 +126,21 @@ func touchCheck(t *testing.T, ctx context.Context, what string) {
 		.map(e => (e.dataset.testid || e.className || e.tagName) + ' "' + e.textContent.trim().slice(0, 30) + '" ' + Math.round(e.getBoundingClientRect().height) + 'px')`)
 	if len(small) > 0 {
 		t.Errorf("%s: controls shorter than 44 px at phone size: %q", what, small)
+	}
+	// A checkbox or radio button is hit through its label too: the box or one of its labels is a
+	// finger's 44 px tall (a 13 px box on a line of small text was the target before).
+	boxes := js[[]string](t, ctx, `[...document.querySelectorAll('input[type=checkbox], input[type=radio]')]
+		.filter(e => e.offsetParent !== null && !e.closest('.visually-hidden, [aria-hidden=true]'))
+		.filter(e => { const r = e.getBoundingClientRect(); return r.bottom > 0 && r.top < innerHeight && r.right > 0 && r.left < innerWidth; })
+		.filter(e => Math.max(e.getBoundingClientRect().height, ...[...e.labels].map(l => l.getBoundingClientRect().height)) < 43.5)
+		.map(e => (e.dataset.testid || e.id || e.type) + ' "' + [...e.labels].map(l => l.textContent.trim()).join(' ').slice(0, 30) + '" ' + Math.round(Math.max(e.getBoundingClientRect().height, ...[...e.labels].map(l => l.getBoundingClientRect().height))) + 'px')`)
+	if len(boxes) > 0 {
+		t.Errorf("%s: checkboxes and their labels shorter than 44 px at phone size: %q", what, boxes)
+	}
+	// The header is one row at a phone's size: the connection, the memory line and the menu (the
+	// status line and two rows of buttons took about 190 of the 844 px before).
+	if h := js[float64](t, ctx, `(() => { const h = document.querySelector('.app > header.topbar'); return h && h.offsetParent !== null ? h.getBoundingClientRect().height : 0; })()`); h > maxPhoneHeader {
+		t.Errorf("%s: the header takes %.0f px of the screen's height at phone size, want at most %d", what, h, maxPhoneHeader)
 	}
 	// A control hidden by opacity still takes its room: 44 px tall, a hidden Delete button left every
 	// chat bubble a blank line.
@@ -220,6 +241,10 @@ func tourScreens(t *testing.T, ctx context.Context, url string, c *screenCheck) 
 	waitFor(t, ctx, "the routing decision", `!!document.querySelector('`+visibleChat+` [data-testid=chat-route-why]')`, 20*time.Second)
 	c.screen(t, ctx, "chat-route")
 
+	if c.l.touch {
+		headerAtPhoneSize(t, ctx, c)
+	}
+
 	// Profiles: the role list and the new-role form.
 	reload()
 	tab(1)
@@ -283,6 +308,42 @@ func tourScreens(t *testing.T, ctx context.Context, url string, c *screenCheck) 
 	press(t, ctx, `[data-testid=open-canvas]`)
 	waitFor(t, ctx, "Canvas", `!document.querySelector('[data-testid=canvas-dialog]').classList.contains('canvas-hidden')`, 20*time.Second)
 	c.screen(t, ctx, "canvas")
+}
+
+// headerAtPhoneSize checks the one-row header's panels at phone size:
+// the Menu opened by a tap shows every action (Canvas, Collaborations,
+// Nodes, Settings, the language) on the screen, and Escape closes it with
+// the focus back on Menu; Enter on the focused connection dot shows the
+// connection's state in words, and a tap outside closes it. Both screens
+// are checked (and shot) as the others.
+func headerAtPhoneSize(t *testing.T, ctx context.Context, c *screenCheck) {
+	t.Helper()
+	onScreen := func(sel string) string {
+		return `(() => { const e = document.querySelector(` + jsString(sel) + `); if (!e || e.offsetParent === null) return false; const r = e.getBoundingClientRect(); return r.top >= 0 && r.bottom <= innerHeight && r.left >= 0 && r.right <= innerWidth; })()`
+	}
+	tap := func(sel string) {
+		t.Helper()
+		if err := chromedp.Do(bounded(t, ctx, 30*time.Second), chromedp.Click(chromedp.CSS(sel))); err != nil {
+			t.Fatalf("the header (%s, %s): tap %s: %v", c.lang, c.l.name, sel, err)
+		}
+	}
+	tap(`[data-testid=header-menu]`)
+	for _, id := range []string{"open-canvas", "open-collab", "open-nodes", "open-settings", "lang-select"} {
+		waitFor(t, ctx, id+" in the open menu", onScreen(`[data-testid=`+id+`]`), 10*time.Second)
+	}
+	c.screen(t, ctx, "header-menu")
+	if err := chromedp.Do(bounded(t, ctx, 30*time.Second), chromedp.KeyEvent(kb.Escape)); err != nil {
+		t.Fatalf("Escape: %v", err)
+	}
+	waitFor(t, ctx, "the menu closed, Menu focused", `document.querySelector('[data-testid=open-settings]').offsetParent === null && document.activeElement?.dataset.testid === 'header-menu'`, 10*time.Second)
+	js[bool](t, ctx, `(document.querySelector('[data-testid=conn-toggle]').focus(), true)`)
+	if err := chromedp.Do(bounded(t, ctx, 30*time.Second), chromedp.KeyEvent("\r")); err != nil {
+		t.Fatalf("Enter: %v", err)
+	}
+	waitFor(t, ctx, "the connection in words", onScreen(`[data-testid=conn-state]`)+` && document.querySelector('[data-testid=conn-toggle]').getAttribute('aria-label').includes(document.querySelector('[data-testid=conn-state]').textContent.trim())`, 10*time.Second)
+	c.screen(t, ctx, "header-status")
+	tap(`.panel.active`)
+	waitFor(t, ctx, "the status closed by a tap outside", `document.querySelector('[data-testid=conn-state]').offsetParent === null`, 10*time.Second)
 }
 
 // openScreensUI runs the app on screensWorkspace with a scripted model

@@ -430,6 +430,46 @@ describe('App', () => {
     expect(screen.queryByTestId('token-input')).toBeNull();
   });
 
+  it("the header's Menu and connection dot (one row at phone width): open, name, close", async () => {
+    const { ws } = setup();
+    ws.handshake();
+    await waitFor(() => expect(testid('conn-state').textContent).toBe('connected'));
+    // The dot says the connection in words to a screen reader, and, tapped, shows them.
+    const dot = testid('conn-toggle');
+    expect(dot.getAttribute('aria-label')).toBe('Connection: connected');
+    expect(dot.getAttribute('aria-expanded')).toBe('false');
+    await fireEvent.click(dot);
+    expect(dot.getAttribute('aria-expanded')).toBe('true');
+    expect(document.getElementById(dot.getAttribute('aria-controls')!)?.classList.contains('open')).toBe(true);
+    expect(document.getElementById(dot.getAttribute('aria-controls')!)?.contains(testid('conn-state'))).toBe(true);
+    // A tap outside the header closes it.
+    await fireEvent.pointerDown(document.body);
+    expect(dot.getAttribute('aria-expanded')).toBe('false');
+
+    // The Menu holds the actions and the language; an action closes it, Escape closes it and gives
+    // the focus back to Menu.
+    const menu = testid('header-menu');
+    const panel = document.getElementById(menu.getAttribute('aria-controls')!)!;
+    for (const id of ['open-canvas', 'open-collab', 'open-nodes', 'open-settings', 'lang-select']) expect(panel.contains(testid(id))).toBe(true);
+    await fireEvent.click(menu);
+    expect(menu.getAttribute('aria-expanded')).toBe('true');
+    await fireEvent.click(testid('open-settings'));
+    expect(menu.getAttribute('aria-expanded')).toBe('false');
+    expect(testid('settings-dialog')).toBeTruthy();
+    await fireEvent.click(menu);
+    await fireEvent.keyDown(window, { key: 'Escape' });
+    expect(menu.getAttribute('aria-expanded')).toBe('false');
+    expect(document.activeElement).toBe(menu);
+    expect(testid('settings-dialog')).toBeTruthy(); // the first Escape closes only the menu
+
+    // In Chinese.
+    const lang = testid('lang-select') as HTMLSelectElement;
+    await fireEvent.change(lang, { target: { value: 'zh' } });
+    await waitFor(() => expect(dot.getAttribute('aria-label')).toBe('连接：已连接'));
+    expect(menu.textContent).toContain('菜单');
+    await fireEvent.change(lang, { target: { value: 'en' } });
+  });
+
   it('has the hidden file input with the right accept list', () => {
     setup();
     const input = testid('memory-file-input') as HTMLInputElement;

@@ -64,6 +64,8 @@ export const MESSAGES = {
   'app.reconnectNow': ['Reconnect now', '立即重连'],
   'app.retryIn': ['retrying in {s} s', '{s} 秒后重试'],
   'app.language': ['Language', '语言'],
+  'app.menu': ['Menu', '菜单'],
+  'app.connStatus': ['Connection: {state}', '连接：{state}'],
   'app.profilesError': ['Could not load profiles: {error}', '无法加载角色列表：{error}'],
   'conn.connecting': ['connecting', '连接中'],
   'conn.connected': ['connected', '已连接'],
