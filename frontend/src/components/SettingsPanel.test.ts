@@ -176,6 +176,25 @@ describe('settings: heartbeat and the bind in force (issue 24 items 7, 10)', () 
     expect((screen.getByTestId('gateway-bind') as HTMLInputElement).placeholder).toBe('lan');
   });
 
+  it("every field's label names its control, and a field's hint is read with it (en, zh)", async () => {
+    const { gw, ws } = connect();
+    render(SettingsPanel, { gw, connected: true });
+    const done = new Set<string>();
+    await waitFor(() => expect(answer(ws, 'config.get', view(), done)).toHaveLength(1));
+    await waitFor(() => expect(screen.getByTestId('gateway-bind-in-use')).toBeTruthy());
+    const hint = (testid: string) => {
+      const id = screen.getByTestId(testid).getAttribute('aria-describedby');
+      return id ? document.getElementById(id)?.textContent : null;
+    };
+    expect(screen.getByLabelText('Bind')).toBe(screen.getByTestId('gateway-bind'));
+    expect(hint('gateway-bind')).toMatch(/^loopback: this computer only/);
+    expect(hint('heartbeat-end')).toMatch(/^Local time, HH:MM/);
+    for (const l of document.querySelectorAll<HTMLLabelElement>('.settings label[for]')) expect(l.control, l.htmlFor).not.toBeNull();
+    setLang('zh');
+    await waitFor(() => expect(hint('gateway-bind')).toMatch(/^loopback：仅本机/));
+    expect(hint('heartbeat-end')).toMatch(/^本地时间/);
+  });
+
   it('shows the schedule in force and saves mode, interval and active hours (en, zh)', async () => {
     const { gw, ws } = connect();
     render(SettingsPanel, { gw, connected: true });

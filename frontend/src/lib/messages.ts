@@ -608,7 +608,6 @@ export const MESSAGES = {
   'settings.baseUrl': ['Base URL', '地址'],
   'settings.apiKey': ['API key', '密钥'],
   'settings.keySetReplace': ['set — hidden; type to replace', '已设置（隐藏）；输入以替换'],
-  'settings.keySet': ['set — hidden', '已设置（隐藏）'],
   'settings.keyNotSet': ['not set', '未设置'],
   'settings.remove': ['remove', '删除'],
   'settings.modelName': ['Model', '模型名'],
