@@ -269,13 +269,38 @@ func waitFor(t *testing.T, ctx context.Context, what, predicate string, timeout 
 }
 
 // waitForEvery is waitFor polling every interval (a short one where the
-// test measures how long the step took).
+// test measures how long the step took). A page that replaces its
+// document while it is asked (the UI drops the token from its address as
+// it starts; a reload) ends the poll with "Inspected target navigated or
+// closed" or "Cannot find context with specified id": the poll is started
+// again in the new document, within the same timeout.
 func waitForEvery(t *testing.T, ctx context.Context, what, predicate string, timeout, interval time.Duration) {
 	t.Helper()
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](predicate, chromedp.WithPollingTimeout(timeout), chromedp.WithPollingInterval(interval))); err != nil {
+	deadline := time.Now().Add(timeout)
+	for {
+		_, err := chromedp.Run(ctx, chromedp.Poll[bool](predicate, chromedp.WithPollingTimeout(time.Until(deadline)), chromedp.WithPollingInterval(interval)))
+		if err == nil {
+			return
+		}
+		if documentReplaced(err) && time.Until(deadline) > interval {
+			time.Sleep(interval)
+			continue
+		}
 		body, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText.slice(0, 3000) : ""`))
 		t.Fatalf("waiting for %s: %v\npage text:\n%s", what, err, body)
 	}
+}
+
+// documentReplaced tells whether err is the DevTools protocol's answer to
+// an evaluation whose document went away (a navigation) while it ran.
+func documentReplaced(err error) bool {
+	m := err.Error()
+	for _, s := range []string{"Cannot find context with specified id", "Execution context was destroyed", "Inspected target navigated or closed"} {
+		if strings.Contains(m, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // newBrowser starts headless Chromium (chromiumtest.New: closed at the

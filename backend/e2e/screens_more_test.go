@@ -160,10 +160,7 @@ func (r *screensRig) moreScreens(t *testing.T, ctx context.Context, url string, 
 	t.Helper()
 	open := func() {
 		t.Helper()
-		if err := chromedp.Do(bounded(t, ctx, 60*time.Second), chromedp.Navigate("about:blank"), chromedp.Navigate(url)); err != nil {
-			t.Fatalf("open the UI: %v", err)
-		}
-		waitFor(t, ctx, "the UI to connect", connected, 60*time.Second)
+		reopenUI(t, ctx, url)
 		setLang(t, ctx, c.lang)
 	}
 	tab := func(n int) { press(t, ctx, fmt.Sprintf(`nav.tabs button:nth-child(%d)`, n)) }
@@ -351,10 +348,7 @@ func (r *screensRig) talkScreens(t *testing.T, ctx context.Context, url string, 
 	r.lang = c.lang
 	r.mu.Unlock()
 	r.g.admin.call("config.patch", map[string]any{"patch": map[string]any{"talk": nil}})
-	if err := chromedp.Do(bounded(t, ctx, 60*time.Second), chromedp.Navigate("about:blank"), chromedp.Navigate(url)); err != nil {
-		t.Fatalf("open the UI: %v", err)
-	}
-	waitFor(t, ctx, "the UI to connect", connected, 60*time.Second)
+	reopenUI(t, ctx, url)
 	setLang(t, ctx, c.lang)
 	press(t, ctx, `nav.tabs button:nth-child(2)`)
 	waitFor(t, ctx, "the talk button", `!!document.querySelector(`+jsString(visibleChat+` [data-testid=talk-button]`)+`)?.offsetParent`, 30*time.Second)

@@ -207,23 +207,7 @@ func tourScreens(t *testing.T, ctx context.Context, url string, c *screenCheck) 
 	emulate(t, ctx, c.l)
 	reload := func() {
 		t.Helper()
-		// about:blank first: the same URL again would only move to its #fragment, not reload.
-		if err := chromedp.Do(bounded(t, ctx, 60*time.Second), chromedp.Navigate("about:blank"), chromedp.Navigate(url)); err != nil {
-			t.Fatalf("open the UI: %v", err)
-		}
-		// The page may still replace its document (the token leaves the address): ask again
-		// until the UI says it is connected, errors included, for at most a minute.
-		deadline := time.Now().Add(time.Minute)
-		for {
-			ok, err := chromedp.Run(bounded(t, ctx, 10*time.Second), chromedp.Evaluate[bool](connected))
-			if err == nil && ok {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the UI did not connect within a minute (last error: %v)", err)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		reopenUI(t, ctx, url)
 		setLang(t, ctx, c.lang)
 	}
 	tab := func(n int) { press(t, ctx, fmt.Sprintf(`nav.tabs button:nth-child(%d)`, n)) }
@@ -308,6 +292,18 @@ func tourScreens(t *testing.T, ctx context.Context, url string, c *screenCheck) 
 	press(t, ctx, `[data-testid=open-canvas]`)
 	waitFor(t, ctx, "Canvas", `!document.querySelector('[data-testid=canvas-dialog]').classList.contains('canvas-hidden')`, 20*time.Second)
 	c.screen(t, ctx, "canvas")
+}
+
+// reopenUI loads the UI at url afresh in the tab ctx and waits, for at
+// most a minute, until it says it is connected (waitFor asks again in the
+// document the page replaces its own with as it starts).
+func reopenUI(t *testing.T, ctx context.Context, url string) {
+	t.Helper()
+	// about:blank first: the same URL again would only move to its #fragment, not reload.
+	if err := chromedp.Do(bounded(t, ctx, 60*time.Second), chromedp.Navigate("about:blank"), chromedp.Navigate(url)); err != nil {
+		t.Fatalf("open the UI: %v", err)
+	}
+	waitFor(t, ctx, "the UI to connect", connected, time.Minute)
 }
 
 // headerAtPhoneSize checks the one-row header's panels at phone size:
