@@ -35,15 +35,28 @@ function fakeGateway(answers: Record<string, (p: Record<string, unknown>) => unk
   return { calls, supports: (m: string) => m in answers, request, on, emit };
 }
 
+/** Node's Buffer (the tests run in Node; the page's types do not name it). */
+type NodeBuf = { toString(enc: 'base64' | 'latin1'): string };
+const NodeBuffer = (globalThis as unknown as {
+  Buffer: { from(b: ArrayBufferLike, offset: number, length: number): NodeBuf; from(s: string, enc: 'base64'): NodeBuf };
+}).Buffer;
+
+/** A browser's atob is native; jsdom's is JavaScript and took seconds over 16 MiB of pieces on a loaded machine
+ *  (a clip read in pieces once missed its 10 s wait): the tests that move megabytes use Node's. */
+function nativeAtob() {
+  vi.stubGlobal('atob', (s: string) => NodeBuffer.from(s, 'base64').toString('latin1'));
+  return () => vi.unstubAllGlobals();
+}
+
 /** media.read over bytes (its sha256 the bytes' own unless sha is given). */
 async function reader(bytes: Uint8Array, sha?: string) {
   const digest = sha ?? Array.from(new Uint8Array(await crypto.subtle.digest('SHA-256', bytes as Uint8Array<ArrayBuffer>)), (x) => x.toString(16).padStart(2, '0')).join('');
   return (p: Record<string, unknown>) => {
     const off = Number(p.offset);
     const part = bytes.subarray(off, Math.min(bytes.length, off + Number(p.length)));
-    let bin = '';
-    for (let i = 0; i < part.length; i += 0x8000) bin += String.fromCharCode(...part.subarray(i, i + 0x8000));
-    const dataBase64 = btoa(bin);
+    // Node's own encoder: jsdom's btoa, in JavaScript, took seconds over
+    // 16 MiB on a loaded machine (the gateway's side is not under test).
+    const dataBase64 = NodeBuffer.from(part.buffer, part.byteOffset, part.length).toString('base64');
     return { id: p.id, offset: off, length: part.length, size: bytes.length, sha256: digest, eof: off + part.length >= bytes.length, dataBase64 };
   };
 }
@@ -202,9 +215,14 @@ describe('media events and large files', () => {
     const bytes = new Uint8Array(MAX_INLINE_BYTES + 1);
     for (let i = 0; i < bytes.length; i += 4096) bytes[i] = i & 0xff;
     const gw = gallery({ 'media.read': await reader(bytes) });
-    render(MediaGallery, { gw, connected: true });
-    await fireEvent.click((await screen.findAllByTestId('gallery-item'))[2]);
-    await waitFor(() => expect(screen.getByTestId('gallery-video').getAttribute('src')).toBe('blob:clip'), { timeout: 10_000 });
+    const restore = nativeAtob();
+    try {
+      render(MediaGallery, { gw, connected: true });
+      await fireEvent.click((await screen.findAllByTestId('gallery-item'))[2]);
+      await waitFor(() => expect(screen.getByTestId('gallery-video').getAttribute('src')).toBe('blob:clip'), { timeout: 10_000 });
+    } finally {
+      restore();
+    }
     const reads = gw.calls.filter((c) => c.method === 'media.read');
     expect(reads.length).toBe(Math.ceil(bytes.length / MAX_READ_BYTES));
     expect(reads.every((c) => c.params.id === HUGE && Number(c.params.length) === MAX_READ_BYTES)).toBe(true);
