@@ -1002,7 +1002,8 @@ func closedPortURL(t *testing.T) string {
 // TestTalkQueueBounded: with interrupt "queue", words said while the
 // session answers wait for the answer's end — at most 8 of them; the
 // ninth is not sent and the person is told (TALK_QUEUE_FULL, its text in
-// the event), and the eight still go once the answer ends.
+// the event), and the eight still go once the answer ends, each told to the
+// page again as it is sent (sent, no longer queued, its run).
 func TestTalkQueueBounded(t *testing.T) {
 	en := speech(t, "en", "Tell me a long story.")
 	hold := make(chan struct{})
@@ -1034,6 +1035,11 @@ func TestTalkQueueBounded(t *testing.T) {
 	ta.ev.wait(ctx, t, "chat.final", first.RunID)
 	for i := 1; i <= 8; i++ {
 		text := fmt.Sprintf("And then %d?", i)
+		// The page is told when each waiting transcript is sent (it shows it as waiting until then).
+		id := fmt.Sprintf("u%d", i)
+		if tr := transcriptOf(t, ta.ev.wait(ctx, t, "talk.transcript", `"`+id+`"`)); !tr.Sent || tr.Queued || tr.RunID == "" || tr.Text != text || tr.ErrorCode != "" {
+			t.Fatalf("%s as it was sent: %+v, want sent with its run, no longer queued", id, tr)
+		}
 		for !ta.model.asked(text) {
 			select {
 			case <-ctx.Done():

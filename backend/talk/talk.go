@@ -105,7 +105,7 @@ type talk struct {
 	opened         time.Time
 	lastAudio      time.Time
 	utt            *utterance
-	queued         []Message // transcripts waiting for the session's run to end
+	queued         []waiting // transcripts waiting for the session's run to end
 	keepLeft       bool      // ended for a reason that still delivers what was said
 	left           []Message // what was said, for the chat once the talk ended (leftover.go)
 	activeRun      string
@@ -202,7 +202,9 @@ func (t *talk) end(reason string, sendStop bool) bool {
 	// this device may no longer chat there or the gateway stops.
 	t.keepLeft = keepsLeftovers(reason)
 	if t.keepLeft {
-		t.left = append(t.left, t.queued...)
+		for _, w := range t.queued {
+			t.left = append(t.left, w.m)
+		}
 	}
 	t.utt, t.queued, t.speakQ = nil, nil, nil
 	t.mu.Unlock()
@@ -577,7 +579,7 @@ func (t *talk) transcribe(j job) {
 	m, mediaID := t.chatMessage(j, tr.Text)
 	ev.MediaID = mediaID
 	ev.Sent = true
-	runID, queued, err := t.deliver(m, false)
+	runID, queued, err := t.deliver(waiting{m: m, ev: ev}, false)
 	switch {
 	case errors.Is(err, errQueueFull):
 		ev.Sent = false
@@ -642,6 +644,14 @@ func (t *talk) keep(j job) (string, error) {
 // errQueueFull: maxWaitingSends transcripts wait already (deliver).
 var errQueueFull = errors.New("talk: transcripts queue full")
 
+// waiting is a transcript to send as the person's message: m, and ev the
+// talk.transcript that said it was queued (sendQueued tells the page
+// again, by its utterance id, when it is sent or fails).
+type waiting struct {
+	m  Message
+	ev TranscriptEvent
+}
+
 // deliver sends m, or queues it while the session answers (a run of the
 // session is active, or Send says busy); queued ones go when it ends, in
 // the order they were said. At most maxWaitingSends wait: the next is
@@ -649,16 +659,16 @@ var errQueueFull = errors.New("talk: transcripts queue full")
 // unbounded). head is true for the queue's first transcript, taken off it
 // as a run ended (sendQueued): it goes before the others, and back to the
 // front when it must wait again.
-func (t *talk) deliver(m Message, head bool) (runID string, queued bool, err error) {
-	// wait queues m (t.mu held).
+func (t *talk) deliver(w waiting, head bool) (runID string, queued bool, err error) {
+	// wait queues w (t.mu held).
 	wait := func() (bool, error) {
 		switch {
 		case head:
-			t.queued = append([]Message{m}, t.queued...)
+			t.queued = append([]waiting{w}, t.queued...)
 		case len(t.queued) >= maxWaitingSends:
 			return false, errQueueFull
 		default:
-			t.queued = append(t.queued, m)
+			t.queued = append(t.queued, w)
 		}
 		return true, nil
 	}
@@ -669,7 +679,7 @@ func (t *talk) deliver(m Message, head bool) (runID string, queued bool, err err
 		return "", queued, err
 	}
 	t.mu.Unlock()
-	sent, err := t.s.o.Chat.Send(t.ctx, m)
+	sent, err := t.s.o.Chat.Send(t.ctx, w.m)
 	if errors.Is(err, ErrBusy) {
 		t.mu.Lock()
 		queued, err = wait()
@@ -706,7 +716,7 @@ func (t *talk) runEvent(e RunEvent) {
 		t.replies[e.RunID] = r
 	}
 	var items []speakItem
-	var next *Message
+	var next *waiting
 	recheck := false
 	switch e.Kind {
 	case RunStarted:
@@ -741,9 +751,9 @@ func (t *talk) runEvent(e RunEvent) {
 			}
 		}
 		if len(t.queued) > 0 {
-			m := t.queued[0]
+			w := t.queued[0]
 			t.queued = t.queued[1:]
-			next = &m
+			next = &w
 		}
 	}
 	t.speakQ = append(t.speakQ, items...)
@@ -762,11 +772,25 @@ func (t *talk) runEvent(e RunEvent) {
 	}
 }
 
-// sendQueued sends a transcript that waited for the session's run.
-func (t *talk) sendQueued(m Message) {
-	if _, _, err := t.deliver(m, true); err != nil {
-		t.s.o.Logger.Warn("talk queued transcript not sent", "talk", t.id, "err", err)
+// sendQueued sends a transcript that waited for the session's run and
+// tells the page with a talk.transcript of the same utterance: sent, not
+// queued, with the run answering it — or not sent, CodeSendFailed. One
+// that must wait again (the session busy once more) is told nothing new.
+func (t *talk) sendQueued(w waiting) {
+	runID, queued, err := t.deliver(w, true)
+	if queued || t.ended() {
+		return
 	}
+	ev := w.ev
+	ev.Queued = false
+	if err != nil {
+		t.s.o.Logger.Warn("talk queued transcript not sent", "talk", t.id, "err", err)
+		ev.Sent = false
+		ev.failed(CodeSendFailed)
+	} else {
+		ev.RunID = runID
+	}
+	t.transcript(ev)
 }
 
 func (t *talk) poke() {
