@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -141,16 +140,7 @@ func newScreensRig(t *testing.T, tmp string, model http.Handler) (*screensRig, h
 		return talkSaid[r.lang], r.lang
 	}}
 	// The answer's voice lasts a minute: "speaking" stays until the talk is ended.
-	tts := &scriptedTTS{secs: func() float64 { return 60 }}
-	s := httptest.NewServer(stt)
-	t.Cleanup(s.Close)
-	v := httptest.NewServer(tts)
-	t.Cleanup(v.Close)
-	r.talkConfig = map[string]any{
-		"stt":       map[string]any{"baseUrl": s.URL, "model": "whisper-1"},
-		"tts":       map[string]any{"provider": "openai", "baseUrl": v.URL, "model": "tts-1", "voice": "alloy", "format": "wav"},
-		"interrupt": "cancel",
-	}
+	r.talkConfig = talkSpeechConfig(t, stt, &scriptedTTS{secs: func() float64 { return 60 }}, "cancel")
 	return r, &gatedModel{next: model, keys: talkKeys, gate: r.modelGate}
 }
 

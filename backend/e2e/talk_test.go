@@ -216,23 +216,53 @@ func (s *scriptedTTS) said() []string {
 	return append([]string(nil), s.inputs...)
 }
 
-// talkServers starts the scripted model, transcription and speech servers and returns the
-// config.json that points Talk at them (interrupt as given).
-func talkServers(t *testing.T, dir string, model http.Handler, stt *scriptedSTT, tts *scriptedTTS, interrupt string) (modelURL, config string) {
+// talkSpeechConfig starts the scripted transcription server stt and, unless tts is nil, the speech
+// server tts, and returns config.json's "talk" pointing at them: whisper-1 and, with tts, its
+// "openai" voice alloy as WAV (without, the voice is the device's own speechSynthesis); interrupt
+// as given ("" leaves the default, cancel).
+func talkSpeechConfig(t *testing.T, stt *scriptedSTT, tts *scriptedTTS, interrupt string) map[string]any {
+	t.Helper()
+	s := httptest.NewServer(stt)
+	t.Cleanup(s.Close)
+	cfg := map[string]any{"stt": map[string]any{"baseUrl": s.URL, "model": "whisper-1"}}
+	if tts != nil {
+		v := httptest.NewServer(tts)
+		t.Cleanup(v.Close)
+		cfg["tts"] = map[string]any{"provider": "openai", "baseUrl": v.URL, "model": "tts-1", "voice": "alloy", "format": "wav"}
+	}
+	if interrupt != "" {
+		cfg["interrupt"] = interrupt
+	}
+	return cfg
+}
+
+// startTalk starts the scripted model (its chat completions at /v1), the speech servers of
+// talkSpeechConfig (none when stt is nil: Talk is not set up) and the app using them (startTalkApp).
+func startTalk(t *testing.T, tmp string, model http.Handler, stt *scriptedSTT, tts *scriptedTTS, interrupt string) *mediaGateway {
 	t.Helper()
 	m := httptest.NewServer(model)
 	t.Cleanup(m.Close)
-	s := httptest.NewServer(stt)
-	t.Cleanup(s.Close)
-	v := httptest.NewServer(tts)
-	t.Cleanup(v.Close)
-	cfg := map[string]any{"talk": map[string]any{
-		"stt":       map[string]any{"baseUrl": s.URL, "model": "whisper-1"},
-		"tts":       map[string]any{"provider": "openai", "baseUrl": v.URL, "model": "tts-1", "voice": "alloy", "format": "wav"},
-		"interrupt": interrupt,
-	}}
-	b, _ := json.Marshal(cfg)
-	return m.URL + "/v1", string(b)
+	config := ""
+	if stt != nil {
+		b, err := json.Marshal(map[string]any{"talk": talkSpeechConfig(t, stt, tts, interrupt)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		config = string(b)
+	}
+	return startTalkApp(t, tmp, config, m.URL+"/v1")
+}
+
+// openTalkPage opens g's UI in a new headless Chromium (its profile in dir, its microphone and other
+// flags as given, e.g. micFlags) and waits until the UI is connected.
+func openTalkPage(t *testing.T, chromium, dir string, g *mediaGateway, flags ...chromedp.ExecAllocatorOption) context.Context {
+	t.Helper()
+	ctx := newBrowser(t, chromium, dir, flags...)
+	if err := chromedp.Do(ctx, chromedp.Navigate(g.uiURL)); err != nil {
+		t.Fatalf("navigate: %v", err)
+	}
+	waitFor(t, ctx, "the UI to connect", connected, 30*time.Second)
+	return ctx
 }
 
 // startTalkApp runs the app with config in its home, on 127.0.0.2 (a phone may pair), the model
@@ -341,7 +371,8 @@ func pushToTalk(t *testing.T, ctx context.Context, want string) {
 // paired phone: espeak-ng's speech reaches the scripted transcription server whole (it decodes,
 // and lasts at least as long as the speech), the transcript lands in the input, Enter sends it,
 // the model gets it, and the scripted speech server's audio for the answer is played by the page
-// (play, then ended). Screenshots of the button's states and Settings → Talk, en and zh.
+// (play, then ended). The talk ends with a mouse click where End talk was while the voice played
+// (nothing moves as the voice stops). Screenshots of the button's states and Settings → Talk, en and zh.
 func TestTalkDesktopAndPhone(t *testing.T) {
 	if testing.Short() {
 		t.Skip("e2e: skipped in -short mode")
@@ -357,8 +388,7 @@ func TestTalkDesktopAndPhone(t *testing.T) {
 	stt := &scriptedSTT{dir: tmp, text: func() (string, string) { mu.Lock(); defer mu.Unlock(); return transcript, tlang }}
 	tts := &scriptedTTS{secs: func() float64 { return 1.5 }}
 	model := &scriptedModel{reply: "It is sunny. 天气晴朗。", delay: 20 * time.Millisecond}
-	modelURL, cfg := talkServers(t, tmp, model, stt, tts, "cancel")
-	g := startTalkApp(t, tmp, cfg, modelURL)
+	g := startTalk(t, tmp, model, stt, tts, "cancel")
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("the speech server was asked for %q; the transcription server got %+v", tts.said(), stt.uploads())
@@ -376,14 +406,11 @@ func TestTalkDesktopAndPhone(t *testing.T) {
 		transcript, tlang = c.text, c.tlang
 		mu.Unlock()
 		n := len(stt.uploads())
-		ctx := newBrowser(t, chromium, filepath.Join(tmp, "desk-"+c.lang), micFlags(c.wav, true)...)
-		if err := chromedp.Do(ctx, chromedp.Navigate(g.uiURL)); err != nil {
-			t.Fatalf("navigate: %v", err)
-		}
-		waitFor(t, ctx, "the UI to connect", connected, 30*time.Second)
+		ctx := openTalkPage(t, chromium, filepath.Join(tmp, "desk-"+c.lang), g, micFlags(c.wav, true)...)
 		js[bool](t, ctx, `(() => { const s = document.querySelector('[data-testid=lang-select]'); s.value = '`+c.lang+`'; s.dispatchEvent(new Event('change', {bubbles: true})); return true; })()`)
 		shot(t, ctx, "talk-button-off-"+c.lang+".png")
 		pushToTalk(t, ctx, c.text)
+		endX, endY := endWhileSpeaking(t, ctx)
 		up := stt.uploads()[n:]
 		if len(up) != 1 {
 			t.Fatalf("%s: the transcription server got %d uploads, want 1: %+v", c.lang, len(up), up)
@@ -407,9 +434,9 @@ func TestTalkDesktopAndPhone(t *testing.T) {
 		if len(tts.said()) == 0 {
 			t.Errorf("%s: the speech server was asked for nothing", c.lang)
 		}
-		shot(t, ctx, "talk-button-on-"+c.lang+".png")
+		shotViewport(t, ctx, "talk-button-on-"+c.lang+".png")
 		axeCheck(t, ctx, "the talk controls ("+c.lang+")")
-		endTalk(t, ctx, `[data-testid=chat-view]:not([hidden]) [data-testid=talk-end]`)
+		clickEndAt(t, ctx, endX, endY)
 		// Settings → Talk, for the closing note's screenshots.
 		click(t, ctx, `[data-testid=open-settings]`)
 		waitFor(t, ctx, "Settings → Talk", `document.querySelector('[data-testid=talk-stt-base]')?.value.startsWith('http://127.0.0.1:')`, 30*time.Second)
@@ -440,6 +467,7 @@ func TestTalkDesktopAndPhone(t *testing.T) {
 	waitFor(t, phone, "the chat on the phone", `!!document.querySelector('[data-testid=chat-input]')?.offsetParent && !document.querySelector('[data-testid=chat-unavailable]') && !!document.querySelector('[data-testid=chat-view]:not([hidden]) [data-testid=talk-button]')`, 30*time.Second)
 	shotViewport(t, phone, "talk-phone-off-en.png")
 	pushToTalk(t, phone, onPhone)
+	endX, endY := endWhileSpeaking(t, phone)
 	if up := stt.uploads()[n:]; len(up) != 1 || up[0].Err != "" || up[0].Seconds < enSecs*0.9 {
 		t.Errorf("the phone's utterance at the transcription server: %+v (the speech lasts %.2f s)", up, enSecs)
 	}
@@ -449,9 +477,9 @@ func TestTalkDesktopAndPhone(t *testing.T) {
 	}
 	shotViewport(t, phone, "talk-phone-on-en.png")
 	axeCheck(t, phone, "the talk controls on the phone")
-	js[bool](t, phone, `(() => { const s = document.querySelector('[data-testid=lang-select]'); s.value = 'zh'; s.dispatchEvent(new Event('change', {bubbles: true})); return true; })()`)
-	waitFor(t, phone, "the phone in zh", `document.documentElement.lang.startsWith('zh')`, 10*time.Second)
-	shotViewport(t, phone, "talk-phone-on-zh.png")
+	clickEndAt(t, phone, endX, endY)
+	setLang(t, phone, "zh")
+	shotViewport(t, phone, "talk-phone-off-zh.png")
 }
 
 // TestTalkContinuousInterrupt: continuous mode sends what was heard as the person's message; the
@@ -471,14 +499,8 @@ func TestTalkContinuousInterrupt(t *testing.T) {
 	tts := &scriptedTTS{secs: func() float64 { return 60 }}
 	// The answer streams slowly (its first sentence first): the run is still going when it is interrupted.
 	model := &scriptedModel{reply: "Your calendar is full today. " + strings.Repeat("And then there is more. ", 120), delay: 250 * time.Millisecond}
-	modelURL, cfg := talkServers(t, tmp, model, stt, tts, "cancel")
-	g := startTalkApp(t, tmp, cfg, modelURL)
-
-	ctx := newBrowser(t, chromium, filepath.Join(tmp, "desk"), micFlags(wav, false)...)
-	if err := chromedp.Do(ctx, chromedp.Navigate(g.uiURL)); err != nil {
-		t.Fatalf("navigate: %v", err)
-	}
-	waitFor(t, ctx, "the UI to connect", connected, 30*time.Second)
+	g := startTalk(t, tmp, model, stt, tts, "cancel")
+	ctx := openTalkPage(t, chromium, filepath.Join(tmp, "desk"), g, micFlags(wav, false)...)
 	click(t, ctx, `[data-testid=talk-continuous]`)
 	waitFor(t, ctx, "the person's words sent", hasUserMessage("What is on my calendar?"), 90*time.Second)
 	shot(t, ctx, "talk-button-continuous-en.png")
@@ -512,11 +534,7 @@ func TestTalkContinuousInterrupt(t *testing.T) {
 
 	// Silence: continuous mode hears no utterance in 5 s of it (250 frames analysed).
 	n := len(stt.uploads())
-	quiet := newBrowser(t, chromium, filepath.Join(tmp, "quiet"), micFlags(silentWAV(t, tmp, 30), false)...)
-	if err := chromedp.Do(quiet, chromedp.Navigate(g.uiURL)); err != nil {
-		t.Fatalf("navigate: %v", err)
-	}
-	waitFor(t, quiet, "the UI to connect", connected, 30*time.Second)
+	quiet := openTalkPage(t, chromium, filepath.Join(tmp, "quiet"), g, micFlags(silentWAV(t, tmp, 30), false)...)
 	click(t, quiet, `[data-testid=talk-continuous]`)
 	waitFor(t, quiet, "5 s of silence analysed", talkSel+`?.dataset.talkFrames >= 250`, 120*time.Second)
 	if ev := talkEvents(t, quiet); strings.Contains(ev, "vad-") {
@@ -536,15 +554,8 @@ func TestTalkNothingConfigured(t *testing.T) {
 	}
 	chromium := chromiumtest.Path(t)
 	tmp := t.TempDir()
-	model := &scriptedModel{reply: "ok", delay: time.Millisecond}
-	m := httptest.NewServer(model)
-	t.Cleanup(m.Close)
-	g := startTalkApp(t, tmp, "", m.URL+"/v1")
-	ctx := newBrowser(t, chromium, filepath.Join(tmp, "desk"), micFlags(silentWAV(t, tmp, 5), false)...)
-	if err := chromedp.Do(ctx, chromedp.Navigate(g.uiURL)); err != nil {
-		t.Fatalf("navigate: %v", err)
-	}
-	waitFor(t, ctx, "the UI to connect", connected, 30*time.Second)
+	g := startTalk(t, tmp, &scriptedModel{reply: "ok", delay: time.Millisecond}, nil, nil, "")
+	ctx := openTalkPage(t, chromium, filepath.Join(tmp, "desk"), g, micFlags(silentWAV(t, tmp, 5), false)...)
 	for _, c := range []struct{ lang, says string }{{"en", "speech-to-text server"}, {"zh", "语音转文字服务器"}} {
 		js[bool](t, ctx, `(() => { const s = document.querySelector('[data-testid=lang-select]'); s.value = '`+c.lang+`'; s.dispatchEvent(new Event('change', {bubbles: true})); return true; })()`)
 		click(t, ctx, `[data-testid=talk-button]`)
@@ -646,7 +657,8 @@ func (m *heldTalkModel) requests() (asked, log []string) {
 // it at once (the audio element paused before its end), and the new words wait for the answer
 // being given: the model is asked them only after its first answer streamed whole (not cancelled;
 // the answer is held open until the new words have been heard, so they must queue), in order, and
-// the first answer ends final in the chat.
+// the first answer ends final in the chat. While they wait the chat shows them as the person's
+// message marked waiting; once sent, the real message takes its place.
 func TestTalkInterruptQueue(t *testing.T) {
 	if testing.Short() {
 		t.Skip("e2e: skipped in -short mode")
@@ -681,14 +693,8 @@ func TestTalkInterruptQueue(t *testing.T) {
 		}
 	}
 	t.Cleanup(release)
-	modelURL, cfg := talkServers(t, tmp, model, stt, tts, "queue")
-	g := startTalkApp(t, tmp, cfg, modelURL)
-
-	ctx := newBrowser(t, chromium, filepath.Join(tmp, "desk"), micFlags(wav, false)...)
-	if err := chromedp.Do(ctx, chromedp.Navigate(g.uiURL)); err != nil {
-		t.Fatalf("navigate: %v", err)
-	}
-	waitFor(t, ctx, "the UI to connect", connected, 30*time.Second)
+	g := startTalk(t, tmp, model, stt, tts, "queue")
+	ctx := openTalkPage(t, chromium, filepath.Join(tmp, "desk"), g, micFlags(wav, false)...)
 	click(t, ctx, `[data-testid=talk-continuous]`)
 	waitFor(t, ctx, "the person's words sent", hasUserMessage(first), 90*time.Second)
 	waitTalk(t, ctx, "the first answer's voice playing", talkSel+`?.dataset.talkEvents.split(' ').some(e => e.startsWith('play:'))`, 90*time.Second)
@@ -714,16 +720,22 @@ func TestTalkInterruptQueue(t *testing.T) {
 	if played == "" || stopped != played {
 		t.Errorf("the interrupted voice (%q) is not the first answer's (%q): %v", stopped, played, ev)
 	}
-	// The new words are heard while the first answer is still held open: they wait (the page says so).
+	// The new words are heard while the first answer is still held open: they wait, shown in the
+	// chat as the person's message marked waiting.
 	waitTalk(t, ctx, "the new words heard and queued", talkSel+`?.dataset.talkEvents.split(' ').some(e => e.startsWith('heard:') && e.endsWith(':queued'))`, 120*time.Second)
-	if got := text(t, ctx, `[data-testid=chat-view]:not([hidden]) [data-testid=talk-note]`); !strings.Contains(got, "sent when the current answer ends") {
-		t.Errorf("the page's note on the queued words: %q", got)
+	waitFor(t, ctx, "the queued words in the chat, waiting", waitingBubble(second)+` !== null`, 30*time.Second)
+	if got := js[string](t, ctx, waitingBubble(second)+`?.textContent ?? ''`); !strings.Contains(got, "sent when the current answer ends") {
+		t.Errorf("the waiting words' bubble says %q: want it marked as waiting", got)
 	}
+	if js[bool](t, ctx, hasUserMessage(second)) {
+		t.Errorf("the queued words show as a sent message before they were sent")
+	}
+	shootWaiting(t, ctx)
 	if asked, log := model.requests(); len(asked) != 1 || !slices.Equal(log, []string{"start"}) {
 		t.Fatalf("the model was asked %q (%v) before the first answer ended: the new words did not wait", asked, log)
 	}
 	release()
-	waitFor(t, ctx, "the queued words in the chat", hasUserMessage(second), 90*time.Second)
+	waitFor(t, ctx, "the queued words in the chat as sent, no longer waiting", hasUserMessage(second)+` && `+waitingBubble(second)+` === null`, 90*time.Second)
 	waitFor(t, ctx, "the first answer final", `[...document.querySelectorAll('[data-testid=chat-message][data-role=assistant]')].some(m => m.dataset.state === 'final' && m.textContent.includes('three meetings'))`, 60*time.Second)
 	deadline := time.NewTimer(90 * time.Second)
 	defer deadline.Stop()
@@ -765,19 +777,8 @@ func TestTalkBrowserVoice(t *testing.T) {
 	enWAV, _ := speechWAV(t, tmp, "en", "Please tell me about the weather today.", 2, 1)
 	const heard, answer = "Tell me about the weather today.", "It is sunny and warm. 天气晴朗，很暖和。"
 	stt := &scriptedSTT{dir: tmp, text: func() (string, string) { return heard, "en" }}
-	model := &scriptedModel{reply: answer, delay: 20 * time.Millisecond}
-	m := httptest.NewServer(model)
-	t.Cleanup(m.Close)
-	s := httptest.NewServer(stt)
-	t.Cleanup(s.Close)
-	cfg, _ := json.Marshal(map[string]any{"talk": map[string]any{"stt": map[string]any{"baseUrl": s.URL}}})
-	g := startTalkApp(t, tmp, string(cfg), m.URL+"/v1")
-
-	ctx := newBrowser(t, chromium, filepath.Join(tmp, "desk"), micFlags(enWAV, true)...)
-	if err := chromedp.Do(ctx, chromedp.Navigate(g.uiURL)); err != nil {
-		t.Fatalf("navigate: %v", err)
-	}
-	waitFor(t, ctx, "the UI to connect", connected, 30*time.Second)
+	g := startTalk(t, tmp, &scriptedModel{reply: answer, delay: 20 * time.Millisecond}, stt, nil, "")
+	ctx := openTalkPage(t, chromium, filepath.Join(tmp, "desk"), g, micFlags(enWAV, true)...)
 	pushToTalk(t, ctx, heard)
 	// Every sentence handed to speechSynthesis, and the last one settled.
 	spoken := func() (texts []string, settled bool, ev []string) {
@@ -845,9 +846,7 @@ func TestTalkBrowserVoice(t *testing.T) {
 }
 
 // endTalk ends the talk with the keyboard (the End button focused, Enter) and waits for the
-// controls to say it is off. Not a mouse click: the button moves left when the voice stops (the
-// "Stop voice" link before it goes away), and a click aimed while it moved landed beside it
-// (a CI run: the talk stayed open until the page closed).
+// controls to say it is off. (clickEndAt ends it with the mouse.)
 func endTalk(t *testing.T, ctx context.Context, sel string) {
 	t.Helper()
 	waitFor(t, ctx, "the End button", `!!document.querySelector(`+jsString(sel)+`)`, 30*time.Second)
@@ -858,4 +857,76 @@ func endTalk(t *testing.T, ctx context.Context, sel string) {
 		t.Fatalf("press Enter on %s: %v", sel, err)
 	}
 	waitFor(t, ctx, "the talk ended", talkSel+`?.dataset.talkState === 'off'`, 30*time.Second)
+}
+
+// endWhileSpeaking waits until the talk's voice plays and returns where End talk is then: the centre
+// of its box in the viewport, CSS pixels (read in the same look as the state, so it is the place a
+// person sees while the voice plays).
+func endWhileSpeaking(t *testing.T, ctx context.Context) (x, y float64) {
+	t.Helper()
+	where := `(() => { const tk = ` + talkSel + `; const b = tk?.querySelector('[data-testid=talk-end]'); if (tk?.dataset.talkState !== 'speaking' || !b) return '';
+		const r = b.getBoundingClientRect(); return JSON.stringify({x: r.left + r.width / 2, y: r.top + r.height / 2}); })()`
+	out, err := chromedp.Run(bounded(t, ctx, 100*time.Second), chromedp.Poll[string](where, chromedp.WithPollingTimeout(90*time.Second), chromedp.WithPollingInterval(50*time.Millisecond)))
+	if err != nil {
+		t.Fatalf("waiting for the voice with End talk shown: %v (events %s)", err, talkEvents(t, ctx))
+	}
+	var p struct{ X, Y float64 }
+	if err := json.Unmarshal([]byte(out), &p); err != nil {
+		t.Fatalf("End talk's place %q: %v", out, err)
+	}
+	return p.X, p.Y
+}
+
+// clickEndAt waits for the voice to stop (played to its end), then ends the talk with a real mouse
+// click at (x, y), where End talk was while it played (endWhileSpeaking), and waits for the talk to
+// be off: a person aiming at End as the voice stops must not miss it (a CI run's click landed beside
+// it when the button moved left as "Stop voice" went away, and the talk stayed open).
+func clickEndAt(t *testing.T, ctx context.Context, x, y float64) {
+	t.Helper()
+	waitTalk(t, ctx, "the voice stopped", talkSel+`?.dataset.talkEvents.split(' ').some(e => e.startsWith('ended:')) && `+talkSel+`?.dataset.talkState !== 'speaking'`, 60*time.Second)
+	// The page has laid out what the stopped voice changed (two frames).
+	if _, err := chromedp.Run(bounded(t, ctx, 30*time.Second), chromedp.Evaluate[bool](`new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))`, chromedp.EvalAwaitPromise)); err != nil {
+		t.Fatalf("wait for the page's layout: %v", err)
+	}
+	if err := chromedp.Do(bounded(t, ctx, 30*time.Second), chromedp.MouseClickXY(x, y)); err != nil {
+		t.Fatalf("click at (%.0f, %.0f): %v", x, y, err)
+	}
+	if _, err := chromedp.Run(bounded(t, ctx, 40*time.Second), chromedp.Poll[bool](talkSel+`?.dataset.talkState === 'off'`, chromedp.WithPollingTimeout(30*time.Second), chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
+		now := js[string](t, ctx, `(() => { const b = `+talkSel+`?.querySelector('[data-testid=talk-end]'); if (!b) return 'gone'; const r = b.getBoundingClientRect(); return '(' + Math.round(r.left) + '…' + Math.round(r.right) + ', ' + Math.round(r.top) + '…' + Math.round(r.bottom) + ')'; })()`)
+		t.Fatalf("a click at (%.0f, %.0f), where End talk was while the voice played, did not end the talk once the voice stopped: End talk is now at %s (state %s)",
+			x, y, now, js[string](t, ctx, talkSel+`?.dataset.talkState ?? ''`))
+	}
+}
+
+// waitingBubble is a JS expression: the visible chat's waiting-words bubble (Talk, interrupt
+// "queue") that says words, or null.
+func waitingBubble(words string) string {
+	return `([...document.querySelectorAll('[data-testid=chat-view]:not([hidden]) [data-testid=chat-talk-waiting]')].find(e => e.textContent.includes(` + jsString(words) + `)) ?? null)`
+}
+
+// shootWaiting saves screenshots of the chat with words waiting (ATRIUM_E2E_OUT set): the desktop
+// and a 390×844 phone viewport, in English and Chinese; it leaves the page as it found it (English,
+// the desktop's size).
+func shootWaiting(t *testing.T, ctx context.Context) {
+	t.Helper()
+	if os.Getenv("ATRIUM_E2E_OUT") == "" {
+		return
+	}
+	for _, size := range []struct {
+		name string
+		w, h int64
+	}{{"desktop", 1440, 900}, {"phone", 390, 844}} {
+		if err := chromedp.Do(bounded(t, ctx, 30*time.Second), chromedp.EmulateViewport(size.w, size.h)); err != nil {
+			t.Fatalf("viewport %s: %v", size.name, err)
+		}
+		for _, lang := range []string{"en", "zh"} {
+			setLang(t, ctx, lang)
+			js[bool](t, ctx, `(() => { const l = document.querySelector('[data-testid=chat-view]:not([hidden]) ol.messages'); if (l) l.scrollTop = l.scrollHeight; return true; })()`)
+			shotViewport(t, ctx, "talk-waiting-"+size.name+"-"+lang+".png")
+		}
+	}
+	setLang(t, ctx, "en")
+	if err := chromedp.Do(bounded(t, ctx, 30*time.Second), chromedp.EmulateViewport(1280, 900)); err != nil {
+		t.Fatalf("viewport back: %v", err)
+	}
 }

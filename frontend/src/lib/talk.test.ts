@@ -14,6 +14,7 @@ import {
   jsonMsg,
   parseMsg,
   pickTalkType,
+  reduceWaiting,
   talkErrorKey,
   utteranceErrorKey,
   voiceFailureKey,
@@ -680,5 +681,38 @@ describe('what a failure says', () => {
     expect(talkErrorKey('NO_CHANNEL')).toBe('talk.err.noChannel');
     expect(talkErrorKey('UNAVAILABLE')).toBe('talk.err.busy');
     expect(talkErrorKey('SOMETHING_NEW')).toBe('talk.err.other');
+  });
+});
+
+describe('words waiting for the current answer (interrupt "queue")', () => {
+  const tr = (over: Partial<TranscriptEvent>): TranscriptEvent => ({ talkId: 't1', utteranceId: 'u1', text: 'And tomorrow?', lang: 'en', durationMs: 900, sent: true, ...over });
+
+  it('shows each queued transcript until it is sent, then marks it with its run', () => {
+    let c = reduceWaiting([], tr({ queued: true }), 1000);
+    c = reduceWaiting(c.waiting, tr({ utteranceId: 'u2', text: '后天呢？', queued: true }), 2000);
+    expect(c.waiting).toEqual([
+      { utteranceId: 'u1', text: 'And tomorrow?', at: 1000 },
+      { utteranceId: 'u2', text: '后天呢？', at: 2000 },
+    ]);
+    expect(reduceWaiting(c.waiting, tr({ queued: true })).waiting).toBe(c.waiting); // said once, shown once
+    c = reduceWaiting(c.waiting, tr({ runId: 'r2' }));
+    expect(c.dropped).toBeUndefined();
+    expect(c.waiting).toEqual([
+      { utteranceId: 'u1', text: 'And tomorrow?', at: 1000, runId: 'r2' },
+      { utteranceId: 'u2', text: '后天呢？', at: 2000 },
+    ]);
+  });
+
+  it('drops a waiting transcript whose send failed, and says a refused one (TALK_QUEUE_FULL) was never sent', () => {
+    const c = reduceWaiting([], tr({ queued: true }), 1000);
+    const failed = reduceWaiting(c.waiting, tr({ sent: false, errorCode: 'TALK_SEND_FAILED' }));
+    expect(failed.waiting).toEqual([]);
+    expect(failed.dropped).toEqual({ utteranceId: 'u1', text: 'And tomorrow?', at: 1000 });
+    const full = reduceWaiting(c.waiting, tr({ utteranceId: 'u9', text: 'One more?', sent: false, errorCode: 'TALK_QUEUE_FULL' }));
+    expect(full.waiting).toBe(c.waiting);
+    expect(full.dropped).toEqual({ utteranceId: 'u9', text: 'One more?' });
+    // A transcript sent at once, or put in the input (push-to-talk), never waits.
+    expect(reduceWaiting([], tr({ runId: 'r1' })).waiting).toEqual([]);
+    expect(reduceWaiting([], tr({ sent: false })).waiting).toEqual([]);
   });
 });

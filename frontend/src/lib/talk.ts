@@ -550,6 +550,8 @@ export interface TranscriptEvent {
   sent: boolean;
   /** Sent, but waiting for the session's current answer to end (interrupt "queue", or the session busy). */
   queued?: boolean;
+  /** The run answering it, once it was sent (a queued transcript's second event carries it). */
+  runId?: string;
   voiceCommand?: { kind: string; applied: boolean | string | number };
   /** A failed utterance's code (TALK_STT_FAILED, TALK_STT_UNREACHABLE, TALK_NO_AUDIO, TALK_STT_BUSY, TALK_SEND_FAILED, TALK_QUEUE_FULL): the page words it (utteranceErrorKey). */
   errorCode?: string;
@@ -719,6 +721,7 @@ export class Talk {
           durationMs: num(p.durationMs, 0),
           sent: p.sent === true,
           queued: p.queued === true,
+          runId: str(p.runId) || undefined,
           voiceCommand: p.voiceCommand && typeof p.voiceCommand === 'object' ? p.voiceCommand : undefined,
           errorCode: str(p.errorCode) || undefined,
           error: str(p.error) || undefined,
@@ -1110,3 +1113,48 @@ export function utteranceErrorKey(
       return 'talk.uttErr.other';
   }
 }
+
+/**
+ * Words heard in continuous talk that wait for the session's current answer (interrupt "queue"):
+ * the chat shows each as the person's message marked waiting until it is sent. `runId` is set once
+ * it was sent (the run answering it): the chat then shows the real message in its place.
+ */
+export interface WaitingWords {
+  utteranceId: string;
+  text: string;
+  runId?: string;
+  /** The talk ended with these words still waiting: the gateway sends them once the answer ends and
+   * says nothing more (docs/PROTOCOL.md), so the chat shows them until it has a message of theirs. */
+  afterTalk?: boolean;
+  /** When they were heard (ms since the epoch): only a message from then on is theirs. */
+  at?: number;
+}
+
+/** What one talk.transcript did to the waiting words: the new list, and the words it dropped (never sent) if any. */
+export interface WaitingChange {
+  waiting: WaitingWords[];
+  dropped?: WaitingWords;
+}
+
+/**
+ * reduceWaiting applies a talk.transcript to the waiting words (docs/PROTOCOL.md "Talk": a queued
+ * transcript comes once with `queued`, then again by its utterance id when it was sent — `runId` —
+ * or failed — `errorCode`, not sent). A transcript refused at once as TALK_QUEUE_FULL never waited:
+ * it is returned as dropped so the page can say which words were not sent. At most
+ * MAX_WAITING_WORDS are kept (the gateway's bound is 8): the oldest beyond go.
+ */
+export function reduceWaiting(list: WaitingWords[], tr: TranscriptEvent, now = Date.now()): WaitingChange {
+  const i = list.findIndex((w) => w.utteranceId === tr.utteranceId);
+  if (tr.sent && tr.queued && tr.text.trim()) {
+    if (i >= 0) return { waiting: list };
+    return { waiting: [...list, { utteranceId: tr.utteranceId, text: tr.text, at: now }].slice(-MAX_WAITING_WORDS) };
+  }
+  if (i < 0) {
+    return tr.errorCode === 'TALK_QUEUE_FULL' && tr.text.trim() ? { waiting: list, dropped: { utteranceId: tr.utteranceId, text: tr.text } } : { waiting: list };
+  }
+  if (tr.sent) return { waiting: list.map((w, j) => (j === i ? { ...w, runId: tr.runId ?? '' } : w)) };
+  return { waiting: list.filter((_, j) => j !== i), dropped: list[i] };
+}
+
+/** How many waiting words the page shows at most (the gateway lets 8 wait per talk). */
+export const MAX_WAITING_WORDS = 16;
