@@ -32,10 +32,10 @@ describe('talkNoteText', () => {
 
 describe('words not sent', () => {
   it('names them after the note, each quoted, in the page language', () => {
-    const full = { key: 'talk.uttErr.queueFull', words: ['And one more?'] } as const;
+    const full: TalkNote = { key: 'talk.uttErr.queueFull', words: ['And one more?'] };
     expect(talkNoteText(full, 'en')).toMatch(/not sent: say it again once it ends\. Not sent: “And one more\?”$/);
     expect(talkNoteText(full, 'zh')).toMatch(/这段没有发送：请在回答结束后再说一次。未发送：“And one more\?”$/);
-    const ended = { key: 'talk.ended', reason: 'forbidden', words: ['明天呢？', 'And later?'], wordsKey: 'talk.waitingDropped' } as const;
+    const ended: TalkNote = { key: 'talk.ended', reason: 'forbidden', words: ['明天呢？', 'And later?'], wordsKey: 'talk.waitingDropped' };
     expect(talkNoteText(ended, 'en')).toContain('Not sent, because the talk ended: “明天呢？”, “And later?”');
     expect(talkNoteText(ended, 'zh')).toContain('以下内容未发送：“明天呢？”、“And later?”');
   });
