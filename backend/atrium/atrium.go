@@ -99,6 +99,10 @@ type Options struct {
 	// than talk.MaxSpeechQueued (1 MiB) of the voice unread this long
 	// (talk.Options.SpeechStall; 0: talk.DefaultSpeechStall, 30 s).
 	TalkSpeechStall time.Duration
+	// TalkSpeechStart bounds the wait for a speech server's answer to
+	// begin; past it the reply goes to the page's own voice
+	// (talk.Options.SpeechStart; 0: talk.DefaultSpeechStart, 15 s).
+	TalkSpeechStart time.Duration
 	// Focus brings the app's window to the front (app.focus: a second
 	// double-click asks the running app for it); nil: there is no window.
 	Focus func()
@@ -555,7 +559,7 @@ func New(ctx context.Context, o Options) (_ *App, err error) {
 	if err := a.newLive(o.Logger); err != nil {
 		return nil, err
 	}
-	if err := a.newTalk(o.TalkNow, o.TalkSpeechStall, o.Logger); err != nil {
+	if err := a.newTalk(o.TalkNow, o.TalkSpeechStall, o.TalkSpeechStart, o.Logger); err != nil {
 		return nil, err
 	}
 	if err := a.newCanvas(ctx, o, o.Logger); err != nil {

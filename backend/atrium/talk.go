@@ -23,10 +23,10 @@ import (
 // operator device only for the profiles its scope chats with; a refusal
 // is FORBIDDEN and audited), the settings in force read at each talk.open,
 // kept audio into App.Media, talks ended when their connection closes.
-// Chat's events reach it through chatEmit. now and stall are
-// Options.TalkNow and Options.TalkSpeechStall (zero values: the talk
-// package's defaults).
-func (a *App) newTalk(now func() time.Time, stall time.Duration, log *slog.Logger) error {
+// Chat's events reach it through chatEmit. now, stall and start are
+// Options.TalkNow, Options.TalkSpeechStall and Options.TalkSpeechStart
+// (zero values: the talk package's defaults).
+func (a *App) newTalk(now func() time.Time, stall, start time.Duration, log *slog.Logger) error {
 	svc, err := talk.New(talk.Options{
 		Gateway:     a.Gateway,
 		Chat:        talkChat{c: a.Chat},
@@ -35,6 +35,7 @@ func (a *App) newTalk(now func() time.Time, stall time.Duration, log *slog.Logge
 		Store:       a.Media,
 		Audit:       a.Audit,
 		SpeechStall: stall,
+		SpeechStart: start,
 		Now:         now,
 		Logger:      log,
 		Accept: func(ctx context.Context, peer net.IP, offer string, h talk.Hooks) (talk.Conn, string, error) {

@@ -113,42 +113,63 @@ func TestTalkEndKeepsWhatWasSaid(t *testing.T) {
 	waitAsked(ctx, t, ta.model, "And then what?")
 }
 
-// TestTalkSpeechServerDownOncePerAnswer: the speech server fails (here at
-// once, HTTP 503; a slow one fails at its 60 s bound): the answer's first
-// sentence is said by the page's own voice (T), and so are the rest of that
-// answer, without asking the server again — before, each sentence waited
-// for its own failure (a slow server: a minute of silence per sentence).
-// The next answer tries the server again.
+// TestTalkSpeechServerDownOncePerAnswer: the speech server fails — at
+// once (HTTP 503), or it never begins its answer (stuck: past
+// Options.TalkSpeechStart, 15 s by default, 1 s here; before that bound
+// each sentence waited out the 60 s HTTP timeout in silence) — and the
+// answer's first sentence is said by the page's own voice (T), and so are
+// the rest of that answer, without asking the server again. The next
+// answer tries the server again.
 func TestTalkSpeechServerDownOncePerAnswer(t *testing.T) {
 	en := speech(t, "en", "Tell me three things.")
-	ta := newTalkApp(t, map[string]string{"Tell me three things.": "One is first. Two is second. Three is third."}, nil)
-	ctx := ta.ctx
-	var mu sync.Mutex
-	asked := 0
-	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		mu.Lock()
-		asked++
-		mu.Unlock()
-		http.Error(w, "down", http.StatusServiceUnavailable)
-	}))
-	t.Cleanup(down.Close)
-	ta.patchT(t, map[string]any{"tts": map[string]any{"provider": "openai", "baseUrl": down.URL}})
-	open := ta.open(t, ta.admin, map[string]any{"sessionKey": "main/", "mode": "continuous"})
-	peer := dialTalk(ctx, t, ta.admin, open.TalkID)
-	for round := 1; round <= 2; round++ {
-		ta.stt.answers <- sttAnswer{"Tell me three things.", "english"}
-		peer.utter(t, fmt.Sprintf("r%d", round), en, true)
-		r := peer.reply(ctx, t)
-		if len(r.says) != 3 || len(r.audio) != 0 {
-			t.Fatalf("answer %d: %d sentences as T, %d as audio; want all 3 said by the page's voice: %+v", round, len(r.says), len(r.audio), r)
-		}
-		mu.Lock()
-		n := asked
-		mu.Unlock()
-		if n != round {
-			t.Errorf("after answer %d the speech server was asked %d times, want %d (once per answer)", round, n, round)
-		}
+	stuck := make(chan struct{})
+	t.Cleanup(func() { close(stuck) })
+	for _, tc := range []struct {
+		name string
+		fail func(w http.ResponseWriter, r *http.Request)
+	}{
+		{"down", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "down", http.StatusServiceUnavailable) }},
+		{"stuck", func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-r.Context().Done():
+			case <-stuck:
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ta := newTalkAppWith(t, map[string]string{"Tell me three things.": "One is first. Two is second. Three is third."}, nil,
+				func(o *Options) { o.TalkSpeechStart = time.Second })
+			var mu sync.Mutex
+			asked := 0
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				mu.Lock()
+				asked++
+				mu.Unlock()
+				tc.fail(w, r)
+			}))
+			t.Cleanup(srv.Close)
+			ta.patchT(t, map[string]any{"tts": map[string]any{"provider": "openai", "baseUrl": srv.URL}})
+			open := ta.open(t, ta.admin, map[string]any{"sessionKey": "main/", "mode": "continuous"})
+			peer := dialTalk(ta.ctx, t, ta.admin, open.TalkID)
+			for round := 1; round <= 2; round++ {
+				ta.stt.answers <- sttAnswer{"Tell me three things.", "english"}
+				peer.utter(t, fmt.Sprintf("r%d", round), en, true)
+				// Well inside the 60 s HTTP bound: a stuck server must not hold the voice that long.
+				ctx, cancel := context.WithTimeout(ta.ctx, 45*time.Second)
+				r := peer.reply(ctx, t)
+				cancel()
+				if len(r.says) != 3 || len(r.audio) != 0 {
+					t.Fatalf("answer %d: %d sentences as T, %d as audio; want all 3 said by the page's voice: %+v", round, len(r.says), len(r.audio), r)
+				}
+				mu.Lock()
+				n := asked
+				mu.Unlock()
+				if n != round {
+					t.Errorf("after answer %d the speech server was asked %d times, want %d (once per answer)", round, n, round)
+				}
+			}
+		})
 	}
 }
 

@@ -259,6 +259,10 @@ type Options struct {
 	// ended (leftover.go) waits for its session to be free (10 min);
 	// what still waits then is dropped, and logged.
 	LeftoverTimeout time.Duration
+	// SpeechStart bounds the wait for a speech server's answer to begin
+	// (DefaultSpeechStart, 15 s); past it the sentence and the rest of its
+	// answer go to the page's own voice.
+	SpeechStart time.Duration
 	// HTTP is the client for the speech servers (nil: DefaultHTTPTimeout).
 	HTTP *http.Client
 	// Now is the clock of the bounds (time.Now).
@@ -290,6 +294,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SpeechStall <= 0 {
 		o.SpeechStall = DefaultSpeechStall
+	}
+	if o.SpeechStart <= 0 {
+		o.SpeechStart = DefaultSpeechStart
 	}
 	if o.OpenTimeout <= 0 {
 		o.OpenTimeout = DefaultOpenTimeout

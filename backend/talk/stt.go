@@ -28,6 +28,7 @@ const (
 	WhyNotAudio    = "not_audio"   // a speech answer whose type is not audio
 	WhyRequest     = "request"     // the request could not be made
 	WhyEmpty       = "empty"       // a speech answer with no audio bytes (talk.test)
+	WhySlow        = "slow"        // a speech answer that did not begin within Options.SpeechStart
 )
 
 // ServerError is a transcription or speech server's failure. Error()
@@ -73,6 +74,8 @@ func (e *ServerError) Public() string {
 		return s + " answered without a JSON text field"
 	case WhyNotAudio:
 		return s + " answered something that is not audio"
+	case WhySlow:
+		return s + " did not begin its answer in time (is its model still loading?)"
 	}
 	return s + " could not be asked"
 }

@@ -143,10 +143,11 @@ func (t *talk) synth() Synth {
 	tts := t.settings.TTS
 	switch tts.Provider {
 	case ProviderOpenAI:
-		return OpenAISpeech{BaseURL: tts.BaseURL, Model: tts.Model, Format: tts.Format, APIKey: tts.APIKey, HTTP: t.s.o.HTTP}
+		return OpenAISpeech{BaseURL: tts.BaseURL, Model: tts.Model, Format: tts.Format, APIKey: tts.APIKey, HTTP: t.s.o.HTTP,
+			StartTimeout: t.s.o.SpeechStart}
 	case ProviderElevenLabs:
 		return ElevenLabs{BaseURL: tts.BaseURL, ModelID: tts.ElevenLabs.ModelID, APIKey: tts.APIKey,
-			Stability: *tts.ElevenLabs.Stability, HTTP: t.s.o.HTTP}
+			Stability: *tts.ElevenLabs.Stability, HTTP: t.s.o.HTTP, StartTimeout: t.s.o.SpeechStart}
 	}
 	return nil
 }

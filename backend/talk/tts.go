@@ -23,6 +23,16 @@ var ErrTTS = errors.New("speech synthesis failed")
 // included (60 s).
 const DefaultHTTPTimeout = 60 * time.Second
 
+// DefaultSpeechStart is Options.SpeechStart's default (15 s): a speech
+// server must begin its answer (the response's head) this soon, else the
+// sentence fails (WhySlow) and the rest of the answer goes to the page's
+// own voice — a person should not wait the whole DefaultHTTPTimeout in
+// silence for each sentence of a stuck server.
+const DefaultSpeechStart = 15 * time.Second
+
+// errSlowStart is the cause of a request cancelled by its start bound.
+var errSlowStart = errors.New("no answer began within the start bound")
+
 func httpClient(c *http.Client) *http.Client {
 	if c != nil {
 		return c
@@ -57,6 +67,9 @@ type Synth interface {
 type OpenAISpeech struct {
 	BaseURL, Model, Format, APIKey string
 	HTTP                           *http.Client
+	// StartTimeout bounds the wait for the answer's head (0: only HTTP's
+	// timeout); the audio then streams under HTTP's timeout alone.
+	StartTimeout time.Duration
 }
 
 // formatMIME is the audio type of an OpenAI response_format.
@@ -79,7 +92,7 @@ func (o OpenAISpeech) Synthesize(ctx context.Context, text string, v Voice) (Aud
 	if o.APIKey != "" {
 		req.Header.Set("Authorization", "Bearer "+o.APIKey)
 	}
-	return startAudio(o.HTTP, req, u, formatMIME[o.Format], o.APIKey)
+	return startAudio(o.HTTP, req, u, formatMIME[o.Format], o.APIKey, o.StartTimeout)
 }
 
 // ElevenLabs is ElevenLabs' streaming synthesis, POST
@@ -89,6 +102,8 @@ type ElevenLabs struct {
 	BaseURL, ModelID, APIKey string
 	Stability                float64
 	HTTP                     *http.Client
+	// StartTimeout is as OpenAISpeech's.
+	StartTimeout time.Duration
 }
 
 // Synthesize implements Synth (v.Name is the voice id; the speed is
@@ -106,17 +121,31 @@ func (e ElevenLabs) Synthesize(ctx context.Context, text string, v Voice) (Audio
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "audio/mpeg")
 	req.Header.Set("xi-api-key", e.APIKey)
-	return startAudio(e.HTTP, req, u, "audio/mpeg", e.APIKey)
+	return startAudio(e.HTTP, req, u, "audio/mpeg", e.APIKey, e.StartTimeout)
 }
 
 // startAudio sends req and returns its body once the head says audio.
 // fallback is the type of an answer labelled application/octet-stream;
-// key, the request's API key, is redacted from a failure's Detail.
-func startAudio(c *http.Client, req *http.Request, u, fallback, key string) (Audio, error) {
-	resp, err := httpClient(c).Do(req)
-	if err != nil {
-		return Audio{}, &ServerError{Kind: ErrTTS, URL: redactedURL(u), Why: WhyUnreachable, Err: err}
+// key, the request's API key, is redacted from a failure's Detail; start
+// (when > 0) bounds the wait for the head: past it the request is
+// cancelled and the error's Why is WhySlow.
+func startAudio(c *http.Client, req *http.Request, u, fallback, key string, start time.Duration) (Audio, error) {
+	ctx, cancel := context.WithCancelCause(req.Context())
+	if start > 0 {
+		timer := time.AfterFunc(start, func() { cancel(errSlowStart) })
+		defer timer.Stop() // the head came (or the request failed): the body is not bound by start
 	}
+	resp, err := httpClient(c).Do(req.WithContext(ctx))
+	if err != nil {
+		why := WhyUnreachable
+		if errors.Is(context.Cause(ctx), errSlowStart) && req.Context().Err() == nil {
+			why, err = WhySlow, fmt.Errorf("%w (%s)", errSlowStart, start)
+		}
+		cancel(nil)
+		return Audio{}, &ServerError{Kind: ErrTTS, URL: redactedURL(u), Why: why, Err: err}
+	}
+	// From here the body holds the request's context: closing it ends both.
+	resp.Body = cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
 	if resp.StatusCode != http.StatusOK {
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 		resp.Body.Close()
@@ -133,6 +162,19 @@ func startAudio(c *http.Client, req *http.Request, u, fallback, key string) (Aud
 		return Audio{}, &ServerError{Kind: ErrTTS, URL: redactedURL(u), Why: WhyNotAudio, Status: resp.StatusCode, Detail: redact(fmt.Sprintf("Content-Type %q", ct), key)}
 	}
 	return Audio{Body: resp.Body, MimeType: ct}, nil
+}
+
+// cancelOnClose is a response body that releases its request's context
+// when closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelCauseFunc
+}
+
+func (b cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel(nil)
+	return err
 }
 
 // voiceList is the voices a "change the voice" command steps through, by

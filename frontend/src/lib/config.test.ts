@@ -118,6 +118,7 @@ describe('talkTestText', () => {
     ['stt', { ok: false, code: 'TALK_STT_FAILED', why: 'not_json', url, detail: 'answered without a JSON text field' }, `✗ The transcription server failed: ${url} answered without a transcript (no JSON text field): is it a transcription server?`],
     ['tts', { ok: false, code: 'TALK_TTS_FAILED', why: 'status', status: 500, url: 'http://127.0.0.1:8880', detail: 'answered HTTP 500' }, '✗ The speech server failed: http://127.0.0.1:8880 answered HTTP 500.'],
     ['tts', { ok: false, code: 'TALK_TTS_FAILED', why: 'empty', url: 'http://127.0.0.1:8880', detail: 'no audio bytes' }, '✗ The speech server failed: http://127.0.0.1:8880 answered with no audio.'],
+    ['tts', { ok: false, code: 'TALK_TTS_FAILED', why: 'slow', url: 'http://127.0.0.1:8880', detail: 'did not begin its answer in time' }, '✗ The speech server failed: http://127.0.0.1:8880 did not begin its answer in time: is its model still loading? Try again in a moment.'],
   ];
   it.each(cases)('%s %j', (kind, r, en) => {
     expect(talkTestText(kind, r, 'en')).toBe(en);

@@ -453,7 +453,7 @@ export function modelReasonText(m: SettingsView['model']): string {
 /**
  * talk.test's answer (docs/PROTOCOL.md "Talk"): ok or a failure's code (TALK_STT_FAILED,
  * TALK_TTS_FAILED), its why (backend/talk ServerError.Why: unreachable, status, read, too_large,
- * not_json, not_audio, request, or empty), the URL asked, its HTTP status, what was asked (model)
+ * not_json, not_audio, request, empty, or slow), the URL asked, its HTTP status, what was asked (model)
  * and got (bytes of mimeType); detail is the gateway's English sentence of the same.
  */
 export interface TalkTestResult {
@@ -479,6 +479,7 @@ const TALK_WHY: Record<string, MessageKey> = {
   not_json: 'settings.talk.why.notJson',
   not_audio: 'settings.talk.why.notAudio',
   empty: 'settings.talk.why.empty',
+  slow: 'settings.talk.why.slow',
   request: 'settings.talk.why.other',
 };
 

@@ -731,6 +731,7 @@ export const MESSAGES = {
   'settings.talk.why.notJson': ['{url} answered without a transcript (no JSON text field): is it a transcription server?', '{url} 的回复中没有转写结果（没有 JSON text 字段）：它是转写服务器吗？'],
   'settings.talk.why.notAudio': ['{url} answered something that is not audio.', '{url} 返回的不是音频。'],
   'settings.talk.why.empty': ['{url} answered with no audio.', '{url} 返回了空的音频。'],
+  'settings.talk.why.slow': ['{url} did not begin its answer in time: is its model still loading? Try again in a moment.', '{url} 没有及时开始回复：它的模型是否仍在加载？请稍后再试。'],
   'settings.talk.why.other': ['{url} could not be asked.', '无法向 {url} 发出请求。'],
   'settings.talk.testHint': ['The Test buttons try the saved settings: save first.', '“测试”按钮使用已保存的设置：请先保存。'],
   'settings.talk.save': ['Save Talk', '保存语音设置'],
