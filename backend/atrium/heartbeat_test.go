@@ -32,7 +32,10 @@ func TestHeartbeatOnSchedule(t *testing.T) {
 		o.HeartbeatClock, o.HeartbeatLocation = clk, time.UTC
 	})
 	cl := dial(t, a)
-	next := func(want time.Time) {
+	// scheduled waits until the scheduler sets its next wait, for want: it
+	// does so after it has recorded the turn before (Settings' lastRun,
+	// lastOutcome), which is after that turn's chat.final went out.
+	scheduled := func(want time.Time) {
 		t.Helper()
 		select {
 		case at := <-clk.Waits:
@@ -42,6 +45,10 @@ func TestHeartbeatOnSchedule(t *testing.T) {
 		case <-time.After(time.Minute):
 			t.Fatal("no heartbeat scheduled within a minute")
 		}
+	}
+	next := func(want time.Time) {
+		t.Helper()
+		scheduled(want)
 		clk.Set(want)
 	}
 	isHeartbeatFinal := func(p json.RawMessage) bool {
@@ -88,6 +95,7 @@ func TestHeartbeatOnSchedule(t *testing.T) {
 		t.Fatalf("history after a heartbeat with news: %+v", page.Messages)
 	}
 
+	scheduled(start.Add(3 * heartbeat.DefaultEvery))
 	var view api.SettingsView
 	cl.ok("config.get", map[string]any{}, &view)
 	hb := view.Heartbeat
