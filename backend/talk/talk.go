@@ -777,21 +777,38 @@ func (t *talk) runEvent(e RunEvent) {
 // tells the page with a talk.transcript of the same utterance: sent, not
 // queued, with the run answering it — or not sent, CodeSendFailed. One
 // that must wait again (the session busy once more) is told nothing new.
+// When it started no run (refused, or sent without one), no run's end
+// will take the next off the queue: the next goes now, and so on, so the
+// words behind a refused one (and every later utterance behind those)
+// never wait for good.
 func (t *talk) sendQueued(w waiting) {
-	runID, queued, err := t.deliver(w, true)
-	if queued || t.ended() {
-		return
+	for {
+		runID, queued, err := t.deliver(w, true)
+		if queued || t.ended() {
+			return
+		}
+		ev := w.ev
+		ev.Queued = false
+		if err != nil {
+			t.s.o.Logger.Warn("talk queued transcript not sent", "talk", t.id, "err", err)
+			ev.Sent = false
+			ev.failed(CodeSendFailed)
+		} else {
+			ev.RunID = runID
+		}
+		t.transcript(ev)
+		if runID != "" {
+			return // its run's end sends the next
+		}
+		t.mu.Lock()
+		if t.activeRun != "" || len(t.queued) == 0 {
+			t.mu.Unlock()
+			return // a run that started meanwhile sends the next as it ends
+		}
+		w = t.queued[0]
+		t.queued = t.queued[1:]
+		t.mu.Unlock()
 	}
-	ev := w.ev
-	ev.Queued = false
-	if err != nil {
-		t.s.o.Logger.Warn("talk queued transcript not sent", "talk", t.id, "err", err)
-		ev.Sent = false
-		ev.failed(CodeSendFailed)
-	} else {
-		ev.RunID = runID
-	}
-	t.transcript(ev)
 }
 
 func (t *talk) poke() {
