@@ -4,12 +4,14 @@
 // send (a failed send, a talk ended forbidden or at shutdown) give way to the talk's note naming them.
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { cleanup, fireEvent, render, screen, waitFor } from '@testing-library/svelte';
+import { tick } from 'svelte';
 import { get } from 'svelte/store';
 import ChatPanel from './ChatPanel.svelte';
 import { GatewayClient } from '../lib/gateway';
 import { FakeWebSocket } from '../lib/testing/fakeWebSocket';
 import { FakePC, FakeRecorder } from '../lib/testing/fakeTalk';
 import { resetLang, setLang } from '../lib/i18n.svelte';
+import { LEFTOVER_WAIT_MS } from '../lib/talk';
 
 // Generous: the machine running the tests may be loaded (nothing here measures time).
 const WAIT = { timeout: 10_000 };
@@ -35,7 +37,10 @@ beforeEach(() => {
   vi.stubGlobal('AudioContext', undefined);
 });
 const gws: GatewayClient[] = [];
+const offs: (() => void)[] = [];
 afterEach(() => {
+  vi.useRealTimers();
+  for (const off of offs.splice(0)) off();
   cleanup();
   for (const gw of gws.splice(0)) gw.stop();
   vi.unstubAllGlobals();
@@ -43,13 +48,15 @@ afterEach(() => {
 });
 
 /** The panel of profile main, connected, its (empty) history read and a continuous talk open. */
-async function openTalk() {
+async function openTalk(policy: Record<string, unknown> = {}) {
   const gw = new GatewayClient({ url: 'ws://test/ws', token: 't', instanceId: 'i', WebSocket: FakeWebSocket, random: () => 0.5 });
   gws.push(gw);
   gw.start();
   const ws = FakeWebSocket.last();
-  ws.handshake();
-  render(ChatPanel, { gw, conn: get(gw.status), profileId: 'main' });
+  ws.handshake(policy);
+  // The panel follows the connection as App's does (conn={$status}).
+  const { rerender } = render(ChatPanel, { gw, conn: get(gw.status), profileId: 'main' });
+  offs.push(gw.status.subscribe((conn) => void rerender({ conn })));
   const answered = new Set<string>();
   await answer(ws, answered, 'history.profile', { messages: [], active: [] });
   await fireEvent.click(await screen.findByTestId('talk-continuous'));
@@ -142,5 +149,67 @@ describe('words waiting for the current answer', () => {
     expect(note).toContain('Not sent: “And tomorrow?”');
     expect(note).not.toContain('the words could not be sent'); // the page's words, not the gateway's sentence
     expect(screen.getByTestId('talk').dataset.talkState).toBe('listening'); // the talk goes on
+  });
+
+  it('of an ended talk that never reach the chat give way to the note once the gateway\'s bound passed (a fake clock)', async () => {
+    // No tick from the fake gateway for the clock's 11 minutes: the connection stays.
+    const { ws } = await openTalk({ tickIntervalMs: 3_600_000 });
+    heard(ws, { utteranceId: 'u1', text: 'And tomorrow?', queued: true });
+    await waitFor(() => expect(waitingTexts()).toEqual(['And tomorrow?']), WAIT);
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date'] });
+    ws.serverEvent('talk.ended', { talkId: 't1', reason: 'connection_gone' });
+    for (let i = 0; i < 5; i++) await tick();
+    expect(screen.getByTestId('talk').dataset.talkState).toBe('off');
+    vi.advanceTimersByTime(LEFTOVER_WAIT_MS - 1000);
+    await tick();
+    expect(waitingTexts()).toEqual(['And tomorrow?']); // still expected: the gateway may send it till then
+    expect(screen.getByTestId('talk-note').textContent).not.toContain('And tomorrow?');
+    setLang('zh');
+    vi.advanceTimersByTime(2000);
+    await tick();
+    expect(waitingTexts()).toEqual([]);
+    expect(screen.getByTestId('talk-note').textContent).toBe('语音结束时你说的话，10 分钟内未能进入对话。未发送：“And tomorrow?”');
+    setLang('en');
+    await tick();
+    expect(screen.getByTestId('talk-note').textContent).toBe('What you said as the talk ended did not reach the chat within 10 minutes. Not sent: “And tomorrow?”');
+  });
+
+  it('of an ended talk give way to the note when the connection came back without them and nothing runs', async () => {
+    const { ws } = await openTalk();
+    heard(ws, { utteranceId: 'u1', text: 'And tomorrow?', queued: true });
+    heard(ws, { utteranceId: 'u2', text: '后天呢？', queued: true });
+    await waitFor(() => expect(waitingTexts()).toHaveLength(2), WAIT);
+    // The gateway went away (a restart drops what the talk left) and the page connects again.
+    ws.serverClose(1006, 'gone');
+    await waitFor(() => expect(screen.queryByTestId('talk')).toBeNull(), WAIT); // no talk without the gateway
+    await waitFor(() => expect(FakeWebSocket.instances.length).toBe(2), WAIT);
+    const back = FakeWebSocket.last();
+    back.handshake();
+    // Its history has the first (sent after the talk), not the second, and no run goes on.
+    await answer(back, new Set(), 'history.profile', {
+      messages: [{ id: 'm1', sessionId: 's1', runId: 'r3', role: 'user', content: 'And tomorrow?', ts: Date.now() }],
+      active: [],
+    });
+    await waitFor(() => expect(waitingTexts()).toEqual([]), WAIT);
+    expect(userTexts()).toEqual(['And tomorrow?']);
+    expect(screen.getByTestId('talk-note').textContent).toBe('The connection to Atrium was lost, and what you said as the talk ended did not reach the chat. Not sent: “后天呢？”');
+  });
+
+  it('of an ended talk stay after a reconnect while the session still answers (the gateway sends them when it ends)', async () => {
+    const { ws } = await openTalk();
+    heard(ws, { utteranceId: 'u1', text: 'And tomorrow?', queued: true });
+    await waitFor(() => expect(waitingTexts()).toHaveLength(1), WAIT);
+    ws.serverClose(1006, 'gone');
+    await waitFor(() => expect(FakeWebSocket.instances.length).toBe(2), WAIT);
+    const back = FakeWebSocket.last();
+    back.handshake();
+    const answered = new Set<string>();
+    await answer(back, answered, 'history.profile', {
+      messages: [{ id: 'm0', sessionId: 's1', runId: 'r1', role: 'user', content: 'Tell me a long story.', ts: Date.now() }],
+      active: [{ runId: 'r1', sessionId: 's1', profileId: 'main', content: 'Once upon', seq: 3, startedAt: Date.now() }],
+    });
+    await waitFor(() => expect(screen.queryAllByTestId('chat-message-text').some((el) => el.textContent?.includes('Once upon'))).toBe(true), WAIT);
+    expect(waitingTexts()).toEqual(['And tomorrow?']);
+    expect(screen.queryByTestId('talk-note')?.textContent ?? '').not.toContain('And tomorrow?');
   });
 });

@@ -236,6 +236,8 @@ export const MESSAGES = {
   'talk.notSentWords': ['Not sent: {words}', '未发送：{words}'],
   'talk.waitingDropped': ['Not sent, because the talk ended: {words}', '语音已结束，以下内容未发送：{words}'],
   'talk.quote': ['“{words}”', '“{words}”'],
+  'talk.waitingExpired': ['What you said as the talk ended did not reach the chat within 10 minutes.', '语音结束时你说的话，10 分钟内未能进入对话。'],
+  'talk.waitingLost': ['The connection to Atrium was lost, and what you said as the talk ended did not reach the chat.', '与 Atrium 的连接曾中断，语音结束时你说的话未能进入对话。'],
   'talk.voiceCommand': ['Done: {kind}.', '已完成：{kind}。'],
   'talk.voiceCommandBound': ['Already at the limit: {kind}.', '已到上限：{kind}。'],
   'talk.cmd.slower': ['speaking slower', '说慢一点'],

@@ -1128,6 +1128,8 @@ export interface WaitingWords {
   afterTalk?: boolean;
   /** When they were heard (ms since the epoch): only a message from then on is theirs. */
   at?: number;
+  /** When their talk ended (ms since the epoch; set with afterTalk): the page expects them until LEFTOVER_WAIT_MS later. */
+  endedAt?: number;
 }
 
 /** What one talk.transcript did to the waiting words: the new list, and the words it dropped (never sent) if any. */
@@ -1158,3 +1160,21 @@ export function reduceWaiting(list: WaitingWords[], tr: TranscriptEvent, now = D
 
 /** How many waiting words the page shows at most (the gateway lets 8 wait per talk). */
 export const MAX_WAITING_WORDS = 16;
+
+/**
+ * How long the page expects words that waited when their talk ended (ms): the gateway sends them
+ * once the session is free, waiting for it at most backend/talk DefaultLeftoverTimeout (10 min),
+ * plus a minute for the sending and the chat's history to show them.
+ */
+export const LEFTOVER_WAIT_MS = 11 * 60_000;
+
+/**
+ * The waiting words the chat can no longer expect (docs/PROTOCOL.md "Talk": after talk.ended the
+ * gateway sends them untold): words of an ended talk not in the chat (`arrived` false) once
+ * LEFTOVER_WAIT_MS passed since the talk ended (`now`, ms since the epoch), or at once when
+ * `reconnectedIdle` — the connection to the gateway was lost and came back, and the chat's history
+ * read since has neither them nor a run they could wait behind (a gateway restarted drops them).
+ */
+export function unexpectedWaiting(list: WaitingWords[], arrived: (w: WaitingWords) => boolean, o: { now: number; reconnectedIdle?: boolean }): WaitingWords[] {
+  return list.filter((w) => w.afterTalk === true && !arrived(w) && (o.reconnectedIdle === true || o.now >= (w.endedAt ?? 0) + LEFTOVER_WAIT_MS));
+}
