@@ -17,20 +17,8 @@ import (
 // still go: nothing started a run whose end would have taken them off the
 // queue, so they waited for good, and every later utterance behind them.
 func TestTalkQueuedSendFails(t *testing.T) {
-	en := speech(t, "en", "Tell me a long story.")
-	hold := make(chan struct{})
-	ta := newTalkApp(t, map[string]string{"Tell me a long story.": "Once upon a time.", "And then?": "The end.", "Who was there?": "A fox."},
-		map[string]chan struct{}{"Tell me a long story.": hold})
+	ta, peer, en, hold, first := queuedTalk(t, map[string]string{"And then?": "The end.", "Who was there?": "A fox."})
 	ctx := ta.ctx
-	ta.patchT(t, map[string]any{"interrupt": "queue"})
-	open := ta.open(t, ta.admin, map[string]any{"sessionKey": "main/", "mode": "continuous"})
-	peer := dialTalk(ctx, t, ta.admin, open.TalkID)
-	ta.stt.answers <- sttAnswer{"Tell me a long story.", "english"}
-	peer.utter(t, "u0", en, true)
-	first := transcriptOf(t, ta.ev.wait(ctx, t, "talk.transcript", `"u0"`))
-	if first.RunID == "" {
-		t.Fatalf("first transcript %+v", first)
-	}
 	tooLong := strings.TrimSpace(strings.Repeat("And so on. ", chat.MaxMessageChars/len("And so on. ")+1))
 	for _, u := range []struct{ id, text string }{{"u1", tooLong}, {"u2", "And then?"}} {
 		ta.stt.answers <- sttAnswer{u.text, "english"}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -999,26 +1000,38 @@ func closedPortURL(t *testing.T) string {
 	return u
 }
 
+// queuedTalk opens a continuous talk with interrupt "queue" whose first
+// words ("Tell me a long story.", utterance u0) start an answer held until
+// hold is closed; answers adds the scripted model's other answers. It
+// returns the app, the page's peer, the utterance's audio (en), hold and
+// u0's transcript (its run).
+func queuedTalk(t *testing.T, answers map[string]string) (*talkApp, *talkPeer, spoken, chan struct{}, talk.TranscriptEvent) {
+	t.Helper()
+	en := speech(t, "en", "Tell me a long story.")
+	hold := make(chan struct{})
+	all := map[string]string{"Tell me a long story.": "Once upon a time."}
+	maps.Copy(all, answers)
+	ta := newTalkApp(t, all, map[string]chan struct{}{"Tell me a long story.": hold})
+	ta.patchT(t, map[string]any{"interrupt": "queue"})
+	open := ta.open(t, ta.admin, map[string]any{"sessionKey": "main/", "mode": "continuous"})
+	peer := dialTalk(ta.ctx, t, ta.admin, open.TalkID)
+	ta.stt.answers <- sttAnswer{"Tell me a long story.", "english"}
+	peer.utter(t, "u0", en, true)
+	first := transcriptOf(t, ta.ev.wait(ta.ctx, t, "talk.transcript", `"u0"`))
+	if first.RunID == "" {
+		t.Fatalf("first transcript %+v", first)
+	}
+	return ta, peer, en, hold, first
+}
+
 // TestTalkQueueBounded: with interrupt "queue", words said while the
 // session answers wait for the answer's end — at most 8 of them; the
 // ninth is not sent and the person is told (TALK_QUEUE_FULL, its text in
 // the event), and the eight still go once the answer ends, each told to the
 // page again as it is sent (sent, no longer queued, its run).
 func TestTalkQueueBounded(t *testing.T) {
-	en := speech(t, "en", "Tell me a long story.")
-	hold := make(chan struct{})
-	ta := newTalkApp(t, map[string]string{"Tell me a long story.": "Once upon a time."},
-		map[string]chan struct{}{"Tell me a long story.": hold})
+	ta, peer, en, hold, first := queuedTalk(t, nil)
 	ctx := ta.ctx
-	ta.patchT(t, map[string]any{"interrupt": "queue"})
-	open := ta.open(t, ta.admin, map[string]any{"sessionKey": "main/", "mode": "continuous"})
-	peer := dialTalk(ctx, t, ta.admin, open.TalkID)
-	ta.stt.answers <- sttAnswer{"Tell me a long story.", "english"}
-	peer.utter(t, "u0", en, true)
-	first := transcriptOf(t, ta.ev.wait(ctx, t, "talk.transcript", `"u0"`))
-	if first.RunID == "" {
-		t.Fatalf("first transcript %+v", first)
-	}
 	for i := 1; i <= 9; i++ {
 		id, text := fmt.Sprintf("u%d", i), fmt.Sprintf("And then %d?", i)
 		ta.stt.answers <- sttAnswer{text, "english"}

@@ -6,6 +6,7 @@ import { describe, expect, it, vi } from 'vitest';
 import { CHUNK_HEADER, LIVE_LABEL, answerMsg, chunkMsgs, liveHandler, liveParams, type LiveDeps, type LiveWatch } from './livesend';
 import { CommandError } from './nodeserve';
 import { phoneDeclares } from './nodeserve';
+import { FakePC } from './testing/fakeTalk';
 
 const VIEW = '0123456789abcdef0123456789abcdef';
 const dec = new TextDecoder();
@@ -50,59 +51,6 @@ describe('framing', () => {
   });
 });
 
-/** A data channel and connection the test drives. */
-class FakeChannel {
-  readyState: RTCDataChannelState = 'connecting';
-  binaryType = 'blob';
-  bufferedAmount = 0;
-  sent: Uint8Array[] = [];
-  onopen: (() => void) | null = null;
-  onclose: (() => void) | null = null;
-  onmessage: ((e: { data: ArrayBuffer }) => void) | null = null;
-  constructor(readonly label: string) {}
-  send(m: Uint8Array) {
-    this.sent.push(m);
-  }
-  open() {
-    this.readyState = 'open';
-    this.onopen?.();
-  }
-  types() {
-    return this.sent.map((m) => String.fromCharCode(m[0])).join('');
-  }
-}
-class FakePC {
-  static last: FakePC;
-  dc!: FakeChannel;
-  iceGatheringState = 'complete';
-  connectionState = 'new';
-  localDescription: { sdp: string } | null = null;
-  remote: string | null = null;
-  closed = false;
-  onconnectionstatechange: (() => void) | null = null;
-  constructor() {
-    FakePC.last = this;
-  }
-  createDataChannel(label: string) {
-    this.dc = new FakeChannel(label);
-    return this.dc;
-  }
-  async createOffer() {
-    return { type: 'offer', sdp: 'v=0 offer' };
-  }
-  async setLocalDescription(d: { sdp: string }) {
-    this.localDescription = d;
-  }
-  async setRemoteDescription(d: { sdp: string }) {
-    this.remote = d.sdp;
-    setTimeout(() => this.dc.open(), 0);
-  }
-  addEventListener() {}
-  close() {
-    this.closed = true;
-    this.dc.readyState = 'closed';
-  }
-}
 class FakeRecorder {
   static last: FakeRecorder;
   state = 'inactive';

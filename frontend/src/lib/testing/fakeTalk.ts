@@ -1,5 +1,6 @@
 // A browser's parts for a talk (RTCPeerConnection, its data channel, MediaRecorder), scripted for
 // unit tests: the channel opens once the answer is set, a recorder's data comes when the test says.
+// The live view's tests (livesend.test.ts) use the connection and channel too.
 export class FakeChannel {
   readyState = 'connecting';
   binaryType = '';
@@ -15,6 +16,10 @@ export class FakeChannel {
   open() {
     this.readyState = 'open';
     this.onopen?.();
+  }
+  /** The first byte of each message sent, as letters (the channel's message types). */
+  types() {
+    return this.sent.map((m) => String.fromCharCode(m[0])).join('');
   }
 }
 export class FakePC {
@@ -46,6 +51,7 @@ export class FakePC {
   addEventListener() {}
   close() {
     this.closed = true;
+    if (this.dc) this.dc.readyState = 'closed';
   }
 }
 export class FakeRecorder {
